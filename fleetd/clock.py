@@ -1,0 +1,110 @@
+"""Time, injected.
+
+Only this module reads the wall clock or the monotonic clock, or sleeps. Everything else receives a
+:class:`Clock` and asks it. Production uses :class:`SystemClock`; tests use :class:`FakeClock`,
+which moves only when a test calls :meth:`FakeClock.advance` and never moves backwards, so a loop
+under test runs exactly as far as the test lets it — no test sleeps to wait for a loop.
+
+``now()`` is a UTC-aware :class:`~datetime.datetime` for anything that is recorded or compared with
+recorded times. ``monotonic()`` is seconds for measuring durations and deadlines inside one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Clock", "FakeClock", "SystemClock"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """The one source of time for fleetd."""
+
+    def now(self) -> datetime:
+        """Current UTC-aware wall time."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes backwards."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Suspend the caller for ``seconds``."""
+        ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class FakeClock:
+    """A clock that moves only when told, and never backwards.
+
+    ``sleep()`` parks the caller until :meth:`advance` carries the clock past its deadline. Sleepers
+    wake in deadline order; ties wake in the order they went to sleep.
+    """
+
+    def __init__(self, start: datetime = _EPOCH) -> None:
+        if start.tzinfo is None:
+            raise ValueError("FakeClock needs a timezone-aware start time")
+        self._start = start.astimezone(UTC)
+        self._elapsed = 0.0
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    def now(self) -> datetime:
+        return self._start + timedelta(seconds=self._elapsed)
+
+    def monotonic(self) -> float:
+        return self._elapsed
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._elapsed + seconds, next(self._order), future))
+        await future
+
+    @property
+    def sleepers(self) -> int:
+        """How many callers are parked in :meth:`sleep` right now."""
+        return sum(1 for _, _, f in self._sleepers if not f.done())
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward and wake every sleeper whose deadline has come."""
+        if seconds < 0:
+            raise ValueError("FakeClock never moves backwards")
+        self._elapsed += seconds
+        while self._sleepers and self._sleepers[0][0] <= self._elapsed:
+            _, _, future = heapq.heappop(self._sleepers)
+            if not future.done():
+                future.set_result(None)
+
+    async def run(self, seconds: float, *, step: float | None = None) -> None:
+        """Advance by ``seconds`` in steps, letting woken tasks run between steps."""
+        remaining = seconds
+        increment = seconds if step is None else step
+        while remaining > 0:
+            delta = min(increment, remaining)
+            self.advance(delta)
+            remaining -= delta
+            for _ in range(5):
+                await asyncio.sleep(0)

@@ -1,0 +1,167 @@
+"""The one error tree of fleetd.
+
+::
+
+    FleetdError
+    ├── ConfigError                 a config key is unknown, malformed or out of range (``key``)
+    ├── HerdrError                  herdr answered with an error frame (``code``, ``message``)
+    │   ├── TargetNotFoundError     any ``*_not_found`` code: the pane/agent/workspace is gone
+    │   └── ControlLinkError        refused, reset, timed out, ``server_unavailable``: link is down
+    ├── InboxError                  the reply inbox could not publish, collect or own a key
+    │   ├── InboxUnavailableError   the broker is unreachable
+    │   ├── InboxOwnershipError     a key was used without being owned
+    │   └── DecodeError             one stored message cannot be decoded (``reason``)
+    ├── ToolError                   a fleet tool call failed in a way the caller can see
+    │   ├── AuthError               missing or bad bearer token (401)
+    │   ├── PermissionDeniedError   authenticated, not allowed (403)
+    │   ├── InvalidArgumentsError   arguments do not match the tool's schema (``hint``)
+    │   ├── UnknownTargetError      the target is not a live session (``hint``: valid targets)
+    │   ├── UnknownToolError        no such tool (``hint``: the tool names)
+    │   ├── CapacityError           placement refused: the profile is at ``maxLoad``
+    │   └── ConflictError           the session's state forbids the call
+    ├── IllegalTransitionError      a state machine was asked for a transition it does not have
+    └── WorktreeError               git could not provision or inspect a worktree
+
+Adapters translate foreign exceptions (``OSError``, ``aiormq`` errors, ``httpx`` errors) into this
+tree at their boundary, once. Errors carry structured fields; their text never includes secrets,
+pane text or raw foreign exception messages that could leak them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AuthError",
+    "CapacityError",
+    "ConfigError",
+    "ConflictError",
+    "ControlLinkError",
+    "DecodeError",
+    "FleetdError",
+    "HerdrError",
+    "IllegalTransitionError",
+    "InboxError",
+    "InboxOwnershipError",
+    "InboxUnavailableError",
+    "InvalidArgumentsError",
+    "PermissionDeniedError",
+    "TargetNotFoundError",
+    "ToolError",
+    "UnknownTargetError",
+    "UnknownToolError",
+    "WorktreeError",
+]
+
+
+class FleetdError(Exception):
+    """Base of every error fleetd raises on purpose."""
+
+
+class ConfigError(FleetdError):
+    """A configuration value is unknown, malformed or out of range."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class HerdrError(FleetdError):
+    """herdr answered a request with an error frame."""
+
+    def __init__(self, code: str, message: str = "", *, method: str = "") -> None:
+        super().__init__(f"{method or 'herdr'}: {code}" + (f" ({message})" if message else ""))
+        self.code = code
+        self.message = message
+        self.method = method
+
+
+class TargetNotFoundError(HerdrError):
+    """A ``*_not_found`` answer: the target is gone while the link itself works."""
+
+
+class ControlLinkError(HerdrError):
+    """The link to herdr failed: refused, reset, timed out, or ``server_unavailable``."""
+
+
+class InboxError(FleetdError):
+    """The reply inbox failed."""
+
+
+class InboxUnavailableError(InboxError):
+    """The inbox backend cannot be reached."""
+
+
+class InboxOwnershipError(InboxError):
+    """A key was published to or collected from without being owned."""
+
+
+class DecodeError(InboxError):
+    """One stored inbox message cannot be decoded."""
+
+    def __init__(self, reason: str, *, detail: str = "") -> None:
+        super().__init__(reason + (f": {detail}" if detail else ""))
+        self.reason = reason
+        self.detail = detail
+
+
+class ToolError(FleetdError):
+    """A fleet tool failed; the caller sees ``code``, ``message`` and an optional ``hint``."""
+
+    status = 400
+    code = "tool_error"
+
+    def __init__(self, message: str, *, hint: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class AuthError(ToolError):
+    status = 401
+    code = "unauthenticated"
+
+
+class PermissionDeniedError(ToolError):
+    status = 403
+    code = "forbidden"
+
+
+class InvalidArgumentsError(ToolError):
+    status = 422
+    code = "invalid_arguments"
+
+
+class UnknownTargetError(ToolError):
+    status = 404
+    code = "unknown_target"
+
+
+class UnknownToolError(ToolError):
+    status = 404
+    code = "unknown_tool"
+
+
+class CapacityError(ToolError):
+    status = 409
+    code = "capacity_exceeded"
+
+
+class ConflictError(ToolError):
+    status = 409
+    code = "conflict"
+
+
+class IllegalTransitionError(FleetdError):
+    """A state machine refused a transition; its state is unchanged."""
+
+    def __init__(self, machine: str, state: str, event: str) -> None:
+        super().__init__(f"{machine}: no transition from {state} on {event}")
+        self.machine = machine
+        self.state = state
+        self.event = event
+
+
+class WorktreeError(FleetdError):
+    """git could not provision, inspect or remove a worktree."""
