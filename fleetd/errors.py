@@ -20,7 +20,8 @@
     │   ├── CapacityError           placement refused: the profile is at ``maxLoad``
     │   └── ConflictError           the session's state forbids the call
     ├── IllegalTransitionError      a state machine was asked for a transition it does not have
-    └── WorktreeError               git could not provision or inspect a worktree
+    └── WorktreeError               git could not provision, inspect or remove a worktree
+        └── ManifestError           a preserved-worktree manifest could not be written
 
 Adapters translate foreign exceptions (``OSError``, ``aiormq`` errors, ``httpx`` errors) into this
 tree at their boundary, once. Errors carry structured fields; their text never includes secrets,
@@ -45,6 +46,7 @@ __all__ = [
     "InboxOwnershipError",
     "InboxUnavailableError",
     "InvalidArgumentsError",
+    "ManifestError",
     "PermissionDeniedError",
     "TargetNotFoundError",
     "ToolError",
@@ -164,4 +166,26 @@ class IllegalTransitionError(FleetdError):
 
 
 class WorktreeError(FleetdError):
-    """git could not provision, inspect or remove a worktree."""
+    """git could not provision, inspect or remove a worktree.
+
+    ``operation`` and ``reason`` are bounded words and are all that ``str()`` shows. ``detail``
+    (git's stderr, which may name paths) stays on the exception for local logs and never goes out.
+    """
+
+    def __init__(
+        self,
+        operation: str = "worktree",
+        reason: str = "failed",
+        *,
+        detail: str = "",
+        returncode: int | None = None,
+    ) -> None:
+        super().__init__(f"{operation}: {reason}")
+        self.operation = operation
+        self.reason = reason
+        self.detail = detail
+        self.returncode = returncode
+
+
+class ManifestError(WorktreeError):
+    """A preserved-worktree manifest could not be written; the worktree stays preserved."""
