@@ -1,0 +1,276 @@
+"""Member worktrees: provision, inspect and remove them with git, then apply the release policy.
+
+Each member works in its own git worktree on a new branch cut from a base ref. Provisioning records
+the base *commit*, not just the ref, so "commits after base" (WORK_PRODUCT_AT_RISK, M4 §4.2) stays
+meaningful after the base ref moves on.
+
+The :class:`Worktrees` port has a real adapter, :class:`GitWorktrees` (asyncio subprocesses running
+git; no business branching) and a double, :class:`FakeWorktrees`, that behaves the same way in
+memory. Both refuse to remove a dirty worktree — git itself does unless ``--force`` is given, and
+fleetd never gives it — so a worktree that turns dirty between the check and the removal survives.
+
+:func:`release_worktree` is the one place that turns a release into a worktree effect: it checks
+dirtiness, asks :mod:`fleetd.bridge.release` for the action, and removes only on REMOVE. Any failure
+of the dirty-check is "could not tell" and preserves (invariant 7). A removed worktree's branch is
+dropped only while it still points at the recorded base commit, so committed work is never deleted.
+
+Git's stderr may name paths; it is kept in ``WorktreeError.detail`` for local logs and never enters
+the error's text, which carries only a bounded operation and reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from fleetd.bridge.release import ReleaseCause, WorktreeAction, WorktreeReason, action_for
+from fleetd.bridge.release import worktree_reason as _policy_reason
+from fleetd.errors import WorktreeError
+
+__all__ = [
+    "FakeWorktrees",
+    "GitWorktrees",
+    "Worktree",
+    "WorktreeOutcome",
+    "Worktrees",
+    "release_worktree",
+]
+
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# Variables that would point git at another repository than the one we name.
+_GIT_LOCATION_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_CEILING_DIRECTORIES",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Worktree:
+    """A provisioned member worktree and the commit its branch started from."""
+
+    repo: Path
+    path: Path
+    branch: str
+    base_ref: str
+    base_commit: str
+
+    def __post_init__(self) -> None:
+        if not self.branch or self.branch.startswith("-"):
+            raise ValueError("branch must be a non-empty name not starting with '-'")
+        if not _COMMIT.fullmatch(self.base_commit):
+            raise ValueError("base_commit must be a full lowercase hex object id")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorktreeOutcome:
+    """What release did with a worktree; ``dirty`` is None when the dirty-check failed."""
+
+    action: WorktreeAction
+    dirty: bool | None
+    reason: WorktreeReason
+    error: Exception | None = field(default=None, compare=False, repr=False)
+    """The failure behind DIRTY_CHECK_FAILED or REMOVE_FAILED, for local logs only."""
+
+
+class Worktrees(Protocol):
+    """Port: the git operations the bridge needs on member worktrees."""
+
+    async def provision(self, *, repo: Path, base: str, branch: str, path: Path) -> Worktree:
+        """Create ``branch`` from ``base`` and check it out at ``path``."""
+        ...
+
+    async def is_dirty(self, worktree: Worktree) -> bool:
+        """True when the worktree has uncommitted changes or untracked (not ignored) files."""
+        ...
+
+    async def commits_ahead(self, worktree: Worktree) -> int:
+        """How many commits the branch holds after the recorded base commit."""
+        ...
+
+    async def remove(self, worktree: Worktree, *, delete_branch: bool = False) -> None:
+        """Remove a clean worktree; with ``delete_branch``, drop the branch if still at base."""
+        ...
+
+
+async def release_worktree(
+    worktrees: Worktrees, worktree: Worktree, cause: ReleaseCause
+) -> WorktreeOutcome:
+    """Apply the release policy: check dirtiness, then remove only when the policy says REMOVE."""
+    error: Exception | None = None
+    dirty: bool | None
+    try:
+        dirty = await worktrees.is_dirty(worktree)
+    # Any failure of the check means "could not tell", which must preserve (invariant 7).
+    except Exception as exc:  # noqa: BLE001
+        dirty, error = None, exc
+    reason = _policy_reason(cause, dirty)
+    if action_for(reason) is WorktreeAction.PRESERVE:
+        return WorktreeOutcome(
+            action=WorktreeAction.PRESERVE, dirty=dirty, reason=reason, error=error
+        )
+    try:
+        await worktrees.remove(worktree, delete_branch=True)
+    # Whatever went wrong, the worktree may still be on disk, so it is reported as preserved.
+    except Exception as exc:  # noqa: BLE001
+        return WorktreeOutcome(
+            action=WorktreeAction.PRESERVE,
+            dirty=dirty,
+            reason=WorktreeReason.REMOVE_FAILED,
+            error=exc,
+        )
+    return WorktreeOutcome(action=WorktreeAction.REMOVE, dirty=dirty, reason=reason)
+
+
+def _check_arguments(*, repo: Path, base: str, branch: str, path: Path) -> None:
+    """Refuse relative paths and names git would read as options."""
+    names = (base, branch)
+    if not all(names) or any(name.startswith("-") for name in names):
+        raise WorktreeError("provision", "invalid_argument")
+    if not (repo.is_absolute() and path.is_absolute()):
+        raise WorktreeError("provision", "invalid_argument")
+
+
+class GitWorktrees:
+    """The real adapter: one ``git`` subprocess per call, bounded by ``timeout_seconds``."""
+
+    def __init__(self, *, git: str = "git", timeout_seconds: float = 60.0) -> None:
+        self._git = git
+        self._timeout = timeout_seconds
+
+    async def provision(self, *, repo: Path, base: str, branch: str, path: Path) -> Worktree:
+        op = "provision"
+        _check_arguments(repo=repo, base=base, branch=branch, path=path)
+        out = await self._run(op, repo, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+        commit = out.strip()
+        await self._run(
+            op, repo, "worktree", "add", "--quiet", "-b", branch, "--", str(path), commit
+        )
+        return Worktree(repo=repo, path=path, branch=branch, base_ref=base, base_commit=commit)
+
+    async def is_dirty(self, worktree: Worktree) -> bool:
+        out = await self._run(
+            "is_dirty",
+            worktree.path,
+            "status",
+            "--porcelain=v1",
+            "--untracked-files=normal",
+            "--ignore-submodules=none",
+            ceiling=worktree.path.parent,
+        )
+        return bool(out.strip())
+
+    async def commits_ahead(self, worktree: Worktree) -> int:
+        span = f"{worktree.base_commit}..refs/heads/{worktree.branch}"
+        out = await self._run("commits_ahead", worktree.repo, "rev-list", "--count", span)
+        return int(out.strip())
+
+    async def remove(self, worktree: Worktree, *, delete_branch: bool = False) -> None:
+        op, repo, ref = "remove", worktree.repo, f"refs/heads/{worktree.branch}"
+        await self._run(op, repo, "worktree", "remove", "--", str(worktree.path))
+        if not delete_branch:
+            return
+        out = await self._run(op, repo, "for-each-ref", "--format=%(refname) %(objectname)", ref)
+        if f"{ref} {worktree.base_commit}" in out.splitlines():
+            # The old-value argument makes git refuse if the branch moved since we looked.
+            await self._run(op, repo, "update-ref", "-d", ref, worktree.base_commit)
+
+    async def _run(self, operation: str, cwd: Path, *args: str, ceiling: Path | None = None) -> str:
+        env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
+        env |= {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+        if ceiling is not None:
+            # Stop git from walking up into an enclosing repository when cwd is not a worktree.
+            env["GIT_CEILING_DIRECTORIES"] = str(ceiling)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self._git,
+                "-C",
+                str(cwd),
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+            )
+        except OSError as exc:
+            raise WorktreeError(operation, "git_unavailable", detail=str(exc)) from exc
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), self._timeout)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise WorktreeError(operation, "timeout") from None
+        if proc.returncode != 0:
+            detail = err.decode("utf-8", "replace").strip()
+            raise WorktreeError(operation, "git_failed", detail=detail, returncode=proc.returncode)
+        return out.decode("utf-8", "replace")
+
+
+class FakeWorktrees:
+    """In-memory :class:`Worktrees` for unit tests of the core; tests steer it with its methods."""
+
+    def __init__(self) -> None:
+        self.live: dict[Path, Worktree] = {}
+        self.branches: dict[tuple[Path, str], int] = {}
+        """Commits after base per (repo, branch), for every branch not deleted."""
+        self.removed: list[Path] = []
+        self.deleted_branches: list[str] = []
+        self._dirty: set[Path] = set()
+        self._check_fails: set[Path] = set()
+        self._remove_fails: set[Path] = set()
+
+    def mark_dirty(self, path: Path, dirty: bool = True) -> None:
+        """Make the worktree at ``path`` report uncommitted work (or stop doing so)."""
+        (self._dirty.add if dirty else self._dirty.discard)(path)
+
+    def fail_dirty_check(self, path: Path, failing: bool = True) -> None:
+        """Make ``is_dirty`` raise for ``path``, as when git cannot read the worktree."""
+        (self._check_fails.add if failing else self._check_fails.discard)(path)
+
+    def fail_remove(self, path: Path, failing: bool = True) -> None:
+        """Make ``remove`` raise for ``path``."""
+        (self._remove_fails.add if failing else self._remove_fails.discard)(path)
+
+    def add_commits(self, worktree: Worktree, count: int = 1) -> None:
+        """Record ``count`` new commits on the worktree's branch."""
+        self.branches[(worktree.repo, worktree.branch)] += count
+
+    async def provision(self, *, repo: Path, base: str, branch: str, path: Path) -> Worktree:
+        _check_arguments(repo=repo, base=base, branch=branch, path=path)
+        if path in self.live or (repo, branch) in self.branches:
+            raise WorktreeError("provision", "git_failed", returncode=128)
+        commit = hashlib.sha1(f"{repo}\0{base}".encode(), usedforsecurity=False).hexdigest()
+        worktree = Worktree(repo=repo, path=path, branch=branch, base_ref=base, base_commit=commit)
+        self.live[path] = worktree
+        self.branches[(repo, branch)] = 0
+        return worktree
+
+    async def is_dirty(self, worktree: Worktree) -> bool:
+        if worktree.path in self._check_fails or worktree.path not in self.live:
+            raise WorktreeError("is_dirty", "git_failed", returncode=128)
+        return worktree.path in self._dirty
+
+    async def commits_ahead(self, worktree: Worktree) -> int:
+        try:
+            return self.branches[(worktree.repo, worktree.branch)]
+        except KeyError:
+            raise WorktreeError("commits_ahead", "git_failed", returncode=128) from None
+
+    async def remove(self, worktree: Worktree, *, delete_branch: bool = False) -> None:
+        path = worktree.path
+        if path in self._remove_fails or path not in self.live or path in self._dirty:
+            raise WorktreeError("remove", "git_failed", returncode=128)
+        del self.live[path]
+        self.removed.append(path)
+        key = (worktree.repo, worktree.branch)
+        if delete_branch and self.branches.get(key) == 0:
+            del self.branches[key]
+            self.deleted_branches.append(worktree.branch)
