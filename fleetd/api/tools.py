@@ -1,0 +1,283 @@
+"""One registry of fleet tools, served the same way over plain HTTP and over MCP.
+
+Both transports authenticate a caller, then hand ``(caller, name, raw_args)`` to
+:meth:`ToolRegistry.call`; nothing about a tool is decided twice. A call goes through four gates, in
+this order, and each refusal is a *value* the model can read, not an exception it never sees:
+
+1. the tool exists (else ``unknown_tool``; hint: the tools this caller may call),
+2. the caller's role may call it (else ``forbidden``; no hint — a role is not something the model
+   can correct),
+3. the arguments validate against the tool's params model as strict JSON with no extra fields
+   (else ``invalid_arguments``; hint: the params JSON Schema and each error as a field path — input
+   values are never echoed),
+4. the handler runs. A :class:`~fleetd.errors.ToolError` it raises becomes ``{code, message,
+   hint?}``; any other exception becomes ``internal_error`` with no exception text (it is logged
+   locally on ``fleetd.api``).
+
+Recovery hints follow the reliability seed: a correctable failure carries one so the next model
+turn can retry with corrected arguments or pick another tool; authentication, permission and
+rate-limit failures never do, because only an outside change can fix them.
+
+Every call from an authenticated caller first runs the ``on_contact`` hooks: the bridge counts any
+contact from a member (a tool call here, an MCP ``initialize`` in the MCP adapter) as presence.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from fleetd.errors import (
+    InvalidArgumentsError,
+    PermissionDeniedError,
+    ToolError,
+    UnknownToolError,
+)
+
+__all__ = [
+    "INTERNAL_ERROR_CODE",
+    "Caller",
+    "ContactHook",
+    "Role",
+    "ToolFailure",
+    "ToolParams",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSpec",
+    "failure_from_error",
+]
+
+logger = logging.getLogger("fleetd.api")
+
+INTERNAL_ERROR_CODE = "internal_error"
+
+# Failures that only an outside change can fix: the model gets no recovery hint for them.
+_HINTLESS_CODES = frozenset({"unauthenticated", "forbidden", "rate_limited", INTERNAL_ERROR_CODE})
+# pydantic error types whose message may quote the rejected value (custom validators).
+_FREE_TEXT_ERROR_TYPES = frozenset({"value_error", "assertion_error"})
+_TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+class Role(StrEnum):
+    """Who is calling: a planning lead, a delegated member, or a read-only operator."""
+
+    LEAD = "lead"
+    MEMBER = "member"
+    OPERATOR = "operator"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Caller:
+    """An authenticated caller. Carries no credential."""
+
+    role: Role
+    name: str
+    session_id: str | None = None
+
+
+class ToolParams(BaseModel):
+    """Base for tool parameter models: frozen, and unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+P = TypeVar("P", bound=BaseModel)
+
+ToolHandler = Callable[[Caller, P], Awaitable[dict[str, Any]]]
+ContactHook = Callable[[Caller], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec(Generic[P]):
+    """One fleet tool: its name, what it does, its params model, who may call it, and its handler.
+
+    ``result`` optionally names a model the handler's output must satisfy; it is what
+    ``contracts/api/<name>.result.schema.json`` is generated from.
+    """
+
+    name: str
+    description: str
+    params: type[P]
+    roles: frozenset[Role]
+    handler: ToolHandler[P]
+    result: type[BaseModel] | None = None
+
+    def __post_init__(self) -> None:
+        if not _TOOL_NAME.fullmatch(self.name):
+            raise ValueError(f"tool name {self.name!r} must match {_TOOL_NAME.pattern}")
+        if not self.description.strip():
+            raise ValueError(f"tool {self.name}: description is empty")
+        if not self.roles:
+            raise ValueError(f"tool {self.name}: no role may call it")
+        if self.params.model_config.get("extra") != "forbid":
+            raise ValueError(f"tool {self.name}: params model must forbid extra fields")
+
+    def params_schema(self) -> dict[str, Any]:
+        """The JSON Schema of this tool's arguments."""
+        return self.params.model_json_schema()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFailure:
+    """A model-visible failure: ``code``, ``message`` and, when correctable, a ``hint``.
+
+    ``http_status`` is how the HTTP transport answers; it is not part of the JSON value.
+    """
+
+    code: str
+    message: str
+    hint: Any = None
+    http_status: int = 400
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.hint is not None:
+            body["hint"] = self.hint
+        return body
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """What a call produced: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``."""
+
+    ok: bool
+    result: Mapping[str, Any] | None = None
+    error: ToolFailure | None = None
+
+    def __post_init__(self) -> None:
+        if self.ok != (self.error is None) or self.ok != (self.result is not None):
+            raise ValueError("a ToolResult is either ok with a result or failed with an error")
+
+    @classmethod
+    def success(cls, result: Mapping[str, Any]) -> ToolResult:
+        return cls(ok=True, result=result)
+
+    @classmethod
+    def failure(cls, error: ToolFailure) -> ToolResult:
+        return cls(ok=False, error=error)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"ok": False, "error": self.error.to_json()}
+        return {"ok": True, "result": dict(self.result or {})}
+
+
+def failure_from_error(error: ToolError) -> ToolFailure:
+    """Turn a tool error into its model-visible value, dropping hints the policy forbids."""
+    hint = None if error.code in _HINTLESS_CODES else error.hint
+    return ToolFailure(code=error.code, message=error.message, hint=hint, http_status=error.status)
+
+
+def _internal_failure() -> ToolFailure:
+    return ToolFailure(
+        code=INTERNAL_ERROR_CODE,
+        message="the tool failed inside fleetd; the failure is logged on the daemon",
+        http_status=500,
+    )
+
+
+@dataclass(slots=True)
+class ToolRegistry:
+    """The fleet tools, by name. Built once by the composition root; nothing registers at import."""
+
+    _specs: dict[str, ToolSpec[Any]] = field(default_factory=dict)
+    on_contact: list[ContactHook] = field(default_factory=list)
+
+    def register(self, spec: ToolSpec[Any]) -> None:
+        if spec.name in self._specs:
+            raise ValueError(f"tool {spec.name} is already registered")
+        self._specs[spec.name] = spec
+
+    def get(self, name: str) -> ToolSpec[Any]:
+        try:
+            return self._specs[name]
+        except KeyError:
+            raise UnknownToolError(f"no tool named {name!r}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def specs(self) -> list[ToolSpec[Any]]:
+        """Every tool, in name order."""
+        return [self._specs[name] for name in self.names()]
+
+    def tools_for(self, role: Role) -> list[ToolSpec[Any]]:
+        """The tools ``role`` may call, in name order."""
+        return [spec for spec in self.specs() if role in spec.roles]
+
+    async def contact(self, caller: Caller) -> None:
+        """Tell every contact hook that ``caller`` reached us. A failing hook never fails a call."""
+        for hook in list(self.on_contact):
+            try:
+                await hook(caller)
+            except Exception:  # a presence hook must not break the caller's request
+                logger.exception("contact hook failed for a %s caller", caller.role)
+
+    async def call(self, caller: Caller, name: str, raw_args: Mapping[str, Any]) -> ToolResult:
+        """Run tool ``name`` for ``caller``; every failure comes back as a value."""
+        await self.contact(caller)
+        try:
+            spec = self._authorised(caller, name)
+            params = _validate(spec, raw_args)
+        except ToolError as error:
+            logger.info("tool %s refused for a %s caller: %s", name, caller.role, error.code)
+            return ToolResult.failure(failure_from_error(error))
+        try:
+            output = await spec.handler(caller, params)
+            if spec.result is not None:
+                output = spec.result.model_validate(output).model_dump(mode="json")
+        except ToolError as error:
+            logger.info("tool %s failed for a %s caller: %s", name, caller.role, error.code)
+            return ToolResult.failure(failure_from_error(error))
+        except Exception:  # the one place a handler bug becomes internal_error
+            logger.exception("tool %s raised inside its handler", name)
+            return ToolResult.failure(_internal_failure())
+        return ToolResult.success(output)
+
+    def _authorised(self, caller: Caller, name: str) -> ToolSpec[Any]:
+        spec = self._specs.get(name)
+        if spec is None:
+            raise UnknownToolError(
+                f"no tool named {name!r}",
+                hint={"tools": [s.name for s in self.tools_for(caller.role)]},
+            )
+        if caller.role not in spec.roles:
+            raise PermissionDeniedError(f"a {caller.role} may not call {name}")
+        return spec
+
+
+def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
+    """Validate ``raw_args`` as strict JSON against the tool's params model."""
+    try:
+        document = json.dumps(dict(raw_args))
+    except (TypeError, ValueError):
+        raise InvalidArgumentsError(
+            f"arguments to {spec.name} are not plain JSON",
+            hint={"schema": spec.params_schema(), "errors": []},
+        ) from None
+    model: type[BaseModel] = spec.params
+    try:
+        return model.model_validate_json(document, strict=True)
+    except ValidationError as error:
+        raise InvalidArgumentsError(
+            f"arguments do not match the parameters of {spec.name}",
+            hint={"schema": spec.params_schema(), "errors": _field_errors(error)},
+        ) from None
+
+
+def _field_errors(error: ValidationError) -> list[dict[str, str]]:
+    """Each validation error as ``{path, type, message}``; never the rejected value."""
+    found = []
+    for item in error.errors(include_url=False, include_context=False, include_input=False):
+        kind = item["type"]
+        message = "invalid value" if kind in _FREE_TEXT_ERROR_TYPES else item["msg"]
+        path = ".".join(str(part) for part in item["loc"])
+        found.append({"path": path, "type": kind, "message": message})
+    return found
