@@ -1,0 +1,209 @@
+"""Reading and validating the config file: the one edge where configuration enters fleetd.
+
+The document is read once, merged with ``FLEETD_*`` overrides, validated into a frozen
+:class:`~fleetd.config.model.FleetdConfig` and returned with the warnings validation produced (a
+floor clamp, a disabled human sink). Any problem becomes one :class:`~fleetd.errors.ConfigError`
+naming the dotted key (or the file and line for YAML that does not parse). Error and warning text
+never carries a value that might be a secret: pydantic inputs are hidden, YAML errors keep only
+their problem and line.
+
+:func:`load_config` is the edge: it logs the warnings. The ``parse_*`` functions do the same
+work silently for callers that report warnings themselves (``check-config``, reloads).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from fleetd.config.env import apply_env_overrides
+from fleetd.config.fields import ConfigModel, LoadContext
+from fleetd.config.keys import dotted_key
+from fleetd.config.model import FleetdConfig, NotificationMode
+from fleetd.errors import ConfigError
+
+__all__ = [
+    "FileFingerprint",
+    "LoadedConfig",
+    "load_config",
+    "parse_config",
+    "parse_config_bytes",
+    "parse_config_file",
+    "read_config_bytes",
+]
+
+_log = logging.getLogger("fleetd.config")
+_NO_FILE = "<config>"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileFingerprint:
+    """What a reload compares to decide whether the file changed."""
+
+    path: Path
+    mtime_ns: int
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadedConfig:
+    """A validated config, the warnings its validation produced, and the file it came from."""
+
+    config: FleetdConfig
+    warnings: tuple[str, ...] = ()
+    source: FileFingerprint | None = None
+
+
+def load_config(path: Path | None, environ: Mapping[str, str]) -> LoadedConfig:
+    """Load ``path`` (or defaults when ``None``) with ``environ`` overrides; log each warning."""
+    loaded = parse_config(None, environ) if path is None else parse_config_file(path, environ)
+    for warning in loaded.warnings:
+        _log.warning("%s", warning)
+    return loaded
+
+
+def parse_config_file(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
+    """Read and validate ``path`` without logging."""
+    data, fingerprint = read_config_bytes(path)
+    return parse_config_bytes(data, environ, path=path, fingerprint=fingerprint)
+
+
+def read_config_bytes(path: Path) -> tuple[bytes, FileFingerprint]:
+    """The file's bytes and their fingerprint (stat taken before the read)."""
+    try:
+        stat = path.stat()
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(str(path), f"cannot read: {exc.strerror or type(exc).__name__}") from None
+    fingerprint = FileFingerprint(
+        path=path,
+        mtime_ns=stat.st_mtime_ns,
+        size=stat.st_size,
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+    return data, fingerprint
+
+
+def parse_config_bytes(
+    data: bytes,
+    environ: Mapping[str, str],
+    *,
+    path: Path,
+    fingerprint: FileFingerprint | None = None,
+) -> LoadedConfig:
+    """Validate the YAML ``data`` of the file at ``path``; relative paths resolve beside it."""
+    document = _parse_yaml(data, str(path))
+    if document is not None and not isinstance(document, Mapping):
+        raise ConfigError(str(path), "the top level must be a mapping of sections")
+    loaded = parse_config(document, environ, base_dir=path.absolute().parent)
+    return dataclasses.replace(loaded, source=fingerprint)
+
+
+def parse_config(
+    document: Mapping[str, Any] | None,
+    environ: Mapping[str, str],
+    *,
+    base_dir: Path | None = None,
+) -> LoadedConfig:
+    """Validate an already-parsed document. ``base_dir`` is the config file's directory, if any."""
+    raw = apply_env_overrides(document or {}, environ)
+    _drop_empty_sections(raw, FleetdConfig)
+    if base_dir is not None:
+        # Without a file the model's defaults live under ./var; with one, beside the file.
+        raw.setdefault("worktrees", {}).setdefault("root", "worktrees")
+        raw.setdefault("journal", {}).setdefault("url", None)
+    context = LoadContext(environ=environ, base_dir=base_dir)
+    try:
+        config = FleetdConfig.model_validate(raw, context=context, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        raise _config_error(exc) from None
+    _check_leads(config)
+    warnings = list(context.warnings)
+    health = config.health
+    if health.enabled and health.notifications.mode is NotificationMode.DISABLED:
+        warnings.append(
+            "health.notifications.mode=disabled: human escalation is unavailable; "
+            "fleet health coverage is partial"
+        )
+    return LoadedConfig(config=config, warnings=tuple(warnings))
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key repeated in one mapping instead of keeping the last."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[object] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if isinstance(key, str | int | float | bool):
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _parse_yaml(data: bytes, name: str) -> Any:
+    try:
+        return yaml.load(data, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ConfigError(name, f"{where}{exc.problem or 'malformed YAML'}") from None
+    except yaml.YAMLError:
+        raise ConfigError(name, "not readable as YAML text") from None
+
+
+def _drop_empty_sections(raw: dict[str, Any], model: type[ConfigModel]) -> None:
+    """Treat ``health:`` with every key commented out (``None``) as an empty section."""
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        child = field.annotation
+        if not (isinstance(child, type) and issubclass(child, ConfigModel)) or key not in raw:
+            continue
+        if raw[key] is None:
+            raw[key] = {}
+        if isinstance(raw[key], dict):
+            _drop_empty_sections(raw[key], child)
+
+
+def _config_error(exc: ValidationError) -> ConfigError:
+    errors = exc.errors(include_input=False, include_url=False, include_context=False)
+    first = errors[0]
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        reason = "unknown key"
+    elif kind == "missing":
+        reason = "required"
+    else:
+        reason = first["msg"].removeprefix("Value error, ")
+    if len(errors) > 1:
+        reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return ConfigError(dotted_key(first["loc"]) or _NO_FILE, reason)
+
+
+def _check_leads(config: FleetdConfig) -> None:
+    names: set[str] = set()
+    agents: set[str] = set()
+    for index, lead in enumerate(config.leads):
+        if lead.name in names:
+            raise ConfigError(f"leads[{index}].name", f"duplicate lead name {lead.name!r}")
+        if lead.agent in agents:
+            raise ConfigError(f"leads[{index}].agent", f"agent {lead.agent!r} is another lead's")
+        names.add(lead.name)
+        agents.add(lead.agent)

@@ -1,0 +1,153 @@
+"""The whole configuration: :class:`FleetdConfig`, the M4 §11 health block, and key classes.
+
+Every health key is hot: the monitor reads :class:`~fleetd.config.ref.ConfigRef` on each tick or
+notification. Keys that bind sockets, pick adapters or place files on disk are restart-only;
+:data:`RESTART_KEYS` names them so a reload can report them as pending while keeping the running
+value. Everything not listed there applies live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from enum import StrEnum
+from typing import Annotated, Final
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from fleetd.config.fields import (
+    ConfigModel,
+    EnvName,
+    ProfileName,
+    StrictBool,
+    StrictInt,
+    floored,
+    load_context,
+)
+from fleetd.config.sections import (
+    ApiConfig,
+    BridgeConfig,
+    HerdrConfig,
+    InboxConfig,
+    JournalConfig,
+    LeadConfig,
+    ProfileConfig,
+    WorktreesConfig,
+)
+
+__all__ = [
+    "RESTART_KEYS",
+    "FleetdConfig",
+    "HealthConfig",
+    "NotificationMode",
+    "NotificationsConfig",
+]
+
+RESTART_KEYS: Final = frozenset(
+    {
+        "api.host",
+        "api.port",
+        "api.publicUrl",
+        "herdr.socketPath",
+        "herdr.statusPollIntervalMs",
+        "worktrees.root",
+        "inbox.backend",
+        "inbox.amqp.url",
+        "journal.url",
+    }
+)
+"""Dotted keys whose change takes effect only after a restart; every other key is hot."""
+
+
+class NotificationMode(StrEnum):
+    DISABLED = "disabled"
+    WEBHOOK = "webhook"
+
+
+class NotificationsConfig(ConfigModel):
+    """The human sink. Webhook mode needs the named variable present in the environment."""
+
+    mode: NotificationMode = NotificationMode.DISABLED
+    webhook_url_env: EnvName | None = Field(default=None, validate_default=True)
+    request_timeout_ms: Annotated[StrictInt, Field(ge=1000, le=30_000)] = 10_000
+
+    @field_validator("webhook_url_env")
+    @classmethod
+    def _webhook_needs_its_variable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("mode") is not NotificationMode.WEBHOOK:
+            return value
+        if value is None:
+            raise ValueError("required when mode is webhook")
+        context = load_context(info)
+        if context is not None and context.environ is not None and not context.environ.get(value):
+            raise ValueError(f"environment variable {value} is not set (mode is webhook)")
+        return value
+
+    @property
+    def request_timeout(self) -> timedelta:
+        return timedelta(milliseconds=self.request_timeout_ms)
+
+
+class HealthConfig(ConfigModel):
+    """M4 §11. Floors clamp with a warning; see :mod:`fleetd.config.floors`."""
+
+    enabled: StrictBool = False
+    snapshot_interval_seconds: Annotated[StrictInt, floored("health.snapshotIntervalSeconds")] = 30
+    working_suspect_after_seconds: Annotated[
+        StrictInt, floored("health.workingSuspectAfterSeconds")
+    ] = 600
+    pane_probe_interval_seconds: Annotated[
+        StrictInt, floored("health.paneProbeIntervalSeconds")
+    ] = 60
+    lead_unresponsive_after_seconds: Annotated[
+        StrictInt, floored("health.leadUnresponsiveAfterSeconds")
+    ] = 300
+    human_repeat_seconds: Annotated[StrictInt, floored("health.humanRepeatSeconds")] = 3600
+    capacity_long_idle_after_seconds: Annotated[
+        StrictInt, floored("health.capacityLongIdleAfterSeconds")
+    ] = 900
+    include_pane_excerpt: StrictBool = False
+    notifications: NotificationsConfig = NotificationsConfig()
+
+    @property
+    def snapshot_interval(self) -> timedelta:
+        return timedelta(seconds=self.snapshot_interval_seconds)
+
+    @property
+    def working_suspect_after(self) -> timedelta:
+        return timedelta(seconds=self.working_suspect_after_seconds)
+
+    @property
+    def pane_probe_interval(self) -> timedelta:
+        return timedelta(seconds=self.pane_probe_interval_seconds)
+
+    @property
+    def lead_unresponsive_after(self) -> timedelta:
+        return timedelta(seconds=self.lead_unresponsive_after_seconds)
+
+    @property
+    def human_repeat(self) -> timedelta:
+        return timedelta(seconds=self.human_repeat_seconds)
+
+    @property
+    def capacity_long_idle_after(self) -> timedelta:
+        return timedelta(seconds=self.capacity_long_idle_after_seconds)
+
+
+class FleetdConfig(ConfigModel):
+    """The validated configuration. Build it with :func:`fleetd.config.load_config`."""
+
+    api: ApiConfig = ApiConfig()
+    herdr: HerdrConfig = HerdrConfig()
+    operator_token_env: EnvName | None = None
+    leads: tuple[LeadConfig, ...] = ()
+    profiles: Mapping[ProfileName, ProfileConfig] = Field(default_factory=dict)
+    worktrees: WorktreesConfig = WorktreesConfig()
+    bridge: BridgeConfig = BridgeConfig()
+    inbox: InboxConfig = InboxConfig()
+    journal: JournalConfig = JournalConfig()
+    health: HealthConfig = HealthConfig()
+
+    def lead(self, name: str) -> LeadConfig | None:
+        """The configured lead called ``name``, if any."""
+        return next((lead for lead in self.leads if lead.name == name), None)

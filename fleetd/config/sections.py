@@ -1,0 +1,224 @@
+"""The config sections other than health: API, herdr link, leads, profiles, worktrees, bridge,
+inbox and journal.
+
+Each class is one YAML section (camelCase keys there, snake_case here). Defaults are the spec's;
+bounds that make a value meaningless are validation errors, while the safety floors listed in
+:mod:`fleetd.config.floors` clamp with a warning instead. Which keys need a restart is declared in
+:data:`fleetd.config.model.RESTART_KEYS`; the rest apply live.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_serializer,
+    model_validator,
+)
+
+from fleetd.config.fields import (
+    AgentName,
+    ConfigModel,
+    EnvName,
+    StrictInt,
+    floored,
+    load_context,
+    mask_url,
+    scheme_check,
+)
+
+__all__ = [
+    "AgentKind",
+    "AmqpConfig",
+    "ApiConfig",
+    "BridgeConfig",
+    "HerdrConfig",
+    "InboxBackend",
+    "InboxConfig",
+    "JournalConfig",
+    "LeadConfig",
+    "ProfileConfig",
+    "PushConfig",
+    "WorktreesConfig",
+]
+
+DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
+JOURNAL_FILE = "fleetd-journal.sqlite"
+NO_FILE_STATE_DIR = Path("var")
+
+
+class AgentKind(StrEnum):
+    """herdr's agent kind labels (``agent.start`` ``kind``)."""
+
+    PI = "pi"
+    CLAUDE = "claude"
+    CODEX = "codex"
+    GEMINI = "gemini"
+    CURSOR = "cursor"
+    DEVIN = "devin"
+    AGY = "agy"
+    CLINE = "cline"
+    OMP = "omp"
+    MASTRACODE = "mastracode"
+    OPENCODE = "opencode"
+    COPILOT = "copilot"
+    KIMI = "kimi"
+    KIRO = "kiro"
+    DROID = "droid"
+    AMP = "amp"
+    GROK = "grok"
+    HERMES = "hermes"
+    KILO = "kilo"
+    QODERCLI = "qodercli"
+    MAKI = "maki"
+
+
+class InboxBackend(StrEnum):
+    MEMORY = "memory"
+    AMQP = "amqp"
+
+
+def _beside_config(value: Path | None, info: ValidationInfo) -> Path | None:
+    """Resolve a relative path against the config file's directory (when there is a file)."""
+    context = load_context(info)
+    if value is None or value.is_absolute() or context is None or context.base_dir is None:
+        return value
+    return context.base_dir / value
+
+
+ConfigPath = Annotated[Path, AfterValidator(_beside_config)]
+
+
+class ApiConfig(ConfigModel):
+    host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
+    port: Annotated[StrictInt, Field(ge=0, le=65535)] = 8765
+    public_url: Annotated[str | None, AfterValidator(scheme_check("http", "https"))] = None
+    max_prompt_chars: Annotated[StrictInt, Field(ge=1)] = 100_000
+
+    @property
+    def base_url(self) -> str:
+        """The URL members use to reach fleetd: ``publicUrl``, else ``http://host:port``."""
+        if self.public_url is not None:
+            return self.public_url.rstrip("/")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+class HerdrConfig(ConfigModel):
+    socket_path: ConfigPath | None = None
+    request_timeout_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 5000
+    status_poll_interval_ms: Annotated[StrictInt, Field(ge=50, le=60_000)] = 250
+
+    @property
+    def request_timeout(self) -> timedelta:
+        return timedelta(milliseconds=self.request_timeout_ms)
+
+    @property
+    def status_poll_interval(self) -> timedelta:
+        return timedelta(milliseconds=self.status_poll_interval_ms)
+
+
+class LeadConfig(ConfigModel):
+    """A configured lead: its fleet name, the herdr agent it runs as, and its token's variable."""
+
+    name: AgentName
+    agent: AgentName
+    token_env: EnvName
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_defaults_to_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("agent") is None and "name" in data:
+            return {**data, "agent": data["name"]}
+        return data
+
+
+class ProfileConfig(ConfigModel):
+    """How to start a member: herdr kind, extra argv, model and provider, and its load cap."""
+
+    kind: AgentKind
+    args: tuple[str, ...] = ()
+    model: str | None = None
+    provider: str | None = None
+    max_load: Annotated[StrictInt, Field(ge=1)] | None = None
+
+
+class WorktreesConfig(ConfigModel):
+    root: ConfigPath = NO_FILE_STATE_DIR / "worktrees"
+    default_repo: ConfigPath | None = None
+    default_base: Annotated[str, Field(min_length=1)] = "HEAD"
+
+
+class PushConfig(ConfigModel):
+    max_nudges_per_item: Annotated[StrictInt, floored("bridge.push.maxNudgesPerItem")] = 3
+    heartbeat_interval_seconds: Annotated[
+        StrictInt, floored("bridge.push.heartbeatIntervalSeconds")
+    ] = 600
+    heartbeat_max: Annotated[StrictInt, Field(ge=0)] = 3
+
+    @property
+    def heartbeat_interval(self) -> timedelta:
+        return timedelta(seconds=self.heartbeat_interval_seconds)
+
+
+class BridgeConfig(ConfigModel):
+    readiness_grace_seconds: Annotated[StrictInt, floored("bridge.readinessGraceSeconds")] = 120
+    submit_retry_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 1500
+    max_scrape_chars: Annotated[StrictInt, Field(ge=1)] = 4000
+    push: PushConfig = PushConfig()
+
+    @property
+    def readiness_grace(self) -> timedelta:
+        return timedelta(seconds=self.readiness_grace_seconds)
+
+    @property
+    def submit_retry(self) -> timedelta:
+        return timedelta(milliseconds=self.submit_retry_ms)
+
+
+class AmqpConfig(ConfigModel):
+    """The broker URL is a secret: it prints masked and compares by value."""
+
+    url: Annotated[SecretStr, AfterValidator(scheme_check("amqp", "amqps"))] = SecretStr(
+        DEFAULT_AMQP_URL
+    )
+
+    @field_serializer("url", when_used="json")
+    def _masked(self, value: SecretStr) -> str:
+        return mask_url(value.get_secret_value())
+
+
+class InboxConfig(ConfigModel):
+    backend: InboxBackend = InboxBackend.MEMORY
+    amqp: AmqpConfig = AmqpConfig()
+
+
+def _journal_default(value: Any, info: ValidationInfo) -> Any:
+    """``null`` means the SQLite file beside the config (``./var`` without a file)."""
+    if value is not None:
+        return value
+    context = load_context(info)
+    base = context.base_dir if context is not None and context.base_dir is not None else None
+    return f"sqlite:///{(base or NO_FILE_STATE_DIR) / JOURNAL_FILE}"
+
+
+class JournalConfig(ConfigModel):
+    """After loading, ``url`` is always concrete (SQLite or PostgreSQL); it may hold a password."""
+
+    url: Annotated[
+        SecretStr,
+        BeforeValidator(_journal_default),
+        AfterValidator(scheme_check("sqlite", "postgresql")),
+    ] = SecretStr(f"sqlite:///{NO_FILE_STATE_DIR / JOURNAL_FILE}")
+
+    @field_serializer("url", when_used="json")
+    def _masked(self, value: SecretStr) -> str:
+        return mask_url(value.get_secret_value())
