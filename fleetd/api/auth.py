@@ -1,0 +1,100 @@
+"""Bearer tokens to callers.
+
+Three kinds of token reach fleetd: one per lead (configured; the values come from environment
+variables the config names), one operator token (read-only: the tool registry lets it call
+``fleet_list`` and nothing else), and one per member, minted when the bridge spawns the member and
+revoked when the member's session ends.
+
+Tokens are compared in constant time: the presented token is checked against *every* known token
+with :func:`hmac.compare_digest` on SHA-256 digests, with no early exit, so neither which token
+matched nor how much of it matched shows in the timing. Only digests are kept. A token never
+appears in a log line, an error message, a :class:`~fleetd.api.tools.Caller` or a response.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fleetd.api.tools import Caller, Role
+from fleetd.errors import AuthError, ConfigError
+
+__all__ = ["OPERATOR_NAME", "Authenticator", "bearer_token"]
+
+OPERATOR_NAME = "operator"
+_MEMBER_TOKEN_BYTES = 32
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header value, or :class:`AuthError`."""
+    if not authorization:
+        raise AuthError("a bearer token is required")
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise AuthError("the Authorization header must be 'Bearer <token>'")
+    return token
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Identity:
+    digest: bytes
+    caller: Caller
+
+
+class Authenticator:
+    """Resolves bearer tokens to callers; mints and revokes member tokens."""
+
+    def __init__(
+        self, *, lead_tokens: Mapping[str, str], operator_token: str | None = None
+    ) -> None:
+        self._fixed: list[_Identity] = []
+        for lead, token in lead_tokens.items():
+            self._add_fixed(f"auth.leads.{lead}", token, Caller(role=Role.LEAD, name=lead))
+        if operator_token is not None:
+            operator = Caller(role=Role.OPERATOR, name=OPERATOR_NAME)
+            self._add_fixed("auth.operator", operator_token, operator)
+        self._members: dict[str, _Identity] = {}
+
+    def _add_fixed(self, key: str, token: str, caller: Caller) -> None:
+        if not token or any(ch.isspace() for ch in token):
+            raise ConfigError(key, "token is empty or contains whitespace")
+        digest = _digest(token)
+        if any(hmac.compare_digest(digest, known.digest) for known in self._fixed):
+            raise ConfigError(key, "token is shared with another identity")
+        self._fixed.append(_Identity(digest=digest, caller=caller))
+
+    def authenticate(self, authorization: str | None) -> Caller:
+        """The caller an ``Authorization`` header value stands for, or :class:`AuthError`."""
+        return self.resolve(bearer_token(authorization))
+
+    def resolve(self, token: str) -> Caller:
+        """The caller ``token`` stands for, or :class:`AuthError`. Constant time per identity."""
+        digest = _digest(token)
+        found: Caller | None = None
+        for identity in (*self._fixed, *self._members.values()):
+            if hmac.compare_digest(digest, identity.digest):
+                found = identity.caller
+        if found is None:
+            raise AuthError("the bearer token is not recognised")
+        return found
+
+    def mint_member_token(self, session_id: str, member_name: str) -> str:
+        """A fresh token for a spawned member; replaces any earlier token of that session."""
+        if not session_id or not member_name:
+            raise ValueError("a member token needs a session id and a member name")
+        token = secrets.token_urlsafe(_MEMBER_TOKEN_BYTES)
+        caller = Caller(role=Role.MEMBER, name=member_name, session_id=session_id)
+        self._members[session_id] = _Identity(digest=_digest(token), caller=caller)
+        return token
+
+    def revoke(self, session_id: str) -> None:
+        """Forget a member's token; unknown sessions are ignored."""
+        self._members.pop(session_id, None)
