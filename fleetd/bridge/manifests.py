@@ -65,14 +65,17 @@ _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreservedWorktree:
-    """One preserved member worktree and the release that left it behind."""
+    """One preserved member worktree and the release that left it behind.
+
+    ``repository`` and ``path`` are absolute path strings, recorded as they were at release.
+    """
 
     session_id: str
     owner: str
     role: str
     profile: str
-    repository: Path
-    path: Path
+    repository: str
+    path: str
     branch: str
     base_commit: str
     cause: ReleaseCause
@@ -85,7 +88,7 @@ class PreservedWorktree:
             raise ValueError("sessionId is not a safe file name")
         if not _COMMIT.fullmatch(self.base_commit):
             raise ValueError("baseCommit is not a full hex object id")
-        if not (self.repository.is_absolute() and self.path.is_absolute()):
+        if not (os.path.isabs(self.repository) and os.path.isabs(self.path)):
             raise ValueError("repository and path must be absolute")
         if not self.branch or not self.state:
             raise ValueError("branch and state must be non-empty")
@@ -144,8 +147,8 @@ def encode_manifest(manifest: PreservedWorktree) -> dict[str, Any]:
         "owner": manifest.owner,
         "role": manifest.role,
         "profile": manifest.profile,
-        "repository": str(manifest.repository),
-        "path": str(manifest.path),
+        "repository": manifest.repository,
+        "path": manifest.path,
         "branch": manifest.branch,
         "baseCommit": manifest.base_commit,
         "cause": manifest.cause.value,
@@ -263,8 +266,8 @@ def _decode(data: object) -> PreservedWorktree:
             owner=text["owner"],
             role=text["role"],
             profile=text["profile"],
-            repository=Path(text["repository"]),
-            path=Path(text["path"]),
+            repository=text["repository"],
+            path=text["path"],
             branch=text["branch"],
             base_commit=text["baseCommit"],
             cause=cause,
