@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fleetd.api.tools import Caller, Role
 from fleetd.errors import AuthError, ConfigError
 
-__all__ = ["OPERATOR_NAME", "Authenticator", "bearer_token"]
+__all__ = ["OPERATOR_NAME", "Authenticator", "bearer_challenge", "bearer_token"]
 
 OPERATOR_NAME = "operator"
 _MEMBER_TOKEN_BYTES = 32
@@ -41,6 +41,11 @@ def bearer_token(authorization: str | None) -> str:
     if scheme.lower() != "bearer" or not token:
         raise AuthError("the Authorization header must be 'Bearer <token>'")
     return token
+
+
+def bearer_challenge(*, presented: bool) -> str:
+    """The ``WWW-Authenticate`` value of a 401 (RFC 6750): ``invalid_token`` when one was sent."""
+    return 'Bearer realm="fleetd"' + (', error="invalid_token"' if presented else "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
