@@ -1,0 +1,58 @@
+"""herdr: the terminal-native agent multiplexer fleetd drives, and fleetd's side of its socket.
+
+* :mod:`fleetd.herdr.protocol` — pure frames: requests, responses, error classification, typed
+  results (:mod:`~fleetd.herdr.model`) and pushed events (:mod:`~fleetd.herdr.events`);
+* :mod:`fleetd.herdr.calls` — one builder per herdr method;
+* :mod:`fleetd.herdr.discovery` — where the socket is;
+* :mod:`fleetd.herdr.client` — :class:`HerdrSocketClient`, the asyncio adapter;
+* :mod:`fleetd.herdr.control` — the :class:`AgentControl` port and :class:`HerdrAgentControl`;
+* :mod:`fleetd.herdr.fake` — :class:`FakeAgentControl` for tests of the core.
+
+Importing this package opens nothing and starts nothing.
+"""
+
+from __future__ import annotations
+
+from fleetd.herdr.client import HerdrSocketClient
+from fleetd.herdr.control import AgentControl, HerdrAgentControl
+from fleetd.herdr.discovery import resolve_socket_path
+from fleetd.herdr.events import AgentStatusChanged, Event, HerdrEvent, Subscription
+from fleetd.herdr.fake import FakeAgentControl
+from fleetd.herdr.model import (
+    AgentInfo,
+    AgentStarted,
+    AgentStatus,
+    PaneInfo,
+    Pong,
+    ProcessInfo,
+    ReadResult,
+    ReadSource,
+    SessionSnapshot,
+    SplitDirection,
+    TabCreated,
+    WorkspaceCreated,
+)
+
+__all__ = [
+    "AgentControl",
+    "AgentInfo",
+    "AgentStarted",
+    "AgentStatus",
+    "AgentStatusChanged",
+    "Event",
+    "FakeAgentControl",
+    "HerdrAgentControl",
+    "HerdrEvent",
+    "HerdrSocketClient",
+    "PaneInfo",
+    "Pong",
+    "ProcessInfo",
+    "ReadResult",
+    "ReadSource",
+    "SessionSnapshot",
+    "SplitDirection",
+    "Subscription",
+    "TabCreated",
+    "WorkspaceCreated",
+    "resolve_socket_path",
+]

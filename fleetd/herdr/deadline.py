@@ -1,0 +1,38 @@
+"""A deadline on the injected clock for one awaitable, failing as a link error.
+
+``asyncio.wait_for`` measures the event loop's real time, which a :class:`~fleetd.clock.FakeClock`
+cannot move; racing the work against ``clock.sleep`` keeps every herdr deadline testable without
+sleeping. On expiry the work is cancelled (closing its half-done connection) and the caller gets
+:class:`~fleetd.errors.ControlLinkError`, never a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from fleetd.clock import Clock
+from fleetd.errors import ControlLinkError
+
+__all__ = ["bounded"]
+
+T = TypeVar("T")
+
+
+async def bounded(clock: Clock, aw: Awaitable[T], seconds: float | None, code: str) -> T:
+    """Await ``aw`` for at most ``seconds`` of ``clock`` time, else ``ControlLinkError(code)``."""
+    if seconds is None:
+        return await aw
+    work = asyncio.ensure_future(aw)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+        if not work.done():
+            work.cancel()
+        await asyncio.gather(work, timer, return_exceptions=True)
+    if work.cancelled():
+        raise ControlLinkError(code, f"no answer within {seconds:g}s")
+    return work.result()
