@@ -1,0 +1,190 @@
+"""The fleet tools over MCP (streamable HTTP), served by the official SDK from the same registry.
+
+Shape, outside in:
+
+* :class:`McpAuthGate` — an ASGI wrapper that answers a missing or unknown bearer token with HTTP
+  401 before the SDK sees the request, and otherwise stores the resolved
+  :class:`~fleetd.api.tools.Caller` in the ASGI scope under :data:`CALLER_SCOPE_KEY`.
+* the SDK's :class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager`, **stateless**
+  and answering with **plain JSON**. Stateless because fleetd keeps no per-connection MCP state:
+  every POST stands alone, so a daemon restart never strands a client on a dead ``Mcp-Session-Id``
+  (a stateful manager forgets its sessions and answers 404 until the client re-initialises, which
+  agent CLIs handle unevenly), there is no idle reaping or session cap to tune, and no GET stream
+  to keep open. fleetd never sends server-to-client requests, which is the one thing stateless
+  mode gives up. JSON rather than SSE because every answer is a single message.
+* a low-level :class:`~mcp.server.lowlevel.Server` whose ``tools/list`` shows each tool the caller's
+  role may call (name, description, params JSON Schema) and whose ``tools/call`` runs
+  :meth:`ToolRegistry.call`. The handler finds the caller through the Starlette request the SDK
+  attaches to every request context (``ctx.request.scope``), so no context variable has to survive
+  the SDK's task hops.
+
+A failed call is an MCP tool *result* with ``isError: true`` whose text is the structured failure
+``{"ok": false, "error": {code, message, hint?}}`` — visible to the model, which can correct and
+retry. An ``initialize`` (or the newer ``server/discover``) is reported to the registry's contact
+hooks: for a member it is the readiness signal.
+
+The session manager has a task group that must run for as long as the app serves. A sub-app's
+lifespan does not run when mounted, so :func:`install_mcp` returns the manager's ``run()`` context
+manager and the app shell enters it in its own lifespan.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import mcp_types
+from fastapi import FastAPI
+from mcp.server import Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from fleetd.api.auth import Authenticator, bearer_challenge
+from fleetd.api.tools import Caller, ToolRegistry, ToolResult, failure_from_error
+from fleetd.errors import AuthError
+
+__all__ = [
+    "CALLER_SCOPE_KEY",
+    "DEFAULT_MCP_BODY_LIMIT",
+    "McpAuthGate",
+    "build_mcp_server",
+    "install_mcp",
+]
+
+CALLER_SCOPE_KEY = "fleetd.caller"
+DEFAULT_MCP_BODY_LIMIT = 1024 * 1024
+_CONTACT_METHODS = frozenset({"initialize", "server/discover"})
+_SERVER_NAME = "fleetd"
+
+
+def _unauthorised_body(error: AuthError) -> bytes:
+    return json.dumps(ToolResult.failure(failure_from_error(error)).to_json()).encode()
+
+
+class McpAuthGate:
+    """ASGI wrapper: 401 unless the request carries a known bearer token; else record the caller."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], auth: Authenticator):
+        self._app = app
+        self._auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        header = Request(scope).headers.get("authorization")
+        try:
+            caller = self._auth.authenticate(header)
+        except AuthError as error:
+            body = _unauthorised_body(error)
+            challenge = bearer_challenge(presented=bool(header))
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"www-authenticate", challenge.encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        scope[CALLER_SCOPE_KEY] = caller
+        await self._app(scope, receive, send)
+
+
+def _caller_of(ctx: ServerRequestContext[Any, Any]) -> Caller:
+    """The caller the gate recorded for the HTTP request behind ``ctx``."""
+    request = ctx.request
+    caller = request.scope.get(CALLER_SCOPE_KEY) if isinstance(request, Request) else None
+    if not isinstance(caller, Caller):
+        # Unreachable behind McpAuthGate; refuse rather than guess an identity.
+        raise AuthError("the request reached MCP without an authenticated caller")
+    return caller
+
+
+def _tool_result(outcome: ToolResult) -> mcp_types.CallToolResult:
+    document = outcome.to_json()
+    return mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(text=json.dumps(document, sort_keys=True))],
+        structured_content=document,
+        is_error=not outcome.ok,
+    )
+
+
+def build_mcp_server(registry: ToolRegistry) -> Server[Any]:
+    """A low-level MCP server whose tools are ``registry``'s, scoped to the caller's role."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListToolsResult:
+        caller = _caller_of(ctx)
+        tools = [
+            mcp_types.Tool(
+                name=spec.name, description=spec.description, input_schema=spec.params_schema()
+            )
+            for spec in registry.tools_for(caller.role)
+        ]
+        return mcp_types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult:
+        try:
+            caller = _caller_of(ctx)
+        except AuthError as error:
+            return _tool_result(ToolResult.failure(failure_from_error(error)))
+        outcome = await registry.call(caller, params.name, params.arguments or {})
+        return _tool_result(outcome)
+
+    async def report_contact(
+        ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if ctx.method in _CONTACT_METHODS:
+            await registry.contact(_caller_of(ctx))
+        return await call_next(ctx)
+
+    server: Server[Any] = Server(
+        _SERVER_NAME, version="1", on_list_tools=list_tools, on_call_tool=call_tool
+    )
+    server.middleware.append(report_contact)
+    return server
+
+
+def install_mcp(
+    app: FastAPI,
+    registry: ToolRegistry,
+    authenticator: Authenticator,
+    *,
+    path: str = "/mcp",
+    max_body_bytes: int = DEFAULT_MCP_BODY_LIMIT,
+    transport_security: TransportSecuritySettings | None = None,
+) -> AbstractAsyncContextManager[None]:
+    """Serve the registry's tools over MCP at ``path`` on ``app``.
+
+    Returns the session manager's ``run()`` context manager, which the app shell must enter in its
+    lifespan (``async with mcp_running: yield``) — requests to ``path`` fail until it is entered.
+    It can be entered once; build a new app to serve again.
+    """
+    manager = StreamableHTTPSessionManager(
+        app=build_mcp_server(registry),
+        stateless=True,
+        json_response=True,
+        security_settings=transport_security,
+        max_request_body_size=max_body_bytes,
+    )
+
+    async def sdk(scope: Scope, receive: Receive, send: Send) -> None:
+        await manager.handle_request(scope, receive, send)
+
+    gate = McpAuthGate(sdk, authenticator)
+    app.router.routes.append(Route(path, endpoint=gate, include_in_schema=False))
+    return manager.run()

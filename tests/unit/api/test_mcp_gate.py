@@ -1,0 +1,61 @@
+"""The MCP auth gate answers 401 itself and hands only authenticated requests to the SDK."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from api_doubles import LEAD, LEAD_TOKEN
+from starlette.types import Receive, Scope, Send
+
+from fleetd.api.auth import Authenticator
+from fleetd.api.mcp_server import CALLER_SCOPE_KEY, McpAuthGate
+
+
+class Inner:
+    """Stands in for the SDK: records the scopes it is handed and answers 200."""
+
+    def __init__(self) -> None:
+        self.scopes: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.scopes.append(dict(scope))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+
+async def post(gate: McpAuthGate, headers: dict[str, str]) -> httpx.Response:
+    transport = httpx.ASGITransport(app=gate)
+    async with httpx.AsyncClient(transport=transport, base_url="http://fleetd.test") as client:
+        return await client.post("/mcp", json={"jsonrpc": "2.0"}, headers=headers)
+
+
+@pytest.mark.parametrize(
+    ("headers", "challenge"),
+    [
+        ({}, 'Bearer realm="fleetd"'),
+        ({"Authorization": "Bearer wrong"}, 'Bearer realm="fleetd", error="invalid_token"'),
+    ],
+)
+async def test_gate_refuses_without_a_valid_token(
+    authenticator: Authenticator, headers: dict[str, str], challenge: str
+) -> None:
+    """A missing or unknown token is a 401 with a Bearer challenge; the SDK never sees it."""
+    inner = Inner()
+    response = await post(McpAuthGate(inner, authenticator), headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == challenge
+    assert response.json()["error"]["code"] == "unauthenticated"
+    assert inner.scopes == []
+
+
+async def test_gate_records_the_caller_in_the_scope(authenticator: Authenticator) -> None:
+    """A known token reaches the SDK with the resolved caller in the ASGI scope, not the token."""
+    inner = Inner()
+    response = await post(
+        McpAuthGate(inner, authenticator), {"Authorization": f"Bearer {LEAD_TOKEN}"}
+    )
+    assert response.status_code == 200
+    [scope] = inner.scopes
+    assert scope[CALLER_SCOPE_KEY] == LEAD
