@@ -194,7 +194,14 @@ def _config_error(exc: ValidationError) -> ConfigError:
         reason = first["msg"].removeprefix("Value error, ")
     if len(errors) > 1:
         reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return ConfigError(dotted_key(first["loc"]) or _NO_FILE, reason)
+    loc = first["loc"]
+    if kind == "extra_forbidden":
+        # The unknown key is reported as written, not mapped to a field it may resemble.
+        parent = dotted_key(loc[:-1])
+        key = f"{parent}.{loc[-1]}" if parent else str(loc[-1])
+    else:
+        key = dotted_key(loc)
+    return ConfigError(key or _NO_FILE, reason)
 
 
 def _check_leads(config: FleetdConfig) -> None:

@@ -1,0 +1,205 @@
+"""Invalid configuration fails with one ConfigError naming the dotted key (or file and line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetd.config import NotificationMode, load_config, parse_config
+from fleetd.errors import ConfigError
+
+LEAD = {"name": "alpha", "tokenEnv": "ALPHA_TOKEN"}
+
+
+@pytest.mark.parametrize(
+    ("document", "key", "reason"),
+    [
+        ({"bogus": 1}, "bogus", "unknown key"),
+        ({"health": {"snapshotInterval": 30}}, "health.snapshotInterval", "unknown key"),
+        (
+            {"health": {"snapshot_interval_seconds": 30}},
+            "health.snapshot_interval_seconds",
+            "unknown key",
+        ),
+        (
+            {"health": {"snapshotIntervalSeconds": "30"}},
+            "health.snapshotIntervalSeconds",
+            "integer",
+        ),
+        (
+            {"health": {"snapshotIntervalSeconds": 30.5}},
+            "health.snapshotIntervalSeconds",
+            "integer",
+        ),
+        ({"health": {"enabled": "yes"}}, "health.enabled", "boolean"),
+        ({"health": {"enabled": 1}}, "health.enabled", "boolean"),
+        ({"health": 5}, "health", "dictionary"),
+        ({"health": {"notifications": {"mode": "email"}}}, "health.notifications.mode", "webhook"),
+        (
+            {"health": {"notifications": {"requestTimeoutMs": 999}}},
+            "health.notifications.requestTimeoutMs",
+            "1000",
+        ),
+        (
+            {"health": {"notifications": {"requestTimeoutMs": 30001}}},
+            "health.notifications.requestTimeoutMs",
+            "30000",
+        ),
+        ({"herdr": {"requestTimeoutMs": 99}}, "herdr.requestTimeoutMs", "100"),
+        ({"herdr": {"requestTimeoutMs": 60001}}, "herdr.requestTimeoutMs", "60000"),
+        ({"api": {"port": 70000}}, "api.port", "65535"),
+        ({"api": {"publicUrl": "ftp://x"}}, "api.publicUrl", "scheme"),
+        (
+            {"profiles": {"sonnet": {"kind": "claude", "maxLoad": 0}}},
+            "profiles.sonnet.maxLoad",
+            "1",
+        ),
+        ({"profiles": {"sonnet": {"kind": "vim"}}}, "profiles.sonnet.kind", "claude"),
+        ({"profiles": {"sonnet": {}}}, "profiles.sonnet.kind", "required"),
+        (
+            {"profiles": {"sonnet": {"kind": "claude", "args": "--x"}}},
+            "profiles.sonnet.args",
+            "tuple",
+        ),
+        ({"profiles": {"no spaces": {"kind": "claude"}}}, "profiles.no spaces", "pattern"),
+        ({"leads": [LEAD, {"name": "beta"}]}, "leads[1].tokenEnv", "required"),
+        ({"leads": [{**LEAD, "tokenEnv": "NOT-A-NAME"}]}, "leads[0].tokenEnv", "pattern"),
+        ({"leads": [{**LEAD, "name": "Alpha"}]}, "leads[0].name", "pattern"),
+        ({"leads": [{**LEAD, "extra": 1}]}, "leads[0].extra", "unknown key"),
+        ({"leads": [LEAD, {**LEAD, "tokenEnv": "B"}]}, "leads[1].name", "duplicate"),
+        (
+            {"leads": [LEAD, {"name": "beta", "agent": "alpha", "tokenEnv": "B"}]},
+            "leads[1].agent",
+            "another lead",
+        ),
+        ({"inbox": {"backend": "kafka"}}, "inbox.backend", "memory"),
+        ({"inbox": {"amqp": {"url": "http://u:p@h/"}}}, "inbox.amqp.url", "scheme"),
+        ({"journal": {"url": "mysql://db"}}, "journal.url", "scheme"),
+        ({"bridge": {"push": {"heartbeatMax": -1}}}, "bridge.push.heartbeatMax", "0"),
+        ({"operatorTokenEnv": "has space"}, "operatorTokenEnv", "pattern"),
+    ],
+)
+def test_invalid_documents_name_the_key(document: dict[str, Any], key: str, reason: str) -> None:
+    """Unknown keys, wrong types and out-of-range values fail with the dotted key."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(document, {})
+    assert caught.value.key == key
+    assert reason in caught.value.reason
+
+
+def test_several_problems_report_the_first_and_a_count() -> None:
+    """Only one error is raised; its reason says how many more there were."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"api": {"port": "x"}, "health": {"enabled": "x"}}, {})
+    assert caught.value.key == "api.port"
+    assert caught.value.reason.endswith("(and 1 more problem)")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "problem"),
+    [
+        ("health:\n  enabled: true\n    bad: indent\n", 3, "mapping values are not allowed"),
+        ("api: [\n", 2, "expected the node content"),
+        ("health:\n  enabled: true\n  enabled: false\n", 3, "duplicate key 'enabled'"),
+    ],
+)
+def test_malformed_yaml_names_file_and_line(
+    tmp_path: Path, text: str, line: int, problem: str
+) -> None:
+    """YAML that does not parse names the file, with the line in the reason."""
+    path = tmp_path / "fleetd.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    assert caught.value.key == str(path)
+    assert caught.value.reason.startswith(f"line {line}: ")
+    assert problem in caught.value.reason
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n", "42\n"])
+def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
+    """A document that is not a mapping of sections is refused, naming the file."""
+    path = tmp_path / "fleetd.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    assert caught.value.key == str(path)
+
+
+def test_missing_file_names_the_file(tmp_path: Path) -> None:
+    """A file that cannot be read is a ConfigError naming the path."""
+    path = tmp_path / "absent.yaml"
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    assert caught.value.key == str(path)
+    assert "cannot read" in caught.value.reason
+
+
+def test_webhook_mode_without_a_variable_name() -> None:
+    """Webhook mode with no webhookUrlEnv is an error naming that key."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"health": {"notifications": {"mode": "webhook"}}}, {})
+    assert caught.value.key == "health.notifications.webhookUrlEnv"
+    assert "required" in caught.value.reason
+
+
+@pytest.mark.parametrize("environ", [{}, {"HOOK_URL": ""}])
+def test_webhook_mode_with_the_variable_unset(environ: dict[str, str]) -> None:
+    """Webhook mode whose variable is absent or empty fails naming the key and the variable."""
+    document = {"health": {"notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL"}}}
+    with pytest.raises(ConfigError) as caught:
+        parse_config(document, environ)
+    assert caught.value.key == "health.notifications.webhookUrlEnv"
+    assert "HOOK_URL" in caught.value.reason
+
+
+def test_webhook_mode_with_the_variable_set() -> None:
+    """Webhook mode is valid once the named variable holds a value; the value is not stored."""
+    document = {"health": {"notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL"}}}
+    secret = "https://hooks.example/very-secret-path"
+    config = parse_config(document, {"HOOK_URL": secret}).config
+    assert config.health.notifications.mode is NotificationMode.WEBHOOK
+    assert config.health.notifications.webhook_url_env == "HOOK_URL"
+    assert secret not in config.model_dump_json()
+    assert secret not in repr(config)
+
+
+def test_disabled_mode_does_not_need_the_variable() -> None:
+    """Naming a webhook variable is fine while notifications are disabled."""
+    document = {"health": {"notifications": {"webhookUrlEnv": "HOOK_URL"}}}
+    assert parse_config(document, {}).config.health.notifications.webhook_url_env == "HOOK_URL"
+
+
+def test_health_without_a_sink_warns_about_coverage() -> None:
+    """Enabled health with notifications disabled warns once that human escalation is off."""
+    loaded = parse_config({"health": {"enabled": True}}, {})
+    assert len(loaded.warnings) == 1
+    assert loaded.warnings[0].startswith("health.notifications.mode=disabled")
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"inbox": {"amqp": {"url": "http://user:hunter2-secret@broker/"}}},
+        {"inbox": {"amqp": {"url": 5}, "backend": "hunter2-secret"}},
+        {"journal": {"url": "mysql://user:hunter2-secret@db/x"}},
+        {"leads": [{"name": "hunter2-secret!", "tokenEnv": "T"}]},
+    ],
+)
+def test_errors_never_carry_values(document: dict[str, Any]) -> None:
+    """Error text names keys and rules, never the offending value (it may be a secret)."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(document, {})
+    assert "hunter2" not in str(caught.value)
+    assert "hunter2" not in repr(caught.value)
+
+
+def test_yaml_errors_never_carry_the_line_text(tmp_path: Path) -> None:
+    """A YAML error reports its line and problem, not a snippet of the file."""
+    path = tmp_path / "fleetd.yaml"
+    path.write_text("inbox:\n  amqp:\n    url: amqp://u:hunter2-secret@h/\n  : [\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    assert "hunter2" not in str(caught.value)

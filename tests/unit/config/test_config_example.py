@@ -1,0 +1,88 @@
+"""The shipped fleetd.example.yaml loads cleanly and documents every key."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleetd.config import FleetdConfig, InboxBackend, NotificationMode, load_config
+from fleetd.config.fields import ConfigModel
+from fleetd.config.keys import section_of
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "fleetd.example.yaml"
+
+
+def _model_keys(model: type[ConfigModel], prefix: str = "") -> Iterator[str]:
+    """Every dotted key of the model, descending into sections, lead items and profile values."""
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{field.alias or name}"
+        yield key
+        child = section_of(field.annotation)
+        if child is None:
+            continue
+        if key == "leads":
+            yield from _model_keys(child, "leads[].")
+        elif key == "profiles":
+            yield from _model_keys(child, "profiles.*.")
+        else:
+            yield from _model_keys(child, f"{key}.")
+
+
+def _document_keys(node: Any, prefix: str = "") -> Iterator[str]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _document_keys(item, prefix.rstrip(".") + "[].")
+    elif isinstance(node, Mapping):
+        for key, value in node.items():
+            name = "*" if prefix == "profiles." else str(key)
+            yield f"{prefix}{name}"
+            yield from _document_keys(value, f"{prefix}{name}.")
+
+
+def test_example_loads_without_warnings() -> None:
+    """The example is valid as shipped and triggers no floor or coverage warning."""
+    loaded = load_config(EXAMPLE, {})
+    assert loaded.warnings == ()
+    config = loaded.config
+    assert config.inbox.backend is InboxBackend.MEMORY
+    assert config.health.notifications.mode is NotificationMode.DISABLED
+    assert len(config.leads) >= 1
+    assert {p.kind.value for p in config.profiles.values()} >= {"claude", "codex"}
+
+
+def test_example_values_are_the_defaults() -> None:
+    """Apart from the sample lead, profiles and variable names, the example shows the defaults."""
+    config = load_config(EXAMPLE, {}).config
+    defaults = load_config(None, {}).config
+    assert config.health == defaults.health.model_copy(
+        update={"notifications": config.health.notifications}
+    )
+    assert config.health.notifications.request_timeout_ms == 10_000
+    assert config.bridge == defaults.bridge
+    assert config.api == defaults.api
+    assert config.herdr == defaults.herdr
+    assert config.inbox == defaults.inbox
+    assert config.worktrees.root == EXAMPLE.parent / "worktrees"
+
+
+def test_example_names_every_key() -> None:
+    """Every key of the model, at every depth, appears in the example file."""
+    document = yaml.safe_load(EXAMPLE.read_text())
+    missing = set(_model_keys(FleetdConfig)) - set(_document_keys(document))
+    assert not missing, f"fleetd.example.yaml lacks {sorted(missing)}"
+
+
+def test_example_comments_every_key() -> None:
+    """Each key holding a value has a comment on the line above it."""
+    lines = EXAMPLE.read_text().splitlines()
+    key_line = re.compile(r"^\s*(- )?[A-Za-z]+:")
+    for number, line in enumerate(lines):
+        if not key_line.match(line):
+            continue
+        previous = lines[number - 1].strip() if number else ""
+        opens_a_section = line.rstrip().endswith(":")
+        assert previous.startswith("#") or opens_a_section, f"line {number + 1}: {line!r}"
