@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +23,7 @@ import httpx2
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from jsonschema import Draft202012Validator
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -35,6 +38,12 @@ from fleetd.errors import UnknownTargetError
 LEAD_TOKEN = "it-lead-token-0123456789abcdef"
 OPERATOR_TOKEN = "it-operator-token-0123456789ab"
 STARTUP_TIMEOUT = 10.0
+CONTRACT = Path(__file__).resolve().parents[2] / "contracts" / "api" / "tool-result.v1.schema.json"
+
+
+@functools.cache
+def envelope_contract() -> Draft202012Validator:
+    return Draft202012Validator(json.loads(CONTRACT.read_text()))
 
 
 class EchoParams(ToolParams):
@@ -199,11 +208,13 @@ async def mcp_session(url: str, token: str | None) -> AsyncIterator[ClientSessio
 
 
 def envelope(result: CallToolResult) -> dict[str, Any]:
-    """The JSON document a tool result carries as text (what the model reads)."""
+    """The JSON document a tool result carries as text (what the model reads), checked."""
     [block] = result.content
     assert isinstance(block, TextContent)
     document: dict[str, Any] = json.loads(block.text)
     assert result.structured_content == document
+    assert result.is_error is not document["ok"]
+    assert list(envelope_contract().iter_errors(document)) == []
     return document
 
 
