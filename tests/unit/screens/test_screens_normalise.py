@@ -118,9 +118,11 @@ def test_tidy_keeps_noise_that_normalise_drops() -> None:
 
 
 _NOISY = st.sampled_from(
-    [*"ab 1\n\t\r\x1b[]()s·✶…⎿•◦⬝■%$K.:/#"]
-    + ["Retrying in ", "attempt ", " (3s · x)", "✶ Go… ", "  ⎿  Tip:", "• Working ("]
-    + ["Reconnecting... ", "ctrl+p commands", "[retrying in 3s]", "⠋", " 12.5K (3%)", "$0.1"]
+    [
+        *"ab 1\n\t\r\x1b[]()s·✶…⎿•◦⬝■%$K.:/#",
+        *("Retrying in ", "attempt ", " (3s · x)", "✶ Go… ", "  ⎿  Tip:", "• Working ("),
+        *("Reconnecting... ", "ctrl+p commands", "[retrying in 3s]", "⠋", " 12.5K (3%)", "$0.1"),
+    ]
 )
 
 
