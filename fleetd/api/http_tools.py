@@ -69,7 +69,7 @@ class _ToolRoutes:
         try:
             return self._auth.authenticate(header)
         except AuthError as error:
-            challenge = bearer_challenge(presented=header is not None)
+            challenge = bearer_challenge(presented=bool(header))
             return _refuse(failure_from_error(error), {"WWW-Authenticate": challenge})
 
     async def call_tool(self, request: Request) -> JSONResponse:

@@ -23,6 +23,10 @@ A failed call is an MCP tool *result* with ``isError: true`` whose text is the s
 retry. An ``initialize`` (or the newer ``server/discover``) is reported to the registry's contact
 hooks: for a member it is the readiness signal.
 
+DNS-rebinding protection (Host/Origin checks) is off unless ``transport_security`` is passed: every
+request must already carry a bearer token, which a rebinding web page cannot know, and the shell
+decides which host names it serves under.
+
 The session manager has a task group that must run for as long as the app serves. A sub-app's
 lifespan does not run when mounted, so :func:`install_mcp` returns the manager's ``run()`` context
 manager and the app shell enters it in its own lifespan.
@@ -31,8 +35,8 @@ manager and the app shell enters it in its own lifespan.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import mcp_types
@@ -46,7 +50,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from fleetd.api.auth import Authenticator, bearer_challenge
-from fleetd.api.tools import Caller, ToolRegistry, ToolResult, failure_from_error
+from fleetd.api.tools import Caller, ToolFailure, ToolRegistry, ToolResult, failure_from_error
 from fleetd.errors import AuthError
 
 __all__ = [
@@ -63,8 +67,22 @@ _CONTACT_METHODS = frozenset({"initialize", "server/discover"})
 _SERVER_NAME = "fleetd"
 
 
-def _unauthorised_body(error: AuthError) -> bytes:
-    return json.dumps(ToolResult.failure(failure_from_error(error)).to_json()).encode()
+async def _send_json(
+    send: Send, status: int, document: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    body = json.dumps(document).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class McpAuthGate:
@@ -82,20 +100,9 @@ class McpAuthGate:
         try:
             caller = self._auth.authenticate(header)
         except AuthError as error:
-            body = _unauthorised_body(error)
             challenge = bearer_challenge(presented=bool(header))
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"www-authenticate", challenge.encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            document = ToolResult.failure(failure_from_error(error)).to_json()
+            await _send_json(send, 401, document, [(b"www-authenticate", challenge.encode())])
             return
         scope[CALLER_SCOPE_KEY] = caller
         await self._app(scope, receive, send)
@@ -159,6 +166,34 @@ def build_mcp_server(registry: ToolRegistry) -> Server[Any]:
     return server
 
 
+class _SdkEndpoint:
+    """The SDK's ASGI entry; answers 503 while its session manager is not running."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self._manager = manager
+        self._running = False
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        async with self._manager.run():
+            self._running = True
+            try:
+                yield
+            finally:
+                self._running = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._running:
+            failure = ToolFailure(
+                code="unavailable",
+                message="MCP is not running: the app's lifespan has not started it",
+                http_status=503,
+            )
+            await _send_json(send, 503, ToolResult.failure(failure).to_json())
+            return
+        await self._manager.handle_request(scope, receive, send)
+
+
 def install_mcp(
     app: FastAPI,
     registry: ToolRegistry,
@@ -171,8 +206,18 @@ def install_mcp(
     """Serve the registry's tools over MCP at ``path`` on ``app``.
 
     Returns the session manager's ``run()`` context manager, which the app shell must enter in its
-    lifespan (``async with mcp_running: yield``) — requests to ``path`` fail until it is entered.
-    It can be entered once; build a new app to serve again.
+    lifespan — until it is entered (and after it is left) ``path`` answers 503::
+
+        @asynccontextmanager
+        async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+            async with app.state.mcp_running:
+                yield
+
+        app = FastAPI(lifespan=lifespan)
+        app.state.mcp_running = install_mcp(app, registry, authenticator)
+
+    It can be entered once; build a new app to serve again. The route is appended to
+    ``app.router.routes``, so install before any catch-all mount.
     """
     manager = StreamableHTTPSessionManager(
         app=build_mcp_server(registry),
@@ -182,9 +227,7 @@ def install_mcp(
         max_request_body_size=max_body_bytes,
     )
 
-    async def sdk(scope: Scope, receive: Receive, send: Send) -> None:
-        await manager.handle_request(scope, receive, send)
-
-    gate = McpAuthGate(sdk, authenticator)
+    endpoint = _SdkEndpoint(manager)
+    gate = McpAuthGate(endpoint, authenticator)
     app.router.routes.append(Route(path, endpoint=gate, include_in_schema=False))
-    return manager.run()
+    return endpoint.run()

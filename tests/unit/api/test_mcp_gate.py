@@ -7,10 +7,12 @@ from typing import Any
 import httpx
 import pytest
 from api_doubles import LEAD, LEAD_TOKEN
+from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from fleetd.api.auth import Authenticator
-from fleetd.api.mcp_server import CALLER_SCOPE_KEY, McpAuthGate
+from fleetd.api.mcp_server import CALLER_SCOPE_KEY, McpAuthGate, install_mcp
+from fleetd.api.tools import ToolRegistry
 
 
 class Inner:
@@ -59,3 +61,26 @@ async def test_gate_records_the_caller_in_the_scope(authenticator: Authenticator
     assert response.status_code == 200
     [scope] = inner.scopes
     assert scope[CALLER_SCOPE_KEY] == LEAD
+
+
+async def test_mcp_answers_503_unless_the_lifespan_runs_it(
+    registry: ToolRegistry, authenticator: Authenticator
+) -> None:
+    """Before the returned context is entered and after it is left, /mcp answers 503."""
+    app = FastAPI()
+    running = install_mcp(app, registry, authenticator)
+    headers = {
+        "Authorization": f"Bearer {LEAD_TOKEN}",
+        "Accept": "application/json, text/event-stream",
+    }
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://fleetd.test") as client:
+        before = await client.post("/mcp", json=ping, headers=headers)
+        async with running:
+            during = await client.post("/mcp", json=ping, headers=headers)
+        after = await client.post("/mcp", json=ping, headers=headers)
+    assert before.status_code == after.status_code == 503
+    assert before.json()["error"]["code"] == "unavailable"
+    assert during.status_code == 200
+    assert during.json()["result"] == {}
