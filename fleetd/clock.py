@@ -18,7 +18,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "FakeClock", "SystemClock"]
+__all__ = ["Clock", "FakeClock", "SystemClock", "wait_event"]
 
 
 @runtime_checkable
@@ -108,3 +108,20 @@ class FakeClock:
             remaining -= delta
             for _ in range(5):
                 await asyncio.sleep(0)
+
+
+async def wait_event(clock: Clock, event: asyncio.Event, seconds: float) -> bool:
+    """Wait for ``event`` at most ``seconds`` of ``clock`` time; True when it was set."""
+    if event.is_set():
+        return True
+    if seconds <= 0:
+        return False
+    waiter = asyncio.ensure_future(event.wait())
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({waiter, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiter, timer):
+            task.cancel()
+        await asyncio.gather(waiter, timer, return_exceptions=True)
+    return event.is_set()

@@ -1,0 +1,102 @@
+"""Prometheus series of fleetd, on an injected registry.
+
+Every series lives on the :class:`~prometheus_client.CollectorRegistry` handed to :class:`Metrics`,
+never on the process-global default registry, so two services (or two tests) in one process never
+share counters. Labels are bounded enums or configured names — never ids, URLs or error text.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["Metrics"]
+
+
+class Metrics:
+    """All of fleetd's series, created once per service by the composition root."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        # configuration
+        self.config_reloads_total = Counter(
+            "fleetd_config_reloads_total",
+            "Configuration reload attempts by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        # herdr control link
+        self.herdr_requests_total = Counter(
+            "fleetd_herdr_requests_total",
+            "Requests sent to herdr by method family and outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.control_link_up = Gauge(
+            "fleetd_control_link_up", "1 while the last herdr call succeeded.", registry=r
+        )
+        # bridge
+        self.tool_calls_total = Counter(
+            "fleetd_tool_calls_total",
+            "Fleet tool calls by tool and outcome.",
+            ["tool", "outcome"],
+            registry=r,
+        )
+        self.tickets_total = Counter(
+            "fleetd_tickets_total",
+            "Tickets reaching a terminal outcome, once each, by outcome and source.",
+            ["outcome", "source"],
+            registry=r,
+        )
+        self.sessions = Gauge(
+            "fleetd_sessions",
+            "Live sessions by profile and state.",
+            ["profile", "state"],
+            registry=r,
+        )
+        self.nudges_total = Counter(
+            "fleetd_nudges_total", "Inbox nudges injected into leads.", ["lead"], registry=r
+        )
+        self.mute_total = Counter(
+            "fleet_health_mute_total",
+            "Turns resolved through the completion fallback instead of fleet_reply.",
+            ["profile"],
+            registry=r,
+        )
+        self.inbox_decode_failures_total = Counter(
+            "fleetd_inbox_decode_failures_total",
+            "Inbox entries that could not be decoded, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        # health
+        self.health_incidents = Gauge(
+            "fleet_health_incidents",
+            "Open health incidents.",
+            ["scope", "state", "severity"],
+            registry=r,
+        )
+        self.health_incidents_total = Counter(
+            "fleet_health_incidents_total",
+            "Incident lifecycle events.",
+            ["event"],
+            registry=r,
+        )
+        self.lead_health = Gauge(
+            "fleet_lead_health",
+            "1 for the current health state of each configured lead.",
+            ["lead", "state"],
+            registry=r,
+        )
+        self.pane_reads_total = Counter(
+            "fleet_health_pane_reads_total",
+            "Pane reads performed for health evidence, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.tick_seconds = Histogram(
+            "fleet_health_tick_seconds",
+            "Duration of one fleet health tick.",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=r,
+        )
