@@ -1,0 +1,75 @@
+"""The bridge's in-memory view: sessions, send queues and open turns.
+
+One :class:`Roster` per process. Lookups accept what a lead may name a member by: the session id,
+the herdr agent name, or the pane id. Released sessions stay visible (read-only) so the teardown
+invariant and the fleet view can still see them; they never accept work again.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from fleetd.bridge.sessions import Session, SessionState
+from fleetd.bridge.tasks import Ticket
+from fleetd.bridge.turns import InFlightTurn
+
+__all__ = ["Roster"]
+
+_RELEASED_KEPT = 256
+
+
+@dataclass(slots=True)
+class Roster:
+    """Sessions plus the work the bridge holds for each."""
+
+    sessions: dict[str, Session] = field(default_factory=dict)
+    queues: dict[str, deque[Ticket]] = field(default_factory=dict)
+    inflight: dict[str, InFlightTurn] = field(default_factory=dict)
+    gates: set[str] = field(default_factory=set)  # session ids closed to new sends
+    live_status: dict[str, str] = field(default_factory=dict)  # last raw herdr status
+    _released_order: deque[str] = field(default_factory=deque)
+
+    def add(self, session: Session) -> None:
+        self.sessions[session.session_id] = session
+        self.queues[session.session_id] = deque()
+
+    def live(self) -> list[Session]:
+        return [s for s in self.sessions.values() if s.state is not SessionState.RELEASED]
+
+    def find(self, target: str) -> Session | None:
+        """A live session by id, agent name or pane id."""
+        session = self.sessions.get(target)
+        if session is not None and session.live:
+            return session
+        for candidate in self.live():
+            if target in (candidate.name, candidate.pane_id):
+                return candidate
+        return None
+
+    def get(self, session_id: str) -> Session | None:
+        return self.sessions.get(session_id)
+
+    def name_taken(self, name: str) -> bool:
+        return any(s.name == name for s in self.live())
+
+    def retire(self, session: Session) -> None:
+        """Forget the work of a released session; keep a bounded trail of released rows."""
+        self.queues.pop(session.session_id, None)
+        self.inflight.pop(session.session_id, None)
+        self.live_status.pop(session.session_id, None)
+        self._released_order.append(session.session_id)
+        while len(self._released_order) > _RELEASED_KEPT:
+            old = self._released_order.popleft()
+            self.sessions.pop(old, None)
+            self.gates.discard(old)
+
+    def needs_poll(self) -> list[Session]:
+        """Sessions with outstanding work: starting, an open turn, or queued sends."""
+        return [
+            s
+            for s in self.live()
+            if s.state is SessionState.SPAWNING
+            or s.session_id in self.inflight
+            or self.queues.get(s.session_id)
+        ]

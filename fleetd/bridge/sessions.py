@@ -1,0 +1,123 @@
+"""Member sessions and their state machine.
+
+Theory of operation
+-------------------
+A session is one member agent in one herdr pane. It starts ``SPAWNING`` when fleetd has asked
+herdr to start the agent; the member's first authenticated contact (MCP ``initialize`` or any tool
+call) is *presence* and makes it ``READY``. Each delivered prompt opens turn N and makes it
+``BUSY``; the turn's resolution makes it ``DONE`` (ready for the next prompt). A failed start, a
+turn failure or a lost target makes it ``FAILED``; a release makes it ``RELEASED``, which is final.
+
+Every legal move is one row of :data:`TRANSITIONS`, with the cause that justifies it. Anything not
+in the table raises :class:`~fleetd.errors.IllegalTransitionError` and leaves the session
+unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from fleetd.bridge.worktrees import Worktree
+from fleetd.errors import IllegalTransitionError
+
+__all__ = ["TRANSITIONS", "Session", "SessionEvent", "SessionState", "next_state"]
+
+
+class SessionState(StrEnum):
+    SPAWNING = "spawning"
+    READY = "ready"
+    BUSY = "busy"
+    DONE = "done"
+    FAILED = "failed"
+    RELEASED = "released"
+
+
+class SessionEvent(StrEnum):
+    PRESENCE = "presence"
+    DELIVERED = "delivered"
+    TURN_COMPLETED = "turn_completed"
+    TURN_RECONCILED = "turn_reconciled"
+    TURN_FAILED = "turn_failed"
+    START_FAILED = "start_failed"
+    NEVER_READY = "never_ready"
+    TARGET_GONE = "target_gone"
+    RELEASE = "release"
+
+
+S, E = SessionState, SessionEvent
+
+#: (state, event) -> (next state, cause). The only legal moves.
+TRANSITIONS: dict[tuple[SessionState, SessionEvent], tuple[SessionState, str]] = {
+    (S.SPAWNING, E.PRESENCE): (S.READY, "first authenticated contact from the member"),
+    (S.READY, E.PRESENCE): (S.READY, "contact while ready changes nothing"),
+    (S.BUSY, E.PRESENCE): (S.BUSY, "contact during a turn changes nothing"),
+    (S.DONE, E.PRESENCE): (S.DONE, "contact after a turn changes nothing"),
+    (S.READY, E.DELIVERED): (S.BUSY, "a prompt was delivered: turn N opens"),
+    (S.DONE, E.DELIVERED): (S.BUSY, "a prompt was delivered: turn N+1 opens"),
+    (S.BUSY, E.TURN_COMPLETED): (S.DONE, "the turn resolved by reply or observed boundary"),
+    (S.BUSY, E.TURN_RECONCILED): (S.DONE, "a lost boundary was repaired under strict gates"),
+    (S.BUSY, E.TURN_FAILED): (S.FAILED, "the turn failed"),
+    (S.SPAWNING, E.START_FAILED): (S.FAILED, "herdr could not start the agent"),
+    (S.SPAWNING, E.NEVER_READY): (S.FAILED, "no presence within the readiness grace"),
+    (S.SPAWNING, E.TARGET_GONE): (S.FAILED, "the pane vanished during startup"),
+    (S.READY, E.TARGET_GONE): (S.FAILED, "the pane vanished"),
+    (S.BUSY, E.TARGET_GONE): (S.FAILED, "the pane vanished during a turn"),
+    (S.DONE, E.TARGET_GONE): (S.FAILED, "the pane vanished"),
+    **{(state, E.RELEASE): (S.RELEASED, "released") for state in S if state is not S.RELEASED},
+}
+
+
+def next_state(state: SessionState, event: SessionEvent) -> SessionState:
+    """The state after ``event``, or :class:`IllegalTransitionError`."""
+    row = TRANSITIONS.get((state, event))
+    if row is None:
+        raise IllegalTransitionError("session", state.value, event.value)
+    return row[0]
+
+
+@dataclass(slots=True, kw_only=True)
+class Session:
+    """One member, as the bridge knows it. Mutated only through :meth:`apply` and the bridge."""
+
+    session_id: str
+    name: str
+    profile: str
+    kind: str
+    role: str | None
+    owner: str
+    created_at: datetime
+    pane_id: str | None = None
+    terminal_id: str | None = None
+    worktree: Worktree | None = None
+    state: SessionState = SessionState.SPAWNING
+    presence: bool = False
+    presence_at: datetime | None = None
+    turn: int = 0
+    state_since: datetime | None = None
+    released_cause: str | None = None
+    history: list[tuple[SessionState, SessionEvent, SessionState]] = field(default_factory=list)
+
+    def apply(self, event: SessionEvent, now: datetime) -> SessionState:
+        """Move along the table; on an illegal event raise and change nothing."""
+        new = next_state(self.state, event)
+        if event is SessionEvent.PRESENCE and not self.presence:
+            self.presence = True
+            self.presence_at = now
+        if event is SessionEvent.DELIVERED:
+            self.turn += 1
+        if new is not self.state:
+            self.history.append((self.state, event, new))
+            self.state = new
+            self.state_since = now
+        return new
+
+    @property
+    def session_state(self) -> str:
+        """The state's value (what the capacity count reads)."""
+        return self.state.value
+
+    @property
+    def live(self) -> bool:
+        return self.state is not SessionState.RELEASED
