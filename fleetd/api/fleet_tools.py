@@ -1,0 +1,223 @@
+"""The fleet tools: what leads and members can call, defined once for HTTP and MCP.
+
+Leads call ``fleet_spawn``, ``fleet_send``, ``fleet_poll``, ``fleet_status``, ``fleet_list`` and
+``fleet_stop``; members call ``fleet_reply``; an operator token may read ``fleet_list``. Each
+handler is a thin translation from validated params to one :class:`~fleetd.bridge.service.Bridge`
+call and back to a JSON-able result. Argument names are camelCase on the wire, as leads see them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from fleetd.api.tools import Caller, Role, ToolParams, ToolRegistry, ToolSpec
+from fleetd.bridge.release import stop_cause
+from fleetd.bridge.service import Bridge
+from fleetd.bridge.spawn import SpawnRequest
+from fleetd.bridge.view import session_row
+from fleetd.errors import InvalidArgumentsError, PermissionDeniedError, UnknownTargetError
+from fleetd.inbox.records import InboxRecord
+
+__all__ = ["MAX_WAIT_SECONDS", "register_fleet_tools"]
+
+#: The longest a synchronous ``fleet_send`` may hold its caller.
+MAX_WAIT_SECONDS = 600.0
+
+_LEAD = frozenset({Role.LEAD})
+
+
+class SpawnParams(ToolParams):
+    profile: str = Field(min_length=1, max_length=64, description="Profile name from the config.")
+    role: str | None = Field(default=None, max_length=64, description="Free-text role label.")
+    name: str | None = Field(default=None, max_length=32, description="herdr agent name.")
+    repo: str | None = Field(default=None, max_length=4096, description="Repository to branch.")
+    base: str | None = Field(default=None, max_length=256, description="Base ref of the branch.")
+
+
+class SendParams(ToolParams):
+    target: str = Field(min_length=1, max_length=128, description="Session id, name or pane id.")
+    prompt: str = Field(min_length=1, description="The task for the member.")
+    wait: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        description="Seconds to wait for the reply; absent or 0 returns the ticket at once.",
+    )
+
+
+class PollParams(ToolParams):
+    ticket: str | None = Field(default=None, max_length=128, description="A ticket to look up.")
+    target: str | None = Field(
+        default=None, max_length=128, description="Inbox to drain (your own lead name)."
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> PollParams:
+        if self.ticket is not None and self.target is not None:
+            raise ValueError("give ticket or target, not both")
+        return self
+
+
+class StatusParams(ToolParams):
+    session_id: str = Field(alias="sessionId", min_length=1, max_length=128)
+
+
+class ListParams(ToolParams):
+    pass
+
+
+class StopParams(ToolParams):
+    session_id: str | None = Field(default=None, alias="sessionId", max_length=128)
+    pane_id: str | None = Field(default=None, alias="paneId", max_length=128)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> StopParams:
+        if (self.session_id is None) == (self.pane_id is None):
+            raise ValueError("give exactly one of sessionId or paneId")
+        return self
+
+
+class ReplyParams(ToolParams):
+    content: str = Field(min_length=1, description="The result of the delegated task.")
+
+
+FleetView = Callable[[Caller], Awaitable[dict[str, Any]]]
+Spawner = Callable[[SpawnRequest], Awaitable[dict[str, Any]]]
+
+
+def register_fleet_tools(
+    registry: ToolRegistry, *, bridge: Bridge, fleet_view: FleetView, spawn: Spawner
+) -> None:
+    """Register the seven fleet tools on ``registry``."""
+
+    async def fleet_spawn(caller: Caller, p: SpawnParams) -> dict[str, Any]:
+        return await spawn(
+            SpawnRequest(
+                owner=caller.name,
+                profile=p.profile,
+                role=p.role,
+                name=p.name,
+                repo=p.repo,
+                base=p.base,
+            )
+        )
+
+    async def fleet_send(caller: Caller, p: SendParams) -> dict[str, Any]:
+        ticket = await bridge.send(owner=caller.name, target=p.target, prompt=p.prompt, wait=p.wait)
+        return ticket.public()
+
+    async def fleet_poll(caller: Caller, p: PollParams) -> dict[str, Any]:
+        if p.ticket is not None:
+            ticket = bridge.tasks.get(p.ticket)
+            if ticket is None or ticket.owner != caller.name:
+                raise UnknownTargetError(f"no ticket {p.ticket!r} for this lead")
+            return ticket.public()
+        key = p.target or caller.name
+        if key != caller.name:
+            raise PermissionDeniedError("a lead may drain only its own inbox")
+        records = await bridge.inbox.collect(key)
+        return {"inbox": key, "messages": [_message(r) for r in records]}
+
+    async def fleet_status(caller: Caller, p: StatusParams) -> dict[str, Any]:
+        session = bridge.find_owned(caller.name, p.session_id)
+        return session_row(bridge, session, now=bridge.clock.now())
+
+    async def fleet_list(caller: Caller, p: ListParams) -> dict[str, Any]:
+        return await fleet_view(caller)
+
+    async def fleet_stop(caller: Caller, p: StopParams) -> dict[str, Any]:
+        target = p.session_id or p.pane_id
+        if target is None:  # guarded by the params model
+            raise InvalidArgumentsError("give sessionId or paneId")
+        session = bridge.find_owned(caller.name, target)
+        pending = bool(bridge.tasks.pending_for(session.session_id))
+        cause = stop_cause(session.state.value, pending)
+        return await bridge.release(session, cause)
+
+    async def fleet_reply(caller: Caller, p: ReplyParams) -> dict[str, Any]:
+        if caller.session_id is None:
+            raise PermissionDeniedError("only a member session may reply")
+        return await bridge.reply(session_id=caller.session_id, content=p.content)
+
+    specs: list[ToolSpec[Any]] = [
+        ToolSpec(
+            name="fleet_spawn",
+            description="Start a member agent of a profile in its own herdr pane and worktree.",
+            params=SpawnParams,
+            roles=_LEAD,
+            handler=fleet_spawn,
+        ),
+        ToolSpec(
+            name="fleet_send",
+            description=(
+                "Send a task to one of your members. Returns a ticket; with wait > 0, waits up to "
+                "that many seconds for the reply."
+            ),
+            params=SendParams,
+            roles=_LEAD,
+            handler=fleet_send,
+        ),
+        ToolSpec(
+            name="fleet_poll",
+            description="Look up a ticket, or drain your inbox of replies and health reports.",
+            params=PollParams,
+            roles=_LEAD,
+            handler=fleet_poll,
+        ),
+        ToolSpec(
+            name="fleet_status",
+            description="The state of one of your members.",
+            params=StatusParams,
+            roles=_LEAD,
+            handler=fleet_status,
+        ),
+        ToolSpec(
+            name="fleet_list",
+            description="The fleet: members, leads, capacity, incidents and the control link.",
+            params=ListParams,
+            roles=frozenset({Role.LEAD, Role.OPERATOR}),
+            handler=fleet_list,
+        ),
+        ToolSpec(
+            name="fleet_stop",
+            description="Stop one of your members; its pending tasks fail once, never replayed.",
+            params=StopParams,
+            roles=_LEAD,
+            handler=fleet_stop,
+        ),
+        ToolSpec(
+            name="fleet_reply",
+            description="Return the result of your delegated task to the lead that sent it.",
+            params=ReplyParams,
+            roles=frozenset({Role.MEMBER}),
+            handler=fleet_reply,
+        ),
+    ]
+    for spec in specs:
+        registry.register(spec)
+
+
+def _message(record: InboxRecord) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "msgId": record.msg_id,
+        "kind": record.kind.value,
+        "target": record.target,
+        "content": record.content,
+    }
+    optional = {
+        "createdAtEpochMillis": record.created_at_epoch_millis,
+        "ticket": record.ticket,
+        "source": record.source.value if record.source else None,
+        "severity": record.severity.value if record.severity else None,
+        "state": record.state,
+        "subjectTerminal": record.subject_terminal,
+        "suggestedToolCalls": list(record.suggested_tool_calls)
+        if record.suggested_tool_calls
+        else None,
+        "evidence": dict(record.evidence) if record.evidence else None,
+    }
+    message.update({k: v for k, v in optional.items() if v is not None})
+    return message

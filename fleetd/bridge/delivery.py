@@ -1,0 +1,196 @@
+"""Delivery and turn boundaries: the 250 ms status poller's work.
+
+For every session with outstanding work the poller asks herdr for the agent's live status, then:
+
+* a starting member is watched until herdr says it is interactive (or its launch failed);
+* queued sends are injected when the target is injectable — session READY or DONE, herdr ``idle``
+  or ``done``, no open turn and no reconciliation gate;
+* an open turn records ``working`` when seen; ``working`` then ``idle``/``done`` for the same turn
+  is a trusted boundary. If the member has not called ``fleet_reply`` within a short grace after the
+  boundary, the completion fallback reads the pane and resolves the turn with the extracted
+  assistant block, marked as a fallback (the MUTE outcome);
+* if a delivered prompt does not start working within the submit window, Enter is re-submitted once
+  (the paste/submit race);
+* a ``*_not_found`` answer with a healthy link is target loss: the target's work fails once.
+
+Nothing here ever re-sends a delivered prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from fleetd.bridge.sessions import Session, SessionEvent, SessionState
+from fleetd.bridge.tasks import ResultSource
+from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, InFlightTurn, TurnToken
+from fleetd.errors import ControlLinkError, HerdrError, TargetNotFoundError
+from fleetd.herdr.model import AgentInfo, AgentStatus, ReadSource
+from fleetd.screens import (
+    Extraction,
+    FallbackReason,
+    extract_assistant_block,
+    parse_agent_kind,
+    render_fallback,
+)
+
+if TYPE_CHECKING:
+    from fleetd.bridge.service import Bridge
+
+__all__ = ["Deliverer"]
+
+_log = logging.getLogger("fleetd.bridge")
+
+#: How long after a trusted boundary a member's own fleet_reply may still win over the fallback.
+REPLY_GRACE = timedelta(seconds=1)
+_AT_PROMPT = frozenset({AgentStatus.IDLE, AgentStatus.DONE})
+_RETRY_LATER = frozenset({"agent_blocked", "agent_not_ready", "agent_prompt_failed"})
+
+
+class Deliverer:
+    """The poller step: one pass over every session with outstanding work."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._bridge = bridge
+
+    async def poll_once(self) -> None:
+        bridge = self._bridge
+        for session in bridge.roster.needs_poll():
+            if not session.live:
+                continue
+            try:
+                info = await bridge.control.get_agent(session.name)
+            except TargetNotFoundError:
+                await bridge.on_target_not_found(session)
+                continue
+            except ControlLinkError:
+                return  # the link is down: nothing can be judged this pass
+            bridge.roster.live_status[session.session_id] = info.agent_status.value
+            await self._step(session, info)
+        await bridge.check_readiness()
+
+    async def _step(self, session: Session, info: AgentInfo) -> None:
+        bridge = self._bridge
+        if session.state is SessionState.SPAWNING:
+            await bridge.on_start_progress(session, info)
+            return
+        turn = bridge.roster.inflight.get(session.session_id)
+        if turn is not None:
+            await self._watch_turn(session, turn, info.agent_status)
+            return
+        if info.agent_status in _AT_PROMPT:
+            await self.inject_next(session)
+
+    async def _watch_turn(self, session: Session, turn: InFlightTurn, status: AgentStatus) -> None:
+        bridge = self._bridge
+        now = bridge.clock.now()
+        if status is AgentStatus.WORKING:
+            turn.saw_working = True
+            turn.boundary_at = None
+            return
+        if status not in _AT_PROMPT:
+            return
+        if turn.saw_working:
+            if turn.boundary_at is None:
+                turn.boundary_at = now
+            if now - turn.boundary_at >= REPLY_GRACE:
+                await self._fallback(session, turn)
+            return
+        submit_window = timedelta(milliseconds=bridge.settings().bridge.submit_retry_ms)
+        if not turn.resubmitted and now - turn.delivered_at >= submit_window:
+            turn.resubmitted = True
+            try:
+                await bridge.control.send_keys(session.name, ["enter"])
+            except HerdrError as exc:
+                _log.warning("session %s: Enter re-submit failed: %s", session.session_id, exc.code)
+
+    async def _fallback(self, session: Session, turn: InFlightTurn) -> None:
+        """Resolve a turn at a trusted boundary from the pane, marked as a fallback."""
+        bridge = self._bridge
+        max_chars = bridge.settings().bridge.max_scrape_chars
+        try:
+            read = await bridge.control.read(session.pane_id or session.name, ReadSource.VISIBLE)
+        except HerdrError:
+            extraction = Extraction.read_failed()
+        else:
+            extraction = extract_assistant_block(
+                parse_agent_kind(session.kind), read.text, max_chars=max_chars
+            )
+        content = render_fallback(extraction, FallbackReason.COMPLETION_FALLBACK)
+        source = (
+            ResultSource.FALLBACK if extraction.marker_recognised else ResultSource.RAW_FALLBACK
+        )
+        if await bridge.complete_turn(session, turn.token, content=content, source=source):
+            bridge.metrics.mute_total.labels(profile=session.profile).inc()
+            bridge.note_mute(session)
+
+    async def inject_next(self, session: Session) -> None:
+        """Deliver the head of the session's queue if the session can take it now."""
+        bridge = self._bridge
+        sid = session.session_id
+        queue = bridge.roster.queues.get(sid)
+        if (
+            not queue
+            or session.state not in (SessionState.READY, SessionState.DONE)
+            or sid in bridge.roster.inflight
+            or sid in bridge.roster.gates
+        ):
+            return
+        ticket = queue[0]
+        prompt = ticket.prompt or ""
+        try:
+            await bridge.control.prompt(session.name, prompt)
+        except TargetNotFoundError:
+            await bridge.on_target_not_found(session)
+            return
+        except HerdrError as exc:
+            if exc.code not in _RETRY_LATER and not isinstance(exc, ControlLinkError):
+                _log.warning("session %s: prompt refused: %s", sid, exc.code)
+            return  # stays at the head of the queue; retried on a later pass
+        if not queue or queue[0] is not ticket or ticket.terminal:
+            return  # the send was cancelled while the prompt was in flight
+        queue.popleft()
+        now = bridge.clock.now()
+        session.apply(SessionEvent.DELIVERED, now)
+        bridge.tasks.mark_delivered(ticket, turn=session.turn, now=now)
+        token = TurnToken(
+            token_id=f"turn-{secrets.token_hex(6)}",
+            session_id=sid,
+            ticket_id=ticket.ticket_id,
+            turn=session.turn,
+        )
+        turn = InFlightTurn(token=token, delivered_at=now)
+        bridge.roster.inflight[sid] = turn
+        turn.baseline = await self._capture_baseline(session, token)
+
+    async def _capture_baseline(self, session: Session, token: TurnToken) -> DeliveryBaseline:
+        bridge = self._bridge
+        max_chars = bridge.settings().bridge.max_scrape_chars
+        try:
+            read = await bridge.control.read(session.pane_id or session.name, ReadSource.VISIBLE)
+        except HerdrError:
+            return DeliveryBaseline(
+                token_id=token.token_id,
+                captured_at=bridge.clock.now(),
+                source="visible",
+                text="",
+                marker_recognised=False,
+                capture=BaselineCapture.READ_FAILED,
+            )
+        extraction = extract_assistant_block(
+            parse_agent_kind(session.kind), read.text, max_chars=max_chars
+        )
+        return DeliveryBaseline(
+            token_id=token.token_id,
+            captured_at=bridge.clock.now(),
+            source="visible",
+            text=extraction.text,
+            marker_recognised=extraction.marker_recognised,
+            capture=(
+                BaselineCapture.PRESENT
+                if extraction.marker_recognised
+                else BaselineCapture.UNRECOGNISED
+            ),
+        )

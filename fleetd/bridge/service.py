@@ -1,0 +1,314 @@
+"""The bridge: leads delegate, members reply.
+
+:class:`Bridge` owns the roster, the tickets and the turn machinery, and is what the fleet tools
+call. It talks to herdr through the :class:`~fleetd.herdr.control.AgentControl` port, keeps replies
+in the :class:`~fleetd.inbox.port.ReplyInbox` port, and provisions worktrees through the
+:class:`~fleetd.bridge.worktrees.Worktrees` port. Every terminal cause for a target — stop, gone,
+never-ready, release — goes through :meth:`Bridge.fail_target_work`, the one idempotent
+target-wide failure operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from fleetd.bridge.delivery import Deliverer
+from fleetd.bridge.manifests import PreservedWorktree, write_manifest
+from fleetd.bridge.release import ReleaseCause, WorktreeAction
+from fleetd.bridge.roster import Roster
+from fleetd.bridge.sessions import Session, SessionEvent, SessionState
+from fleetd.bridge.tasks import ResultSource, TaskBook, Ticket
+from fleetd.bridge.turns import TurnToken
+from fleetd.bridge.worktrees import Worktrees, release_worktree
+from fleetd.clock import Clock, wait_event
+from fleetd.config import FleetdConfig
+from fleetd.errors import (
+    ConflictError,
+    FleetdError,
+    HerdrError,
+    InvalidArgumentsError,
+    UnknownTargetError,
+)
+from fleetd.herdr.control import AgentControl
+from fleetd.herdr.model import AgentInfo
+from fleetd.inbox.port import ReplyInbox
+from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
+from fleetd.metrics import Metrics
+
+__all__ = ["Bridge", "MuteEvent"]
+
+_log = logging.getLogger("fleetd.bridge")
+
+_REPLY_SOURCES = {
+    ResultSource.REPLY: ReplySource.REPLY,
+    ResultSource.FALLBACK: ReplySource.FALLBACK,
+    ResultSource.RAW_FALLBACK: ReplySource.FALLBACK,
+    ResultSource.REPAIRED: ReplySource.REPAIRED,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MuteEvent:
+    """One turn resolved through the completion fallback (for the health monitor)."""
+
+    session_id: str
+    profile: str
+    at: datetime
+
+
+class Bridge:
+    """The message bus between leads and members."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        control: AgentControl,
+        inbox: ReplyInbox,
+        worktrees: Worktrees,
+        metrics: Metrics,
+        settings: Callable[[], FleetdConfig],
+        manifest_root: Path,
+        revoke: Callable[[str], None] = lambda _session_id: None,
+    ) -> None:
+        self.clock = clock
+        self.control = control
+        self.inbox = inbox
+        self.worktrees = worktrees
+        self.metrics = metrics
+        self.settings = settings
+        self.manifest_root = manifest_root
+        self.revoke = revoke
+        self.roster = Roster()
+        self.tasks = TaskBook(on_terminal=self._count_terminal)
+        self.mutes: list[MuteEvent] = []
+        self.teardown_failures: list[str] = []
+        self.deliverer = Deliverer(self)
+
+    # ------------------------------------------------------------------ sends
+    async def send(self, *, owner: str, target: str, prompt: str, wait: float | None) -> Ticket:
+        """Accept a send; with ``wait`` > 0 wait that long for the result."""
+        limit = self.settings().api.max_prompt_chars
+        if not prompt.strip():
+            raise InvalidArgumentsError("prompt is empty")
+        if len(prompt) > limit:
+            raise InvalidArgumentsError(f"prompt is longer than {limit} characters")
+        session = self.find_owned(owner, target)
+        if session.session_id in self.roster.gates:
+            raise ConflictError(f"session {session.session_id} is being released")
+        ticket = self.tasks.accept(
+            target=session.session_id,
+            owner=owner,
+            prompt=prompt,
+            now=self.clock.now(),
+            nonce=secrets.token_hex(3),
+        )
+        self.roster.queues[session.session_id].append(ticket)
+        if session.state in (SessionState.READY, SessionState.DONE):
+            await self.deliverer.inject_next(session)
+        if wait and wait > 0:
+            await self.wait_for(ticket, wait)
+        return ticket
+
+    async def wait_for(self, ticket: Ticket, seconds: float) -> None:
+        """Hold a synchronous caller until the ticket ends or ``seconds`` pass."""
+        ticket.collected_sync = True
+        try:
+            await wait_event(self.clock, ticket.done_event, seconds)
+        finally:
+            if not ticket.terminal:
+                ticket.collected_sync = False
+
+    # ---------------------------------------------------------------- replies
+    async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
+        """A member's ``fleet_reply``: resolves its open turn, or is kept as a late reply."""
+        session = self.roster.get(session_id)
+        if session is None or not session.live:
+            raise ConflictError("this session is no longer live")
+        turn = self.roster.inflight.get(session_id)
+        if turn is not None and await self.complete_turn(
+            session, turn.token, content=content, source=ResultSource.REPLY
+        ):
+            return {"accepted": True, "ticket": turn.token.ticket_id, "late": False}
+        await self._publish_reply(session, ticket=None, content=content, source=ReplySource.LATE)
+        return {"accepted": True, "ticket": None, "late": True}
+
+    async def complete_turn(
+        self, session: Session, token: TurnToken, *, content: str, source: ResultSource
+    ) -> bool:
+        """The completion guard core: resolve the exact open turn at most once."""
+        turn = self.roster.inflight.get(session.session_id)
+        if turn is None or turn.token.token_id != token.token_id:
+            return False
+        now = self.clock.now()
+        if not self.tasks.resolve(token.ticket_id, content=content, source=source, now=now):
+            return False
+        del self.roster.inflight[session.session_id]
+        event = (
+            SessionEvent.TURN_RECONCILED
+            if source is ResultSource.REPAIRED
+            else SessionEvent.TURN_COMPLETED
+        )
+        session.apply(event, now)
+        ticket = self.tasks.get(token.ticket_id)
+        if ticket is not None and not ticket.collected_sync:
+            await self._publish_reply(
+                session, ticket=ticket, content=content, source=_REPLY_SOURCES[source]
+            )
+        await self.deliverer.inject_next(session)
+        return True
+
+    async def _publish_reply(
+        self, session: Session, *, ticket: Ticket | None, content: str, source: ReplySource
+    ) -> None:
+        now = self.clock.now()
+        millis = int(now.timestamp() * 1000)
+        record = InboxRecord(
+            kind=MessageKind.REPLY,
+            msg_id=f"reply-{ticket.ticket_id if ticket else secrets.token_hex(8)}",
+            target=session.name,
+            recipient_lead=session.owner,
+            created_at_epoch_millis=millis,
+            content=content,
+            ticket=ticket.ticket_id if ticket else None,
+            source=source,
+        )
+        try:
+            await self.inbox.publish(record)
+        except FleetdError as exc:
+            _log.warning("reply for %s could not be kept in the inbox: %s", session.owner, exc)
+
+    # ------------------------------------------------------------ presence
+    def presence(self, session_id: str) -> None:
+        """The member's first authenticated contact makes it READY."""
+        session = self.roster.get(session_id)
+        if session is None or not session.live or session.state is SessionState.FAILED:
+            return
+        session.apply(SessionEvent.PRESENCE, self.clock.now())
+
+    # --------------------------------------------------------------- lookups
+    def find_owned(self, owner: str, target: str) -> Session:
+        """A live session the caller owns, or an error listing the valid targets."""
+        session = self.roster.find(target)
+        if session is None or session.owner != owner:
+            valid = sorted(s.session_id for s in self.roster.live() if s.owner == owner)
+            raise UnknownTargetError(f"no live member {target!r} for this lead", hint=valid)
+        return session
+
+    # -------------------------------------------------------------- teardown
+    def fail_target_work(self, session: Session, *, reason: str) -> list[Ticket]:
+        """Fail every queued, accepted and async task of a target exactly once (idempotent)."""
+        sid = session.session_id
+        self.roster.gates.add(sid)
+        queue = self.roster.queues.get(sid)
+        if queue is not None:
+            queue.clear()
+        self.roster.inflight.pop(sid, None)
+        return self.tasks.fail_target(sid, reason=reason, now=self.clock.now())
+
+    async def release(self, session: Session, cause: ReleaseCause) -> dict[str, object]:
+        """Stop a member, settle its work and its worktree, and remove it from the live roster."""
+        pending = [t.ticket_id for t in self.tasks.pending_for(session.session_id)]
+        state_before = session.state
+        self.fail_target_work(session, reason=cause.value)
+        if session.pane_id is not None:
+            try:
+                await self.control.close_pane(session.pane_id)
+            except HerdrError as exc:
+                _log.info("session %s: close pane: %s", session.session_id, exc.code)
+        outcome: dict[str, object] = {"sessionId": session.session_id, "cause": cause.value}
+        if session.worktree is not None:
+            result = await release_worktree(self.worktrees, session.worktree, cause)
+            outcome["worktree"] = result.action.value
+            if result.action is WorktreeAction.PRESERVE:
+                await self._write_manifest(session, cause, state_before, pending)
+        self.revoke(session.session_id)
+        session.released_cause = cause.value
+        session.apply(SessionEvent.RELEASE, self.clock.now())
+        self.roster.retire(session)
+        return outcome
+
+    async def _write_manifest(
+        self,
+        session: Session,
+        cause: ReleaseCause,
+        state_before: SessionState,
+        pending: list[str],
+    ) -> None:
+        """Record a preserved worktree before the live session goes away."""
+        worktree = session.worktree
+        assert worktree is not None
+        try:
+            manifest = PreservedWorktree(
+                session_id=session.session_id,
+                owner=session.owner,
+                role=session.role or "",
+                profile=session.profile,
+                repository=str(worktree.repo),
+                path=str(worktree.path),
+                branch=worktree.branch,
+                base_commit=worktree.base_commit,
+                cause=cause,
+                released_at=self.clock.now(),
+                state=state_before.value,
+                pending_task_ids=tuple(pending),
+            )
+            await asyncio.to_thread(write_manifest, self.manifest_root, manifest)
+        except (FleetdError, ValueError) as exc:
+            self.teardown_failures.append(f"manifest:{session.session_id}")
+            _log.warning("session %s: manifest not written: %s", session.session_id, exc)
+        _log.warning(
+            "session %s: worktree preserved at %s (%s)",
+            session.session_id,
+            worktree.path,
+            cause.value,
+        )
+
+    async def on_target_not_found(self, session: Session) -> None:
+        """herdr says the target is gone; confirm the link works, then fail its work once."""
+        try:
+            await self.control.ping()
+        except HerdrError:
+            return  # the link itself is in doubt: not proof of a dead member
+        if session.state is not SessionState.RELEASED:
+            session.apply(SessionEvent.TARGET_GONE, self.clock.now())
+            await self.release(session, ReleaseCause.GONE)
+
+    async def on_start_progress(self, session: Session, info: AgentInfo) -> None:
+        if session.terminal_id is None:
+            session.terminal_id = info.terminal_id
+
+    async def check_readiness(self) -> None:
+        """A starting member with a waiting send and no presence past the grace never became ready.
+
+        Its queued sends fail, its process stops, and a provisioned worktree is preserved. A member
+        with nothing waiting is left starting: readiness expiry alone is not a reason to stop it.
+        """
+        grace = timedelta(seconds=self.settings().bridge.readiness_grace_seconds)
+        now = self.clock.now()
+        for session in self.roster.live():
+            if (
+                session.state is SessionState.SPAWNING
+                and self.roster.queues.get(session.session_id)
+                and now - session.created_at >= grace
+            ):
+                session.apply(SessionEvent.NEVER_READY, now)
+                await self.release(session, ReleaseCause.NEVER_READY)
+
+    def note_mute(self, session: Session) -> None:
+        self.mutes.append(
+            MuteEvent(session_id=session.session_id, profile=session.profile, at=self.clock.now())
+        )
+        del self.mutes[:-1000]
+
+    def _count_terminal(self, ticket: Ticket) -> None:
+        self.metrics.tickets_total.labels(
+            outcome=ticket.outcome.value,
+            source=ticket.source.value if ticket.source else "none",
+        ).inc()

@@ -1,0 +1,126 @@
+"""Spawning a member: placement, worktree, pane, agent start.
+
+The session exists (``SPAWNING``) from the moment placement admits it, so concurrent spawns count
+against ``maxLoad``. Anything that fails before the member registers rolls the spawn back
+(``SPAWN_ROLLBACK``): the pane is closed and a provisioned worktree removed. The member's first
+authenticated contact — not herdr's ``interactive_ready`` — makes it ``READY``.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fleetd.bridge.launch import plan_launch, write_launch_files
+from fleetd.bridge.placement import admit
+from fleetd.bridge.release import ReleaseCause
+from fleetd.bridge.sessions import Session, SessionEvent
+from fleetd.errors import ConflictError, FleetdError, InvalidArgumentsError
+
+if TYPE_CHECKING:
+    from fleetd.bridge.service import Bridge
+
+__all__ = ["SpawnRequest", "spawn_member"]
+
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpawnRequest:
+    owner: str
+    profile: str
+    role: str | None = None
+    name: str | None = None
+    repo: str | None = None
+    base: str | None = None
+
+
+async def spawn_member(
+    bridge: Bridge,
+    request: SpawnRequest,
+    *,
+    mint_token: Callable[[str, str], str],
+    base_url: str,
+    session_root: Path,
+) -> Session:
+    """Start one member for ``request.owner``; returns the session in ``SPAWNING``."""
+    config = bridge.settings()
+    profile = config.profiles.get(request.profile)
+    if profile is None:
+        raise InvalidArgumentsError(
+            f"unknown profile {request.profile!r}", hint=sorted(config.profiles)
+        )
+    name = request.name or _default_name(bridge, request.profile)
+    if not _NAME.match(name):
+        raise InvalidArgumentsError(
+            "name must match [a-z][a-z0-9_-]{0,31}", hint={"name": "[a-z][a-z0-9_-]{0,31}"}
+        )
+    if bridge.roster.name_taken(name):
+        raise ConflictError(f"a live member is already named {name!r}")
+    admit(request.profile, profile.max_load, bridge.roster.live())
+
+    session_id = f"s-{secrets.token_hex(4)}"
+    now = bridge.clock.now()
+    session = Session(
+        session_id=session_id,
+        name=name,
+        profile=request.profile,
+        kind=profile.kind,
+        role=request.role,
+        owner=request.owner,
+        created_at=now,
+        state_since=now,
+    )
+    bridge.roster.add(session)
+    try:
+        await _provision(bridge, session, request)
+        token = mint_token(session_id, name)
+        plan = plan_launch(
+            kind=profile.kind,
+            base_url=base_url,
+            token=token,
+            session_id=session_id,
+            session_dir=session_root / session_id,
+        )
+        write_launch_files(plan)
+        cwd = str(session.worktree.path) if session.worktree else None
+        pane = await bridge.control.create_pane(cwd=cwd, env=plan.env, label=name)
+        session.pane_id = pane.pane_id
+        session.terminal_id = pane.terminal_id
+        await bridge.control.start_agent(
+            name=name, kind=profile.kind, pane_id=pane.pane_id, args=[*profile.args, *plan.args]
+        )
+    except FleetdError:
+        session.apply(SessionEvent.START_FAILED, bridge.clock.now())
+        await bridge.release(session, ReleaseCause.SPAWN_ROLLBACK)
+        raise
+    return session
+
+
+async def _provision(bridge: Bridge, session: Session, request: SpawnRequest) -> None:
+    config = bridge.settings()
+    repo = request.repo or config.worktrees.default_repo
+    if repo is None:
+        return
+    base = request.base or config.worktrees.default_base
+    session.worktree = await bridge.worktrees.provision(
+        repo=Path(repo),
+        base=base,
+        branch=f"fleetd/{session.name}-{session.session_id}",
+        path=config.worktrees.root / session.session_id,
+    )
+
+
+def _default_name(bridge: Bridge, profile: str) -> str:
+    stem = re.sub(r"[^a-z0-9_-]", "-", profile.lower()).strip("-") or "member"
+    if not stem[0].isalpha():
+        stem = f"m-{stem}"
+    stem = stem[:24]
+    n = 1
+    while bridge.roster.name_taken(f"{stem}-{n}"):
+        n += 1
+    return f"{stem}-{n}"

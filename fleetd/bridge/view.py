@@ -1,0 +1,120 @@
+"""Rows of the fleet view that come from the bridge: sessions, tickets, capacity.
+
+Nothing here reads a pane or carries pane text, prompts or replies. Worktree paths and preserved
+worktrees are lead-only and are added by the caller for leads.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from fleetd.bridge.sessions import Session, SessionState
+from fleetd.health.capacity import capacity_rows
+from fleetd.health.snapshot import MemberView, OpenTurn, ProfileCapacityInput
+from fleetd.health.snapshot import SessionState as HealthSessionState
+
+if TYPE_CHECKING:
+    from fleetd.bridge.service import Bridge
+
+__all__ = ["capacity_view", "member_view", "session_row"]
+
+
+def session_row(bridge: Bridge, session: Session, *, now: datetime) -> dict[str, Any]:
+    """One member as ``fleet_list`` and ``fleet_status`` show it."""
+    sid = session.session_id
+    pending = bridge.tasks.pending_for(sid)
+    turn = bridge.roster.inflight.get(sid)
+    row: dict[str, Any] = {
+        "sessionId": sid,
+        "name": session.name,
+        "profile": session.profile,
+        "kind": session.kind,
+        "role": session.role,
+        "owner": session.owner,
+        "paneId": session.pane_id,
+        "state": session.state.value,
+        "presence": session.presence,
+        "turn": session.turn,
+        "liveStatus": bridge.roster.live_status.get(sid),
+        "queued": len(bridge.roster.queues.get(sid, ())),
+        "pendingTickets": sorted(t.ticket_id for t in pending),
+        "stateAgeSeconds": _age(session.state_since, now),
+    }
+    if turn is not None:
+        row["openTurn"] = {
+            "ticket": turn.token.ticket_id,
+            "turn": turn.token.turn,
+            "deliveredAgeSeconds": _age(turn.delivered_at, now),
+            "sawWorking": turn.saw_working,
+            "baseline": turn.baseline.capture.value if turn.baseline else None,
+        }
+    if (
+        session.state in (SessionState.READY, SessionState.DONE)
+        and turn is None
+        and not pending
+        and session.state_since is not None
+    ):
+        row["idleForSeconds"] = _age(session.state_since, now)
+    if session.released_cause is not None:
+        row["releasedCause"] = session.released_cause
+    if session.worktree is not None:
+        row["branch"] = session.worktree.branch
+    return row
+
+
+def member_view(bridge: Bridge, session: Session, *, mute_events: int = 0) -> MemberView:
+    """The bridge side of one member, as the health core and the capacity view read it."""
+    sid = session.session_id
+    turn = bridge.roster.inflight.get(sid)
+    open_turn = None
+    if turn is not None:
+        ticket = bridge.tasks.get(turn.token.ticket_id)
+        open_turn = OpenTurn(
+            token=turn.token.token_id,
+            number=turn.token.turn,
+            accepted_at=ticket.accepted_at if ticket else turn.delivered_at,
+            delivered_at=turn.delivered_at,
+            waiter_open=ticket is not None and not ticket.terminal,
+        )
+    return MemberView(
+        session_id=sid,
+        name=session.name,
+        profile=session.profile,
+        session_state=HealthSessionState(session.state.value),
+        state_since=session.state_since or session.created_at,
+        spawned_at=session.created_at,
+        pane_id=session.pane_id,
+        terminal_id=session.terminal_id,
+        kind=session.kind,
+        role=session.role,
+        owner_lead=session.owner,
+        presence=session.presence,
+        turn=open_turn,
+        queued_sends=len(bridge.roster.queues.get(sid, ())),
+        pending_tasks=len(bridge.tasks.pending_for(sid)),
+        mute_events=mute_events,
+    )
+
+
+def capacity_view(bridge: Bridge) -> list[dict[str, Any]]:
+    """Per-profile capacity, from the same live count placement uses."""
+    config = bridge.settings()
+    rows = capacity_rows(
+        [ProfileCapacityInput(profile=n, max_load=p.max_load) for n, p in config.profiles.items()],
+        [member_view(bridge, s) for s in bridge.roster.live()],
+    )
+    return [
+        {
+            "profile": row.profile,
+            "maxLoad": row.max_load,
+            "live": row.live,
+            "free": row.free,
+            "reclaimable": row.reclaimable,
+        }
+        for row in rows
+    ]
+
+
+def _age(since: datetime | None, now: datetime) -> float | None:
+    return None if since is None else round((now - since).total_seconds(), 3)
