@@ -40,6 +40,8 @@ class InMemoryInbox:
 
     async def publish(self, record: InboxRecord) -> bool:
         entries = self._owned(record.recipient_lead)
+        if record.schema_version is None:
+            raise ValueError("only typed records are published; legacy v0 is read-only")
         pair = (record.recipient_lead, record.msg_id)
         if pair in self._seen:
             return False
