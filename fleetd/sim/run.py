@@ -1,0 +1,89 @@
+"""Running the simulator as a process: ``fleetd sim --socket PATH --scenario FILE``.
+
+:func:`run_sim` serves until cancelled (Ctrl-C / SIGTERM) on the system clock; :func:`main` is
+the argv entry the CLI calls and returns a process exit code. Nothing starts at import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from fleetd.clock import SystemClock
+from fleetd.errors import ConfigError
+from fleetd.sim.scenario import Scenario, load_scenario
+from fleetd.sim.server import HerdrSimulator
+
+__all__ = ["bundled_scenario", "main", "run_sim"]
+
+
+def bundled_scenario(name: str) -> Path:
+    """Path of a scenario shipped in ``fleetd/sim/scenarios`` (``demo``, ``faults``)."""
+    path = Path(str(resources.files("fleetd.sim") / "scenarios" / f"{name}.yaml"))
+    if not path.is_file():
+        raise ConfigError("scenario", f"no bundled scenario named {name!r}")
+    return path
+
+
+def _resolve(scenario_path: str | Path | None) -> Scenario:
+    if scenario_path is None:
+        return Scenario()
+    path = Path(scenario_path)
+    if not path.exists() and path.suffix == "" and path.parent == Path("."):
+        path = bundled_scenario(str(path))
+    return load_scenario(path)
+
+
+async def run_sim(
+    socket_path: str | Path,
+    scenario_path: str | Path | None,
+    *,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Serve a simulated herdr on ``socket_path`` until cancelled.
+
+    ``scenario_path`` is a YAML file or the name of a bundled scenario (``demo``, ``faults``);
+    ``None`` starts an empty session. ``ready`` is set once the socket accepts connections.
+    """
+    simulator = HerdrSimulator(socket_path, _resolve(scenario_path), clock=SystemClock())
+    await simulator.start()
+    if ready is not None:
+        ready.set()
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        await simulator.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``fleetd sim``: parse ``--socket`` and ``--scenario`` and serve until interrupted."""
+    parser = argparse.ArgumentParser(prog="fleetd sim", description="simulated herdr socket")
+    parser.add_argument("--socket", required=True, help="Unix socket path to listen on")
+    parser.add_argument(
+        "--scenario", default="demo", help="scenario YAML file or bundled name (default: demo)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        _resolve(args.scenario)
+    except ConfigError as exc:
+        print(f"fleetd sim: {exc}", file=sys.stderr)
+        return 2
+
+    async def serve() -> None:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        if task is not None:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError):
+                    loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await run_sim(args.socket, args.scenario)
+
+    asyncio.run(serve())
+    return 0
