@@ -1,12 +1,29 @@
 """Reading agent screens: assistant blocks, fatal signatures and progress digests.
 
 Everything here is pure: it takes the text of a pane read and returns values. The bridge uses it
-for the completion fallback and the delivery baseline, health for ERROR_ON_SCREEN signatures and
-STALL_SUSPECTED digests, and the herdr simulator draws its fake screens with :mod:`.compose`.
+for the completion fallback and the delivery baseline (:func:`extract_assistant_block`), health
+for STALL_SUSPECTED (:func:`digest`), and the herdr simulator draws its fake screens with
+:mod:`.compose`.
 """
 
 from __future__ import annotations
 
+from fleetd.screens.extract import (
+    CaptureResult,
+    Extraction,
+    extract_assistant_block,
+    repair_supported,
+)
 from fleetd.screens.kinds import AgentKind, parse_agent_kind
+from fleetd.screens.normalise import digest, normalise
 
-__all__ = ["AgentKind", "parse_agent_kind"]
+__all__ = [
+    "AgentKind",
+    "CaptureResult",
+    "Extraction",
+    "digest",
+    "extract_assistant_block",
+    "normalise",
+    "parse_agent_kind",
+    "repair_supported",
+]

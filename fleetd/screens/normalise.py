@@ -17,6 +17,8 @@ import hashlib
 import re
 from collections.abc import Iterable
 
+from fleetd.screens.claude import SPINNER as _CLAUDE_SPINNER
+
 __all__ = ["clean_lines", "digest", "normalise", "tidy"]
 
 _ANSI = re.compile(
@@ -29,7 +31,6 @@ _ANSI = re.compile(
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 # Lines that only say "still working".
-_CLAUDE_SPINNER = re.compile(r"^ ?[*·✢✶✻✽] \S[^…\n]{0,60}…")
 _CLAUDE_TIP = re.compile(r"^\s+⎿\s+Tip:")
 _CODEX_WORKING = re.compile(r"^[•◦]\s+Working\s+\(.*\)\s*$")
 _CODEX_RECONNECTING = re.compile(r"^(?:\S\s+)?[•◦]?\s*Reconnecting\.\.\.\s.*$")
