@@ -7,7 +7,7 @@ share counters. Labels are bounded enums or configured names — never ids, URLs
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 __all__ = ["Metrics"]
 
@@ -70,11 +70,15 @@ class Metrics:
             registry=r,
         )
         # health
+        # The spec names both ``fleet_health_incidents`` (a gauge) and
+        # ``fleet_health_incidents_total`` (a counter). prometheus_client reserves the counter's
+        # stem, so the gauge lives on a second registry and the exposition joins the two.
+        self.gauges_registry = CollectorRegistry(auto_describe=True)
         self.health_incidents = Gauge(
             "fleet_health_incidents",
             "Open health incidents.",
             ["scope", "state", "severity"],
-            registry=r,
+            registry=self.gauges_registry,
         )
         self.health_incidents_total = Counter(
             "fleet_health_incidents_total",
@@ -100,3 +104,7 @@ class Metrics:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
             registry=r,
         )
+
+    def exposition(self) -> bytes:
+        """The text exposition of every fleetd series."""
+        return generate_latest(self.registry) + generate_latest(self.gauges_registry)

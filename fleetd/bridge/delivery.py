@@ -28,13 +28,9 @@ from fleetd.bridge.tasks import ResultSource
 from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, InFlightTurn, TurnToken
 from fleetd.errors import ControlLinkError, HerdrError, TargetNotFoundError
 from fleetd.herdr.model import AgentInfo, AgentStatus, ReadSource
-from fleetd.screens import (
-    Extraction,
-    FallbackReason,
-    extract_assistant_block,
-    parse_agent_kind,
-    render_fallback,
-)
+from fleetd.screens.extract import Extraction, extract_assistant_block
+from fleetd.screens.kinds import parse_agent_kind
+from fleetd.screens.markers import FallbackReason, render_fallback
 
 if TYPE_CHECKING:
     from fleetd.bridge.service import Bridge

@@ -1,0 +1,89 @@
+"""The HTTP service shell: probes, metrics, the tool routes and MCP.
+
+* ``/livez`` — the event loop answers and every scheduler loop still runs. No dependency checks.
+* ``/readyz`` — ``application/health+json``; only what serving needs (the service has started and
+  its tools are registered). herdr being down does not make fleetd unready: it must still answer
+  ``fleet_list`` and say so.
+* ``/healthz`` — HTTP 200 while alive, with nested component status (``controlLink``, ``inbox``,
+  ``config``, and ``fleetHealth`` once the health monitor runs).
+* ``/metrics`` — the service's own registry, never the process-global one.
+* ``POST /v1/tools/<name>``, ``GET /v1/fleet`` and ``/mcp`` — the fleet tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from fleetd.api.http_tools import install_tool_routes
+from fleetd.api.mcp_server import install_mcp
+from fleetd.compose import Fleetd
+
+__all__ = ["create_app"]
+
+_HEALTH_JSON = "application/health+json"
+
+
+def create_app(
+    service: Fleetd, *, health_components: Callable[[], dict[str, Any]] | None = None
+) -> FastAPI:
+    """The ASGI app of one service; its lifespan starts and stops the service."""
+    mcp_running = None
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        assert mcp_running is not None
+        await service.start()
+        try:
+            async with mcp_running:
+                yield
+        finally:
+            await service.stop()
+
+    app = FastAPI(title="fleetd", lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    @app.get("/livez")
+    async def livez() -> JSONResponse:
+        alive = service.scheduler.alive()
+        return JSONResponse(
+            {"status": "ok" if alive else "fail"}, status_code=200 if alive else 503
+        )
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        ready = service.started and bool(service.registry.names())
+        return JSONResponse(
+            {"status": "pass" if ready else "fail"},
+            status_code=200 if ready else 503,
+            media_type=_HEALTH_JSON,
+        )
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        components: dict[str, Any] = {
+            "controlLink": service.link.view(),
+            "config": {
+                "status": "warn" if service.config.status.last_error_key else "pass",
+                "pendingRestartKeys": list(service.config.status.pending_restart_keys),
+            },
+            "loops": [
+                {"name": s.name, "steps": s.steps, "failures": s.failures}
+                for s in service.scheduler.status()
+            ],
+        }
+        if health_components is not None:
+            components.update(health_components())
+        return JSONResponse({"status": "pass", "components": components}, media_type=_HEALTH_JSON)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    install_tool_routes(app, service.registry, service.authenticator)
+    mcp_running = install_mcp(app, service.registry, service.authenticator)
+    return app

@@ -1,0 +1,214 @@
+"""The composition root: the one place that builds fleetd.
+
+Nothing in fleetd is created at import. :func:`build_service` takes the live config and, for every
+port, an optional replacement; production passes none and gets the real adapters (the herdr
+socket, the configured inbox, git worktrees, the system clock), tests pass fakes and a
+:class:`~fleetd.clock.FakeClock` and get the same wiring.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetd.api.auth import Authenticator
+from fleetd.api.fleet_tools import register_fleet_tools
+from fleetd.api.tools import Caller, Role, ToolRegistry
+from fleetd.bridge.push import PushLoop
+from fleetd.bridge.service import Bridge
+from fleetd.bridge.spawn import SpawnRequest, spawn_member
+from fleetd.bridge.view import session_row
+from fleetd.bridge.worktrees import GitWorktrees, Worktrees
+from fleetd.clock import Clock, SystemClock
+from fleetd.config import ConfigRef, FleetdConfig, InboxBackend, ReloadStatus
+from fleetd.errors import FleetdError
+from fleetd.herdr.control import AgentControl, HerdrAgentControl
+from fleetd.herdr.discovery import resolve_socket_path
+from fleetd.inbox.amqp import AmqpInbox
+from fleetd.inbox.memory import InMemoryInbox
+from fleetd.inbox.port import ReplyInbox
+from fleetd.metrics import Metrics
+from fleetd.runtime.fleet_view import FleetViewBuilder
+from fleetd.runtime.link import LinkState, ObservedControl
+from fleetd.runtime.scheduler import Loop, Scheduler
+
+__all__ = ["Fleetd", "build_service"]
+
+_log = logging.getLogger("fleetd")
+
+PUSH_INTERVAL_SECONDS = 2.0
+CONFIG_CHECK_SECONDS = 2.0
+
+
+@dataclass(slots=True, kw_only=True)
+class Fleetd:
+    """Everything one fleetd process runs."""
+
+    config: ConfigRef
+    clock: Clock
+    metrics: Metrics
+    link: LinkState
+    control: ObservedControl
+    inbox: ReplyInbox
+    bridge: Bridge
+    push: PushLoop
+    scheduler: Scheduler
+    registry: ToolRegistry
+    authenticator: Authenticator
+    view: FleetViewBuilder
+    started: bool = False
+
+    async def start(self) -> None:
+        """Own the leads' inbox keys, say hello to herdr, start the loops."""
+        await self.own_lead_keys()
+        try:
+            pong = await self.control.ping()
+            _log.info("herdr %s (protocol %s) answers", pong.version, pong.protocol)
+        except FleetdError as exc:
+            _log.warning("herdr does not answer yet: %s", exc)
+        self.scheduler.start()
+        self.started = True
+
+    async def stop(self) -> None:
+        """Stop the loops and close connections; live members keep running in herdr."""
+        await self.scheduler.stop()
+        await self.inbox.close()
+        self.started = False
+
+    async def own_lead_keys(self) -> None:
+        for lead in self.config.current.leads:
+            try:
+                await self.inbox.own(lead.name)
+            except FleetdError as exc:
+                _log.warning("inbox key of lead %s not owned yet: %s", lead.name, exc)
+
+    async def check_config(self) -> None:
+        """Reload the config file if it changed (each tick, and on SIGHUP)."""
+        result = self.config.reload(self.clock.now())
+        if result.status is not ReloadStatus.UNCHANGED:
+            self.metrics.config_reloads_total.labels(outcome=result.status.value).inc()
+        if result.status is ReloadStatus.APPLIED:
+            await self.own_lead_keys()
+
+
+def build_service(
+    config: ConfigRef,
+    *,
+    environ: Mapping[str, str],
+    clock: Clock | None = None,
+    control: AgentControl | None = None,
+    inbox: ReplyInbox | None = None,
+    worktrees: Worktrees | None = None,
+    metrics: Metrics | None = None,
+) -> Fleetd:
+    """Build one fleetd from its config; any port may be replaced (tests pass fakes)."""
+    clock = clock or SystemClock()
+    metrics = metrics or Metrics()
+    settings = config.current
+    link = LinkState()
+    observed = ObservedControl(control or _herdr(settings, environ, clock), clock=clock, state=link)
+    inbox = inbox or _inbox(settings, clock, metrics)
+    authenticator = Authenticator(
+        lead_tokens=_lead_tokens(settings, environ),
+        operator_token=environ.get(settings.operator_token_env or "") or None,
+    )
+    manifest_root = settings.worktrees.root
+    bridge = Bridge(
+        clock=clock,
+        control=observed,
+        inbox=inbox,
+        worktrees=worktrees or GitWorktrees(),
+        metrics=metrics,
+        settings=lambda: config.current,
+        manifest_root=manifest_root,
+        revoke=authenticator.revoke,
+    )
+    push = PushLoop(bridge)
+    view = FleetViewBuilder(
+        bridge=bridge, link=link, config=config, push=push, manifest_root=manifest_root
+    )
+    registry = ToolRegistry()
+
+    async def spawn(request: SpawnRequest) -> dict[str, Any]:
+        session = await spawn_member(
+            bridge,
+            request,
+            mint_token=authenticator.mint_member_token,
+            base_url=config.current.api.base_url,
+            session_root=manifest_root / ".fleetd-sessions",
+        )
+        return session_row(bridge, session, now=clock.now())
+
+    register_fleet_tools(registry, bridge=bridge, fleet_view=view.build, spawn=spawn)
+
+    async def on_contact(caller: Caller) -> None:
+        if caller.role is Role.MEMBER and caller.session_id is not None:
+            bridge.presence(caller.session_id)
+
+    registry.on_contact.append(on_contact)
+
+    service = Fleetd(
+        config=config,
+        clock=clock,
+        metrics=metrics,
+        link=link,
+        control=observed,
+        inbox=inbox,
+        bridge=bridge,
+        push=push,
+        scheduler=Scheduler(clock),
+        registry=registry,
+        authenticator=authenticator,
+        view=view,
+    )
+    service.scheduler.add(
+        Loop(
+            name="status-poller",
+            step=bridge.deliverer.poll_once,
+            interval=settings.herdr.status_poll_interval.total_seconds,  # restart-only key
+        )
+    )
+    service.scheduler.add(
+        Loop(name="push", step=push.push_once, interval=lambda: PUSH_INTERVAL_SECONDS)
+    )
+    service.scheduler.add(
+        Loop(name="config", step=service.check_config, interval=lambda: CONFIG_CHECK_SECONDS)
+    )
+    return service
+
+
+def _herdr(settings: FleetdConfig, environ: Mapping[str, str], clock: Clock) -> AgentControl:
+    path = resolve_socket_path(
+        environ=environ,
+        home=Path(environ.get("HOME") or Path.home()),
+        explicit=settings.herdr.socket_path,
+    )
+    return HerdrAgentControl.for_socket(
+        path, clock=clock, request_timeout=settings.herdr.request_timeout.total_seconds()
+    )
+
+
+def _inbox(settings: FleetdConfig, clock: Clock, metrics: Metrics) -> ReplyInbox:
+    if settings.inbox.backend is InboxBackend.AMQP:
+        return AmqpInbox(
+            settings.inbox.amqp.url.get_secret_value(),
+            clock=clock,
+            on_decode_failure=lambda failure: metrics.inbox_decode_failures_total.labels(
+                reason=failure.reason.value
+            ).inc(),
+        )
+    return InMemoryInbox()
+
+
+def _lead_tokens(settings: FleetdConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    tokens = {}
+    for lead in settings.leads:
+        token = environ.get(lead.token_env)
+        if token:
+            tokens[lead.name] = token
+        else:
+            _log.warning("lead %s has no token: %s is not set", lead.name, lead.token_env)
+    return tokens

@@ -1,0 +1,137 @@
+"""``fleet_list``: the one view of the whole fleet.
+
+It joins the control link, herdr's live agents (one ``agent.list``), the bridge's sessions and
+capacity, the leads and their push outcomes, inbox decode failures, the config status and — once
+the health monitor runs — member and lead health, open incidents and ``healthCoverage``. It never
+carries pane content, prompts, replies or tokens. Preserved worktrees (paths included) are shown to
+leads only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetd.api.tools import Caller, Role
+from fleetd.bridge.manifests import load_manifests
+from fleetd.bridge.push import PushLoop
+from fleetd.bridge.service import Bridge
+from fleetd.bridge.view import capacity_view, session_row
+from fleetd.config import ConfigRef
+from fleetd.errors import HerdrError
+from fleetd.inbox.failures import DecodeFailure
+from fleetd.runtime.link import LinkState
+
+__all__ = ["FleetViewBuilder"]
+
+VIEW_VERSION = 1
+
+
+@dataclass(slots=True, kw_only=True)
+class FleetViewBuilder:
+    """Builds ``fleet_list`` for one caller."""
+
+    bridge: Bridge
+    link: LinkState
+    config: ConfigRef
+    push: PushLoop
+    manifest_root: Path
+    health_view: Callable[[], dict[str, Any]] | None = None
+
+    async def build(self, caller: Caller) -> dict[str, Any]:
+        now = self.bridge.clock.now()
+        try:
+            agents = await self.bridge.control.list_agents()
+            live: list[dict[str, Any]] | None = [
+                {
+                    "name": a.name,
+                    "paneId": a.pane_id,
+                    "agent": a.agent,
+                    "status": a.agent_status.value,
+                }
+                for a in sorted(agents, key=lambda a: (a.name or "", a.pane_id))
+            ]
+        except HerdrError:
+            live = None
+        visible = [
+            s
+            for s in self.bridge.roster.sessions.values()
+            if caller.role is Role.OPERATOR or s.owner == caller.name
+        ]
+        view: dict[str, Any] = {
+            "version": VIEW_VERSION,
+            "generatedAt": now.isoformat(),
+            "controlLink": self.link.view(),
+            "agents": live,
+            "members": [session_row(self.bridge, s, now=now) for s in visible],
+            "capacity": capacity_view(self.bridge),
+            "leads": self._leads(),
+            "inbox": {"failures": [_failure(f) for f in self.bridge.inbox.failures()]},
+            "config": self._config_status(),
+        }
+        if self.health_view is not None:
+            view.update(self.health_view())
+        if caller.role is Role.LEAD:
+            view["preservedWorktrees"] = self._preserved(caller.name)
+        return view
+
+    def _leads(self) -> list[dict[str, Any]]:
+        rows = []
+        for lead in self.config.current.leads:
+            outcome = self.push.outcomes.get(lead.name)
+            rows.append(
+                {
+                    "name": lead.name,
+                    "agent": lead.agent,
+                    "inboxDepth": outcome.depth if outcome else None,
+                    "nudgesForHead": outcome.nudges_for_head if outcome else 0,
+                    "nudgeCapReached": bool(outcome and outcome.cap_reached_at),
+                    "liveStatus": outcome.last_status if outcome else None,
+                }
+            )
+        return rows
+
+    def _config_status(self) -> dict[str, Any]:
+        status = self.config.status
+        return {
+            "loadedAt": status.loaded_at.isoformat(),
+            "lastReloadErrorKey": status.last_error_key,
+            "lastReloadErrorReason": status.last_error_reason,
+            "pendingRestartKeys": list(status.pending_restart_keys),
+            "reloadFailures": status.reload_failures,
+        }
+
+    def _preserved(self, lead: str) -> list[dict[str, Any]]:
+        result = load_manifests(self.manifest_root)
+        return [
+            {
+                "sessionId": m.session_id,
+                "role": m.role,
+                "profile": m.profile,
+                "repository": m.repository,
+                "path": m.path,
+                "branch": m.branch,
+                "baseCommit": m.base_commit,
+                "cause": m.cause.value,
+                "releasedAt": m.released_at.isoformat(),
+                "state": m.state,
+                "pendingTaskIds": list(m.pending_task_ids),
+            }
+            for m in result.manifests
+            if m.owner == lead
+        ]
+
+
+def _failure(failure: DecodeFailure) -> dict[str, Any]:
+    """A decode failure, summarised: no body, no content."""
+    return {
+        "key": failure.key,
+        "reason": failure.reason.value,
+        "disposition": failure.disposition.value,
+        "messageId": failure.message_id,
+        "version": failure.version,
+        "occurrences": failure.occurrences,
+        "lastSeenEpochMillis": failure.last_seen_epoch_millis,
+    }

@@ -1,0 +1,155 @@
+"""The control link to herdr, as fleetd experiences it.
+
+:class:`ObservedControl` wraps the :class:`~fleetd.herdr.control.AgentControl` port and records the
+outcome of every call in a :class:`LinkState`: a call that answered (even with an error frame such
+as ``agent_not_found``) proves the link works; a :class:`~fleetd.errors.ControlLinkError` counts as
+a link failure. The fleet view and ``/healthz`` show the state; the health monitor draws its own
+CONTROL_LINK_DOWN verdict from two failed fleet lists plus a failed ping, not from this record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TypeVar
+
+from fleetd.clock import Clock
+from fleetd.errors import ControlLinkError, HerdrError
+from fleetd.herdr.control import AgentControl
+from fleetd.herdr.model import (
+    AgentInfo,
+    AgentStarted,
+    PaneInfo,
+    Pong,
+    ProcessInfo,
+    ReadResult,
+    ReadSource,
+    SplitDirection,
+)
+
+__all__ = ["LinkState", "LinkStatus", "ObservedControl"]
+
+T = TypeVar("T")
+
+
+class LinkStatus(StrEnum):
+    UNKNOWN = "unknown"
+    UP = "up"
+    DOWN = "down"
+
+
+@dataclass(slots=True)
+class LinkState:
+    """The last outcomes of calls to herdr."""
+
+    status: LinkStatus = LinkStatus.UNKNOWN
+    last_ok_at: datetime | None = None
+    last_failure_at: datetime | None = None
+    last_failure_code: str | None = None
+    consecutive_failures: int = 0
+    herdr_version: str | None = None
+    herdr_protocol: int | None = None
+
+    def view(self) -> dict[str, object]:
+        return {
+            "state": self.status.value,
+            "lastOkAt": self.last_ok_at.isoformat() if self.last_ok_at else None,
+            "lastFailureAt": self.last_failure_at.isoformat() if self.last_failure_at else None,
+            "lastFailureCode": self.last_failure_code,
+            "consecutiveFailures": self.consecutive_failures,
+            "herdrVersion": self.herdr_version,
+            "herdrProtocol": self.herdr_protocol,
+        }
+
+
+class ObservedControl:
+    """:class:`AgentControl` that records link outcomes; behaviour is the inner port's."""
+
+    def __init__(self, inner: AgentControl, *, clock: Clock, state: LinkState | None = None):
+        self.inner = inner
+        self.clock = clock
+        self.state = state if state is not None else LinkState()
+
+    async def _observe(self, call: Awaitable[T]) -> T:
+        try:
+            result = await call
+        except ControlLinkError as exc:
+            self.state.status = LinkStatus.DOWN
+            self.state.last_failure_at = self.clock.now()
+            self.state.last_failure_code = exc.code
+            self.state.consecutive_failures += 1
+            raise
+        except HerdrError:
+            self._ok()  # herdr answered with an error frame: the link itself works
+            raise
+        self._ok()
+        return result
+
+    def _ok(self) -> None:
+        self.state.status = LinkStatus.UP
+        self.state.last_ok_at = self.clock.now()
+        self.state.consecutive_failures = 0
+
+    async def ping(self) -> Pong:
+        pong = await self._observe(self.inner.ping())
+        self.state.herdr_version = pong.version
+        self.state.herdr_protocol = pong.protocol
+        return pong
+
+    async def list_agents(self) -> tuple[AgentInfo, ...]:
+        return await self._observe(self.inner.list_agents())
+
+    async def get_agent(self, target: str) -> AgentInfo:
+        return await self._observe(self.inner.get_agent(target))
+
+    async def read(
+        self, pane_id: str, source: ReadSource = ReadSource.VISIBLE, lines: int | None = None
+    ) -> ReadResult:
+        return await self._observe(self.inner.read(pane_id, source, lines))
+
+    async def prompt(self, target: str, text: str) -> AgentInfo:
+        return await self._observe(self.inner.prompt(target, text))
+
+    async def send_input(self, pane_id: str, text: str = "", keys: Sequence[str] = ()) -> None:
+        await self._observe(self.inner.send_input(pane_id, text, keys))
+
+    async def send_keys(self, target: str, keys: Sequence[str]) -> None:
+        await self._observe(self.inner.send_keys(target, keys))
+
+    async def start_agent(
+        self,
+        *,
+        name: str,
+        kind: str,
+        pane_id: str,
+        args: Sequence[str] = (),
+        timeout_ms: int | None = None,
+    ) -> AgentStarted:
+        return await self._observe(
+            self.inner.start_agent(
+                name=name, kind=kind, pane_id=pane_id, args=args, timeout_ms=timeout_ms
+            )
+        )
+
+    async def create_pane(
+        self,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        label: str | None = None,
+        split_from: str | None = None,
+        direction: SplitDirection = SplitDirection.RIGHT,
+    ) -> PaneInfo:
+        return await self._observe(
+            self.inner.create_pane(
+                cwd=cwd, env=env, label=label, split_from=split_from, direction=direction
+            )
+        )
+
+    async def close_pane(self, pane_id: str) -> None:
+        await self._observe(self.inner.close_pane(pane_id))
+
+    async def process_info(self, pane_id: str) -> ProcessInfo:
+        return await self._observe(self.inner.process_info(pane_id))
