@@ -1,0 +1,267 @@
+"""What one fleet tick sees: the contract between the runtime monitor and ``decide``.
+
+The runtime builds a :class:`FleetSnapshot` once per tick from one ``agent.list`` (the herdr
+view), the bridge's in-memory roster, turns, tasks and inboxes (the bridge view), and the pane
+reads that the previous tick asked for. Everything here is a plain value — primitives,
+``StrEnum`` members, tuples and frozen dataclasses — so the bridge and herdr packages can change
+their own types without touching health, and health never imports them.
+
+Identity: a member is its ``session_id`` (stable for one session; names can be reused); its herdr
+``name`` is the target for per-target calls and the key of :attr:`LiveView.targeted_errors`,
+:attr:`ProbeResult.target` and its reply inbox. A live agent is matched to a member or a lead by
+``terminal_id`` when the bridge knows it (the same agent incarnation), else by name.
+
+Only codes, names, counts, times and digests cross this boundary: never pane text, prompts,
+replies or exception messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+
+from fleetd.health.settings import HealthSettings
+
+__all__ = [
+    "AT_PROMPT",
+    "FleetSnapshot",
+    "InboxKind",
+    "InboxView",
+    "LeadView",
+    "LiveAgent",
+    "LiveStatus",
+    "LiveView",
+    "MemberView",
+    "OpenTurn",
+    "ProbeResult",
+    "ProbeSource",
+    "ProfileCapacityInput",
+    "SessionState",
+    "WorktreeFacts",
+    "is_target_loss",
+]
+
+
+class LiveStatus(StrEnum):
+    """herdr's raw ``agent_status``. ``idle`` and ``done`` both mean "at its prompt"."""
+
+    IDLE = "idle"
+    WORKING = "working"
+    BLOCKED = "blocked"
+    DONE = "done"
+    UNKNOWN = "unknown"
+
+
+AT_PROMPT = frozenset({LiveStatus.IDLE, LiveStatus.DONE})
+"""Raw statuses that mean "at its prompt", ready for input."""
+
+
+class SessionState(StrEnum):
+    """The bridge's session FSM value for a member."""
+
+    SPAWNING = "spawning"
+    READY = "ready"
+    BUSY = "busy"
+    DONE = "done"
+    FAILED = "failed"
+    RELEASED = "released"
+
+
+class ProbeSource(StrEnum):
+    """herdr ``pane.read`` sources health may ask for (snake_case on the wire)."""
+
+    VISIBLE = "visible"
+    DETECTION = "detection"
+    RECENT_UNWRAPPED = "recent_unwrapped"
+
+
+class InboxKind(StrEnum):
+    """Typed inbox record kinds (M4 §7.1)."""
+
+    REPLY = "reply"
+    HEALTH = "health"
+
+
+def is_target_loss(code: str | None) -> bool:
+    """True for any herdr ``*_not_found`` code: the target is gone (PROTOCOL §9)."""
+    return code is not None and code.endswith("_not_found")
+
+
+def _frozen_map(value: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(value))
+
+
+def _non_negative(owner: object, *names: str) -> None:
+    for name in names:
+        if getattr(owner, name) < 0:
+            raise ValueError(f"{type(owner).__name__}.{name} must not be negative")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveAgent:
+    """One entry of a successful ``agent.list``."""
+
+    name: str | None
+    pane_id: str
+    terminal_id: str
+    status: LiveStatus
+    state_change_seq: int = 0
+    kind: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveView:
+    """The herdr side of one tick.
+
+    ``ping_ok`` is measured only when the list failed or an expected lead was absent; ``None``
+    means "not measured". ``targeted_errors`` maps a target name to the error code of a
+    per-target call made this tick (for example ``agent.get`` for an absent member).
+    """
+
+    list_ok: bool
+    agents: tuple[LiveAgent, ...] = ()
+    ping_ok: bool | None = None
+    targeted_errors: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.list_ok and self.agents:
+            raise ValueError("a failed agent.list has no agents")
+        object.__setattr__(self, "targeted_errors", _frozen_map(self.targeted_errors))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenTurn:
+    """An accepted send that has not resolved: its TurnToken and where it stands."""
+
+    token: str
+    number: int
+    accepted_at: datetime
+    delivered_at: datetime | None = None
+    waiter_open: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorktreeFacts:
+    """Work-product facts measured on a terminal session edge, not every tick (§9)."""
+
+    commits_ahead: int | None
+    preserved: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberView:
+    """The bridge side of one member.
+
+    ``state_since`` is when the session FSM last changed state; ``owner_lead`` is the exact lead
+    that owns the accepted delegation (no singular-primary fallback); ``pending_tasks`` counts
+    non-terminal tasks including async tickets; ``mute_events`` counts turns resolved through
+    completion fallback since the previous tick.
+    """
+
+    session_id: str
+    name: str
+    profile: str
+    session_state: SessionState
+    state_since: datetime
+    spawned_at: datetime
+    pane_id: str | None = None
+    terminal_id: str | None = None
+    kind: str | None = None
+    role: str | None = None
+    owner_lead: str | None = None
+    presence: bool = False
+    turn: OpenTurn | None = None
+    queued_sends: int = 0
+    pending_tasks: int = 0
+    mute_events: int = 0
+    last_reply_at: datetime | None = None
+    worktree: WorktreeFacts | None = None
+
+    def __post_init__(self) -> None:
+        _non_negative(self, "queued_sends", "pending_tasks", "mute_events")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeadView:
+    """One expected lead: identity from the CallerResolver supplier, plus push/nudge outcomes.
+
+    Identity is not liveness; liveness comes only from the live view. ``actionable_waiting``
+    counts typed records waiting for this lead to collect.
+    """
+
+    name: str
+    agent_name: str
+    terminal_id: str | None = None
+    configured: bool = True
+    discovered: bool = False
+    actionable_waiting: int = 0
+    oldest_actionable_at: datetime | None = None
+    nudges_sent: int = 0
+    nudge_cap_reached_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        _non_negative(self, "actionable_waiting", "nudges_sent")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InboxView:
+    """One typed inbox key (a member target, a lead, or an orphan key)."""
+
+    key: str
+    depth: int
+    oldest_created_at: datetime | None = None
+    kinds: tuple[InboxKind, ...] = ()
+    push_cap_reached: bool = False
+
+    def __post_init__(self) -> None:
+        _non_negative(self, "depth")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeResult:
+    """The outcome of one pane read the previous tick requested.
+
+    Only a normalised ``digest`` and a tested ``fatal_signature_id`` come in (computed by
+    ``fleetd.screens``); the text itself never reaches health.
+    """
+
+    target: str
+    source: ProbeSource
+    ok: bool
+    digest: str | None = None
+    fatal_signature_id: str | None = None
+    error_code: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.ok and self.error_code is not None:
+            raise ValueError("a successful probe has no error code")
+        if not self.ok and (self.digest is not None or self.fatal_signature_id is not None):
+            raise ValueError("a failed probe has no digest or signature")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProfileCapacityInput:
+    """A configured profile and its cap (``None``: unlimited)."""
+
+    profile: str
+    max_load: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_load is not None and self.max_load < 1:
+            raise ValueError("ProfileCapacityInput.max_load must be at least 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetSnapshot:
+    """Everything one tick of ``decide`` reads."""
+
+    live: LiveView
+    members: tuple[MemberView, ...] = ()
+    leads: tuple[LeadView, ...] = ()
+    inboxes: tuple[InboxView, ...] = ()
+    probes: tuple[ProbeResult, ...] = ()
+    config: HealthSettings = field(default_factory=HealthSettings)
+    profiles: tuple[ProfileCapacityInput, ...] = ()
