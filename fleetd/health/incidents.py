@@ -1,0 +1,183 @@
+"""Incidents: one open record per key, new generation on recurrence.
+
+M4 §10.3 keys an open incident by ``(scope, subject_stable_id, state, cause_fingerprint)``. The
+fingerprint holds stable codes only — an error code, a signature id, an invariant name — never a
+time, an age, a count, pane text or a digest, so an incident does not "change identity" while its
+evidence ages. A key has at most one open incident. When it resolves and the same condition comes
+back, the key's generation goes up by one and the new incident gets a new id.
+
+Ids are deterministic (a hash of key and generation) because the pure core has no randomness.
+After a restart the runtime seeds :attr:`IncidentBook.generations` from the journal so a
+recurrence cannot reuse an old id.
+
+:class:`IncidentBook` is the working copy ``decide`` mutates during one tick; it starts from the
+prior state's mappings and never mutates them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+
+from fleetd.health.states import Certainty, HealthStateName, Scope, Severity, spec_of
+
+__all__ = [
+    "Evidence",
+    "Incident",
+    "IncidentBook",
+    "IncidentKey",
+    "ResolveReason",
+    "incident_id",
+    "suggested_tool_calls",
+]
+
+Evidence = tuple[tuple[str, str], ...]
+"""Structured evidence: ``(name, value)`` pairs of stable codes and counts, never free text."""
+
+
+class ResolveReason(StrEnum):
+    """Why an incident closed."""
+
+    CLEARED = "cleared"
+    SUPERSEDED = "superseded"
+    SUBJECT_RETIRED = "subject_retired"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class IncidentKey:
+    """The dedup key of one open incident (§10.3)."""
+
+    scope: Scope
+    subject: str
+    state: HealthStateName
+    cause: str
+
+
+def incident_id(key: IncidentKey, generation: int) -> str:
+    """A stable id for generation ``generation`` of ``key``."""
+    raw = "\x1f".join((key.scope, key.subject, key.state, key.cause, str(generation)))
+    return "inc_" + hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Incident:
+    """One open (or just resolved) incident.
+
+    ``target`` is the herdr target name where one exists; ``owner_lead`` is the exact delegating
+    lead at open time; ``recipient_lead`` is the lead the record was published to, ``None`` while
+    routing (peer or human) owns it.
+    """
+
+    id: str
+    key: IncidentKey
+    generation: int
+    target: str | None
+    severity: Severity
+    certainty: Certainty
+    opened_at: datetime
+    owner_lead: str | None = None
+    recipient_lead: str | None = None
+    committed_work_at_risk: bool = False
+    evidence: Evidence = ()
+
+    @property
+    def scope(self) -> Scope:
+        return self.key.scope
+
+    @property
+    def subject(self) -> str:
+        return self.key.subject
+
+    @property
+    def state(self) -> HealthStateName:
+        return self.key.state
+
+
+def suggested_tool_calls(incident: Incident) -> tuple[str, ...]:
+    """Literal safe tool calls a report may offer (§5.2); never stop as the only action."""
+    if incident.scope is Scope.MEMBER:
+        return (f'fleet_status(sessionId="{incident.subject}")', "fleet_list()")
+    return ("fleet_list()",)
+
+
+class IncidentBook:
+    """The open incidents and generations for one tick, changed in place."""
+
+    __slots__ = ("_changed", "generations", "open")
+
+    def __init__(
+        self, open_incidents: Mapping[IncidentKey, Incident], generations: Mapping[IncidentKey, int]
+    ) -> None:
+        self.open: Mapping[IncidentKey, Incident] = open_incidents
+        self.generations: Mapping[IncidentKey, int] = generations
+        self._changed = False
+
+    def _writable(self) -> tuple[dict[IncidentKey, Incident], dict[IncidentKey, int]]:
+        if not self._changed:
+            self.open = dict(self.open)
+            self.generations = dict(self.generations)
+            self._changed = True
+        assert isinstance(self.open, dict)
+        assert isinstance(self.generations, dict)
+        return self.open, self.generations
+
+    def open_new(
+        self,
+        key: IncidentKey,
+        *,
+        now: datetime,
+        target: str | None,
+        owner_lead: str | None = None,
+        recipient_lead: str | None = None,
+        committed_work_at_risk: bool = False,
+        evidence: Evidence = (),
+    ) -> Incident:
+        """Open the next generation of ``key``. The key must not be open."""
+        opened, generations = self._writable()
+        if key in opened:
+            raise ValueError(f"incident already open for {key}")
+        generation = generations.get(key, 0) + 1
+        generations[key] = generation
+        spec = spec_of(key.state)
+        incident = Incident(
+            id=incident_id(key, generation),
+            key=key,
+            generation=generation,
+            target=target,
+            severity=spec.severity,
+            certainty=spec.certainty,
+            opened_at=now,
+            owner_lead=owner_lead,
+            recipient_lead=recipient_lead,
+            committed_work_at_risk=committed_work_at_risk,
+            evidence=evidence,
+        )
+        opened[key] = incident
+        return incident
+
+    def close(self, key: IncidentKey) -> Incident | None:
+        """Remove and return the open incident of ``key`` (``None`` if none is open)."""
+        if key not in self.open:
+            return None
+        opened, _ = self._writable()
+        return opened.pop(key)
+
+    def amend(self, incident: Incident, **changes: object) -> Incident:
+        """Replace an open incident with a changed copy and return it."""
+        opened, _ = self._writable()
+        updated = replace(incident, **changes)  # type: ignore[arg-type]
+        opened[incident.key] = updated
+        return updated
+
+    def forget_subjects(self, scope: Scope, subjects: set[str]) -> None:
+        """Drop generation counters of retired subjects whose ids never recur (sessions)."""
+        if not subjects:
+            return
+        stale = [k for k in self.generations if k.scope is scope and k.subject in subjects]
+        if stale:
+            _, generations = self._writable()
+            for key in stale:
+                del generations[key]
