@@ -1,0 +1,183 @@
+"""Capacity and utilisation: a view, never a health state (M4 §9).
+
+Placement and ``fleet_list`` must agree on how many members of a profile are live, or the view
+could show a free slot that placement then refuses. :func:`live_count` is that one calculation;
+placement imports it from here. The rule is deliberately simple:
+
+    A member counts toward its profile's load from registration until its session is RELEASED.
+
+SPAWNING, READY, BUSY, DONE and FAILED all count — a failed member still holds its pane and
+process until teardown releases it; only a released session frees the slot. ``free`` is
+``max(0, max_load - live)`` for a capped profile and ``None`` for an unlimited one.
+``reclaimable`` counts live members that hold capacity without open bridge work (no turn, no
+queued send, no pending task, no inbox record); it is a fact for the lead, not a suggestion.
+
+Nothing here opens an incident, spawns, stops or moves work. The idle-lead heartbeat gets a
+bounded :class:`CapacitySummary` (rows plus at most three long-idle members) whose fingerprint
+excludes idle durations, so a static idle fleet cannot re-arm the capped heartbeat forever.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final, Protocol
+
+from fleetd.health.settings import Effective
+from fleetd.health.snapshot import (
+    FleetSnapshot,
+    InboxView,
+    MemberView,
+    ProfileCapacityInput,
+    SessionState,
+)
+
+__all__ = [
+    "MAX_LONG_IDLE_LISTED",
+    "CapacityRow",
+    "CapacitySummary",
+    "CountsTowardCapacity",
+    "LongIdleMember",
+    "capacity_rows",
+    "capacity_summary",
+    "holds_capacity",
+    "idle_for_seconds",
+    "is_reclaimable",
+    "live_count",
+]
+
+MAX_LONG_IDLE_LISTED: Final = 3
+_IDLE_STATES: Final = frozenset({SessionState.READY, SessionState.DONE})
+_RECLAIMABLE_STATES: Final = frozenset({SessionState.READY, SessionState.DONE, SessionState.FAILED})
+
+
+class CountsTowardCapacity(Protocol):
+    """Anything with a profile and a session-state value (``MemberView``, a bridge session)."""
+
+    @property
+    def profile(self) -> str: ...
+
+    @property
+    def session_state(self) -> str: ...
+
+
+def holds_capacity(session_state: str) -> bool:
+    """True unless the session has been released."""
+    return session_state != SessionState.RELEASED
+
+
+def live_count(profile: str, members: Iterable[CountsTowardCapacity]) -> int:
+    """How many members of ``profile`` hold a slot — the one count placement also uses."""
+    return sum(1 for m in members if m.profile == profile and holds_capacity(m.session_state))
+
+
+def is_reclaimable(member: MemberView, inbox_depth: int) -> bool:
+    """Holds capacity without open bridge work."""
+    return (
+        member.session_state in _RECLAIMABLE_STATES
+        and member.turn is None
+        and member.queued_sends == 0
+        and member.pending_tasks == 0
+        and inbox_depth == 0
+    )
+
+
+def idle_for_seconds(member: MemberView, inbox_depth: int, now: datetime) -> int | None:
+    """Whole seconds idle, only for READY or DONE with no accepted turn and an empty inbox."""
+    if member.session_state not in _IDLE_STATES or member.turn is not None or inbox_depth:
+        return None
+    return max(0, int((now - member.state_since).total_seconds()))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapacityRow:
+    """One profile's block in ``fleet_list``."""
+
+    profile: str
+    max_load: int | None
+    live: int
+    free: int | None
+    reclaimable: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LongIdleMember:
+    """A member idle past the long-idle threshold."""
+
+    session_id: str
+    name: str
+    profile: str
+    idle_for_seconds: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapacitySummary:
+    """The bounded capacity block of the idle-lead heartbeat."""
+
+    rows: tuple[CapacityRow, ...]
+    long_idle: tuple[LongIdleMember, ...]
+    fingerprint: str
+
+
+def _depths(inboxes: Iterable[InboxView]) -> dict[str, int]:
+    return {inbox.key: inbox.depth for inbox in inboxes}
+
+
+def capacity_rows(
+    profiles: Iterable[ProfileCapacityInput],
+    members: Sequence[MemberView],
+    inboxes: Iterable[InboxView] = (),
+) -> tuple[CapacityRow, ...]:
+    """One row per configured profile, plus unlimited rows for profiles only members name."""
+    limits: dict[str, int | None] = {p.profile: p.max_load for p in profiles}
+    by_profile: dict[str, list[MemberView]] = {}
+    for member in members:
+        limits.setdefault(member.profile, None)
+        by_profile.setdefault(member.profile, []).append(member)
+    depths = _depths(inboxes)
+    rows = []
+    for profile in sorted(limits):
+        mine = by_profile.get(profile, [])
+        live = live_count(profile, mine)
+        cap = limits[profile]
+        rows.append(
+            CapacityRow(
+                profile=profile,
+                max_load=cap,
+                live=live,
+                free=None if cap is None else max(0, cap - live),
+                reclaimable=sum(
+                    1
+                    for m in mine
+                    if holds_capacity(m.session_state) and is_reclaimable(m, depths.get(m.name, 0))
+                ),
+            )
+        )
+    return tuple(rows)
+
+
+def capacity_summary(snapshot: FleetSnapshot, now: datetime) -> CapacitySummary:
+    """Rows, the longest-idle members (at most three) and a duration-free fingerprint."""
+    rows = capacity_rows(snapshot.profiles, snapshot.members, snapshot.inboxes)
+    threshold: timedelta = Effective.of(snapshot.config).long_idle_after
+    depths = _depths(snapshot.inboxes)
+    idle = []
+    for member in snapshot.members:
+        seconds = idle_for_seconds(member, depths.get(member.name, 0), now)
+        if seconds is not None and seconds >= threshold.total_seconds():
+            idle.append(
+                LongIdleMember(
+                    session_id=member.session_id,
+                    name=member.name,
+                    profile=member.profile,
+                    idle_for_seconds=seconds,
+                )
+            )
+    idle.sort(key=lambda m: (-m.idle_for_seconds, m.name, m.session_id))
+    listed = tuple(idle[:MAX_LONG_IDLE_LISTED])
+    parts = [f"{r.profile}:{r.max_load}:{r.live}:{r.free}:{r.reclaimable}" for r in rows]
+    parts += sorted(m.session_id for m in listed)
+    fingerprint = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+    return CapacitySummary(rows=rows, long_idle=listed, fingerprint=fingerprint)

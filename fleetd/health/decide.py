@@ -1,0 +1,301 @@
+"""``decide(snapshot, prior, now)``: one pure fleet-health tick.
+
+Theory of operation. The runtime calls :func:`decide` once per enabled tick with the snapshot it
+just took, the :class:`~fleetd.health.evidence.HealthState` the previous call returned, and the
+tick's time. ``decide`` classifies, in this order:
+
+1. the control link (:mod:`~fleetd.health.link`) — it decides whether this tick can see at all;
+2. every expected lead (:mod:`~fleetd.health.leads`) — member routing needs lead health;
+3. every member (:mod:`~fleetd.health.members`), then the MUTE overlay;
+4. inbox keys that belong to no member or lead, and per-profile MUTE rates;
+5. the pane budget (:mod:`~fleetd.health.pane_budget`) over the candidates the steps collected.
+
+When the fleet list failed the tick is *blind*: live-derived evidence, classifications and
+incidents of leads and members stay exactly as they were (a failed list alone never claims a
+dead member, and CONTROL_LINK_DOWN hides member faults), no pane is read and no lookup is made.
+Subjects that left the bridge's view retire even then: their incidents resolve.
+
+It returns a :class:`Decision`: the next state and the effects, sorted by
+:func:`~fleetd.health.effects.effect_order`. Incident effects are edge-triggered. Nothing here
+does I/O, reads a clock, logs or draws random numbers; the same inputs in any order give the same
+decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from fleetd.health.effects import (
+    Effect,
+    RecordTransition,
+    RequestLostBoundaryRepair,
+    RequestPaneProbe,
+    effect_order,
+)
+from fleetd.health.evidence import HealthState, LeadEvidence, MemberEvidence
+from fleetd.health.incidents import IncidentBook, IncidentKey, ResolveReason
+from fleetd.health.leads import retained_view, step_lead, step_lead_blind
+from fleetd.health.link import LINK_SUBJECT, step_link
+from fleetd.health.members import step_member, step_member_blind
+from fleetd.health.mute import rate_exceeded, record_mutes
+from fleetd.health.pane_budget import ProbeReason, allocate
+from fleetd.health.snapshot import FleetSnapshot
+from fleetd.health.states import FAULT_LEAD_STATES, MemberState, Scope
+from fleetd.health.tick import Tick
+
+__all__ = ["Decision", "decide"]
+
+_TWO = 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """The result of one tick: the state to pass back next time, and the effects to dispatch."""
+
+    state: HealthState
+    effects: tuple[Effect, ...]
+
+
+def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decision:
+    """Classify the fleet in ``snapshot`` against ``prior`` evidence at ``now``."""
+    steady = prior.settings == snapshot.config
+    tick = Tick(snapshot, IncidentBook(prior.incidents, prior.generations), now, steady=steady)
+    link = step_link(tick, snapshot.live, prior.link)
+    if link.state is not prior.link.state:
+        tick.effects.append(
+            RecordTransition(
+                scope=Scope.CONTROL_LINK,
+                subject=LINK_SUBJECT,
+                target=None,
+                previous=prior.link.state,
+                current=link.state,
+                at=now,
+            )
+        )
+    sighted = snapshot.live.list_ok
+    leads = _leads(tick, snapshot, prior.leads, sighted)
+    members = _members(tick, snapshot, prior.members, sighted)
+    if sighted:
+        _orphan_inboxes(tick, snapshot)
+    profile_mutes = _profile_mutes(tick, prior.profile_mutes, sighted)
+    cursor = prior.probe_cursor
+    if sighted:
+        cursor = _spend_budget(tick, members, leads, cursor)
+    state = HealthState(
+        taken_at=now,
+        link=link,
+        members=members,
+        leads=leads,
+        incidents=tick.book.open,
+        generations=tick.book.generations,
+        profile_mutes=profile_mutes,
+        probe_cursor=cursor,
+        settings=snapshot.config,
+    )
+    return Decision(state=state, effects=tuple(sorted(tick.effects, key=effect_order)))
+
+
+def _leads(
+    tick: Tick, snapshot: FleetSnapshot, prior: Mapping[str, LeadEvidence], sighted: bool
+) -> dict[str, LeadEvidence]:
+    step = step_lead if sighted else step_lead_blind
+    result: dict[str, LeadEvidence] = {}
+    listed = {view.name for view in snapshot.leads}
+    for view in snapshot.leads:
+        before = prior.get(view.name)
+        result[view.name] = after = step(tick, view, before, 0)
+        _transition(
+            tick, Scope.LEAD, subject=view.name, target=view.agent_name, before=before, after=after
+        )
+    for name in sorted(prior.keys() - listed):
+        before = prior[name]
+        missing = min(before.identity_missing + (1 if sighted else 0), _TWO)
+        if missing >= _TWO and before.state not in FAULT_LEAD_STATES:
+            continue  # retired after the grace; no incident can be open outside a fault state
+        result[name] = after = step(tick, retained_view(before), before, missing)
+        _transition(
+            tick, Scope.LEAD, subject=name, target=before.agent_name, before=before, after=after
+        )
+    return result
+
+
+def _members(
+    tick: Tick, snapshot: FleetSnapshot, prior: Mapping[str, MemberEvidence], sighted: bool
+) -> dict[str, MemberEvidence]:
+    step = step_member if sighted else step_member_blind
+    result: dict[str, MemberEvidence] = {}
+    known = 0
+    mutes = tick.mutes_by_profile
+    for view in snapshot.members:
+        if view.mute_events:
+            mutes[view.profile] = mutes.get(view.profile, 0) + view.mute_events
+        before = prior.get(view.session_id)
+        result[view.session_id] = after = step(tick, view, before)
+        if before is None:
+            _transition(
+                tick,
+                Scope.MEMBER,
+                subject=view.session_id,
+                target=view.name,
+                before=before,
+                after=after,
+            )
+        else:
+            known += 1
+            if after is not before and before.state is not after.state:
+                _transition(
+                    tick,
+                    Scope.MEMBER,
+                    subject=view.session_id,
+                    target=view.name,
+                    before=before,
+                    after=after,
+                )
+    if known != len(prior):
+        retired = prior.keys() - result.keys()
+        for sid in sorted(retired):
+            for key in (prior[sid].incident, prior[sid].mute_incident):
+                closed = tick.book.close(key) if key is not None else None
+                if closed is not None:
+                    tick.resolve(closed, ResolveReason.SUBJECT_RETIRED)
+        tick.book.forget_subjects(Scope.MEMBER, retired)
+    return result
+
+
+def _transition(
+    tick: Tick,
+    scope: Scope,
+    *,
+    subject: str,
+    target: str,
+    before: MemberEvidence | LeadEvidence | None,
+    after: MemberEvidence | LeadEvidence,
+) -> None:
+    if before is not None and before.state is after.state:
+        return
+    tick.effects.append(
+        RecordTransition(
+            scope=scope,
+            subject=subject,
+            target=target,
+            previous=before.state if before is not None else None,
+            current=after.state,
+            at=tick.now,
+        )
+    )
+
+
+def _open_keys(tick: Tick, scope: Scope) -> set[IncidentKey]:
+    return {key for key in tick.book.open if key.scope is scope}
+
+
+def _orphan_inboxes(tick: Tick, snapshot: FleetSnapshot) -> None:
+    """REPLY_STRANDED for inbox keys that belong to no member or lead in view."""
+    stranded = [i.key for i in snapshot.inboxes if i.depth > 0 and i.push_cap_reached]
+    desired: set[IncidentKey] = set()
+    if stranded:
+        owned = {v.name for v in snapshot.members} | {v.agent_name for v in snapshot.leads}
+        desired = {
+            IncidentKey(
+                scope=Scope.INBOX,
+                subject=key,
+                state=MemberState.REPLY_STRANDED,
+                cause="push_cap_reached",
+            )
+            for key in stranded
+            if key not in owned
+        }
+    _sync_set(tick, _open_keys(tick, Scope.INBOX), desired)
+
+
+def _profile_mutes(
+    tick: Tick,
+    prior: Mapping[str, tuple[datetime, ...]],
+    sighted: bool,
+) -> dict[str, tuple[datetime, ...]]:
+    """Per-profile MUTE rate: counted always, incidents only on a sighted tick."""
+    events = tick.mutes_by_profile
+    result: dict[str, tuple[datetime, ...]] = {}
+    for profile in prior.keys() | events.keys():
+        times = record_mutes(prior.get(profile, ()), events.get(profile, 0), tick.now)
+        if times:
+            result[profile] = times
+    if sighted:
+        desired = {
+            IncidentKey(
+                scope=Scope.PROFILE,
+                subject=profile,
+                state=MemberState.MUTE,
+                cause="completion_fallback",
+            )
+            for profile, times in result.items()
+            if rate_exceeded(times)
+        }
+        _sync_set(tick, _open_keys(tick, Scope.PROFILE), desired)
+    return result
+
+
+def _sync_set(tick: Tick, current: set[IncidentKey], desired: set[IncidentKey]) -> None:
+    for key in sorted(current - desired):
+        tick.sync_incident(key, None, target=None)
+    for key in sorted(desired - current):
+        tick.sync_incident(None, key, target=None)
+
+
+def _spend_budget(
+    tick: Tick,
+    members: dict[str, MemberEvidence],
+    leads: dict[str, LeadEvidence],
+    cursor: str,
+) -> str:
+    """Grant at most two reads and record each grant in its subject's evidence."""
+    granted, cursor = allocate(
+        tick.candidates, cursor=cursor, now=tick.now, cooldown=tick.eff.pane_cooldown
+    )
+    for grant in granted:
+        if grant.scope is Scope.LEAD:
+            lead = leads[grant.subject]
+            leads[grant.subject] = replace(
+                lead,
+                probe=replace(lead.probe, last_probe_at=tick.now),
+                final_read_state=(
+                    lead.state
+                    if grant.reason is ProbeReason.FINAL_EVIDENCE
+                    else lead.final_read_state
+                ),
+            )
+        else:
+            member = members[grant.subject]
+            members[grant.subject] = replace(
+                member,
+                probe=replace(member.probe, last_probe_at=tick.now),
+                repair_token=(
+                    grant.token
+                    if grant.reason is ProbeReason.LOST_BOUNDARY
+                    else member.repair_token
+                ),
+                final_read_state=(
+                    member.state
+                    if grant.reason is ProbeReason.FINAL_EVIDENCE
+                    else member.final_read_state
+                ),
+            )
+        if grant.source is None:
+            assert grant.token is not None
+            tick.effects.append(
+                RequestLostBoundaryRepair(
+                    target=grant.target, session_id=grant.subject, token=grant.token
+                )
+            )
+        else:
+            tick.effects.append(
+                RequestPaneProbe(
+                    target=grant.target,
+                    pane_id=grant.pane_id,
+                    source=grant.source,
+                    reason=grant.reason,
+                )
+            )
+    return cursor

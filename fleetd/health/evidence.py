@@ -1,0 +1,151 @@
+"""Evidence retained across ticks, and :class:`HealthState`, the prior ``decide`` takes back.
+
+Current push and heartbeat loops forget history; health must not (§4.4). Per target the state
+keeps: the raw live status and when it was first seen, ``state_change_seq``, consecutive absences
+from successful lists, sticky definitive-loss codes, the lost-boundary streak for one TurnToken,
+pane-probe facts (last request time, the last two digests for one turn, a fatal signature id),
+one-shot markers (repair requested for a token, final read taken, orphan retry spent), recent
+mute times, the current classification with its since-time, and the key of its open incident.
+
+Counters that only matter up to the two-snapshot floor are capped at 2, so a member whose
+situation does not change keeps an *equal* evidence value tick after tick. A member also keeps
+the ``signature`` of the inputs it was classified from and ``recheck_at``, the earliest time a
+timer rule could change it (``None``: recheck every tick); while both still hold, ``decide``
+reuses the prior object, which is what keeps a 10,000-member tick cheap.
+
+Pane text never enters this state: only digests and signature ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from fleetd.health.incidents import Incident, IncidentKey
+from fleetd.health.settings import HealthSettings
+from fleetd.health.snapshot import LiveStatus
+from fleetd.health.states import ControlLinkState, LeadState, MemberState
+
+__all__ = [
+    "EMPTY_PROBE",
+    "HealthState",
+    "LeadEvidence",
+    "LinkEvidence",
+    "MemberEvidence",
+    "ProbeFacts",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeFacts:
+    """What pane reads taught us about one target.
+
+    ``digest_prev``/``digest_last`` are the last two progress digests taken for ``digest_token``
+    (a turn token, or the start of a lead's working stretch); ``signature`` is a fatal signature
+    id from a detection read taken during ``signature_token``; ``not_found_code`` is a
+    ``*_not_found`` answer to a read.
+    """
+
+    last_probe_at: datetime | None = None
+    digest_prev: str | None = None
+    digest_last: str | None = None
+    digest_token: str | None = None
+    signature: str | None = None
+    signature_token: str | None = None
+    not_found_code: str | None = None
+
+
+EMPTY_PROBE = ProbeFacts()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberEvidence:
+    """Retained evidence and current classification of one member session.
+
+    ``recheck_at`` and ``signature`` come first: they are all a steady tick reads.
+    """
+
+    recheck_at: datetime | None = None
+    signature: tuple[object, ...] = ()
+    session_id: str
+    target: str
+    profile: str
+    state: MemberState
+    cause: str
+    since: datetime
+    sustained: int = 1
+    raw_status: LiveStatus | None = None
+    raw_since: datetime | None = None
+    seq: int | None = None
+    absent: int = 0
+    boundary_token: str | None = None
+    boundary_count: int = 0
+    gone_code: str | None = None
+    never_ready: bool = False
+    probe: ProbeFacts = EMPTY_PROBE
+    repair_token: str | None = None
+    final_read_state: MemberState | None = None
+    orphan_retry_done: bool = False
+    mute_times: tuple[datetime, ...] = ()
+    incident: IncidentKey | None = None
+    mute_incident: IncidentKey | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeadEvidence:
+    """Retained identity, evidence and classification of one expected lead."""
+
+    name: str
+    agent_name: str
+    terminal_id: str | None
+    configured: bool
+    discovered: bool
+    state: LeadState
+    cause: str
+    since: datetime
+    raw_status: LiveStatus | None = None
+    raw_since: datetime | None = None
+    seq: int | None = None
+    absent: int = 0
+    last_seen_at: datetime | None = None
+    not_found_code: str | None = None
+    probe: ProbeFacts = EMPTY_PROBE
+    final_read_state: LeadState | None = None
+    identity_missing: int = 0
+    incident: IncidentKey | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkEvidence:
+    """The control link: consecutive failed lists and the current state."""
+
+    state: ControlLinkState = ControlLinkState.CONTROL_LINK_OK
+    since: datetime | None = None
+    list_failures: int = 0
+    incident: IncidentKey | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HealthState:
+    """Everything ``decide`` carries from one tick to the next.
+
+    ``members`` is keyed by session id, ``leads`` by lead name. ``incidents`` holds open
+    incidents only; ``generations`` the last generation per key (seed it from the journal after
+    a restart). ``probe_cursor`` is the pane budget's round-robin position; ``settings`` the
+    values the last tick ran with (a change re-evaluates every member).
+    """
+
+    taken_at: datetime | None = None
+    link: LinkEvidence = field(default_factory=LinkEvidence)
+    members: Mapping[str, MemberEvidence] = field(default_factory=dict)
+    leads: Mapping[str, LeadEvidence] = field(default_factory=dict)
+    incidents: Mapping[IncidentKey, Incident] = field(default_factory=dict)
+    generations: Mapping[IncidentKey, int] = field(default_factory=dict)
+    profile_mutes: Mapping[str, tuple[datetime, ...]] = field(default_factory=dict)
+    probe_cursor: str = ""
+    settings: HealthSettings | None = None
+
+    def open_incidents(self) -> tuple[Incident, ...]:
+        """Open incidents in key order."""
+        return tuple(self.incidents[key] for key in sorted(self.incidents))

@@ -1,0 +1,343 @@
+"""Member step: classify one member per tick, with a cheap path for steady members.
+
+The rules themselves live in :mod:`fleetd.health.member_rules`; this module turns a
+classification into edge effects (the target-wide failure, target lookups), pane candidates,
+incidents (primary and the MUTE overlay) and the member's next evidence.
+
+Steady state is cheap: the evidence remembers the inputs it was computed from and the earliest
+time a timer rule could fire (``recheck_at``). When the inputs are equal, no probe result, error
+or mute event arrived, and that time has not come, the prior evidence is the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Final
+
+from fleetd.health.effects import CountMute, FailCause, FailTargetWork, RequestTargetLookup
+from fleetd.health.evidence import MemberEvidence
+from fleetd.health.incidents import Evidence, IncidentKey
+from fleetd.health.member_rules import MemberSeen, classify, normal_state
+from fleetd.health.mute import rate_exceeded, record_mutes
+from fleetd.health.pane_budget import ProbeCandidate, ProbeReason
+from fleetd.health.settings import TEARDOWN_GRACE
+from fleetd.health.snapshot import (
+    InboxView,
+    LiveAgent,
+    LiveStatus,
+    MemberView,
+    ProbeSource,
+    SessionState,
+)
+from fleetd.health.states import MemberState, Scope, spec_of
+from fleetd.health.tick import Tick
+
+__all__ = ["FINAL_READ_MEMBER_STATES", "step_member", "step_member_blind"]
+
+FINAL_READ_MEMBER_STATES: Final = frozenset(
+    {MemberState.NEVER_READY, MemberState.DELEGATION_ORPHANED}
+)
+"""Confirmed faults that earn one final visible read while the pane still exists (§6.1)."""
+
+_FAIL_ON_ENTRY: Final = {
+    MemberState.GONE: FailCause.GONE,
+    MemberState.NEVER_READY: FailCause.NEVER_READY,
+}
+_COMMITTED_FLAG_STATES: Final = frozenset(
+    {MemberState.REPLY_STRANDED, MemberState.DELEGATION_ORPHANED}
+)
+_PROGRESS_STATES: Final = frozenset({MemberState.WORKING, MemberState.STALL_SUSPECTED})
+_MUTE_CAUSE: Final = "completion_fallback"
+_NEVER: Final = datetime.max.replace(tzinfo=UTC)
+_S = SessionState
+_M = MemberState
+
+Signature = tuple[object, ...]
+
+
+def _candidate(
+    seen: MemberSeen,
+    state: MemberState,
+    sustained: int,
+    now: datetime,
+    marks: tuple[str | None, MemberState | None],
+) -> ProbeCandidate | None:
+    """The one pane read this member may ask for (§6.1), if any."""
+    agent: LiveAgent | None = seen.agent
+    if agent is None:
+        return None
+    repair_token, final_read_state = marks
+    reason: ProbeReason | None = None
+    source: ProbeSource | None = None
+    if state is _M.TURN_BOUNDARY_LOST:
+        if repair_token != seen.token:
+            reason = ProbeReason.LOST_BOUNDARY
+    elif state in FINAL_READ_MEMBER_STATES:
+        if final_read_state is not state:
+            reason, source = ProbeReason.FINAL_EVIDENCE, ProbeSource.VISIBLE
+    elif state is _M.BLOCKED_AMBIGUOUS:
+        # one detection read per blocked stretch of a turn: it looks for a tested fatal signature
+        if sustained >= 2 and seen.probe.signature_token != seen.token:
+            blocked = seen.raw is LiveStatus.BLOCKED
+            reason = ProbeReason.SUSTAINED_BLOCKED if blocked else ProbeReason.SUSTAINED_UNKNOWN
+            source = ProbeSource.DETECTION
+    elif (
+        state in _PROGRESS_STATES
+        and seen.raw is LiveStatus.WORKING
+        and seen.suspect_at is not None
+        and now >= seen.suspect_at
+    ):
+        reason, source = ProbeReason.WORKING_SUSPECT, ProbeSource.RECENT_UNWRAPPED
+    if reason is None:
+        return None
+    return ProbeCandidate(
+        target=seen.view.name,
+        pane_id=agent.pane_id,
+        source=source,
+        reason=reason,
+        scope=Scope.MEMBER,
+        subject=seen.view.session_id,
+        last_probe_at=seen.probe.last_probe_at,
+        token=seen.token,
+    )
+
+
+def _count_mutes(tick: Tick, view: MemberView, times: tuple[datetime, ...]) -> tuple[datetime, ...]:
+    if view.mute_events:
+        tick.effects.append(
+            CountMute(
+                target=view.name,
+                session_id=view.session_id,
+                profile=view.profile,
+                count=view.mute_events,
+            )
+        )
+    if not times and not view.mute_events:
+        return times
+    return record_mutes(times, view.mute_events, tick.now)
+
+
+def _signature(view: MemberView, agent: LiveAgent | None, inbox: InboxView | None) -> Signature:
+    """The inputs a steady member's classification depends on, for the reuse check."""
+    return (
+        view.name,
+        view.profile,
+        view.session_state,
+        view.presence,
+        view.turn,
+        view.queued_sends,
+        view.pending_tasks,
+        view.last_reply_at,
+        view.worktree,
+        view.state_since,
+        view.spawned_at,
+        agent.status if agent is not None else None,
+        agent.state_change_seq if agent is not None else None,
+        inbox.depth if inbox is not None else 0,
+        inbox is not None and inbox.push_cap_reached,
+    )
+
+
+def _recheck_at(seen: MemberSeen, tick: Tick, quiet: bool) -> datetime | None:
+    """The earliest time a timer rule could change this member, or ``None`` to always recheck."""
+    if not quiet:
+        return None
+    view, eff = seen.view, tick.eff
+    due = _NEVER
+    if (
+        view.session_state is _S.SPAWNING
+        and not seen.never_ready
+        and not view.presence
+        and (view.turn is not None or view.queued_sends > 0)
+    ):
+        due = min(due, view.spawned_at + eff.readiness_grace)
+    if view.pending_tasks and not seen.orphaned:
+        due = min(due, view.state_since + TEARDOWN_GRACE)
+    if seen.suspect_at is not None:
+        due = min(due, seen.suspect_at)
+    if view.worktree is not None and view.worktree.commits_ahead and not seen.at_risk:
+        due = min(due, view.state_since + eff.long_idle_after)
+    return due
+
+
+def step_member_blind(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberEvidence:
+    """A tick without a usable live view: keep every live-derived fact and incident as it was.
+
+    A failed list proves nothing about a member (§4.3), and CONTROL_LINK_DOWN hides member
+    faults (§3), so nothing opens, resolves or escalates. Mute events are still counted.
+    """
+    if prior is None:
+        state, cause = normal_state(
+            view, None, _S.BUSY is view.session_state and view.turn is not None, 0
+        )
+        return MemberEvidence(
+            session_id=view.session_id,
+            target=view.name,
+            profile=view.profile,
+            state=state,
+            cause=cause,
+            since=tick.now,
+            mute_times=_count_mutes(tick, view, ()),
+        )
+    times = _count_mutes(tick, view, prior.mute_times)
+    if times == prior.mute_times:
+        return prior
+    return replace(prior, mute_times=times, recheck_at=None)
+
+
+def step_member(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberEvidence:
+    """Classify one member against a successful fleet list and return its new evidence."""
+    if prior is not None and tick.steady:
+        recheck = prior.recheck_at
+        if (
+            recheck is not None
+            and tick.now < recheck
+            and not view.mute_events
+            and view.name not in tick.touched
+        ):
+            terminal = view.terminal_id
+            agent = (
+                tick.by_terminal.get(terminal)
+                if terminal is not None
+                else tick.by_name.get(view.name)
+            )
+            if prior.signature == _signature(view, agent, tick.inboxes.get(view.name)):
+                return prior
+    return _step(tick, view, prior)
+
+
+def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberEvidence:
+    now = tick.now
+    seen = MemberSeen(tick, view, prior)
+    state, cause = classify(seen)
+    entered = prior is None or prior.state is not state
+    sustained = 1 if entered or prior is None else min(prior.sustained + 1, 2)
+
+    orphan_retry_done = prior.orphan_retry_done if prior is not None else False
+    if entered and state in _FAIL_ON_ENTRY:
+        tick.effects.append(
+            FailTargetWork(
+                target=view.name, session_id=view.session_id, cause=_FAIL_ON_ENTRY[state]
+            )
+        )
+    elif entered and state is _M.DELEGATION_ORPHANED and not orphan_retry_done:
+        orphan_retry_done = True  # the one permitted retry of the idempotent failure (§8.5)
+        tick.effects.append(
+            FailTargetWork(
+                target=view.name, session_id=view.session_id, cause=FailCause.DELEGATION_ORPHANED
+            )
+        )
+    if seen.absent and seen.gone_code is None:
+        tick.effects.append(RequestTargetLookup(target=view.name))
+
+    marks = (prior.repair_token, prior.final_read_state) if prior is not None else (None, None)
+    candidate = _candidate(seen, state, sustained, now, marks)
+    if candidate is not None:
+        tick.candidates.append(candidate)
+
+    desired, mute_times, mute_key = _sync_incidents(
+        tick, seen, prior=prior, state=state, cause=cause, sustained=sustained
+    )
+    quiet = (
+        candidate is None
+        and sustained >= 2
+        and not seen.absent
+        and seen.boundary_count != 1
+        and not mute_times
+    )
+    agent = seen.agent
+    return MemberEvidence(
+        session_id=view.session_id,
+        target=view.name,
+        profile=view.profile,
+        state=state,
+        cause=cause,
+        since=now if entered or prior is None else prior.since,
+        sustained=sustained,
+        raw_status=seen.raw,
+        raw_since=prior.raw_since if prior is not None and prior.raw_status is seen.raw else now,
+        seq=agent.state_change_seq if agent is not None else None,
+        absent=seen.absent,
+        boundary_token=seen.boundary_token,
+        boundary_count=seen.boundary_count,
+        gone_code=seen.gone_code,
+        never_ready=seen.never_ready,
+        probe=seen.probe,
+        repair_token=marks[0],
+        final_read_state=marks[1],
+        orphan_retry_done=orphan_retry_done,
+        mute_times=mute_times,
+        incident=desired,
+        mute_incident=mute_key,
+        signature=_signature(view, agent, tick.inboxes.get(view.name)),
+        recheck_at=_recheck_at(seen, tick, quiet),
+    )
+
+
+def _sync_incidents(
+    tick: Tick,
+    seen: MemberSeen,
+    *,
+    prior: MemberEvidence | None,
+    state: MemberState,
+    cause: str,
+    sustained: int,
+) -> tuple[IncidentKey | None, tuple[datetime, ...], IncidentKey | None]:
+    """The primary incident, then the MUTE overlay; returns both keys and the mute window."""
+    view = seen.view
+    spec = spec_of(state)
+    desired = (
+        IncidentKey(scope=Scope.MEMBER, subject=view.session_id, state=state, cause=cause)
+        if spec.opens_incident and sustained >= spec.sustain
+        else None
+    )
+    committed = (
+        state in _COMMITTED_FLAG_STATES
+        and view.worktree is not None
+        and bool(view.worktree.commits_ahead)
+    )
+    current = prior.incident if prior is not None else None
+    if current != desired or desired is not None:
+        evidence = _evidence(seen, state) if desired is not None and current != desired else ()
+        tick.sync_incident(
+            current,
+            desired,
+            target=view.name,
+            owner_lead=view.owner_lead,
+            committed=committed,
+            evidence=evidence,
+        )
+    mute_times = _count_mutes(tick, view, prior.mute_times if prior is not None else ())
+    mute_key = None
+    if rate_exceeded(mute_times) or (mute_times and desired is not None):
+        mute_key = IncidentKey(
+            scope=Scope.MEMBER, subject=view.session_id, state=_M.MUTE, cause=_MUTE_CAUSE
+        )
+    current_mute = prior.mute_incident if prior is not None else None
+    if current_mute != mute_key:
+        tick.sync_incident(
+            current_mute,
+            mute_key,
+            target=view.name,
+            owner_lead=view.owner_lead,
+            evidence=(("mute_events_in_window", str(len(mute_times))),),
+        )
+    return desired, mute_times, mute_key
+
+
+def _evidence(seen: MemberSeen, state: MemberState) -> Evidence:
+    view = seen.view
+    pairs = [
+        ("session_state", str(view.session_state)),
+        ("raw_status", str(seen.raw or "absent")),
+    ]
+    if view.turn is not None:
+        pairs.append(("turn_number", str(view.turn.number)))
+    if view.pending_tasks:
+        pairs.append(("pending_tasks", str(view.pending_tasks)))
+    if seen.inbox_depth:
+        pairs.append(("inbox_depth", str(seen.inbox_depth)))
+    if state is _M.TURN_BOUNDARY_LOST:
+        pairs.append(("consecutive_snapshots", "2"))
+    return tuple(pairs)

@@ -1,0 +1,268 @@
+"""The working context of one ``decide`` call: indexes over the snapshot, the incident book, and
+the effects and pane candidates collected so far.
+
+Indexes are built deterministically: when two live agents claim the same terminal id or name
+(ambiguous herdr data), the one with the smallest pane id wins, so the result never depends on
+the order of ``agent.list``. Incident opening, closing and routing go through
+:meth:`Tick.sync_incident`, the single place where an incident edge becomes effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from fleetd.health.effects import (
+    Effect,
+    OpenIncident,
+    PublishHealthRecord,
+    RequestRouting,
+    ResolveIncident,
+    RoutingReason,
+    UpdateIncident,
+)
+from fleetd.health.evidence import ProbeFacts
+from fleetd.health.incidents import Evidence, Incident, IncidentBook, IncidentKey, ResolveReason
+from fleetd.health.pane_budget import ProbeCandidate
+from fleetd.health.settings import Effective
+from fleetd.health.snapshot import (
+    FleetSnapshot,
+    InboxView,
+    LiveAgent,
+    LiveStatus,
+    ProbeResult,
+    ProbeSource,
+    is_target_loss,
+)
+from fleetd.health.states import FAULT_LEAD_STATES, LeadState, Scope
+
+__all__ = ["Tick", "absorb_probe", "settle_probe"]
+
+_ROUTE_BY_SCOPE = {
+    Scope.LEAD: RoutingReason.LEAD_FAULT,
+    Scope.CONTROL_LINK: RoutingReason.CONTROL_LINK,
+    Scope.INBOX: RoutingReason.FLEET_SCOPE,
+    Scope.PROFILE: RoutingReason.FLEET_SCOPE,
+}
+
+
+def _by_terminal(agents: tuple[LiveAgent, ...]) -> dict[str, LiveAgent]:
+    index = {agent.terminal_id: agent for agent in agents}
+    if len(index) != len(agents):  # ambiguous herdr data: the smallest pane id wins
+        for agent in sorted(agents, key=lambda a: a.pane_id, reverse=True):
+            index[agent.terminal_id] = agent
+    return index
+
+
+def _by_name(agents: tuple[LiveAgent, ...]) -> dict[str, LiveAgent]:
+    named = [agent for agent in agents if agent.name is not None]
+    index = {agent.name: agent for agent in named if agent.name is not None}
+    if len(index) != len(named):  # same rule as for terminals
+        for agent in sorted(named, key=lambda a: a.pane_id, reverse=True):
+            if agent.name is not None:
+                index[agent.name] = agent
+    return index
+
+
+def _index_probes(probes: tuple[ProbeResult, ...]) -> dict[str, tuple[ProbeResult, ...]]:
+    grouped: dict[str, list[ProbeResult]] = {}
+    for probe in probes:
+        grouped.setdefault(probe.target, []).append(probe)
+    return {target: tuple(sorted(group, key=_probe_order)) for target, group in grouped.items()}
+
+
+def _probe_order(probe: ProbeResult) -> tuple[str, bool, str, str, str]:
+    return (
+        probe.source,
+        probe.ok,
+        probe.digest or "",
+        probe.fatal_signature_id or "",
+        probe.error_code or "",
+    )
+
+
+def absorb_probe(
+    facts: ProbeFacts, results: tuple[ProbeResult, ...], token: str | None
+) -> ProbeFacts:
+    """Fold this tick's read results for one target into its probe facts.
+
+    A progress digest joins the pair only if it belongs to the same ``token`` as the previous
+    one; a detection read replaces the signature (``None`` clears it); a ``*_not_found`` answer
+    is kept as definitive target-loss evidence.
+    """
+    prev, last, digest_token = facts.digest_prev, facts.digest_last, facts.digest_token
+    signature, signature_token = facts.signature, facts.signature_token
+    not_found = facts.not_found_code
+    for result in results:
+        if not result.ok:
+            if is_target_loss(result.error_code):
+                not_found = result.error_code
+            continue
+        if result.source is ProbeSource.RECENT_UNWRAPPED and result.digest is not None:
+            prev = last if digest_token == token else None
+            last, digest_token = result.digest, token
+        elif result.source is ProbeSource.DETECTION:
+            signature, signature_token = result.fatal_signature_id, token
+    return ProbeFacts(
+        last_probe_at=facts.last_probe_at,
+        digest_prev=prev,
+        digest_last=last,
+        digest_token=digest_token,
+        signature=signature,
+        signature_token=signature_token,
+        not_found_code=not_found,
+    )
+
+
+def settle_probe(
+    facts: ProbeFacts, *, raw: LiveStatus | None, seq_changed: bool, token: str | None
+) -> ProbeFacts:
+    """Forget probe facts that no longer describe the current situation.
+
+    Progress digests need one uninterrupted WORKING stretch of one token with an unchanged
+    ``state_change_seq``; a fatal signature is void once the target is WORKING again or the turn
+    changed.
+    """
+    keep_digests = raw is LiveStatus.WORKING and not seq_changed and facts.digest_token == token
+    keep_signature = raw is not LiveStatus.WORKING and facts.signature_token == token
+    if (keep_digests or facts.digest_last is None) and (keep_signature or facts.signature is None):
+        return facts
+    return ProbeFacts(
+        last_probe_at=facts.last_probe_at,
+        digest_prev=facts.digest_prev if keep_digests else None,
+        digest_last=facts.digest_last if keep_digests else None,
+        digest_token=facts.digest_token if keep_digests else None,
+        signature=facts.signature if keep_signature else None,
+        signature_token=facts.signature_token if keep_signature else None,
+        not_found_code=facts.not_found_code,
+    )
+
+
+class Tick:
+    """Everything one ``decide`` call shares between the member, lead and link steps."""
+
+    def __init__(
+        self,
+        snapshot: FleetSnapshot,
+        book: IncidentBook,
+        now: datetime,
+        *,
+        steady: bool,
+    ) -> None:
+        self.now = now
+        self.steady = steady
+        self.eff = Effective.of(snapshot.config)
+        self.live_ok = snapshot.live.list_ok
+        self.ping_ok = snapshot.live.ping_ok
+        self._agents = snapshot.live.agents
+        self.by_terminal = _by_terminal(self._agents)
+        self._by_name: dict[str, LiveAgent] | None = None
+        self.targeted: Mapping[str, str] = snapshot.live.targeted_errors
+        self.probes = _index_probes(snapshot.probes)
+        self.touched = frozenset(self.probes) | frozenset(self.targeted)
+        self.inboxes: dict[str, InboxView] = {inbox.key: inbox for inbox in snapshot.inboxes}
+        self.book = book
+        self.effects: list[Effect] = []
+        self.candidates: list[ProbeCandidate] = []
+        self.lead_states: dict[str, LeadState] = {}
+        self.mutes_by_profile: dict[str, int] = {}
+
+    @property
+    def by_name(self) -> dict[str, LiveAgent]:
+        """Live agents by name, built on first use (most subjects match by terminal id)."""
+        if self._by_name is None:
+            self._by_name = _by_name(self._agents)
+        return self._by_name
+
+    def match(self, terminal_id: str | None, name: str) -> LiveAgent | None:
+        """The live agent of a subject: same terminal when known, else same name."""
+        if terminal_id is not None:
+            return self.by_terminal.get(terminal_id)
+        return self.by_name.get(name)
+
+    def not_found(self, target: str) -> str | None:
+        """A ``*_not_found`` code from this tick's per-target calls, if any."""
+        code = self.targeted.get(target)
+        return code if is_target_loss(code) else None
+
+    def owner_can_receive(self, lead: str | None) -> bool:
+        """True when ``lead`` is a known lead not in a fault state this tick."""
+        state = self.lead_states.get(lead) if lead is not None else None
+        return state is not None and state not in FAULT_LEAD_STATES
+
+    def sync_incident(
+        self,
+        current: IncidentKey | None,
+        desired: IncidentKey | None,
+        *,
+        target: str | None,
+        owner_lead: str | None = None,
+        committed: bool = False,
+        evidence: Evidence = (),
+    ) -> IncidentKey | None:
+        """Make ``desired`` the subject's open incident, emitting edge effects only on change."""
+        if current == desired:
+            if desired is not None:
+                held = self.book.open.get(desired)
+                if held is not None and held.committed_work_at_risk != committed:
+                    updated = self.book.amend(held, committed_work_at_risk=committed)
+                    self.effects.append(UpdateIncident(incident=updated))
+            return desired
+        if current is not None:
+            closed = self.book.close(current)
+            if closed is not None:
+                reason = ResolveReason.CLEARED if desired is None else ResolveReason.SUPERSEDED
+                self.resolve(closed, reason)
+        if desired is not None:
+            self.open(
+                desired,
+                target=target,
+                owner_lead=owner_lead,
+                committed=committed,
+                evidence=evidence,
+            )
+        return desired
+
+    def resolve(self, incident: Incident, reason: ResolveReason) -> None:
+        """Emit the resolution of an incident already removed from the book."""
+        self.effects.append(ResolveIncident(incident=incident, reason=reason, resolved_at=self.now))
+
+    def open(
+        self,
+        key: IncidentKey,
+        *,
+        target: str | None,
+        owner_lead: str | None,
+        committed: bool,
+        evidence: Evidence,
+    ) -> None:
+        """Open ``key`` and route it: exact owning lead, else the router (§7.3, Figure 2)."""
+        recipient = (
+            owner_lead if key.scope is Scope.MEMBER and self.owner_can_receive(owner_lead) else None
+        )
+        incident = self.book.open_new(
+            key,
+            now=self.now,
+            target=target,
+            owner_lead=owner_lead,
+            recipient_lead=recipient,
+            committed_work_at_risk=committed,
+            evidence=evidence,
+        )
+        self.effects.append(OpenIncident(incident=incident))
+        if recipient is not None:
+            self.effects.append(PublishHealthRecord(recipient_lead=recipient, incident=incident))
+            return
+        if key.scope is Scope.MEMBER:
+            reason = RoutingReason.OWNER_UNHEALTHY if owner_lead else RoutingReason.NO_OWNER
+        else:
+            reason = _ROUTE_BY_SCOPE[key.scope]
+        self.effects.append(RequestRouting(incident=incident, reason=reason))
+
+    def reroute_from(self, lead: str) -> None:
+        """A lead turned unhealthy: hand every incident published to it to the router."""
+        for key in sorted(k for k, i in self.book.open.items() if i.recipient_lead == lead):
+            updated = self.book.amend(self.book.open[key], recipient_lead=None)
+            self.effects.append(
+                RequestRouting(incident=updated, reason=RoutingReason.OWNER_UNHEALTHY)
+            )
