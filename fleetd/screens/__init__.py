@@ -2,8 +2,8 @@
 
 Everything here is pure: it takes the text of a pane read and returns values. The bridge uses it
 for the completion fallback and the delivery baseline (:func:`extract_assistant_block`), health
-for STALL_SUSPECTED (:func:`digest`), and the herdr simulator draws its fake screens with
-:mod:`.compose`.
+for ERROR_ON_SCREEN (:func:`match_fatal`) and STALL_SUSPECTED (:func:`digest`), and the herdr
+simulator draws its fake screens with :mod:`.compose`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from fleetd.screens.extract import (
     extract_assistant_block,
     repair_supported,
 )
+from fleetd.screens.fatal import FatalSignature, match_fatal, signature_ids
 from fleetd.screens.kinds import AgentKind, parse_agent_kind
 from fleetd.screens.normalise import digest, normalise
 
@@ -21,9 +22,12 @@ __all__ = [
     "AgentKind",
     "CaptureResult",
     "Extraction",
+    "FatalSignature",
     "digest",
     "extract_assistant_block",
+    "match_fatal",
     "normalise",
     "parse_agent_kind",
     "repair_supported",
+    "signature_ids",
 ]
