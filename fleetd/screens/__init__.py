@@ -1,9 +1,9 @@
 """Reading agent screens: assistant blocks, fatal signatures and progress digests.
 
 Everything here is pure: it takes the text of a pane read and returns values. The bridge uses it
-for the completion fallback and the delivery baseline (:func:`extract_assistant_block`), health
-for ERROR_ON_SCREEN (:func:`match_fatal`) and STALL_SUSPECTED (:func:`digest`), and the herdr
-simulator draws its fake screens with :mod:`.compose`.
+for the completion fallback and the delivery baseline (:func:`extract_assistant_block`,
+:func:`render_fallback`), health for ERROR_ON_SCREEN (:func:`match_fatal`) and STALL_SUSPECTED
+(:func:`digest`), and the herdr simulator draws its fake screens with :mod:`.compose`.
 """
 
 from __future__ import annotations
@@ -16,18 +16,36 @@ from fleetd.screens.extract import (
 )
 from fleetd.screens.fatal import FatalSignature, match_fatal, signature_ids
 from fleetd.screens.kinds import AgentKind, parse_agent_kind
+from fleetd.screens.markers import (
+    CLIPPED_TAIL_MARKER,
+    COMPLETION_FALLBACK_MARKER,
+    NO_TEXT_NOTE,
+    RAW_TEXT_MARKER,
+    READ_FAILED_NOTE,
+    REPAIRED_COMPLETION_MARKER,
+    FallbackReason,
+    render_fallback,
+)
 from fleetd.screens.normalise import digest, normalise
 
 __all__ = [
+    "CLIPPED_TAIL_MARKER",
+    "COMPLETION_FALLBACK_MARKER",
+    "NO_TEXT_NOTE",
+    "RAW_TEXT_MARKER",
+    "READ_FAILED_NOTE",
+    "REPAIRED_COMPLETION_MARKER",
     "AgentKind",
     "CaptureResult",
     "Extraction",
+    "FallbackReason",
     "FatalSignature",
     "digest",
     "extract_assistant_block",
     "match_fatal",
     "normalise",
     "parse_agent_kind",
+    "render_fallback",
     "repair_supported",
     "signature_ids",
 ]
