@@ -76,14 +76,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     async def serve() -> None:
-        task = asyncio.current_task()
+        ready = asyncio.Event()
+        server = asyncio.ensure_future(run_sim(args.socket, args.scenario, ready=ready))
+        announce = asyncio.ensure_future(_announce(ready, args.socket))
         loop = asyncio.get_running_loop()
-        if task is not None:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError):
-                    loop.add_signal_handler(sig, task.cancel)
-        with contextlib.suppress(asyncio.CancelledError):
-            await run_sim(args.socket, args.scenario)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, server.cancel)
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await server
+        finally:
+            announce.cancel()
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    except OSError as exc:
+        print(f"fleetd sim: cannot listen on {args.socket} ({type(exc).__name__})", file=sys.stderr)
+        return 1
     return 0
+
+
+async def _announce(ready: asyncio.Event, socket_path: str) -> None:
+    await ready.wait()
+    print(f"fleetd sim: listening on {socket_path}", flush=True)
