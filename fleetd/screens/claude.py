@@ -31,9 +31,7 @@ _MARK = re.compile(r"^[⏺●](?: |$)")
 _RESULT = re.compile(r"^ {1,4}⎿(?: |$)")
 # The working spinner: a glyph, a verb ending in "…", maybe "(47s · ↓ 2.1k tokens)" after it.
 SPINNER = re.compile(r"^ ?[*·✢✶✻✽] \S[^…\n]{0,60}…")
-_TOOL_HEADER = re.compile(
-    r"^[A-Z][A-Za-z]*(?: [A-Z][A-Za-z]*)*\(|\(MCP\)|ctrl\+[or] to expand|ctrl\+[or] to see"
-)
+_TOOL_HEADER = re.compile(r"^[A-Z][A-Za-z]*(?: [A-Z][A-Za-z]*)*\(|\(MCP\)|ctrl\+[or] to expand")
 # Openings of the synthetic messages Claude Code prints in place of an answer (squashed).
 _SYSTEM_OPENINGS = (
     "APIError",

@@ -33,6 +33,7 @@ _REASONING = re.compile(r"^_?Thinking:")
 _STATUS = re.compile(r"ctrl\+p commands|esc (?:again to )?interrupt|OpenCode \d|\[retrying in")
 _WIDE = 120
 _GUTTER = 3
+_SEARCH_LIMIT = 400  # panes are never that wide; bounds the gutter search
 
 
 @dataclass(slots=True)
@@ -47,7 +48,7 @@ def crop_sidebar(lines: list[str]) -> list[str]:
     width = max((len(line) for line in lines), default=0)
     if width <= _WIDE:
         return lines
-    for column in range(100, width):
+    for column in range(100, min(width, _SEARCH_LIMIT)):
         if all(not line[column - _GUTTER : column].strip() for line in lines) and any(
             line[column:].strip() for line in lines
         ):

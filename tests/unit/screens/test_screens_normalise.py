@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,6 +17,7 @@ from fleetd.screens.compose import (
 from fleetd.screens.normalise import clean_lines, digest, normalise, tidy
 
 KINDS = list(AgentKind)
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "screens"
 
 
 @pytest.mark.parametrize(
@@ -132,3 +135,39 @@ def test_normalise_is_idempotent_and_total(text: str) -> None:
     once = normalise(text)
     assert normalise(once) == once
     assert "\x1b" not in once
+
+
+# (fixture, its ticking line, the same line a while later)
+TICKS = [
+    (
+        "claude/working.txt",
+        "✽ Finagling… (2m 13s · ↑ 4.8k tokens · esc to interrupt)\n  ⎿  Tip: Press shift+tab",
+        "· Finagling… (9m 52s · ↑ 11.0k tokens · esc to interrupt)\n  ⎿  Tip: Use /memory",
+    ),
+    (
+        "codex/working.txt",
+        "◦ Working (1m 12s • esc to interrupt)",
+        "• Working (14m 3s • esc to interrupt)",
+    ),
+    ("opencode/working.txt", "⬝⬝■■■⬝⬝⬝  esc interrupt", "■⬝⬝⬝⬝⬝■■  esc interrupt"),
+    ("opencode/working.txt", "31.9K (12%) · $0.22", "33.0K (13%) · $0.25"),
+    ("codex/reconnecting.txt", "4/5 (1m 2s", "5/5 (1m 31s"),
+    ("claude/retrying.txt", "19 seconds… (attempt 6/10)", "7 seconds… (attempt 7/10)"),
+]
+
+
+@pytest.mark.parametrize(("name", "before", "after"), TICKS)
+def test_fixture_digest_ignores_ticking_lines(name: str, before: str, after: str) -> None:
+    """A real working screen keeps its digest while only its ticking lines change."""
+    screen = (FIXTURES / name).read_text(encoding="utf-8")
+    assert before in screen
+    assert digest(screen.replace(before, after)) == digest(screen)
+
+
+@pytest.mark.parametrize("name", sorted({name for name, _, _ in TICKS}))
+def test_fixture_digest_changes_with_a_new_output_line(name: str) -> None:
+    """The same screen with one more line of real output has a different digest."""
+    screen = (FIXTURES / name).read_text(encoding="utf-8")
+    lines = screen.split("\n")
+    lines.insert(3, "  wrote 3 files")
+    assert digest("\n".join(lines)) != digest(screen)
