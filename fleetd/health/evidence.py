@@ -77,6 +77,7 @@ class MemberEvidence:
     sustained: int = 1
     raw_status: LiveStatus | None = None
     raw_since: datetime | None = None
+    raw_streak: int = 1
     seq: int | None = None
     absent: int = 0
     boundary_token: str | None = None

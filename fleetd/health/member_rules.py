@@ -71,6 +71,7 @@ class MemberSeen:
         "orphaned",
         "probe",
         "raw",
+        "raw_streak",
         "released",
         "stalled",
         "stranded",
@@ -94,6 +95,8 @@ class MemberSeen:
         self.stranded = inbox is not None and inbox.depth > 0 and inbox.push_cap_reached
 
         seq_changed = prior is not None and prior.seq is not None and seq != prior.seq
+        same_raw = prior is not None and prior.raw_status is raw
+        self.raw_streak = min(prior.raw_streak + 1, 2) if same_raw and prior is not None else 1
         probe = prior.probe if prior is not None else EMPTY_PROBE
         results = tick.probes.get(view.name)
         if results:
@@ -198,6 +201,7 @@ def normal_state(
 
 
 def classify(seen: MemberSeen) -> tuple[MemberState, str]:
+    """The highest-precedence state the evidence supports, and its cause code."""
     if seen.released:
         if seen.orphaned:
             return _M.DELEGATION_ORPHANED, "pending_after_teardown"

@@ -47,7 +47,8 @@ _FAIL_ON_ENTRY: Final = {
 _COMMITTED_FLAG_STATES: Final = frozenset(
     {MemberState.REPLY_STRANDED, MemberState.DELEGATION_ORPHANED}
 )
-_PROGRESS_STATES: Final = frozenset({MemberState.WORKING, MemberState.STALL_SUSPECTED})
+_ERROR_RANK: Final = spec_of(MemberState.ERROR_ON_SCREEN).rank
+_STALL_RANK: Final = spec_of(MemberState.STALL_SUSPECTED).rank
 _MUTE_CAUSE: Final = "completion_fallback"
 _NEVER: Final = datetime.max.replace(tzinfo=UTC)
 _S = SessionState
@@ -59,15 +60,21 @@ Signature = tuple[object, ...]
 def _candidate(
     seen: MemberSeen,
     state: MemberState,
-    sustained: int,
     now: datetime,
     marks: tuple[str | None, MemberState | None],
 ) -> ProbeCandidate | None:
-    """The one pane read this member may ask for (§6.1), if any."""
+    """The one pane read this member may ask for (§6.1), if any.
+
+    Evidence reads follow the raw situation, not the displayed state, so a lower-ranked state
+    (a stranded reply, say) cannot hide the screen or progress evidence of a higher rule; a read
+    is skipped only when a state at least as high as the one it could establish already holds.
+    """
     agent: LiveAgent | None = seen.agent
     if agent is None:
         return None
     repair_token, final_read_state = marks
+    rank = spec_of(state).rank
+    raw = seen.raw
     reason: ProbeReason | None = None
     source: ProbeSource | None = None
     if state is _M.TURN_BOUNDARY_LOST:
@@ -76,15 +83,20 @@ def _candidate(
     elif state in FINAL_READ_MEMBER_STATES:
         if final_read_state is not state:
             reason, source = ProbeReason.FINAL_EVIDENCE, ProbeSource.VISIBLE
-    elif state is _M.BLOCKED_AMBIGUOUS:
+    elif raw is LiveStatus.BLOCKED or raw is LiveStatus.UNKNOWN:
         # one detection read per blocked stretch of a turn: it looks for a tested fatal signature
-        if sustained >= 2 and seen.probe.signature_token != seen.token:
-            blocked = seen.raw is LiveStatus.BLOCKED
+        if (
+            seen.in_turn
+            and seen.raw_streak >= 2
+            and rank > _ERROR_RANK
+            and seen.probe.signature_token != seen.token
+        ):
+            blocked = raw is LiveStatus.BLOCKED
             reason = ProbeReason.SUSTAINED_BLOCKED if blocked else ProbeReason.SUSTAINED_UNKNOWN
             source = ProbeSource.DETECTION
     elif (
-        state in _PROGRESS_STATES
-        and seen.raw is LiveStatus.WORKING
+        raw is LiveStatus.WORKING
+        and rank >= _STALL_RANK
         and seen.suspect_at is not None
         and now >= seen.suspect_at
     ):
@@ -232,7 +244,7 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
         tick.effects.append(RequestTargetLookup(target=view.name))
 
     marks = (prior.repair_token, prior.final_read_state) if prior is not None else (None, None)
-    candidate = _candidate(seen, state, sustained, now, marks)
+    candidate = _candidate(seen, state, now, marks)
     if candidate is not None:
         tick.candidates.append(candidate)
 
@@ -242,6 +254,7 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
     quiet = (
         candidate is None
         and sustained >= 2
+        and seen.raw_streak >= 2
         and not seen.absent
         and seen.boundary_count != 1
         and not mute_times
@@ -257,6 +270,7 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
         sustained=sustained,
         raw_status=seen.raw,
         raw_since=prior.raw_since if prior is not None and prior.raw_status is seen.raw else now,
+        raw_streak=seen.raw_streak,
         seq=agent.state_change_seq if agent is not None else None,
         absent=seen.absent,
         boundary_token=seen.boundary_token,
