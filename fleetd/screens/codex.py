@@ -28,7 +28,8 @@ _PROMPT = re.compile(r"^›(?: |$)")
 _CELL = re.compile(r"^(?:[•◦■⚠✓✔✗✘🖐](?: |$)|ERROR: )")
 _SEPARATOR = re.compile(r"^─ ")
 _AGENT = re.compile(r"^[•◦](?: |$)")
-_ERROR = re.compile(r"^(?:[■✘🖐](?: |$)|ERROR: )")
+_AGENT_MARKERS = frozenset({"•", "◦"})
+_ERROR_MARKERS = frozenset({"■", "✘", "🖐", "ERROR:"})
 _PROGRESS_WORDS = frozenset(
     {"Running", "Exploring", "Calling", "Searching", "Waiting", "Working", "Reconnecting"}
 )
@@ -91,9 +92,9 @@ def _blocks(turn: list[str]) -> list[Block]:
         after_blank = not line
     blocks: list[Block] = []
     for draft in drafts:
-        if _AGENT.match(draft.marker):
+        if draft.marker in _AGENT_MARKERS:
             role = _agent_role(draft.lines)
-        elif _ERROR.match(draft.marker + " "):
+        elif draft.marker in _ERROR_MARKERS:
             role = Role.MESSAGE
         else:
             role = Role.NOTICE
