@@ -112,9 +112,16 @@ def _leads(
     for name in sorted(prior.keys() - listed):
         before = prior[name]
         missing = min(before.identity_missing + (1 if sighted else 0), _TWO)
-        if missing >= _TWO and before.state not in FAULT_LEAD_STATES:
-            continue  # retired after the grace; no incident can be open outside a fault state
-        result[name] = after = step(tick, retained_view(before), before, missing)
+        after = step(tick, retained_view(before), before, missing)
+        if (
+            missing >= _TWO
+            and after.raw_status is not None
+            and after.state not in FAULT_LEAD_STATES
+        ):
+            # retired after the grace, seen alive; outside a fault state no incident is open
+            tick.lead_states.pop(name, None)
+            continue
+        result[name] = after
         _transition(
             tick, Scope.LEAD, subject=name, target=before.agent_name, before=before, after=after
         )

@@ -188,7 +188,7 @@ def test_conflicting_observation_restarts_the_two_snapshot_count(between: object
     """Any conflicting observation after the first prompt snapshot prevents the loss."""
     run = Run()
     run.tick(live(agent("m1", L.DONE)), [busy()])
-    view_live, view = between()  # type: ignore[operator]
+    view_live, view = between()
     run.tick(view_live, [view])
     assert run.member() is not M.TURN_BOUNDARY_LOST
 
@@ -275,7 +275,7 @@ def _working_reads(digests: list[str], *, turns: int = 40) -> Run:
     answers = iter(digests)
     pending: tuple[object, ...] = ()
     for _ in range(turns):
-        run.tick(live(agent("m1", L.WORKING)), [view], probes=pending)  # type: ignore[arg-type]
+        run.tick(live(agent("m1", L.WORKING)), [view], probes=pending)
         reads = run.effects(RequestPaneProbe)
         pending = run.answers(digest=next(answers, digests[-1])) if reads else ()
     return run

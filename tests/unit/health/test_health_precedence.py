@@ -60,7 +60,7 @@ def _seen(flags: dict[str, bool], *, released: bool = False) -> SimpleNamespace:
 @given(st.fixed_dictionaries({name: st.booleans() for name, _ in LADDER}))
 def test_the_highest_present_rule_wins(flags: dict[str, bool]) -> None:
     """For any mix of evidence the classifier returns the highest-ranked rule present."""
-    state, _ = classify(_seen(flags))  # type: ignore[arg-type]
+    state, _ = classify(_seen(flags))
     expected = next((s for name, s in LADDER if flags[name]), M.WORKING)
     assert state is expected
 
@@ -70,7 +70,7 @@ def test_released_members_answer_only_to_teardown_inbox_and_worktree(
     flags: dict[str, bool],
 ) -> None:
     """A released session is judged by orphaned tasks, stranded replies and its worktree only."""
-    state, _ = classify(_seen(flags, released=True))  # type: ignore[arg-type]
+    state, _ = classify(_seen(flags, released=True))
     order = [("orphaned", M.DELEGATION_ORPHANED), ("stranded", M.REPLY_STRANDED)]
     order.append(("at_risk", M.WORK_PRODUCT_AT_RISK))
     assert state is next((s for name, s in order if flags[name]), M.RELEASED)

@@ -1,0 +1,222 @@
+"""Lead states (M4 §4.4), lead identity retention, and member-incident routing (§7.3)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from health_fleet import LEAD, TICK, Run, agent, failed_list, inbox, lead, live, member
+
+from fleetd.health import (
+    HealthSettings,
+    LeadState,
+    LiveStatus,
+    LiveView,
+    OpenIncident,
+    ProbeSource,
+    PublishHealthRecord,
+    RequestPaneProbe,
+    RequestRouting,
+    RequestTargetLookup,
+    ResolveIncident,
+    SessionState,
+)
+
+L, LS = LiveStatus, LeadState
+
+
+def lead_only(status: LiveStatus | None, **fields: object) -> LiveView:
+    agents = () if status is None else (agent("lead-a", status, **fields),)
+    return live(*agents, with_lead=False)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (L.IDLE, LS.LEAD_IDLE),
+        (L.DONE, LS.LEAD_IDLE),
+        (L.WORKING, LS.LEAD_WORKING),
+        (L.BLOCKED, LS.LEAD_WORKING),
+        (L.UNKNOWN, LS.LEAD_STATUS_UNKNOWN),
+    ],
+)
+def test_present_lead_states(status: LiveStatus, expected: LeadState) -> None:
+    """A present lead is idle, working (also when blocked: not injectable) or status-unknown."""
+    run = Run()
+    run.tick(lead_only(status), [])
+    assert run.lead() is expected
+    assert not run.effects(OpenIncident)
+
+
+def test_two_successful_absences_with_working_ping_are_unreachable() -> None:
+    """Absent from two successful lists while ping works: LEAD_UNREACHABLE, routed onward."""
+    run = Run()
+    run.tick(lead_only(L.IDLE), [])
+    run.tick(lead_only(None), [])
+    assert run.lead() is LS.LEAD_STATUS_UNKNOWN
+    assert run.effects(RequestTargetLookup) == [RequestTargetLookup(target="lead-a")]
+    run.tick(lead_only(None), [])
+    assert run.lead() is LS.LEAD_UNREACHABLE
+    [opened] = run.effects(OpenIncident)
+    assert (opened.incident.scope, opened.incident.severity) == ("lead", "critical")
+    assert run.effects(RequestRouting)[0].reason == "lead_fault"
+    assert run.state.leads["lead-a"].last_seen_at == run.now - 2 * TICK
+
+
+def test_global_link_failure_is_not_lead_disappearance() -> None:
+    """Failed lists carry no absence evidence, however many there are."""
+    run = Run()
+    run.tick(lead_only(L.IDLE), [])
+    for _ in range(5):
+        run.tick(failed_list(ping=True), [])
+    run.tick(lead_only(None), [])
+    assert run.lead() is LS.LEAD_STATUS_UNKNOWN
+
+
+def test_absence_while_ping_fails_is_not_counted() -> None:
+    """An absence observed while ping fails proves nothing about the lead."""
+    run = Run()
+    for _ in range(3):
+        run.tick(LiveView(list_ok=True, agents=(), ping_ok=False), [])
+    assert run.lead() is LS.LEAD_STATUS_UNKNOWN
+
+
+def test_targeted_not_found_is_unreachable_at_once() -> None:
+    """A ``*_not_found`` lookup with a healthy link is definitive."""
+    run = Run()
+    run.tick(live(targeted={"lead-a": "agent_not_found"}, with_lead=False), [])
+    assert run.lead() is LS.LEAD_UNREACHABLE
+    run.tick(lead_only(None), [])
+    assert run.lead() is LS.LEAD_UNREACHABLE
+    assert not run.effects(RequestTargetLookup)
+
+
+def test_returning_lead_recovers_and_resolves() -> None:
+    """Seen again at its prompt, the lead is idle and its incident resolves."""
+    run = Run()
+    run.tick(lead_only(None), [])
+    run.tick(lead_only(None), [])
+    run.tick(lead_only(L.IDLE), [])
+    assert run.lead() is LS.LEAD_IDLE
+    assert [e.reason for e in run.effects(ResolveIncident)] == ["cleared"]
+
+
+def test_exhausted_nudges_make_an_idle_lead_unresponsive_after_the_floor() -> None:
+    """Actionable work, an injectable lead and a reached nudge cap: unresponsive after 120 s."""
+    run = Run(settings=HealthSettings(lead_unresponsive_after=timedelta(0)))
+    capped = lead(actionable_waiting=2, nudges_sent=3, nudge_cap_reached_at=run.now)
+    run.tick(lead_only(L.IDLE), [], leads=[capped], advance=timedelta(seconds=119))
+    assert run.lead() is LS.LEAD_IDLE
+    run.tick(lead_only(L.IDLE), [], leads=[capped], advance=timedelta(seconds=1))
+    assert run.lead() is LS.LEAD_UNRESPONSIVE
+    final = run.effects(RequestPaneProbe)
+    assert [(p.source, p.reason) for p in final] == [("visible", "final_evidence")]
+    run.tick(lead_only(L.IDLE), [], leads=[capped], advance=timedelta(minutes=5))
+    assert not run.effects(RequestPaneProbe)
+
+
+def test_working_lead_is_never_unresponsive() -> None:
+    """A lead in a live turn is busy, not unresponsive."""
+    run = Run()
+    capped = lead(actionable_waiting=1, nudge_cap_reached_at=run.now)
+    run.tick(lead_only(L.WORKING), [], leads=[capped], advance=timedelta(hours=1))
+    assert run.lead() is LS.LEAD_WORKING
+
+
+def test_unchanged_digests_on_a_long_working_lead_are_stall_suspected() -> None:
+    """A lead working past the threshold with two equal digests is LEAD_STALL_SUSPECTED."""
+    run = Run()
+    pending: tuple[object, ...] = ()
+    for _ in range(30):
+        run.tick(lead_only(L.WORKING), [], probes=pending)
+        pending = run.answers(digest="same")
+    assert run.lead() is LS.LEAD_STALL_SUSPECTED
+    reads = run.all_effects(RequestPaneProbe)
+    assert {r.source for r in reads} == {ProbeSource.RECENT_UNWRAPPED}
+    assert reads[0].target == "lead-a"
+
+
+def test_quiet_leads_cause_no_reads() -> None:
+    """Idle and briefly working leads are never read."""
+    run = Run()
+    for status in (L.IDLE, L.WORKING, L.WORKING, L.IDLE) * 3:
+        run.tick(lead_only(status), [])
+        assert run.reads() == 0
+
+
+def test_lead_leaving_the_identity_map_survives_a_two_snapshot_grace() -> None:
+    """A vanished identity is kept for two successful snapshots, then retired when healthy."""
+    run = Run()
+    run.tick(lead_only(L.IDLE), [])
+    run.tick(lead_only(L.IDLE), [], leads=[])
+    assert "lead-a" in run.state.leads
+    run.tick(failed_list(ping=True), [], leads=[])
+    assert "lead-a" in run.state.leads
+    run.tick(lead_only(L.IDLE), [], leads=[])
+    assert "lead-a" not in run.state.leads
+
+
+def test_dead_lead_cannot_escape_by_vanishing_from_the_map() -> None:
+    """A lead that disappears from the map and from herdr is still found unreachable."""
+    run = Run()
+    run.tick(lead_only(L.IDLE), [])
+    run.tick(lead_only(None), [], leads=[])
+    run.tick(lead_only(None), [], leads=[])
+    assert run.lead() is LS.LEAD_UNREACHABLE
+    for _ in range(4):
+        run.tick(lead_only(None), [], leads=[])
+    assert run.lead() is LS.LEAD_UNREACHABLE
+
+
+# --- routing of member incidents -----------------------------------------------------------------
+
+
+def stranded(owner: str | None = "lead-a") -> tuple[object, object]:
+    return member(state=SessionState.DONE, owner=owner), inbox("m1", capped=True)
+
+
+def test_member_incident_goes_to_its_exact_owning_lead() -> None:
+    """A healthy owner receives the member incident; nobody else does."""
+    run = Run()
+    view, box = stranded()
+    run.tick(live(agent("m1")), [view], inboxes=[box])
+    [published] = run.effects(PublishHealthRecord)
+    assert published.recipient_lead == "lead-a"
+    assert published.incident.recipient_lead == "lead-a"
+    assert not run.effects(RequestRouting)
+
+
+def test_member_incident_without_owner_goes_to_routing() -> None:
+    """No known owner: no fallback lead, the router (peer or person) decides."""
+    run = Run()
+    view, box = stranded(owner=None)
+    run.tick(live(agent("m1")), [view], inboxes=[box])
+    assert not run.effects(PublishHealthRecord)
+    assert [e.reason for e in run.effects(RequestRouting)] == ["no_owner"]
+
+
+def test_member_incident_of_an_unhealthy_owner_goes_to_routing() -> None:
+    """An owner that is itself unreachable cannot receive the incident."""
+    run = Run()
+    view, box = stranded(owner="lead-b")
+    leads = [LEAD, lead("lead-b")]
+    lost_b = live(agent("m1"), targeted={"lead-b": "agent_not_found"})
+    run.tick(lost_b, [view], leads=leads)
+    run.tick(lost_b, [view], leads=leads, inboxes=[box])
+    assert not run.effects(PublishHealthRecord)
+    assert [e.reason for e in run.effects(RequestRouting)] == ["owner_unhealthy"]
+
+
+def test_owner_turning_unhealthy_hands_its_incidents_to_routing() -> None:
+    """When the owning lead becomes unreachable its open member incidents are re-routed."""
+    run = Run()
+    view, box = stranded()
+    run.tick(live(agent("m1")), [view], inboxes=[box])
+    lost_a = live(agent("m1"), targeted={"lead-a": "agent_not_found"}, with_lead=False)
+    run.tick(lost_a, [view], inboxes=[box])
+    rerouted = [e for e in run.effects(RequestRouting) if e.incident.scope == "member"]
+    assert [(e.reason, e.incident.recipient_lead) for e in rerouted] == [("owner_unhealthy", None)]
+    held = {i.scope: i.recipient_lead for i in run.state.open_incidents()}
+    assert held == {"member": None, "lead": None}
+    run.tick(lost_a, [view], inboxes=[box])
+    assert not run.effects(RequestRouting)
