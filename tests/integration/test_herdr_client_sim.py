@@ -115,7 +115,7 @@ async def test_agent_start_is_pending_then_interactive(h: SimHarness) -> None:
 
 
 async def test_prompt_goes_working_then_done_then_idle_on_focus(h: SimHarness) -> None:
-    """A prompt makes the agent work with a changing screen, finish `done`, and focus makes it idle."""
+    """A prompt: working with a changing screen, then `done`; focusing makes it idle."""
     pane_id = await _member(h)
     prompted = await h.run(h.client.agent_prompt("m1", "Fix the flaky test"))
     assert prompted.agent_status.at_prompt

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shutil
 import signal
 import socket
@@ -191,10 +192,12 @@ async def test_deadline_runs_on_the_injected_clock(short_dir: Path) -> None:
 async def test_unknown_status_and_fields_over_the_wire(short_dir: Path) -> None:
     """A newer herdr's extra fields and an unknown status parse; the status is UNKNOWN."""
     path = short_dir / "new.sock"
+    seen_ids: list[str] = []
 
     async def newer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         request = await reader.readline()
         request_id = request.split(b'"id":"', 1)[1].split(b'"', 1)[0]
+        seen_ids.append(request_id.decode())
         writer.write(
             b'{"id":"' + request_id + b'","result":{"type":"agent_list","cursor":7,"agents":['
             b'{"terminal_id":"term_9","agent_status":"compacting","workspace_id":"w1",'
@@ -209,3 +212,4 @@ async def test_unknown_status_and_fields_over_the_wire(short_dir: Path) -> None:
         (agent,) = await client.agent_list()
     assert agent.agent_status is AgentStatus.UNKNOWN
     assert not agent.agent_status.at_prompt
+    assert re.fullmatch(r"[0-9a-f]{32}", seen_ids[0])
