@@ -82,6 +82,7 @@ async def serve(ref: ConfigRef) -> None:
 
     from fleetd.api.app import create_app  # noqa: PLC0415
     from fleetd.compose import build_service  # noqa: PLC0415
+
     service = build_service(ref, environ=dict(os.environ))
     app = create_app(service)
     api = ref.current.api

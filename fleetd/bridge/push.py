@@ -51,6 +51,7 @@ class PushLoop:
     outcomes: dict[str, PushOutcome] = field(default_factory=dict)
 
     async def push_once(self) -> None:
+        await self.bridge.flush_unpublished()
         config = self.bridge.settings()
         cap = config.bridge.push.max_nudges_per_item
         for lead in config.leads:

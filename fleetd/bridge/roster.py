@@ -69,7 +69,7 @@ class Roster:
         return [
             s
             for s in self.live()
-            if s.state is SessionState.SPAWNING
+            if (s.state is SessionState.SPAWNING and s.launched)
             or s.session_id in self.inflight
             or self.queues.get(s.session_id)
         ]

@@ -88,6 +88,7 @@ class Bridge:
         self.roster = Roster()
         self.tasks = TaskBook(on_terminal=self._count_terminal)
         self.mutes: list[MuteEvent] = []
+        self.unpublished: list[InboxRecord] = []
         self.teardown_failures: list[str] = []
         self.deliverer = Deliverer(self)
 
@@ -179,10 +180,24 @@ class Bridge:
             ticket=ticket.ticket_id if ticket else None,
             source=source,
         )
-        try:
-            await self.inbox.publish(record)
-        except FleetdError as exc:
-            _log.warning("reply for %s could not be kept in the inbox: %s", session.owner, exc)
+        self.unpublished.append(record)
+        await self.flush_unpublished()
+
+    async def flush_unpublished(self) -> None:
+        """Publish replies the inbox could not take before, oldest first; keep what still fails."""
+        while self.unpublished:
+            record = self.unpublished[0]
+            try:
+                await self.inbox.publish(record)
+            except FleetdError as exc:
+                _log.warning(
+                    "reply for %s waits for the inbox (%d held): %s",
+                    record.recipient_lead,
+                    len(self.unpublished),
+                    type(exc).__name__,
+                )
+                return
+            self.unpublished.pop(0)
 
     # ------------------------------------------------------------ presence
     def presence(self, session_id: str) -> None:

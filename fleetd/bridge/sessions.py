@@ -92,6 +92,7 @@ class Session:
     terminal_id: str | None = None
     worktree: Worktree | None = None
     state: SessionState = SessionState.SPAWNING
+    launched: bool = False  # herdr accepted agent.start; before that there is nothing to poll
     presence: bool = False
     presence_at: datetime | None = None
     turn: int = 0

@@ -94,6 +94,7 @@ async def spawn_member(
         await bridge.control.start_agent(
             name=name, kind=profile.kind, pane_id=pane.pane_id, args=[*profile.args, *plan.args]
         )
+        session.launched = True
     except FleetdError:
         session.apply(SessionEvent.START_FAILED, bridge.clock.now())
         await bridge.release(session, ReleaseCause.SPAWN_ROLLBACK)

@@ -1,0 +1,162 @@
+"""An end-to-end fleet: the herdr simulator, fleetd on uvicorn, real HTTP and MCP clients.
+
+Everything runs in this process on one :class:`~fleetd.clock.FakeClock`: the simulator's agents,
+fleetd's loops and its herdr client. :func:`~fleetd.sim.harness.drive` moves the clock in small
+steps and lets socket I/O flow between steps, so no test waits on real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+import uvicorn
+
+from fleetd.api.app import create_app
+from fleetd.clock import FakeClock
+from fleetd.compose import Fleetd, build_service
+from fleetd.config import ConfigRef
+from fleetd.config.loader import parse_config
+from fleetd.herdr.control import HerdrAgentControl
+from fleetd.sim.callback import FleetdCallbackBehaviour
+from fleetd.sim.harness import drive
+from fleetd.sim.scenario import parse_scenario
+from fleetd.sim.server import HerdrSimulator
+
+T = TypeVar("T")
+LEAD_TOKEN = "e2e-lead-token-0001"
+OPERATOR_TOKEN = "e2e-operator-token-0001"
+
+SCENARIO = {
+    "version": 1,
+    "defaults": {
+        "start_seconds": 0.5,
+        "react_seconds": 0.2,
+        "turn_seconds": 2.0,
+        "frame_seconds": 0.5,
+        "answer": "Finished {prompt}.",
+    },
+    "agents": {
+        "*mute*": {"faults": ["mute"]},
+        "*exit*": {"faults": ["exit"]},
+        "*instant*": {"faults": ["instant", "mute"]},
+    },
+    "existing": [{"name": "lead", "kind": "claude", "cwd": "/tmp", "label": "lead"}],
+}
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        yield
+
+
+@dataclass
+class E2EFleet:
+    clock: FakeClock
+    service: Fleetd
+    simulator: HerdrSimulator
+    base_url: str
+
+    async def run(self, aw: Awaitable[T], *, max_seconds: float = 120.0) -> T:
+        return await drive(self.clock, aw, max_seconds=max_seconds)
+
+    async def until(self, predicate: Callable[[], bool], *, max_seconds: float = 120.0) -> None:
+        async def wait() -> None:
+            while not predicate():  # noqa: ASYNC110 — the fake clock moves between these yields
+                await asyncio.sleep(0)
+
+        await self.run(wait(), max_seconds=max_seconds)
+
+    async def advance(self, seconds: float) -> None:
+        async def nothing() -> None:
+            await self.clock.sleep(seconds)
+
+        await self.run(nothing(), max_seconds=seconds + 1)
+
+    def http(self, token: str = LEAD_TOKEN) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+
+    async def tool(self, client: httpx.AsyncClient, tool: str, **args: Any) -> dict[str, Any]:
+        response = await self.run(client.post(f"/v1/tools/{tool}", json=args))
+        body: dict[str, Any] = response.json()
+        assert body["ok"], body
+        result: dict[str, Any] = body["result"]
+        return result
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def _repo(path: Path) -> Path:
+    path.mkdir()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t.invalid",
+    }
+    (path / "README.md").write_text("x\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "start"]):
+        subprocess.run(["git", *args], cwd=path, env=env, check=True)
+    return path
+
+
+@pytest.fixture
+async def e2e(tmp_path: Path) -> AsyncIterator[E2EFleet]:
+    clock = FakeClock()
+    short = Path(tempfile.mkdtemp(prefix="fe2e"))
+    socket_path = short / "herdr.sock"
+    simulator = HerdrSimulator(
+        socket_path, parse_scenario(SCENARIO), clock=clock, behaviour=FleetdCallbackBehaviour()
+    )
+    await simulator.start()
+    port = _free_port()
+    env = {"T_LEAD": LEAD_TOKEN, "T_OP": OPERATOR_TOKEN}
+    document = {
+        "api": {"host": "127.0.0.1", "port": port},
+        "herdr": {"socketPath": str(socket_path)},
+        "operatorTokenEnv": "T_OP",
+        "leads": [{"name": "lead", "agent": "lead", "tokenEnv": "T_LEAD"}],
+        "profiles": {"sonnet": {"kind": "claude"}, "codex": {"kind": "codex"}},
+        "worktrees": {"root": str(tmp_path / "wt"), "defaultRepo": str(_repo(tmp_path / "repo"))},
+    }
+    ref = ConfigRef(parse_config(document, env, base_dir=tmp_path), environ=env, now=clock.now())
+    control = HerdrAgentControl.for_socket(socket_path, clock=clock, request_timeout=2.0)
+    service = build_service(ref, environ=env, clock=clock, control=control)
+    app = create_app(service)
+    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
+    serving = asyncio.create_task(server.serve())
+
+    async def started() -> None:
+        while not server.started:
+            if serving.done():
+                await serving
+            await asyncio.sleep(0)
+
+    await drive(clock, started(), max_seconds=30)
+    try:
+        yield E2EFleet(
+            clock=clock, service=service, simulator=simulator, base_url=f"http://127.0.0.1:{port}"
+        )
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, timeout=15)  # uvicorn shuts down on real time
+        await simulator.stop()

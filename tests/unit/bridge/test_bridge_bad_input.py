@@ -1,0 +1,118 @@
+"""Bad input to the fleet tools gets a clear 4xx and changes no state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fleetd.api.app import create_app
+from fleetd.inbox.memory import InMemoryInbox
+from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> TestFleet:
+    built = build_test_fleet(tmp_path)
+    await built.service.own_lead_keys()
+    return built
+
+
+def _client(fleet: TestFleet, token: str | None = LEAD_TOKEN) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    transport = httpx.ASGITransport(app=create_app(fleet.service))
+    return httpx.AsyncClient(transport=transport, base_url="http://fleetd", headers=headers)
+
+
+def _state(fleet: TestFleet) -> tuple[Any, ...]:
+    bridge = fleet.bridge
+    return (
+        sorted((s.session_id, s.state.value, s.turn) for s in bridge.roster.sessions.values()),
+        sorted((t.ticket_id, t.outcome.value) for t in bridge.tasks.all()),
+        len(fleet.control.calls_to("prompt")),
+    )
+
+
+@pytest.mark.parametrize(
+    ("tool", "body", "status", "code"),
+    [
+        ("fleet_nope", {}, 404, "unknown_tool"),
+        ("fleet_send", {"target": 3, "prompt": "x"}, 422, "invalid_arguments"),
+        ("fleet_send", {"prompt": "x"}, 422, "invalid_arguments"),
+        ("fleet_send", {"target": "s-1", "prompt": "x", "extra": 1}, 422, "invalid_arguments"),
+        ("fleet_send", {"target": "nobody", "prompt": "x"}, 404, "unknown_target"),
+        ("fleet_send", {"target": "SID", "prompt": "x" * 100_001}, 422, "invalid_arguments"),
+        ("fleet_send", {"target": "SID", "prompt": "x", "wait": -1}, 422, "invalid_arguments"),
+        ("fleet_stop", {"sessionId": "a", "paneId": "b"}, 422, "invalid_arguments"),
+        ("fleet_poll", {"ticket": "t-unknown"}, 404, "unknown_target"),
+        ("fleet_poll", {"target": "lead-b"}, 403, "forbidden"),
+        ("fleet_reply", {"content": "x"}, 403, "forbidden"),
+        ("fleet_spawn", {"profile": "no-such"}, 422, "invalid_arguments"),
+    ],
+)
+async def test_bad_calls_are_refused_without_side_effects(
+    fleet: TestFleet, tool: str, body: dict[str, Any], status: int, code: str
+) -> None:
+    """Each bad call gets its status and code, and the fleet is exactly as before."""
+    sid = await fleet.spawn_ready()
+    body = {k: (sid if v == "SID" else v) for k, v in body.items()}
+    before = _state(fleet)
+    async with _client(fleet) as client:
+        response = await client.post(f"/v1/tools/{tool}", json=body)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] == code
+    assert _state(fleet) == before
+
+
+async def test_unknown_target_lists_the_valid_targets(fleet: TestFleet) -> None:
+    """A correctable mistake carries a recovery hint: the caller's live members."""
+    sid = await fleet.spawn_ready()
+    async with _client(fleet) as client:
+        response = await client.post("/v1/tools/fleet_status", json={"sessionId": "nobody"})
+    assert response.json()["error"]["hint"] == [sid]
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token"])
+async def test_wrong_or_missing_token_is_401(fleet: TestFleet, token: str | None) -> None:
+    """No valid bearer token: 401, no hint, nothing changes."""
+    before = _state(fleet)
+    async with _client(fleet, token) as client:
+        response = await client.post("/v1/tools/fleet_spawn", json={"profile": "sonnet"})
+    assert response.status_code == 401
+    assert "hint" not in response.json()["error"]
+    assert _state(fleet) == before
+
+
+async def test_another_leads_member_is_not_a_target(fleet: TestFleet) -> None:
+    """A lead cannot send to a member another lead owns."""
+    sid = await fleet.spawn_ready()
+    async with _client(fleet, LEAD_TOKEN + "-b") as client:
+        response = await client.post("/v1/tools/fleet_send", json={"target": sid, "prompt": "x"})
+    assert response.status_code == 404
+
+
+async def test_member_cannot_reply_for_another_session(fleet: TestFleet) -> None:
+    """A member token speaks only for its own session: its reply never resolves another's turn."""
+    first = await fleet.spawn_ready()
+    second = await fleet.spawn_ready("codex")
+    ticket = (await fleet.ok("fleet_send", target=second, prompt="x"))["ticket"]
+    result = await fleet.call("fleet_reply", fleet.member(first), content="not mine")
+    assert result.ok
+    assert (await fleet.ok("fleet_poll", ticket=ticket))["status"] == "pending"
+
+
+async def test_reply_is_held_until_the_inbox_takes_it(tmp_path: Path) -> None:
+    """A reply the inbox refuses is kept and published later, never dropped."""
+    fleet = build_test_fleet(tmp_path)
+    assert isinstance(fleet.inbox, InMemoryInbox)
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=sid, prompt="x")
+    await fleet.ok("fleet_reply", fleet.member(sid), content="kept")
+    assert len(fleet.bridge.unpublished) == 1
+    await fleet.service.own_lead_keys()
+    await fleet.service.push.push_once()
+    assert fleet.bridge.unpublished == []
+    messages = (await fleet.ok("fleet_poll"))["messages"]
+    assert [m["content"] for m in messages] == ["kept"]
