@@ -11,10 +11,13 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import uvicorn
 
 if TYPE_CHECKING:
     from fleetd.config import ConfigRef
@@ -78,18 +81,36 @@ def _serve(argv: list[str]) -> int:
 
 async def serve(ref: ConfigRef) -> None:
     """Serve one fleetd until SIGINT/SIGTERM; SIGHUP asks for a config reload."""
-    import uvicorn  # noqa: PLC0415
-
     from fleetd.api.app import create_app  # noqa: PLC0415
     from fleetd.compose import build_service  # noqa: PLC0415
 
     service = build_service(ref, environ=dict(os.environ))
     app = create_app(service)
     api = ref.current.api
-    server = uvicorn.Server(
+    server = _Server(
         uvicorn.Config(app, host=api.host, port=api.port, log_level="warning", lifespan="on")
     )
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError):
         loop.add_signal_handler(signal.SIGHUP, ref.request_reload)
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(stop, server.request_exit)
     await server.serve()
+    logging.getLogger("fleetd").info("stopped")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn whose signals fleetd owns: SIGTERM and SIGINT stop it, and the exit status is 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    def request_exit(self) -> None:
+        self.should_exit = True
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            config = self.config
+            logging.getLogger("fleetd").info("listening on http://%s:%s", config.host, config.port)

@@ -62,7 +62,7 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="fleetd-demo-") as tmp:
         root = Path(tmp)
         repo = _demo_repo(root / "repo")
-        port = port if _port_free(port) else _free_port()
+        port = port if port and _port_free(port) else _free_port()
         lead_token, operator_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         environ = {
             "FLEETD_DEMO_LEAD_TOKEN": lead_token,

@@ -1,0 +1,119 @@
+"""``fleetd sim`` and ``fleetd serve`` as real processes: the fleet view shows herdr's agents,
+and SIGTERM stops both cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+
+import httpx
+import pytest
+
+OPERATOR = "serve-test-operator-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def _fleetd(*args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fleetd", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _wait_for_line(proc: subprocess.Popen[bytes], marker: bytes, timeout: float = 30) -> None:
+    """Read the process's output until ``marker`` appears (bounded by ``timeout``)."""
+    assert proc.stdout is not None
+    stream = proc.stdout
+
+    def scan() -> bool:
+        return any(marker in line for line in iter(stream.readline, b""))
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        found = pool.submit(scan)
+        try:
+            assert found.result(timeout=timeout), "process ended before it was ready"
+        except FutureTimeout:
+            proc.kill()
+            raise
+
+
+def _drain(proc: subprocess.Popen[bytes]) -> None:
+    assert proc.stdout is not None
+    for _ in iter(proc.stdout.readline, b""):
+        pass
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+
+
+@pytest.fixture
+def processes(
+    tmp_path: Path,
+) -> Iterator[tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
+    sock = Path(tempfile.mkdtemp(prefix="fsrv")) / "herdr.sock"
+    port = _free_port()
+    config = tmp_path / "fleetd.yaml"
+    config.write_text(
+        f"api:\n  host: 127.0.0.1\n  port: {port}\n"
+        f"herdr:\n  socketPath: {sock}\n"
+        "operatorTokenEnv: SERVE_TEST_OPERATOR\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "SERVE_TEST_OPERATOR": OPERATOR}
+    sim = _fleetd("sim", "--socket", str(sock), "--scenario", "demo", env=env)
+    serve = _fleetd("serve", "--config", str(config), env=env)
+    try:
+        yield f"http://127.0.0.1:{port}", sim, serve
+    finally:
+        for proc in (serve, sim):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+
+def test_fleet_view_shows_the_simulated_agents_and_sigterm_stops_cleanly(
+    processes: tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]],
+) -> None:
+    """GET /v1/fleet lists herdr's live agents; SIGTERM ends both processes with status 0."""
+    base, sim, serve = processes
+    _wait_for_line(serve, b"listening on")
+    threading.Thread(target=_drain, args=(serve,), daemon=True).start()
+    with httpx.Client(timeout=10) as client:
+        livez = client.get(f"{base}/livez")
+        assert livez.status_code == 200
+        view = client.get(f"{base}/v1/fleet", headers={"Authorization": f"Bearer {OPERATOR}"})
+        assert view.status_code == 200, view.text
+        agents = {a["name"] for a in view.json()["result"]["agents"]}
+        assert {"lead", "lead-b"} <= agents
+        assert view.json()["result"]["controlLink"]["state"] == "up"
+        unauthenticated = client.get(f"{base}/v1/fleet")
+        assert unauthenticated.status_code == 401
+        metrics = client.get(f"{base}/metrics")
+        assert "fleetd_tool_calls_total" in metrics.text or "fleet_health_incidents" in metrics.text
+    assert _stop(serve) == 0
+    assert _stop(sim) == 0
