@@ -9,12 +9,13 @@ moves the clock and runs one poller pass with :meth:`TestFleet.poll`.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleetd.api.tools import Caller, Role, ToolResult
+from fleetd.api.tools import Caller, Role, ToolRegistry, ToolResult
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.worktrees import FakeWorktrees
 from fleetd.clock import FakeClock
@@ -25,7 +26,13 @@ from fleetd.herdr.fake import FakeAgentControl
 from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.memory import InMemoryInbox
 
-__all__ = ["LEAD_TOKEN", "TestFleet", "build_test_fleet", "test_document"]
+__all__ = [
+    "LEAD_TOKEN",
+    "TestFleet",
+    "build_test_fleet",
+    "fleet_tool_registry",
+    "test_document",
+]
 
 LEAD_TOKEN = "lead-token-for-tests-0001"  # noqa: S105 — a test credential
 OPERATOR_TOKEN = "operator-token-for-tests-0001"  # noqa: S105 — a test credential
@@ -136,3 +143,8 @@ def build_test_fleet(
         service=service,
         root=root,
     )
+
+
+def fleet_tool_registry() -> ToolRegistry:
+    """The production tool registry (on fakes): the source of ``contracts/api``."""
+    return build_test_fleet(Path(tempfile.gettempdir()) / "fleetd-contracts").service.registry
