@@ -11,7 +11,7 @@ CONTRACTS = Path(__file__).resolve().parents[2] / "contracts" / "api"
 
 
 def test_contract_files_match_the_fleet_tools(tmp_path: Path) -> None:
-    """Regenerate with: python -m fleetd.api.schemas fleetd.testing:fleet_tool_registry contracts/api."""
+    """The committed schemas are the registry's (regenerate: see contracts/api/README.md)."""
     registry = build_test_fleet(tmp_path).service.registry
     assert schema_drift(registry, CONTRACTS) == []
     assert set(registry.names()) == {
