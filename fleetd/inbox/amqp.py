@@ -34,13 +34,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import TypeVar
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel, AbstractRobustConnection
 from aio_pika.message import IncomingMessage
 from aiormq import spec
+from aiormq.abc import DeliveredMessage
+from aiormq.exceptions import ChannelInvalidStateError
 
 from fleetd.clock import Clock, SystemClock
 from fleetd.errors import InboxError, InboxOwnershipError, InboxUnavailableError
@@ -68,6 +72,9 @@ from fleetd.inbox.seen import SeenIds
 __all__ = ["AmqpInbox"]
 
 logger = logging.getLogger("fleetd.inbox")
+
+_T = TypeVar("_T")
+_REOPEN_POLL_SECONDS = 0.05
 
 
 @dataclass(slots=True)
@@ -106,9 +113,8 @@ class AmqpInbox:
         self._timeout = operation_timeout
         self._scan_limit = stats_scan_limit
         self._lane_factory = quarantine
-        self._failures = FailureLog(
-            clock=clock or SystemClock(), on_decode_failure=on_decode_failure
-        )
+        self._clock = clock or SystemClock()
+        self._failures = FailureLog(clock=self._clock, on_decode_failure=on_decode_failure)
         self._seen = SeenIds(seen_capacity)
         self._delivered = SeenIds(seen_capacity)
         self._owned: set[str] = set()
@@ -126,10 +132,13 @@ class AmqpInbox:
     async def own(self, key: str) -> None:
         check_key(key)
         channels = await self._connected()
-        with translated("own"):
-            await channels.admin.declare_queue(
+        await self._attempt(
+            "own",
+            channels.admin,
+            lambda: channels.admin.declare_queue(
                 queue_name(key), durable=True, robust=False, timeout=self._timeout
-            )
+            ),
+        )
         self._owned.add(key)
 
     async def release(self, key: str) -> bool:
@@ -140,13 +149,15 @@ class AmqpInbox:
             if self._held[key] or self._handover[key]:
                 return False
             try:
-                with translated("release"):
-                    waiting = await self._ready_count(channels, key)
-                    if waiting:
-                        return False
-                    await channels.admin.queue_delete(
+                if await self._ready_count(channels, key):
+                    return False
+                await self._attempt(
+                    "release",
+                    channels.admin,
+                    lambda: channels.admin.queue_delete(
                         queue_name(key), if_unused=True, if_empty=True, timeout=self._timeout
-                    )
+                    ),
+                )
             except InboxOwnershipError:
                 pass  # the queue is already gone
             except InboxUnavailableError:
@@ -176,10 +187,13 @@ class AmqpInbox:
         )
         self._seen.add(pair)  # reserve the id before the first await: first id wins
         try:
-            with translated("publish"):
-                await channels.publisher.default_exchange.publish(
+            await self._attempt(
+                "publish",
+                channels.publisher,
+                lambda: channels.publisher.default_exchange.publish(
                     message, routing_key=queue_name(key), mandatory=True, timeout=self._timeout
-                )
+                ),
+            )
         except BaseException:
             self._seen.discard(pair)
             raise
@@ -220,8 +234,7 @@ class AmqpInbox:
         channels = await self._connected()
         async with self._locks[key], self._browse_lock:
             self._prune(key)
-            with translated("stats"):
-                waiting = await self._ready_count(channels, key)
+            waiting = await self._ready_count(channels, key)
             records = list(self._handover[key])
             browsed: list[AbstractIncomingMessage] = []
             try:
@@ -351,21 +364,41 @@ class AmqpInbox:
     # -- plumbing ------------------------------------------------------------------------------
 
     async def _get(self, channel: AbstractRobustChannel, key: str) -> IncomingMessage | None:
-        with translated("collect"):
-            async with asyncio.timeout(self._timeout):
-                underlay = await channel.get_underlay_channel()
-                delivered = await underlay.basic_get(queue_name(key), no_ack=False)
+        async def basic_get() -> DeliveredMessage:
+            underlay = await channel.get_underlay_channel()
+            return await underlay.basic_get(queue_name(key), no_ack=False)
+
+        delivered = await self._attempt("collect", channel, basic_get)
         if isinstance(delivered.delivery, spec.Basic.GetEmpty):
             return None
         return IncomingMessage(delivered, no_ack=False)
 
     async def _ready_count(self, channels: _Channels, key: str) -> int:
-        async with asyncio.timeout(self._timeout):
-            queue = await channels.admin.declare_queue(
+        queue = await self._attempt(
+            "inspect",
+            channels.admin,
+            lambda: channels.admin.declare_queue(
                 queue_name(key), passive=True, robust=False, timeout=self._timeout
-            )
-        result = queue.declaration_result
-        return int(result.message_count or 0)
+            ),
+        )
+        return int(queue.declaration_result.message_count or 0)
+
+    async def _attempt(
+        self, name: str, channel: AbstractRobustChannel, action: Callable[[], Awaitable[_T]]
+    ) -> _T:
+        """Run one broker operation within the timeout, riding out a reconnect.
+
+        A call on a channel that is closed fails before anything is sent, so it is safe to wait
+        for the robust channel to come back and try again; any other failure is translated.
+        """
+        with translated(name):
+            async with asyncio.timeout(self._timeout):
+                while True:
+                    await channel.ready()
+                    try:
+                        return await action()
+                    except ChannelInvalidStateError:
+                        await self._clock.sleep(_REOPEN_POLL_SECONDS)
 
     def _require_owned(self, key: str) -> None:
         if self._closed:

@@ -22,6 +22,8 @@ from fleetd.inbox.codec import WireEnvelope
 
 __all__ = ["envelope_of", "is_live", "millis_to_datetime", "redact_url", "translated"]
 
+_DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
+
 
 def redact_url(url: str) -> str:
     """``scheme://host:port/vhost`` of a broker URL: never the user name or the password."""
@@ -29,7 +31,8 @@ def redact_url(url: str) -> str:
         parsed = URL(url)
     except (TypeError, ValueError):
         return "<amqp url>"
-    return f"{parsed.scheme}://{parsed.host}:{parsed.port}{parsed.path}"
+    port = parsed.explicit_port or _DEFAULT_PORTS.get(parsed.scheme, 0)
+    return f"{parsed.scheme}://{parsed.host}:{port}{parsed.path}"
 
 
 def millis_to_datetime(millis: int | None) -> datetime | None:

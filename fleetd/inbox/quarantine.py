@@ -14,6 +14,7 @@ are kept as headers instead, next to ``x-fleet-quarantine-reason``. The copy is 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
@@ -93,6 +94,8 @@ class AmqpQuarantineLane:
         try:
             with translated("quarantine"):
                 channel = await self._open_channel()
+                async with asyncio.timeout(self._timeout):
+                    await channel.ready()
                 if name not in self._declared:
                     await channel.declare_queue(
                         name, durable=True, robust=False, timeout=self._timeout
