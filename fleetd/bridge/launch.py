@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LaunchPlan", "plan_launch", "write_launch_files"]
+__all__ = ["LaunchPlan", "model_args", "plan_launch", "write_launch_files"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,3 +89,14 @@ def write_launch_files(plan: LaunchPlan) -> None:
     fd = os.open(plan.config_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(plan.config_text)
+
+
+def model_args(kind: str, model: str | None, provider: str | None) -> tuple[str, ...]:
+    """The argv that selects a profile's model, for the kinds whose flag is known."""
+    if model is None:
+        return ()
+    if kind in ("claude", "codex"):
+        return ("--model", model)
+    if kind == "opencode":
+        return ("--model", f"{provider}/{model}" if provider else model)
+    return ()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleetd.bridge.launch import plan_launch, write_launch_files
+from fleetd.bridge.launch import model_args, plan_launch, write_launch_files
 from fleetd.bridge.placement import admit
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.sessions import Session, SessionEvent
@@ -92,7 +92,14 @@ async def spawn_member(
         session.pane_id = pane.pane_id
         session.terminal_id = pane.terminal_id
         await bridge.control.start_agent(
-            name=name, kind=profile.kind, pane_id=pane.pane_id, args=[*profile.args, *plan.args]
+            name=name,
+            kind=profile.kind,
+            pane_id=pane.pane_id,
+            args=[
+                *profile.args,
+                *model_args(profile.kind, profile.model, profile.provider),
+                *plan.args,
+            ],
         )
         session.launched = True
     except FleetdError:
