@@ -10,7 +10,7 @@ import pytest
 
 from fleetd.bridge.launch import model_args, plan_launch, write_launch_files
 
-TOKEN = "member-token-abc"  # noqa: S105 — a test credential
+TOKEN = "member-token-abc"
 
 
 @pytest.mark.parametrize("kind", ["claude", "codex", "opencode", "pi"])
