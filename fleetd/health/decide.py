@@ -80,9 +80,9 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
     if sighted:
         _orphan_inboxes(tick, snapshot)
     profile_mutes = _profile_mutes(tick, prior.profile_mutes, sighted)
-    cursor = prior.probe_cursor
+    cursor, recent = prior.probe_cursor, prior.recent_reads
     if sighted:
-        cursor = _spend_budget(tick, members, leads, cursor)
+        cursor, recent = _spend_budget(tick, members, leads, cursor, recent)
     state = HealthState(
         taken_at=now,
         link=link,
@@ -92,6 +92,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         generations=tick.book.generations,
         profile_mutes=profile_mutes,
         probe_cursor=cursor,
+        recent_reads=recent,
         settings=snapshot.config,
     )
     return Decision(state=state, effects=tuple(sorted(tick.effects, key=effect_order)))
@@ -166,7 +167,7 @@ def _members(
             for key in (prior[sid].incident, prior[sid].mute_incident):
                 closed = tick.book.close(key) if key is not None else None
                 if closed is not None:
-                    tick.resolve(closed, ResolveReason.SUBJECT_RETIRED)
+                    tick.emit_resolved(closed, ResolveReason.SUBJECT_RETIRED)
         tick.book.forget_subjects(Scope.MEMBER, retired)
     return result
 
@@ -256,17 +257,21 @@ def _spend_budget(
     members: dict[str, MemberEvidence],
     leads: dict[str, LeadEvidence],
     cursor: str,
-) -> str:
-    """Grant at most two reads and record each grant in its subject's evidence."""
-    granted, cursor = allocate(
-        tick.candidates, cursor=cursor, now=tick.now, cooldown=tick.eff.pane_cooldown
+    recent: Mapping[str, datetime],
+) -> tuple[str, Mapping[str, datetime]]:
+    """Grant at most two reads and record one-shot grants in their subject's evidence."""
+    granted, cursor, recent = allocate(
+        tick.candidates,
+        cursor=cursor,
+        recent=recent,
+        now=tick.now,
+        cooldown=tick.eff.pane_cooldown,
     )
     for grant in granted:
         if grant.scope is Scope.LEAD:
             lead = leads[grant.subject]
             leads[grant.subject] = replace(
                 lead,
-                probe=replace(lead.probe, last_probe_at=tick.now),
                 final_read_state=(
                     lead.state
                     if grant.reason is ProbeReason.FINAL_EVIDENCE
@@ -277,7 +282,6 @@ def _spend_budget(
             member = members[grant.subject]
             members[grant.subject] = replace(
                 member,
-                probe=replace(member.probe, last_probe_at=tick.now),
                 repair_token=(
                     grant.token
                     if grant.reason is ProbeReason.LOST_BOUNDARY
@@ -305,4 +309,4 @@ def _spend_budget(
                     reason=grant.reason,
                 )
             )
-    return cursor
+    return cursor, recent

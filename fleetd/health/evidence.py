@@ -39,7 +39,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeFacts:
-    """What pane reads taught us about one target.
+    """What pane reads taught us about one target (the read cooldown lives in the budget).
 
     ``digest_prev``/``digest_last`` are the last two progress digests taken for ``digest_token``
     (a turn token, or the start of a lead's working stretch); ``signature`` is a fatal signature
@@ -47,7 +47,6 @@ class ProbeFacts:
     ``*_not_found`` answer to a read.
     """
 
-    last_probe_at: datetime | None = None
     digest_prev: str | None = None
     digest_last: str | None = None
     digest_token: str | None = None
@@ -133,7 +132,8 @@ class HealthState:
 
     ``members`` is keyed by session id, ``leads`` by lead name. ``incidents`` holds open
     incidents only; ``generations`` the last generation per key (seed it from the journal after
-    a restart). ``probe_cursor`` is the pane budget's round-robin position; ``settings`` the
+    a restart). ``probe_cursor`` and ``recent_reads`` are the pane budget's round-robin position
+    and per-target grant times; ``settings`` the
     values the last tick ran with (a change re-evaluates every member).
     """
 
@@ -145,6 +145,7 @@ class HealthState:
     generations: Mapping[IncidentKey, int] = field(default_factory=dict)
     profile_mutes: Mapping[str, tuple[datetime, ...]] = field(default_factory=dict)
     probe_cursor: str = ""
+    recent_reads: Mapping[str, datetime] = field(default_factory=dict)
     settings: HealthSettings | None = None
 
     def open_incidents(self) -> tuple[Incident, ...]:

@@ -166,7 +166,6 @@ def _candidate(
         reason=reason,
         scope=Scope.LEAD,
         subject=view.name,
-        last_probe_at=seen.probe.last_probe_at,
     )
 
 

@@ -110,7 +110,6 @@ def _candidate(
         reason=reason,
         scope=Scope.MEMBER,
         subject=seen.view.session_id,
-        last_probe_at=seen.probe.last_probe_at,
         token=seen.token,
     )
 

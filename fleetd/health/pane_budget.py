@@ -6,8 +6,9 @@ a confirmed fault — so a healthy fleet yields no candidates and no reads. Cand
 compiled brakes:
 
 * a per-target cooldown of at least :data:`~fleetd.config.floors.PANE_COOLDOWN_FLOOR`
-  (``max(config, 60 s)``), counted from the last *request*, so a failing read is not retried
-  faster;
+  (``max(config, 60 s)``), counted from the last *grant* and kept per target name by the budget
+  itself — not in a subject's evidence — so a failing read is not retried faster and a subject
+  that leaves and comes back cannot reset it;
 * at most :data:`~fleetd.config.floors.MAX_PANE_READS_PER_TICK` reads per tick, one per target;
 * fair rotation: eligible targets are served in name order starting just after the last target
   served (a round-robin cursor kept in the health state), so no pane can starve another.
@@ -19,7 +20,7 @@ the runtime.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -59,33 +60,42 @@ class ProbeCandidate:
     reason: ProbeReason
     scope: Scope
     subject: str
-    last_probe_at: datetime | None
     token: str | None = None
 
 
 def allocate(
-    candidates: Iterable[ProbeCandidate], *, cursor: str, now: datetime, cooldown: timedelta
-) -> tuple[tuple[ProbeCandidate, ...], str]:
+    candidates: Iterable[ProbeCandidate],
+    *,
+    cursor: str,
+    recent: Mapping[str, datetime],
+    now: datetime,
+    cooldown: timedelta,
+) -> tuple[tuple[ProbeCandidate, ...], str, dict[str, datetime]]:
     """Grant at most two reads, one per target, round-robin after ``cursor``.
 
-    Returns the granted candidates (in grant order) and the new cursor. ``cooldown`` must already
-    carry its floor (see :class:`fleetd.health.settings.Effective`).
+    ``recent`` maps a target to the time its last read was granted. Returns the granted
+    candidates (in grant order), the new cursor, and the new ``recent`` map: entries whose
+    cooldown has passed are dropped, so the map holds at most a few minutes of grants.
+    ``cooldown`` must already carry its floor (see :class:`fleetd.health.settings.Effective`).
     """
     best: dict[str, ProbeCandidate] = {}
     for candidate in candidates:
-        last = candidate.last_probe_at
+        last = recent.get(candidate.target)
         if last is not None and now - last < cooldown:
             continue
         held = best.get(candidate.target)
         if held is None or _rank(candidate) < _rank(held):
             best[candidate.target] = candidate
+    still_cooling = {t: at for t, at in recent.items() if now - at < cooldown}
     if not best:
-        return (), cursor
+        return (), cursor, still_cooling
     ordered = sorted(best)
     after = [target for target in ordered if target > cursor]
     before = [target for target in ordered if target <= cursor]
     chosen = (after + before)[:MAX_PANE_READS_PER_TICK]
-    return tuple(best[target] for target in chosen), chosen[-1]
+    for target in chosen:
+        still_cooling[target] = now
+    return tuple(best[target] for target in chosen), chosen[-1], still_cooling
 
 
 def _rank(candidate: ProbeCandidate) -> tuple[int, str, str]:

@@ -104,7 +104,6 @@ def absorb_probe(
         elif result.source is ProbeSource.DETECTION:
             signature, signature_token = result.fatal_signature_id, token
     return ProbeFacts(
-        last_probe_at=facts.last_probe_at,
         digest_prev=prev,
         digest_last=last,
         digest_token=digest_token,
@@ -128,7 +127,6 @@ def settle_probe(
     if (keep_digests or facts.digest_last is None) and (keep_signature or facts.signature is None):
         return facts
     return ProbeFacts(
-        last_probe_at=facts.last_probe_at,
         digest_prev=facts.digest_prev if keep_digests else None,
         digest_last=facts.digest_last if keep_digests else None,
         digest_token=facts.digest_token if keep_digests else None,
@@ -212,9 +210,9 @@ class Tick:
             closed = self.book.close(current)
             if closed is not None:
                 reason = ResolveReason.CLEARED if desired is None else ResolveReason.SUPERSEDED
-                self.resolve(closed, reason)
+                self.emit_resolved(closed, reason)
         if desired is not None:
-            self.open(
+            self.open_incident(
                 desired,
                 target=target,
                 owner_lead=owner_lead,
@@ -223,11 +221,11 @@ class Tick:
             )
         return desired
 
-    def resolve(self, incident: Incident, reason: ResolveReason) -> None:
+    def emit_resolved(self, incident: Incident, reason: ResolveReason) -> None:
         """Emit the resolution of an incident already removed from the book."""
         self.effects.append(ResolveIncident(incident=incident, reason=reason, resolved_at=self.now))
 
-    def open(
+    def open_incident(
         self,
         key: IncidentKey,
         *,

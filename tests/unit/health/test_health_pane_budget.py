@@ -23,9 +23,7 @@ from fleetd.health.settings import Effective
 COOLDOWN = timedelta(seconds=60)
 
 
-def candidate(
-    target: str, reason: ProbeReason = ProbeReason.WORKING_SUSPECT, last: object = None
-) -> ProbeCandidate:
+def candidate(target: str, reason: ProbeReason = ProbeReason.WORKING_SUSPECT) -> ProbeCandidate:
     return ProbeCandidate(
         target=target,
         pane_id=f"w1:{target}",
@@ -33,7 +31,6 @@ def candidate(
         reason=reason,
         scope=Scope.MEMBER,
         subject=f"s-{target}",
-        last_probe_at=last,
     )
 
 
@@ -42,10 +39,11 @@ def test_at_most_two_reads_one_per_target() -> None:
     candidates = [candidate(f"t{i}") for i in range(10)] + [
         candidate("t0", ProbeReason.LOST_BOUNDARY)
     ]
-    granted, _ = allocate(candidates, cursor="", now=T0, cooldown=COOLDOWN)
+    granted, _, recent = allocate(candidates, cursor="", recent={}, now=T0, cooldown=COOLDOWN)
     assert len(granted) == MAX_PANE_READS_PER_TICK == 2
     assert len({g.target for g in granted}) == 2
     assert granted[0].reason is ProbeReason.LOST_BOUNDARY
+    assert recent == {g.target: T0 for g in granted}
 
 
 def test_rotation_is_fair_and_wraps() -> None:
@@ -53,22 +51,44 @@ def test_rotation_is_fair_and_wraps() -> None:
     names = ["a", "b", "c", "d", "e"]
     cursor, served = "", []
     for _ in range(5):
-        granted, cursor = allocate(
-            [candidate(n) for n in names], cursor=cursor, now=T0, cooldown=COOLDOWN
+        granted, cursor, _ = allocate(
+            [candidate(n) for n in names], cursor=cursor, recent={}, now=T0, cooldown=COOLDOWN
         )
         served += [g.target for g in granted]
     assert served == ["a", "b", "c", "d", "e", "a", "b", "c", "d", "e"]
 
 
-def test_cooldown_blocks_a_recent_target() -> None:
-    """A target read less than the cooldown ago is skipped; the cursor stays when none is left."""
-    recent = candidate("a", last=T0 - timedelta(seconds=59))
-    granted, cursor = allocate([recent], cursor="z", now=T0, cooldown=COOLDOWN)
+def test_cooldown_blocks_a_recent_target_and_expires() -> None:
+    """A target granted less than the cooldown ago is skipped; old grants leave the map."""
+    recent = {"a": T0 - timedelta(seconds=59), "old": T0 - timedelta(seconds=600)}
+    granted, cursor, kept = allocate(
+        [candidate("a")], cursor="z", recent=recent, now=T0, cooldown=COOLDOWN
+    )
     assert granted == ()
     assert cursor == "z"
-    ready = candidate("a", last=T0 - timedelta(seconds=60))
-    granted, _ = allocate([ready], cursor="z", now=T0, cooldown=COOLDOWN)
+    assert kept == {"a": T0 - timedelta(seconds=59)}
+    later = T0 + timedelta(seconds=1)
+    granted, _, kept = allocate(
+        [candidate("a")], cursor="z", recent=kept, now=later, cooldown=COOLDOWN
+    )
     assert [g.target for g in granted] == ["a"]
+    assert kept == {"a": later}
+
+
+def test_a_subject_that_returns_does_not_reset_its_pane_cooldown() -> None:
+    """The cooldown belongs to the pane target, so a member leaving the view cannot reset it."""
+    run = Run()
+    busy = member(state=SessionState.BUSY, turn=turn())
+    blocked = live(agent("m1", LiveStatus.BLOCKED))
+    run.tick(blocked, [busy])
+    run.tick(blocked, [busy], advance=timedelta(seconds=5))
+    assert run.reads() == 1
+    run.tick(blocked, [], advance=timedelta(seconds=5))
+    run.tick(blocked, [busy], advance=timedelta(seconds=5))
+    run.tick(blocked, [busy], advance=timedelta(seconds=5))
+    assert run.reads() == 0
+    run.tick(blocked, [busy], advance=timedelta(seconds=45))
+    assert run.reads() == 1
 
 
 def test_floors_raise_config_values() -> None:

@@ -1,0 +1,164 @@
+"""Capacity (M4 §9): one live count shared with placement, a bounded summary, no incidents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+from health_fleet import T0, Run, agent, inbox, live, member, turn
+
+from fleetd.health import (
+    CapacityRow,
+    FleetSnapshot,
+    LiveView,
+    OpenIncident,
+    ProfileCapacityInput,
+    SessionState,
+    capacity_rows,
+    capacity_summary,
+    holds_capacity,
+    idle_for_seconds,
+    is_reclaimable,
+    live_count,
+)
+
+S = SessionState
+
+
+@pytest.mark.parametrize(
+    ("state", "counts"),
+    [
+        (S.SPAWNING, True),
+        (S.READY, True),
+        (S.BUSY, True),
+        (S.DONE, True),
+        (S.FAILED, True),
+        (S.RELEASED, False),
+    ],
+)
+def test_a_member_holds_capacity_until_released(state: SessionState, counts: bool) -> None:
+    """Every state but RELEASED holds a slot, including FAILED before teardown."""
+    assert holds_capacity(state) is counts
+    assert live_count("sonnet", [member(state=state)]) == int(counts)
+
+
+@dataclass(frozen=True)
+class PlacementSession:
+    """What placement holds: any object with a profile and a session-state value."""
+
+    profile: str
+    session_state: str
+
+
+def test_placement_objects_use_the_same_count() -> None:
+    """Placement's own session records count exactly as the fleet view does."""
+    sessions = [
+        PlacementSession("opus", "busy"),
+        PlacementSession("opus", "released"),
+        PlacementSession("opus", "failed"),
+        PlacementSession("sonnet", "ready"),
+    ]
+    assert live_count("opus", sessions) == 2
+    assert live_count("haiku", sessions) == 0
+
+
+def test_rows_report_cap_live_free_and_reclaimable() -> None:
+    """free is max(0, cap - live); unlimited profiles have no cap and no free figure."""
+    members = [
+        member("a", profile="opus", state=S.BUSY, turn=turn()),
+        member("b", profile="opus", state=S.DONE),
+        member("c", profile="opus", state=S.READY, queued_sends=1),
+        member("d", profile="opus", state=S.RELEASED),
+        member("e", profile="haiku", state=S.FAILED),
+        member("f", profile="haiku", state=S.READY, pending_tasks=1),
+        member("g", profile="opus", state=S.DONE),
+    ]
+    rows = capacity_rows(
+        [ProfileCapacityInput(profile="opus", max_load=3), ProfileCapacityInput(profile="idle")],
+        members,
+        [inbox("g")],
+    )
+    assert rows == (
+        CapacityRow(profile="haiku", max_load=None, live=2, free=None, reclaimable=1),
+        CapacityRow(profile="idle", max_load=None, live=0, free=None, reclaimable=0),
+        CapacityRow(profile="opus", max_load=3, live=4, free=0, reclaimable=1),
+    )
+
+
+def test_cap_must_be_positive() -> None:
+    """A zero cap is a config error, not a profile that can never run."""
+    with pytest.raises(ValueError, match="max_load"):
+        ProfileCapacityInput(profile="opus", max_load=0)
+
+
+@pytest.mark.parametrize(
+    ("view", "depth", "expected"),
+    [
+        (member(state=S.READY, since=T0), 0, 600),
+        (member(state=S.DONE, since=T0), 0, 600),
+        (member(state=S.DONE, since=T0), 1, None),
+        (member(state=S.FAILED, since=T0), 0, None),
+        (member(state=S.BUSY, turn=turn()), 0, None),
+        (member(state=S.READY, turn=turn(delivered=False)), 0, None),
+    ],
+)
+def test_idle_for_seconds_only_without_turn_or_inbox(
+    view: object, depth: int, expected: int | None
+) -> None:
+    """idleForSeconds appears only for READY or DONE with no accepted turn and an empty inbox."""
+    assert idle_for_seconds(view, depth, T0 + timedelta(minutes=10)) == expected
+
+
+def test_reclaimable_means_holding_capacity_without_open_work() -> None:
+    """Open bridge work of any kind makes a member not reclaimable."""
+    assert is_reclaimable(member(state=S.DONE), 0)
+    assert not is_reclaimable(member(state=S.DONE), 1)
+    assert not is_reclaimable(member(state=S.DONE, queued_sends=1), 0)
+    assert not is_reclaimable(member(state=S.BUSY, turn=turn()), 0)
+
+
+def fleet(idle_since: dict[str, timedelta]) -> FleetSnapshot:
+    members = tuple(
+        member(name, state=S.READY, since=T0 - age) for name, age in sorted(idle_since.items())
+    )
+    return FleetSnapshot(
+        live=LiveView(list_ok=True),
+        members=members,
+        profiles=(ProfileCapacityInput(profile="sonnet", max_load=8),),
+    )
+
+
+def test_summary_lists_at_most_three_longest_idle_members() -> None:
+    """The heartbeat summary is bounded: the three longest-idle members, longest first."""
+    ages = {f"m{i}": timedelta(minutes=20 + i) for i in range(6)} | {"young": timedelta(minutes=1)}
+    summary = capacity_summary(fleet(ages), T0)
+    assert [m.name for m in summary.long_idle] == ["m5", "m4", "m3"]
+    assert summary.long_idle[0].idle_for_seconds == 25 * 60
+    assert summary.rows[0].live == 7
+
+
+def test_summary_fingerprint_ignores_idle_durations() -> None:
+    """A static idle fleet keeps its fingerprint as time passes; a new member changes it."""
+    ages = {f"m{i}": timedelta(minutes=20 + i) for i in range(4)}
+    first = capacity_summary(fleet(ages), T0)
+    later = capacity_summary(fleet(ages), T0 + timedelta(hours=5))
+    assert first.fingerprint == later.fingerprint
+    assert first.long_idle != later.long_idle
+    grown = capacity_summary(fleet(ages | {"m9": timedelta(0)}), T0)
+    assert grown.fingerprint != first.fingerprint
+
+
+def test_full_or_idle_capacity_never_opens_an_incident() -> None:
+    """A profile at its cap and long-idle members are facts, never incidents."""
+    run = Run()
+    views = [member(f"m{i}", profile="opus", state=S.DONE) for i in range(4)]
+    agents = [agent(f"m{i}") for i in range(4)]
+    for _ in range(5):
+        run.tick(
+            live(*agents),
+            views,
+            profiles=[ProfileCapacityInput(profile="opus", max_load=4)],
+            advance=timedelta(hours=3),
+        )
+        assert not run.effects(OpenIncident)
