@@ -122,6 +122,7 @@ class AmqpInbox:
         self._handover: defaultdict[str, list[InboxRecord]] = defaultdict(list)
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._browse_lock = asyncio.Lock()
+        self._consume_lock = asyncio.Lock()
         self._connect_lock = asyncio.Lock()
         self._connection: AbstractRobustConnection | None = None
         self._channels: _Channels | None = None
@@ -209,24 +210,22 @@ class AmqpInbox:
             if limit is not None and len(ready) >= limit:
                 self._handover[key] = ready[limit:]
                 return ready[:limit]
-            try:
-                await self._retry_held(channels, key)
-                want = None if limit is None else limit - len(ready)
-                taken, duplicates = await self._take(channels, key, want)
-            except InboxError:
-                if ready:
-                    return ready
-                raise
-            except BaseException:
-                self._handover[key] = ready
-                raise
-            records = [record for _, record in taken]
-            for record in records:
-                self._delivered.add((key, record.msg_id))
-            self._handover[key] = ready + records  # survives a cancelled ack phase
-            for message in [message for message, _ in taken] + duplicates:
-                with suppress(InboxError), translated("ack"):
-                    await message.ack()
+            async with self._consume_lock:
+                try:
+                    await self._retry_held(channels, key)
+                    want = None if limit is None else limit - len(ready)
+                    records, pulled = await self._take(channels, key, want)
+                except InboxError:
+                    if ready:
+                        return ready
+                    raise
+                except BaseException:
+                    self._handover[key] = ready
+                    raise
+                for record in records:
+                    self._delivered.add((key, record.msg_id))
+                self._handover[key] = ready + records  # survives a cancelled ack phase
+                await self._ack(pulled)
             return self._handover.pop(key)
 
     async def stats(self, key: str) -> InboxStats:
@@ -277,14 +276,17 @@ class AmqpInbox:
 
     async def _take(
         self, channels: _Channels, key: str, want: int | None
-    ) -> tuple[list[tuple[AbstractIncomingMessage, InboxRecord]], list[AbstractIncomingMessage]]:
-        """Pull up to ``want`` decoded entries; bad ones are held or quarantined on the way."""
-        taken: list[tuple[AbstractIncomingMessage, InboxRecord]] = []
-        duplicates: list[AbstractIncomingMessage] = []
+    ) -> tuple[list[InboxRecord], list[AbstractIncomingMessage]]:
+        """Pull up to ``want`` new records, and every decoded message pulled (to ack), in order.
+
+        Bad entries are held or quarantined on the way; duplicates are pulled but not returned.
+        """
+        records: list[InboxRecord] = []
+        pulled: list[AbstractIncomingMessage] = []
         batch: set[str] = set()
         budget: int | None = None  # entries ready when we started: drain those, not a stream
         try:
-            while (want is None or len(taken) < want) and (budget is None or budget > 0):
+            while (want is None or len(records) < want) and (budget is None or budget > 0):
                 message = await self._get(channels.consumer, key)
                 if message is None:
                     break
@@ -294,21 +296,34 @@ class AmqpInbox:
                 record = await self._sort(channels, key, message)
                 if record is None:
                     continue
-                if (key, record.msg_id) in self._delivered or record.msg_id in batch:
-                    duplicates.append(message)
-                    continue
-                batch.add(record.msg_id)
-                taken.append((message, record))
+                pulled.append(message)
+                if (key, record.msg_id) not in self._delivered and record.msg_id not in batch:
+                    batch.add(record.msg_id)
+                    records.append(record)
         except asyncio.CancelledError:
-            for pulled in [pulled for pulled, _ in taken] + duplicates:
+            for unreturned in pulled:
                 with suppress(InboxError), translated("requeue"):
-                    await pulled.nack(requeue=True)
+                    await unreturned.nack(requeue=True)
             raise
         except InboxError:
-            if not taken:
+            if not records:
                 raise
-            logger.warning("inbox collect interrupted: key=%s returned=%d", key, len(taken))
-        return taken, duplicates
+            logger.warning("inbox collect interrupted: key=%s returned=%d", key, len(records))
+        return records, pulled
+
+    async def _ack(self, pulled: list[AbstractIncomingMessage]) -> None:
+        """Acknowledge what a collect pulled: one ``multiple`` ack when nothing is held.
+
+        Collections share the consumer channel under one lock, so the only other unacked
+        deliveries there are held entries; with none, acking the last tag covers the batch.
+        A lost ack means a redelivery, which the delivered-id memory drops.
+        """
+        if not pulled:
+            return
+        holding = any(is_live(h.message) for entries in self._held.values() for h in entries)
+        for message in pulled if holding else pulled[-1:]:
+            with suppress(InboxError), translated("ack"):
+                await message.ack(multiple=not holding)
 
     async def _sort(
         self, channels: _Channels, key: str, message: AbstractIncomingMessage

@@ -431,3 +431,23 @@ async def test_stats_count_by_kind_and_leave_entries_in_place(
     assert dict(stats.by_kind) == {MessageKind.REPLY: 1, MessageKind.HEALTH: 1}
     assert stats.oldest_created_epoch_millis == 5
     assert [r.content for r in await inbox.collect(key)] == ["legacy", "mute"]
+
+
+async def test_batch_acks_never_cover_an_entry_held_for_another_key(
+    inbox_broker: RawBroker, inbox_new_key: Callable[[], str], make_inbox: Any
+) -> None:
+    """Collecting one key never acknowledges an unsupported entry held from another key."""
+    holding, other = inbox_broker.track(inbox_new_key()), inbox_broker.track(inbox_new_key())
+    inbox = make_inbox()
+    await inbox.own(holding)
+    await inbox.own(other)
+    await inbox_broker.publish(
+        holding, v2_body(holding, "v2-4"), content_type=TYPED_MEDIA_TYPE, message_id="v2-4"
+    )
+    assert await inbox.collect(holding) == []
+    for n in range(3):
+        await inbox.publish(reply(other, f"o-{n}"))
+    assert len(await inbox.collect(other)) == 3
+    await inbox.close()
+    assert await inbox_broker.ready(queue_name(holding)) == 1
+    assert await inbox_broker.ready(queue_name(other)) == 0

@@ -1,0 +1,176 @@
+"""Typed inbox throughput against the local broker, next to a bare aio-pika loop.
+
+Both sides move the same number of messages with the same bodies and the same settings:
+persistent delivery, publisher confirms awaited per message, ``mandatory`` routing to a durable
+queue, then every message consumed and acknowledged. The typed side goes through
+``AmqpInbox.publish`` (encode, dedup, confirms) and ``AmqpInbox.collect`` (``basic.get`` per
+message, decode by media type, ack). The bare side publishes raw bytes and consumes them with a
+plain ``basic.consume`` loop (prefetch 100). The ratio typed/bare is the figure to watch (target
+at least 0.7).
+
+Run: ``.venv/bin/python benchmarks/inbox.py [--messages N] [--url URL]``. Bounded to well under a
+minute: the broker must be on 127.0.0.1:5672 unless ``--url`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+
+import aio_pika
+
+from fleetd.inbox.amqp import AmqpInbox
+from fleetd.inbox.codec import encode
+from fleetd.inbox.records import InboxRecord, MessageKind
+
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
+DEADLINE_SECONDS = 50.0
+
+
+def records(key: str, count: int) -> list[InboxRecord]:
+    return [
+        InboxRecord(
+            msg_id=f"bench-{n}",
+            kind=MessageKind.REPLY,
+            target="term_member_7",
+            recipient_lead=key,
+            content=f"member reply number {n}: all tests pass on the feature branch. " * 3,
+            created_at_epoch_millis=1_786_300_000_000 + n,
+        )
+        for n in range(count)
+    ]
+
+
+@dataclass(slots=True)
+class Tally:
+    """Seconds spent publishing and consuming, summed over a side's chunks."""
+
+    publish: float = 0.0
+    consume: float = 0.0
+    messages: int = 0
+
+    def rates(self) -> tuple[float, float, float]:
+        per = self.messages
+        return per / self.publish, per / self.consume, per / (self.publish + self.consume)
+
+
+class TypedSide:
+    """``AmqpInbox.publish`` then ``AmqpInbox.collect`` on one owned key."""
+
+    def __init__(self, url: str) -> None:
+        self.inbox = AmqpInbox(url)
+        self.key = f"bench{uuid.uuid4().hex[:12]}"
+        self.tally = Tally()
+        self.sent = 0
+
+    async def start(self) -> None:
+        await self.inbox.own(self.key)
+
+    async def chunk(self, count: int) -> None:
+        batch = records(self.key, self.sent + count)[self.sent :]
+        self.sent += count
+        started = time.perf_counter()
+        for record in batch:
+            await self.inbox.publish(record)
+        published = time.perf_counter()
+        collected = 0
+        while collected < count:
+            collected += len(await self.inbox.collect(self.key, limit=count - collected))
+        done = time.perf_counter()
+        self.tally.publish += published - started
+        self.tally.consume += done - published
+        self.tally.messages += count
+
+    async def stop(self) -> None:
+        await self.inbox.release(self.key)
+        await self.inbox.close()
+
+
+class BareSide:
+    """Raw aio-pika: confirmed persistent publishes, then a ``basic.consume`` loop with acks."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.name = f"agent.bench{uuid.uuid4().hex[:12]}.inbox"
+        self.tally = Tally()
+        self.sent = 0
+
+    async def start(self) -> None:
+        self.connection = await aio_pika.connect_robust(self.url)
+        self.publisher = await self.connection.channel(
+            publisher_confirms=True, on_return_raises=True
+        )
+        consumer = await self.connection.channel(publisher_confirms=False)
+        await consumer.set_qos(prefetch_count=100)
+        self.queue = await consumer.declare_queue(self.name, durable=True)
+
+    async def chunk(self, count: int) -> None:
+        bodies = [encode(r).body for r in records("bench", self.sent + count)[self.sent :]]
+        self.sent += count
+        started = time.perf_counter()
+        for n, body in enumerate(bodies):
+            await self.publisher.default_exchange.publish(
+                aio_pika.Message(
+                    body,
+                    content_type="application/octet-stream",
+                    message_id=f"bench-{self.sent}-{n}",
+                    delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                ),
+                routing_key=self.name,
+                mandatory=True,
+            )
+        published = time.perf_counter()
+        received = 0
+        async with self.queue.iterator() as messages:
+            async for message in messages:
+                await message.ack()
+                received += 1
+                if received == count:
+                    break
+        done = time.perf_counter()
+        self.tally.publish += published - started
+        self.tally.consume += done - published
+        self.tally.messages += count
+
+    async def stop(self) -> None:
+        await self.queue.delete(if_unused=False, if_empty=False)
+        await self.connection.close()
+
+
+async def main(url: str, count: int, chunk: int) -> None:
+    typed, bare = TypedSide(url), BareSide(url)
+    await typed.start()
+    await bare.start()
+    try:
+        await typed.chunk(50)  # warm both paths up once, outside the tally
+        await bare.chunk(50)
+        typed.tally, bare.tally = Tally(), Tally()
+        for n in range(count // chunk):  # alternate small chunks: broker noise hits both alike
+            for side in (typed, bare) if n % 2 else (bare, typed):
+                await side.chunk(chunk)
+    finally:
+        await typed.stop()
+        await bare.stop()
+    print(f"{bare.tally.messages} messages per side in chunks of {chunk}, alternating sides")
+    print("(persistent delivery, publisher confirms per message, mandatory, ack)")
+    print(f"{'msg/s':32}{'publish':>10}{'consume':>10}{'both':>10}")
+    for label, side in (
+        ("bare aio-pika publish/consume", bare),
+        ("typed inbox publish/collect", typed),
+    ):
+        print(f"{label:32}" + "".join(f"{figure:10.0f}" for figure in side.tally.rates()))
+    ratio = typed.tally.rates()[2] / bare.tally.rates()[2]
+    print(f"ratio typed/bare (publish+consume): {ratio:.2f}  (target >= 0.70)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=2_000)
+    parser.add_argument("--chunk", type=int, default=50)
+    parser.add_argument("--url", default=DEFAULT_URL)
+    arguments = parser.parse_args()
+    work = main(arguments.url, arguments.messages, arguments.chunk)
+    asyncio.run(asyncio.wait_for(work, DEADLINE_SECONDS))
