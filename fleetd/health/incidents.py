@@ -174,8 +174,6 @@ class IncidentBook:
 
     def forget_subjects(self, scope: Scope, subjects: set[str]) -> None:
         """Drop generation counters of retired subjects whose ids never recur (sessions)."""
-        if not subjects:
-            return
         stale = [k for k in self.generations if k.scope is scope and k.subject in subjects]
         if stale:
             _, generations = self._writable()

@@ -55,12 +55,11 @@ def _by_terminal(agents: tuple[LiveAgent, ...]) -> dict[str, LiveAgent]:
 
 
 def _by_name(agents: tuple[LiveAgent, ...]) -> dict[str, LiveAgent]:
-    named = [agent for agent in agents if agent.name is not None]
-    index = {agent.name: agent for agent in named if agent.name is not None}
+    named = [(agent.name, agent) for agent in agents if agent.name is not None]
+    index = dict(named)
     if len(index) != len(named):  # same rule as for terminals
-        for agent in sorted(named, key=lambda a: a.pane_id, reverse=True):
-            if agent.name is not None:
-                index[agent.name] = agent
+        for name, agent in sorted(named, key=lambda pair: pair[1].pane_id, reverse=True):
+            index[name] = agent
     return index
 
 
@@ -200,11 +199,10 @@ class Tick:
     ) -> IncidentKey | None:
         """Make ``desired`` the subject's open incident, emitting edge effects only on change."""
         if current == desired:
-            if desired is not None:
-                held = self.book.open.get(desired)
-                if held is not None and held.committed_work_at_risk != committed:
-                    updated = self.book.amend(held, committed_work_at_risk=committed)
-                    self.effects.append(UpdateIncident(incident=updated))
+            held = self.book.open.get(desired) if desired is not None else None
+            if held is not None and held.committed_work_at_risk != committed:
+                updated = self.book.amend(held, committed_work_at_risk=committed)
+                self.effects.append(UpdateIncident(incident=updated))
             return desired
         if current is not None:
             closed = self.book.close(current)

@@ -37,7 +37,8 @@ def candidate(target: str, reason: ProbeReason = ProbeReason.WORKING_SUSPECT) ->
 def test_at_most_two_reads_one_per_target() -> None:
     """Ten eligible targets, two candidates for one of them: two grants, distinct targets."""
     candidates = [candidate(f"t{i}") for i in range(10)] + [
-        candidate("t0", ProbeReason.LOST_BOUNDARY)
+        candidate("t0", ProbeReason.LOST_BOUNDARY),
+        candidate("t0", ProbeReason.SUSTAINED_UNKNOWN),
     ]
     granted, _, recent = allocate(candidates, cursor="", recent={}, now=T0, cooldown=COOLDOWN)
     assert len(granted) == MAX_PANE_READS_PER_TICK == 2
