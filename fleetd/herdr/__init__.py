@@ -13,6 +13,7 @@ Importing this package opens nothing and starts nothing.
 
 from __future__ import annotations
 
+from fleetd.herdr.calls import PromptWait
 from fleetd.herdr.client import HerdrSocketClient
 from fleetd.herdr.control import AgentControl, HerdrAgentControl
 from fleetd.herdr.discovery import resolve_socket_path
@@ -47,6 +48,7 @@ __all__ = [
     "PaneInfo",
     "Pong",
     "ProcessInfo",
+    "PromptWait",
     "ReadResult",
     "ReadSource",
     "SessionSnapshot",

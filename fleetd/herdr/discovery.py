@@ -7,9 +7,10 @@ order, at: an explicit choice, ``HERDR_SOCKET_PATH`` (a full path), ``HERDR_SESS
 ``XDG_CONFIG_HOME`` is set (herdr does not ignore an empty value, neither do we), else
 ``$HOME/.config/herdr``. An invalid session name is refused, as herdr's CLI refuses it.
 
-The socket file does not need to exist: herdr may start later, and the client connects per call.
-``herdr-client.sock`` is the binary TUI protocol and is never returned. Pure function: the
-environment and the home directory are arguments.
+One deliberate difference: an *empty* ``HERDR_SOCKET_PATH`` counts as unset (herdr would use the
+empty path, which can never connect). The socket file does not need to exist: herdr may start
+later, and the client connects per call. ``herdr-client.sock`` is the binary TUI protocol and is
+never returned. Pure function: the environment and the home directory are arguments.
 """
 
 from __future__ import annotations

@@ -76,8 +76,9 @@ class EventStream:
             try:
                 async with aclosing(self._one_connection(reconnect=attempts > 1)) as events:
                     async for event in events:
-                        failures = 0
-                        yield event
+                        failures = 0  # acknowledged: the link works again
+                        if event is not None:
+                            yield event
                 raise ControlLinkError("connection_lost", "subscription closed")
             except ControlLinkError:
                 failures += 1
@@ -92,7 +93,7 @@ class EventStream:
             delay = reconnect_delay(failures - 1, self._jitter(), base=self._base, cap=self._cap)
             await self._clock.sleep(delay)
 
-    async def _one_connection(self, *, reconnect: bool) -> AsyncGenerator[Event, None]:
+    async def _one_connection(self, *, reconnect: bool) -> AsyncGenerator[Event | None, None]:
         method = self._call.method
         reader, writer = await self._client.open(method)
         try:
@@ -110,6 +111,7 @@ class EventStream:
             self._call.parse_response(ack, request_id)
             if reconnect and self._on_reconnect is not None:
                 await self._on_reconnect()
+            yield None
             while True:
                 try:
                     line = await reader.readline()

@@ -132,3 +132,18 @@ async def test_stream_gives_up_after_max_attempts() -> None:
         with pytest.raises(ControlLinkError) as info:
             await h.run(anext(stream), max_seconds=120)
         assert info.value.code == "subscription_lost"
+
+
+async def test_each_successful_resubscription_resets_the_attempt_budget() -> None:
+    """Outages of one failed attempt each never add up against max_attempts=1 (quiet stream)."""
+    quiet = [Subscription.lifecycle("pane.exited")]
+    async with SimHarness(SCENARIO) as h, collecting(h, quiet, max_attempts=1) as (events, task):
+        await h.advance(0.5)
+        for _ in range(3):
+            await h.sim.stop()
+            await h.advance(0)
+            h.sim = HerdrSimulator(h.socket_path, SCENARIO, clock=h.clock)
+            await h.sim.start()
+            await h.advance(5.0)
+            assert not task.done()
+        assert events == []
