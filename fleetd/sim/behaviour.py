@@ -8,12 +8,15 @@ poll), ``stall`` (working forever, screen frozen), ``blocked`` (an approval prom
 ``exit`` (the process dies, the pane is gone), ``error_screen`` (a fatal signature instead of an
 answer while herdr says idle/done) and ``mute`` (the turn ends without :meth:`deliver_reply`).
 
-Subclass and override :meth:`ScriptedBehaviour.deliver_reply` (or :meth:`answer_for`) to make
-members talk back to fleetd — for example POST ``fleet_reply`` with a token read from
-``agent.env`` — while keeping every fault knob.
+Subclass and override :meth:`ScriptedBehaviour.deliver_reply` ``(agent, text, answer)`` (or
+:meth:`answer_for`) to make members talk back to fleetd — for example POST ``fleet_reply`` with
+a token read from ``agent.env`` — while keeping every fault knob. ``deliver_reply`` runs while the
+agent is still ``working``, just before the final screen; if it raises, the turn still ends.
 """
 
 from __future__ import annotations
+
+import logging
 
 from fleetd.sim import screens
 from fleetd.sim.agent import SimAgent
@@ -21,6 +24,8 @@ from fleetd.sim.scenario import Fault
 from fleetd.sim.state import AgentState
 
 __all__ = ["ScriptedBehaviour"]
+
+_log = logging.getLogger(__name__)
 
 _PROMPT_HEAD = 200
 
@@ -76,7 +81,10 @@ class ScriptedBehaviour:
             await self._work(agent, text, duration, started)
         answer = self.answer_for(agent, text)
         if Fault.MUTE not in faults:
-            await self.deliver_reply(agent, text, answer)
+            try:
+                await self.deliver_reply(agent, text, answer)
+            except Exception:  # noqa: BLE001 - a failed callback must not wedge the turn
+                _log.exception("deliver_reply failed for %s", agent.name or agent.pane_id)
         elapsed = agent.clock.monotonic() - started
         if Fault.ERROR_SCREEN in faults:
             signature = profile.error_signature

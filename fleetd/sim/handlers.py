@@ -187,7 +187,7 @@ class Dispatcher:
             raise HerdrError("unsupported_agent_kind", f"unknown agent kind {kind}")
         if timeout_ms is not None and not is_valid_start_timeout(timeout_ms):
             raise HerdrError("invalid_agent_timeout", "timeout_ms must be >3000 and <=300000")
-        if any(a.startswith("\n") or "\n" in a for a in args):
+        if any("\n" in a for a in args):
             raise HerdrError("invalid_agent_argument", "arguments cannot contain newlines")
         pane = self.world.pane(pane_id, "agent_pane_not_found")
         if pane.agent is not None:

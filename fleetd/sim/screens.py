@@ -12,8 +12,11 @@ same landmarks so end-to-end runs exercise that code for real:
 * OpenCode: the user box ``  ┃  prompt``, 5-space answer, ``     ▣  Build · <model> · 4.2s``,
   the input box and status line; working shows the ``⬝⬝⬝■■■`` progress bar.
 
-Every function is pure (text in, lines out); ``frame`` and ``elapsed`` make a working screen
-change from one refresh to the next, as a live TUI does.
+Every function is pure (text in, lines out). A new ``frame`` adds work to a working screen (its
+progress digest changes); ``elapsed`` only moves timers (the digest does not), so a stalled
+agent's screen reads as no progress. ``tests/unit/sim/test_sim_screens.py`` checks that fleetd's
+own reader (:mod:`fleetd.screens`) extracts each finished turn's answer and identifies each fatal
+signature drawn here.
 """
 
 from __future__ import annotations

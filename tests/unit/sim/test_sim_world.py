@@ -9,7 +9,8 @@ from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
 from fleetd.sim.behaviour import ScriptedBehaviour
 from fleetd.sim.handlers import Dispatcher
-from fleetd.sim.scenario import Scenario
+from fleetd.sim.harness import SimHarness
+from fleetd.sim.scenario import Scenario, parse_scenario
 from fleetd.sim.state import AgentState, rollup, wire_status
 from fleetd.sim.world import RETAINED_EVENTS, World, workspace_code
 
@@ -137,3 +138,17 @@ def test_agent_target_resolution() -> None:
     with pytest.raises(HerdrError) as missing:
         world.resolve_agent("w1:p9")
     assert missing.value.code == "agent_not_found"
+
+
+async def test_a_failing_reply_callback_does_not_wedge_the_turn() -> None:
+    """If deliver_reply raises, the simulated turn still ends at the prompt."""
+
+    class Broken(ScriptedBehaviour):
+        async def deliver_reply(self, agent: object, text: str, answer: str) -> None:
+            raise RuntimeError("fleetd unreachable")
+
+    scenario = parse_scenario({"existing": [{"name": "m1", "kind": "claude"}]})
+    async with SimHarness(scenario, behaviour=Broken()) as h:
+        h.sim.agent("m1").submit("go")
+        await h.advance(4.0)
+        assert h.sim.agent("m1").status is AgentStatus.DONE
