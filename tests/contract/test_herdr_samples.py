@@ -141,3 +141,22 @@ def test_schema_rejects_what_herdr_rejects() -> None:
                   "params": {"pane_id": "w1:p1", "source": "recent-unwrapped"}}  # fmt: skip
     assert schema.errors("request", bad_source)
     assert schema.errors("success_response", {"id": "x", "result": {"type": "pong"}})
+
+
+@pytest.mark.parametrize(
+    ("ci", "outcome"), [("", pytest.skip.Exception), ("true", pytest.fail.Exception)]
+)
+def test_missing_schema_skips_locally_and_fails_in_ci(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ci: str, outcome: type[BaseException]
+) -> None:
+    """Without ../shared the schema tests skip with a reason, except under CI=true."""
+    import herdr_schema as module  # noqa: PLC0415 - the helper is patched, not re-imported
+
+    monkeypatch.setattr(module, "SCHEMA_PATH", tmp_path / "absent.json")
+    monkeypatch.setenv("CI", ci)
+    module._load.cache_clear()
+    try:
+        with pytest.raises(outcome, match="herdr's API schema is not available"):
+            module.herdr_schema()
+    finally:
+        module._load.cache_clear()
