@@ -107,7 +107,7 @@ class Deliverer:
         bridge = self._bridge
         max_chars = bridge.settings().bridge.max_scrape_chars
         try:
-            read = await bridge.control.read(session.pane_id or session.name, ReadSource.VISIBLE)
+            read = await bridge.control.read(_pane(session), ReadSource.VISIBLE)
         except HerdrError:
             extraction = Extraction.read_failed()
         else:
@@ -165,7 +165,7 @@ class Deliverer:
         bridge = self._bridge
         max_chars = bridge.settings().bridge.max_scrape_chars
         try:
-            read = await bridge.control.read(session.pane_id or session.name, ReadSource.VISIBLE)
+            read = await bridge.control.read(_pane(session), ReadSource.VISIBLE)
         except HerdrError:
             return DeliveryBaseline(
                 token_id=token.token_id,
@@ -190,3 +190,10 @@ class Deliverer:
                 else BaselineCapture.UNRECOGNISED
             ),
         )
+
+
+def _pane(session: Session) -> str:
+    """The pane of a launched member (a session gets its pane before it can have a turn)."""
+    if session.pane_id is None:
+        raise HerdrError("pane_not_found", "the session has no pane yet")
+    return session.pane_id
