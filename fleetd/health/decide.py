@@ -282,6 +282,7 @@ def _spend_budget(
             member = members[grant.subject]
             members[grant.subject] = replace(
                 member,
+                recheck_at=None,
                 repair_token=(
                     grant.token
                     if grant.reason is ProbeReason.LOST_BOUNDARY

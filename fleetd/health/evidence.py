@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from fleetd.health.incidents import Incident, IncidentKey
+from fleetd.health.pane_budget import ProbeCandidate
 from fleetd.health.settings import HealthSettings
 from fleetd.health.snapshot import LiveStatus
 from fleetd.health.states import ControlLinkState, LeadState, MemberState
@@ -62,11 +63,12 @@ EMPTY_PROBE = ProbeFacts()
 class MemberEvidence:
     """Retained evidence and current classification of one member session.
 
-    ``recheck_at`` and ``signature`` come first: they are all a steady tick reads.
+    ``recheck_at``, ``signature`` and ``candidate`` come first: they are all a steady tick reads.
     """
 
     recheck_at: datetime | None = None
     signature: tuple[object, ...] = ()
+    candidate: ProbeCandidate | None = None
     session_id: str
     target: str
     profile: str

@@ -4,9 +4,11 @@ The rules themselves live in :mod:`fleetd.health.member_rules`; this module turn
 classification into edge effects (the target-wide failure, target lookups), pane candidates,
 incidents (primary and the MUTE overlay) and the member's next evidence.
 
-Steady state is cheap: the evidence remembers the inputs it was computed from and the earliest
-time a timer rule could fire (``recheck_at``). When the inputs are equal, no probe result, error
-or mute event arrived, and that time has not come, the prior evidence is the answer.
+Steady state is cheap: the evidence remembers the inputs it was computed from, the earliest time
+a timer rule could fire (``recheck_at``) and the pane candidate it produced. When the inputs are
+equal, no probe result, error or mute event arrived, and that time has not come, the prior
+evidence is the answer and its candidate is offered to the budget again. A budget grant clears
+``recheck_at``, so the next tick re-evaluates the member that was read.
 """
 
 from __future__ import annotations
@@ -151,25 +153,22 @@ def _signature(view: MemberView, agent: LiveAgent | None, inbox: InboxView | Non
 
 
 def _recheck_at(seen: MemberSeen, tick: Tick, quiet: bool) -> datetime | None:
-    """The earliest time a timer rule could change this member, or ``None`` to always recheck."""
+    """The next time a timer rule could change this member, or ``None`` to always recheck.
+
+    Every rule with a time condition contributes its deadline; deadlines already passed are
+    already reflected in this tick's classification, so only future ones count.
+    """
     if not quiet:
         return None
     view, eff = seen.view, tick.eff
-    due = _NEVER
-    if (
-        view.session_state is _S.SPAWNING
-        and not seen.never_ready
-        and not view.presence
-        and (view.turn is not None or view.queued_sends > 0)
-    ):
-        due = min(due, view.spawned_at + eff.readiness_grace)
-    if view.pending_tasks and not seen.orphaned:
-        due = min(due, view.state_since + TEARDOWN_GRACE)
-    if seen.suspect_at is not None:
-        due = min(due, seen.suspect_at)
-    if view.worktree is not None and view.worktree.commits_ahead and not seen.at_risk:
-        due = min(due, view.state_since + eff.long_idle_after)
-    return due
+    deadlines = [seen.suspect_at] if seen.suspect_at is not None else []
+    if view.session_state is _S.SPAWNING:
+        deadlines.append(view.spawned_at + eff.readiness_grace)
+    if view.pending_tasks:
+        deadlines.append(view.state_since + TEARDOWN_GRACE)
+    if view.worktree is not None and view.worktree.commits_ahead:
+        deadlines.append(view.state_since + eff.long_idle_after)
+    return min((d for d in deadlines if d > tick.now), default=_NEVER)
 
 
 def step_member_blind(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberEvidence:
@@ -214,6 +213,8 @@ def step_member(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> M
                 else tick.by_name.get(view.name)
             )
             if prior.signature == _signature(view, agent, tick.inboxes.get(view.name)):
+                if prior.candidate is not None:
+                    tick.candidates.append(prior.candidate)
                 return prior
     return _step(tick, view, prior)
 
@@ -251,8 +252,7 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
         tick, seen, prior=prior, state=state, cause=cause, sustained=sustained
     )
     quiet = (
-        candidate is None
-        and sustained >= 2
+        sustained >= 2
         and seen.raw_streak >= 2
         and not seen.absent
         and seen.boundary_count != 1
@@ -285,6 +285,7 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
         mute_incident=mute_key,
         signature=_signature(view, agent, tick.inboxes.get(view.name)),
         recheck_at=_recheck_at(seen, tick, quiet),
+        candidate=candidate,
     )
 
 

@@ -194,3 +194,26 @@ def test_snapshot_reuse_across_ticks_is_safe() -> None:
     assert second.effects == ()
     assert second.state.members["s-m1"].state is first.state.members["s-m1"].state
     assert not [e for e in first.effects if isinstance(e, RequestPaneProbe)]
+
+
+def test_long_working_members_stay_cheap_and_still_rotate_through_the_budget() -> None:
+    """Old working turns keep their candidacy through the shortcut; reads rotate over all."""
+    run = Run()
+    names = [f"m{i}" for i in range(5)]
+    views = [member(n, state=S.BUSY, turn=turn(f"tok-{n}", at=T0)) for n in names]
+    agents = [agent(n, L.WORKING) for n in names]
+    run.tick(live(*agents), views, advance=timedelta(seconds=700))
+    read: list[str] = [e.target for e in run.effects(RequestPaneProbe)]
+    run.tick(live(*agents), views, advance=timedelta(seconds=60))  # first quiet evaluation
+    previous = {e.target for e in run.effects(RequestPaneProbe)}
+    read += sorted(previous)
+    for _ in range(3):
+        before = dict(run.state.members)
+        run.tick(live(*agents), views, advance=timedelta(seconds=60))
+        granted = {e.target for e in run.effects(RequestPaneProbe)}
+        read += sorted(granted)
+        reused = {n for n in names if run.state.members[f"s-{n}"] is before[f"s-{n}"]}
+        assert reused == set(names) - granted - previous
+        previous = granted
+    assert set(read) == set(names)
+    assert len(read) == 10
