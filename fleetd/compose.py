@@ -23,13 +23,12 @@ from fleetd.bridge.spawn import SpawnRequest, spawn_member
 from fleetd.bridge.view import session_row
 from fleetd.bridge.worktrees import GitWorktrees, Worktrees
 from fleetd.clock import Clock, SystemClock
-from fleetd.config import ConfigRef, FleetdConfig, InboxBackend, ReloadStatus
+from fleetd.config import ConfigRef, FleetdConfig, ReloadStatus
 from fleetd.errors import FleetdError
 from fleetd.herdr.control import AgentControl, HerdrAgentControl
 from fleetd.herdr.discovery import resolve_socket_path
-from fleetd.inbox.amqp import AmqpInbox
-from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
+from fleetd.inbox.registry import LeadInboxRegistry, build_inbox
 from fleetd.metrics import Metrics
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkState, ObservedControl
@@ -79,11 +78,11 @@ class Fleetd:
         self.started = False
 
     async def own_lead_keys(self) -> None:
-        for lead in self.config.current.leads:
-            try:
-                await self.inbox.own(lead.name)
-            except FleetdError as exc:
-                _log.warning("inbox key of lead %s not owned yet: %s", lead.name, exc)
+        """Own every configured lead's inbox key (at start, and when the config adds a lead)."""
+        try:
+            await self.bridge.lead_inboxes.sync()
+        except FleetdError as exc:
+            _log.warning("lead inbox keys not owned yet: %s", type(exc).__name__)
 
     async def check_config(self) -> None:
         """Reload the config file if it changed (each tick, and on SIGHUP)."""
@@ -110,7 +109,17 @@ def build_service(
     settings = config.current
     link = LinkState()
     observed = ObservedControl(control or _herdr(settings, environ, clock), clock=clock, state=link)
-    inbox = inbox or _inbox(settings, clock, metrics)
+    inbox = inbox or build_inbox(
+        settings.inbox.backend.value,
+        settings.inbox.amqp.url.get_secret_value(),
+        clock=clock,
+        on_decode_failure=lambda failure: metrics.inbox_decode_failures_total.labels(
+            reason=failure.reason.value
+        ).inc(),
+    )
+    lead_inboxes = LeadInboxRegistry(
+        inbox, lambda: [lead.name for lead in config.current.leads], clock=clock
+    )
     authenticator = Authenticator(
         lead_tokens=_lead_tokens(settings, environ),
         operator_token=environ.get(settings.operator_token_env or "") or None,
@@ -124,6 +133,7 @@ def build_service(
         metrics=metrics,
         settings=lambda: config.current,
         manifest_root=manifest_root,
+        lead_inboxes=lead_inboxes,
         revoke=authenticator.revoke,
     )
     push = PushLoop(bridge)
@@ -189,18 +199,6 @@ def _herdr(settings: FleetdConfig, environ: Mapping[str, str], clock: Clock) -> 
     return HerdrAgentControl.for_socket(
         path, clock=clock, request_timeout=settings.herdr.request_timeout.total_seconds()
     )
-
-
-def _inbox(settings: FleetdConfig, clock: Clock, metrics: Metrics) -> ReplyInbox:
-    if settings.inbox.backend is InboxBackend.AMQP:
-        return AmqpInbox(
-            settings.inbox.amqp.url.get_secret_value(),
-            clock=clock,
-            on_decode_failure=lambda failure: metrics.inbox_decode_failures_total.labels(
-                reason=failure.reason.value
-            ).inc(),
-        )
-    return InMemoryInbox()
 
 
 def _lead_tokens(settings: FleetdConfig, environ: Mapping[str, str]) -> dict[str, str]:

@@ -25,20 +25,21 @@ from fleetd.config.loader import parse_config
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.memory import InMemoryInbox
+from fleetd.inbox.port import ReplyInbox
 
 __all__ = [
     "LEAD_TOKEN",
     "TestFleet",
     "build_test_fleet",
     "fleet_tool_registry",
-    "test_document",
+    "sample_document",
 ]
 
 LEAD_TOKEN = "lead-token-for-tests-0001"  # noqa: S105 — a test credential
 OPERATOR_TOKEN = "operator-token-for-tests-0001"  # noqa: S105 — a test credential
 
 
-def test_document(root: Path) -> dict[str, Any]:
+def sample_document(root: Path) -> dict[str, Any]:
     """A small config: two leads, three profiles, a worktree root under ``root``."""
     return {
         "api": {"publicUrl": "http://127.0.0.1:1"},
@@ -65,7 +66,7 @@ class TestFleet:
 
     clock: FakeClock
     control: FakeAgentControl
-    inbox: InMemoryInbox
+    inbox: ReplyInbox
     worktrees: FakeWorktrees
     service: Fleetd
     root: Path
@@ -120,17 +121,18 @@ def build_test_fleet(
     *,
     document: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    inbox: ReplyInbox | None = None,
 ) -> TestFleet:
     """A fleet on fakes, built by the production composition root."""
     clock = FakeClock()
     env = {"T_LEAD": LEAD_TOKEN, "T_LEAD_B": LEAD_TOKEN + "-b", "T_OPERATOR": OPERATOR_TOKEN}
     env.update(environ or {})
-    loaded = parse_config(dict(document or test_document(root)), env, base_dir=root)
+    loaded = parse_config(dict(document or sample_document(root)), env, base_dir=root)
     ref = ConfigRef(loaded, environ=env, now=clock.now())
     control = FakeAgentControl()
     control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
     control.add_agent("lead-b", kind="codex", status=AgentStatus.IDLE)
-    inbox = InMemoryInbox()
+    inbox = inbox if inbox is not None else InMemoryInbox()
     worktrees = FakeWorktrees()
     service = build_service(
         ref, environ=env, clock=clock, control=control, inbox=inbox, worktrees=worktrees

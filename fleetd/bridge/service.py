@@ -38,6 +38,7 @@ from fleetd.errors import (
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.port import ReplyInbox
+from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
 from fleetd.metrics import Metrics
 
@@ -75,6 +76,7 @@ class Bridge:
         metrics: Metrics,
         settings: Callable[[], FleetdConfig],
         manifest_root: Path,
+        lead_inboxes: LeadInboxRegistry,
         revoke: Callable[[str], None] = lambda _session_id: None,
     ) -> None:
         self.clock = clock
@@ -84,6 +86,7 @@ class Bridge:
         self.metrics = metrics
         self.settings = settings
         self.manifest_root = manifest_root
+        self.lead_inboxes = lead_inboxes
         self.revoke = revoke
         self.roster = Roster()
         self.tasks = TaskBook(on_terminal=self._count_terminal)
@@ -188,7 +191,7 @@ class Bridge:
         while self.unpublished:
             record = self.unpublished[0]
             try:
-                await self.inbox.publish(record)
+                await self.lead_inboxes.publish(record)
             except FleetdError as exc:
                 _log.warning(
                     "reply for %s waits for the inbox (%d held): %s",

@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from fleetd.api.app import create_app
-from fleetd.inbox.memory import InMemoryInbox
+from fleetd.errors import InboxUnavailableError
+from fleetd.inbox.records import InboxRecord
 from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet
 
 
@@ -103,16 +104,34 @@ async def test_member_cannot_reply_for_another_session(fleet: TestFleet) -> None
     assert (await fleet.ok("fleet_poll", ticket=ticket))["status"] == "pending"
 
 
-async def test_reply_is_held_until_the_inbox_takes_it(tmp_path: Path) -> None:
-    """A reply the inbox refuses is kept and published later, never dropped."""
-    fleet = build_test_fleet(tmp_path)
-    assert isinstance(fleet.inbox, InMemoryInbox)
+async def test_reply_is_held_until_the_inbox_takes_it(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply the inbox cannot take now is kept and published later, never dropped."""
     sid = await fleet.spawn_ready()
     await fleet.ok("fleet_send", target=sid, prompt="x")
+    publish = fleet.inbox.publish
+
+    async def broker_down(record: InboxRecord) -> bool:
+        raise InboxUnavailableError("broker down")
+
+    monkeypatch.setattr(fleet.inbox, "publish", broker_down)
     await fleet.ok("fleet_reply", fleet.member(sid), content="kept")
     assert len(fleet.bridge.unpublished) == 1
-    await fleet.service.own_lead_keys()
+    await fleet.service.push.push_once()
+    assert len(fleet.bridge.unpublished) == 1
+    monkeypatch.setattr(fleet.inbox, "publish", publish)
     await fleet.service.push.push_once()
     assert fleet.bridge.unpublished == []
     messages = (await fleet.ok("fleet_poll"))["messages"]
     assert [m["content"] for m in messages] == ["kept"]
+
+
+async def test_publication_to_a_lead_owns_its_key_first(tmp_path: Path) -> None:
+    """Replies reach a configured lead's inbox even before startup owned the key."""
+    fleet = build_test_fleet(tmp_path)
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=sid, prompt="x")
+    await fleet.ok("fleet_reply", fleet.member(sid), content="kept")
+    assert fleet.bridge.unpublished == []
+    assert "lead" in fleet.bridge.lead_inboxes.owned

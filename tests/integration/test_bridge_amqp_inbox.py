@@ -1,0 +1,55 @@
+"""The bridge on the real broker: replies kept in RabbitMQ survive a fleetd restart."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fleetd.inbox.amqp import AmqpInbox
+from fleetd.testing import build_test_fleet, sample_document
+
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
+pytestmark = pytest.mark.amqp
+
+
+@pytest.fixture
+def broker() -> str:
+    try:
+        socket.create_connection(("127.0.0.1", 5672), timeout=1.0).close()
+    except OSError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("RabbitMQ is not reachable on 127.0.0.1:5672; CI needs it")
+        pytest.skip("RabbitMQ is not reachable on 127.0.0.1:5672")
+    return AMQP_URL
+
+
+async def test_reply_survives_a_restart_on_the_broker(tmp_path: Path, broker: str) -> None:
+    """A reply published by one fleetd is collected by the next one, exactly once."""
+    lead = f"l{uuid.uuid4().hex[:12]}"
+    document = sample_document(tmp_path)
+    document["leads"] = [{"name": lead, "agent": "lead", "tokenEnv": "T_LEAD"}]
+    first = build_test_fleet(tmp_path, document=document, inbox=AmqpInbox(broker))
+    caller = first.lead.__class__(role=first.lead.role, name=lead)
+    try:
+        await first.service.own_lead_keys()
+        sid = (await first.ok("fleet_spawn", caller, profile="codex"))["sessionId"]
+        await first.service.registry.contact(first.member(sid))
+        ticket = (await first.ok("fleet_send", caller, target=sid, prompt="x"))["ticket"]
+        await first.ok("fleet_reply", first.member(sid), content="kept on the broker")
+        await first.inbox.close()
+
+        second = build_test_fleet(tmp_path, document=document, inbox=AmqpInbox(broker))
+        await second.service.own_lead_keys()
+        drained = await second.ok("fleet_poll", caller)
+        assert [(m["ticket"], m["content"]) for m in drained["messages"]] == [
+            (ticket, "kept on the broker")
+        ]
+        assert (await second.ok("fleet_poll", caller))["messages"] == []
+        assert await second.inbox.release(lead)
+        await second.inbox.close()
+    finally:
+        await first.inbox.close()
