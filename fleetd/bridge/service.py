@@ -38,8 +38,8 @@ from fleetd.errors import (
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.port import ReplyInbox
-from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
+from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 
 __all__ = ["Bridge", "MuteEvent"]
