@@ -41,6 +41,7 @@ from fleetd.health.link import LINK_SUBJECT, step_link
 from fleetd.health.members import step_member, step_member_blind
 from fleetd.health.mute import rate_exceeded, record_mutes
 from fleetd.health.pane_budget import ProbeReason, allocate
+from fleetd.health.settings import Effective
 from fleetd.health.snapshot import FleetSnapshot
 from fleetd.health.states import FAULT_LEAD_STATES, MemberState, Scope
 from fleetd.health.tick import Tick
@@ -60,7 +61,11 @@ class Decision:
 
 def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decision:
     """Classify the fleet in ``snapshot`` against ``prior`` evidence at ``now``."""
-    steady = prior.settings == snapshot.config
+    steady = prior.settings is not None and (
+        prior.settings == snapshot.config
+        or Effective.of(prior.settings).member_timers()
+        == Effective.of(snapshot.config).member_timers()
+    )
     tick = Tick(snapshot, IncidentBook(prior.incidents, prior.generations), now, steady=steady)
     link = step_link(tick, snapshot.live, prior.link)
     if link.state is not prior.link.state:

@@ -136,7 +136,7 @@ class HealthState:
     incidents only; ``generations`` the last generation per key (seed it from the journal after
     a restart). ``probe_cursor`` and ``recent_reads`` are the pane budget's round-robin position
     and per-target grant times; ``settings`` the
-    values the last tick ran with (a change re-evaluates every member).
+    values the last tick ran with (a change to a member timer re-evaluates every member).
     """
 
     taken_at: datetime | None = None

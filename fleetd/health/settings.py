@@ -63,6 +63,10 @@ class Effective:
     long_idle_after: timedelta
     readiness_grace: timedelta
 
+    def member_timers(self) -> tuple[timedelta, timedelta, timedelta]:
+        """The values member timer deadlines depend on (a change re-evaluates every member)."""
+        return (self.working_suspect_after, self.long_idle_after, self.readiness_grace)
+
     @classmethod
     def of(cls, settings: HealthSettings) -> Effective:
         """Apply every floor to ``settings``; a value is only ever raised, never lowered."""

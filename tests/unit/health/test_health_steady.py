@@ -217,3 +217,16 @@ def test_long_working_members_stay_cheap_and_still_rotate_through_the_budget() -
         previous = granted
     assert set(read) == set(names)
     assert len(read) == 10
+
+
+def test_a_reload_that_leaves_member_timers_alone_keeps_the_shortcut() -> None:
+    """Changing only the read cadence or the lead delay does not re-evaluate members."""
+    run = Run()
+    for _ in range(3):
+        run.tick(live(agent("m1")), [member()])
+    before = run.state.members["s-m1"]
+    reload = HealthSettings(
+        pane_probe_interval=timedelta(seconds=120), lead_unresponsive_after=timedelta(hours=1)
+    )
+    run.tick(live(agent("m1")), [member()], settings=reload)
+    assert run.state.members["s-m1"] is before
