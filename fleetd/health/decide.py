@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.health.effects import (
     Effect,
     RecordTransition,
@@ -47,8 +48,6 @@ from fleetd.health.states import FAULT_LEAD_STATES, MemberState, Scope
 from fleetd.health.tick import Tick
 
 __all__ = ["Decision", "decide"]
-
-_TWO = 2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,10 +116,10 @@ def _leads(
         )
     for name in sorted(prior.keys() - listed):
         before = prior[name]
-        missing = min(before.identity_missing + (1 if sighted else 0), _TWO)
+        missing = min(before.identity_missing + (1 if sighted else 0), TWO_SNAPSHOTS)
         after = step(tick, retained_view(before), before, missing)
         if (
-            missing >= _TWO
+            missing >= TWO_SNAPSHOTS
             and after.raw_status is not None
             and after.state not in FAULT_LEAD_STATES
         ):

@@ -187,6 +187,7 @@ def _work_at_risk(view: MemberView, inbox_depth: int, now: datetime, long_idle: 
 def normal_state(
     view: MemberView, raw: LiveStatus | None, in_turn: bool, inbox_depth: int
 ) -> tuple[MemberState, str]:
+    """Rank-8 normal mode from the session state and raw status (the table in the docstring)."""
     if view.session_state is _S.SPAWNING:
         return _M.STARTING, "spawning"
     if in_turn:

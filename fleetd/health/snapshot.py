@@ -265,3 +265,13 @@ class FleetSnapshot:
     probes: tuple[ProbeResult, ...] = ()
     config: HealthSettings = field(default_factory=HealthSettings)
     profiles: tuple[ProfileCapacityInput, ...] = ()
+
+    def __post_init__(self) -> None:
+        for what, keys in (
+            ("member session_id", [m.session_id for m in self.members]),
+            ("lead name", [lead.name for lead in self.leads]),
+            ("inbox key", [i.key for i in self.inboxes]),
+            ("profile", [p.profile for p in self.profiles]),
+        ):
+            if len(set(keys)) != len(keys):
+                raise ValueError(f"FleetSnapshot has a duplicate {what}")

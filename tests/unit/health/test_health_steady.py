@@ -230,3 +230,17 @@ def test_a_reload_that_leaves_member_timers_alone_keeps_the_shortcut() -> None:
     )
     run.tick(live(agent("m1")), [member()], settings=reload)
     assert run.state.members["s-m1"] is before
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"members": (member(), member())},
+        {"leads": (LEAD, LEAD)},
+        {"inboxes": (InboxView(key="k", depth=1), InboxView(key="k", depth=2))},
+    ],
+)
+def test_snapshot_refuses_duplicate_identities(fields: dict[str, object]) -> None:
+    """Two members with one session id (or two leads, two inbox keys) is a runtime bug."""
+    with pytest.raises(ValueError, match="duplicate"):
+        FleetSnapshot(live=live(), **fields)
