@@ -32,6 +32,7 @@ from fleetd.inbox.registry import LeadInboxRegistry, build_inbox
 from fleetd.metrics import Metrics
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkState, ObservedControl
+from fleetd.runtime.monitor import FleetHealthMonitor
 from fleetd.runtime.scheduler import Loop, Scheduler
 
 __all__ = ["Fleetd", "build_service"]
@@ -54,6 +55,7 @@ class Fleetd:
     inbox: ReplyInbox
     bridge: Bridge
     push: PushLoop
+    health: FleetHealthMonitor
     scheduler: Scheduler
     registry: ToolRegistry
     authenticator: Authenticator
@@ -137,8 +139,16 @@ def build_service(
         revoke=authenticator.revoke,
     )
     push = PushLoop(bridge)
+    health = FleetHealthMonitor(
+        clock=clock, control=observed, bridge=bridge, push=push, config=config, metrics=metrics
+    )
     view = FleetViewBuilder(
-        bridge=bridge, link=link, config=config, push=push, manifest_root=manifest_root
+        bridge=bridge,
+        link=link,
+        config=config,
+        push=push,
+        manifest_root=manifest_root,
+        health=health,
     )
     registry = ToolRegistry()
 
@@ -169,6 +179,7 @@ def build_service(
         inbox=inbox,
         bridge=bridge,
         push=push,
+        health=health,
         scheduler=Scheduler(clock),
         registry=registry,
         authenticator=authenticator,
@@ -187,6 +198,7 @@ def build_service(
     service.scheduler.add(
         Loop(name="config", step=service.check_config, interval=lambda: CONFIG_CHECK_SECONDS)
     )
+    service.scheduler.add(Loop(name="health", step=health.tick, interval=health.interval))
     return service
 
 

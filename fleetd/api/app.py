@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,9 +29,7 @@ __all__ = ["create_app"]
 _HEALTH_JSON = "application/health+json"
 
 
-def create_app(
-    service: Fleetd, *, health_components: Callable[[], dict[str, Any]] | None = None
-) -> FastAPI:
+def create_app(service: Fleetd) -> FastAPI:
     """The ASGI app of one service; its lifespan starts and stops the service."""
     mcp_running = None
 
@@ -75,9 +73,8 @@ def create_app(
                 {"name": s.name, "steps": s.steps, "failures": s.failures}
                 for s in service.scheduler.status()
             ],
+            "fleetHealth": service.health.component(),
         }
-        if health_components is not None:
-            components.update(health_components())
         return JSONResponse({"status": "pass", "components": components}, media_type=_HEALTH_JSON)
 
     @app.get("/metrics")

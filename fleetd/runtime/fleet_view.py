@@ -9,8 +9,8 @@ leads only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,13 @@ from fleetd.api.tools import Caller, Role
 from fleetd.bridge.manifests import load_manifests
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
+from fleetd.bridge.sessions import Session
 from fleetd.bridge.view import capacity_view, session_row
 from fleetd.config import ConfigRef
 from fleetd.errors import HerdrError
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.runtime.link import LinkState
+from fleetd.runtime.monitor import FleetHealthMonitor
 
 __all__ = ["FleetViewBuilder"]
 
@@ -38,7 +40,7 @@ class FleetViewBuilder:
     config: ConfigRef
     push: PushLoop
     manifest_root: Path
-    health_view: Callable[[], dict[str, Any]] | None = None
+    health: FleetHealthMonitor | None = None
 
     async def build(self, caller: Caller) -> dict[str, Any]:
         now = self.bridge.clock.now()
@@ -65,17 +67,23 @@ class FleetViewBuilder:
             "generatedAt": now.isoformat(),
             "controlLink": self.link.view(),
             "agents": live,
-            "members": [session_row(self.bridge, s, now=now) for s in visible],
+            "members": [self._member(s, now) for s in visible],
             "capacity": capacity_view(self.bridge),
             "leads": self._leads(),
             "inbox": {"failures": [_failure(f) for f in self.bridge.inbox.failures()]},
             "config": self._config_status(),
         }
-        if self.health_view is not None:
-            view.update(self.health_view())
+        if self.health is not None:
+            view.update(self.health.view())
         if caller.role is Role.LEAD:
             view["preservedWorktrees"] = self._preserved(caller.name)
         return view
+
+    def _member(self, session: Session, now: datetime) -> dict[str, Any]:
+        row = session_row(self.bridge, session, now=now)
+        if self.health is not None:
+            row["health"] = self.health.member_health(session.session_id)
+        return row
 
     def _leads(self) -> list[dict[str, Any]]:
         rows = []

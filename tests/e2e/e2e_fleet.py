@@ -121,6 +121,15 @@ def _repo(path: Path) -> Path:
 
 @pytest.fixture
 async def e2e(tmp_path: Path) -> AsyncIterator[E2EFleet]:
+    async with start_e2e(tmp_path) as fleet:
+        yield fleet
+
+
+@contextlib.asynccontextmanager
+async def start_e2e(
+    tmp_path: Path, overrides: dict[str, Any] | None = None
+) -> AsyncIterator[E2EFleet]:
+    """Simulator + fleetd on uvicorn; ``overrides`` replace top-level config sections."""
     clock = FakeClock()
     short = Path(tempfile.mkdtemp(prefix="fe2e"))
     socket_path = short / "herdr.sock"
@@ -138,6 +147,7 @@ async def e2e(tmp_path: Path) -> AsyncIterator[E2EFleet]:
         "profiles": {"sonnet": {"kind": "claude"}, "codex": {"kind": "codex"}},
         "worktrees": {"root": str(tmp_path / "wt"), "defaultRepo": str(_repo(tmp_path / "repo"))},
     }
+    document.update(overrides or {})
     ref = ConfigRef(parse_config(document, env, base_dir=tmp_path), environ=env, now=clock.now())
     control = HerdrAgentControl.for_socket(socket_path, clock=clock, request_timeout=2.0)
     service = build_service(ref, environ=env, clock=clock, control=control)

@@ -1,0 +1,155 @@
+"""Assembling one :class:`~fleetd.health.snapshot.FleetSnapshot` from the live service.
+
+The herdr side is exactly one ``agent.list`` (plus a ping only when that list failed or an
+expected lead is missing from it); the bridge side is read from memory: sessions, open turns,
+tickets, the leads' inbox depth and push outcomes, and the pane reads the previous tick asked for.
+Only codes, names, counts, times and digests go into the snapshot — never pane text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+
+from fleetd.bridge.push import PushLoop
+from fleetd.bridge.service import Bridge
+from fleetd.bridge.view import member_view
+from fleetd.config import FleetdConfig
+from fleetd.errors import FleetdError, HerdrError
+from fleetd.health.settings import HealthSettings
+from fleetd.health.snapshot import (
+    FleetSnapshot,
+    InboxKind,
+    InboxView,
+    LeadView,
+    LiveAgent,
+    LiveStatus,
+    LiveView,
+    ProbeResult,
+    ProfileCapacityInput,
+)
+from fleetd.herdr.control import AgentControl
+from fleetd.herdr.model import AgentInfo
+from fleetd.inbox.records import MessageKind
+
+__all__ = ["health_settings", "take_snapshot"]
+
+
+def health_settings(config: FleetdConfig) -> HealthSettings:
+    """The hot health values of one tick."""
+    health = config.health
+    return HealthSettings(
+        snapshot_interval=health.snapshot_interval,
+        working_suspect_after=health.working_suspect_after,
+        pane_probe_interval=health.pane_probe_interval,
+        lead_unresponsive_after=health.lead_unresponsive_after,
+        capacity_long_idle_after=health.capacity_long_idle_after,
+        readiness_grace=config.bridge.readiness_grace,
+    )
+
+
+async def take_snapshot(
+    *,
+    control: AgentControl,
+    bridge: Bridge,
+    push: PushLoop,
+    config: FleetdConfig,
+    probes: Iterable[ProbeResult],
+    targeted_errors: Mapping[str, str],
+    mute_counts: Mapping[str, int],
+) -> FleetSnapshot:
+    """Everything one tick of ``decide`` reads, with one fleet-wide herdr list."""
+    try:
+        agents: tuple[AgentInfo, ...] = await control.list_agents()
+        list_ok = True
+    except HerdrError:
+        agents, list_ok = (), False
+    names = {a.name for a in agents}
+    ping_ok: bool | None = None
+    if not list_ok or any(lead.agent not in names for lead in config.leads):
+        try:
+            await control.ping()
+            ping_ok = True
+        except HerdrError:
+            ping_ok = False
+    live = LiveView(
+        list_ok=list_ok,
+        agents=tuple(_live(a) for a in agents),
+        ping_ok=ping_ok,
+        targeted_errors=dict(targeted_errors),
+    )
+    members = tuple(
+        member_view(bridge, s, mute_events=mute_counts.get(s.session_id, 0))
+        for s in bridge.roster.sessions.values()
+    )
+    inboxes, leads = await _leads(bridge, push, config, agents)
+    return FleetSnapshot(
+        live=live,
+        members=members,
+        leads=leads,
+        inboxes=inboxes,
+        probes=tuple(probes),
+        config=health_settings(config),
+        profiles=tuple(
+            ProfileCapacityInput(profile=name, max_load=p.max_load)
+            for name, p in sorted(config.profiles.items())
+        ),
+    )
+
+
+def _live(agent: AgentInfo) -> LiveAgent:
+    return LiveAgent(
+        name=agent.name,
+        pane_id=agent.pane_id,
+        terminal_id=agent.terminal_id,
+        status=LiveStatus(agent.agent_status.value),
+        state_change_seq=agent.state_change_seq,
+        kind=agent.agent,
+    )
+
+
+async def _leads(
+    bridge: Bridge, push: PushLoop, config: FleetdConfig, agents: tuple[AgentInfo, ...]
+) -> tuple[tuple[InboxView, ...], tuple[LeadView, ...]]:
+    terminals = {a.name: a.terminal_id for a in agents if a.name}
+    inboxes: list[InboxView] = []
+    leads: list[LeadView] = []
+    for lead in config.leads:
+        outcome = push.outcomes.get(lead.name)
+        try:
+            stats = await bridge.inbox.stats(lead.name)
+        except FleetdError:
+            stats = None
+        depth = stats.depth if stats else 0
+        oldest = (
+            datetime.fromtimestamp(stats.oldest_created_epoch_millis / 1000, UTC)
+            if stats and stats.oldest_created_epoch_millis is not None
+            else None
+        )
+        kinds = tuple(
+            InboxKind(kind.value)
+            for kind in (MessageKind.REPLY, MessageKind.HEALTH)
+            if stats and stats.by_kind.get(kind)
+        )
+        cap_reached = outcome is not None and outcome.cap_reached_at is not None
+        inboxes.append(
+            InboxView(
+                key=lead.name,
+                depth=depth,
+                oldest_created_at=oldest,
+                kinds=kinds,
+                push_cap_reached=cap_reached,
+            )
+        )
+        leads.append(
+            LeadView(
+                name=lead.name,
+                agent_name=lead.agent,
+                terminal_id=terminals.get(lead.agent),
+                actionable_waiting=depth,
+                oldest_actionable_at=oldest,
+                nudges_sent=outcome.nudges_for_head if outcome else 0,
+                nudge_cap_reached_at=outcome.cap_reached_at if outcome else None,
+            )
+        )
+    return tuple(inboxes), tuple(leads)

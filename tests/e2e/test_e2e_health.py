@@ -1,0 +1,82 @@
+"""The two real traces of M4 §2.1, end to end through the simulator, the bridge and health."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from e2e_fleet import E2EFleet, start_e2e
+
+from fleetd.bridge.sessions import SessionState
+from fleetd.health.states import MemberState
+
+# The status poller looks only once a minute here, so it never sees the member's short turn:
+# the bridge keeps the session BUSY while herdr says done — exactly the missed boundary of trace 1.
+TRACE_ONE = {
+    "herdr": {"statusPollIntervalMs": 60000},
+    "health": {"enabled": True, "snapshotIntervalSeconds": 15},
+}
+
+
+def _member_state(e2e: E2EFleet, session_id: str) -> str | None:
+    evidence = e2e.service.health.state.members.get(session_id)
+    return None if evidence is None else str(evidence.state)
+
+
+async def test_busy_while_herdr_says_done_is_a_lost_boundary_after_two_snapshots(
+    tmp_path: Path,
+) -> None:
+    """Trace 1: BUSY + raw done for the same turn becomes TURN_BOUNDARY_LOST on tick two."""
+    async with start_e2e(tmp_path, TRACE_ONE) as e2e, e2e.http() as lead:
+        sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-mute-1"))["sessionId"]
+        bridge = e2e.service.bridge
+        await e2e.until(lambda: bridge.roster.get(sid).state is SessionState.READY)  # type: ignore[union-attr]
+        ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="architect it"))["ticket"]
+        agent = e2e.simulator.agent("m-mute-1")
+        await e2e.until(lambda: agent.status.value == "done")
+        session = bridge.roster.get(sid)
+        assert session is not None
+        assert session.state is SessionState.BUSY
+        health = e2e.service.health
+        await e2e.run(health.tick())
+        assert _member_state(e2e, sid) != MemberState.TURN_BOUNDARY_LOST
+        await e2e.advance(15)
+        await e2e.run(health.tick())
+        assert _member_state(e2e, sid) == MemberState.TURN_BOUNDARY_LOST
+        listed = await e2e.tool(lead, "fleet_list")
+        [incident] = [i for i in listed["incidents"] if i["subject"] == sid]
+        assert incident["state"] == "TURN_BOUNDARY_LOST"
+        assert incident["owner"] == "lead"
+        polled = await e2e.tool(lead, "fleet_poll", ticket=ticket)
+        assert polled["status"] == "pending"
+        inbox = await e2e.tool(lead, "fleet_poll")
+        health_records = [m for m in inbox["messages"] if m["kind"] == "health"]
+        assert [m["state"] for m in health_records] == ["TURN_BOUNDARY_LOST"]
+        assert "ticket" not in health_records[0]
+
+
+async def test_teardown_that_leaves_a_task_pending_is_delegation_orphaned(tmp_path: Path) -> None:
+    """Trace 2: every ticket ends when the pane stops; a task surviving teardown is orphaned."""
+    overrides = {"health": {"enabled": True, "snapshotIntervalSeconds": 15}}
+    async with start_e2e(tmp_path, overrides) as e2e, e2e.http() as lead:
+        sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-exit-1"))["sessionId"]
+        bridge = e2e.service.bridge
+        await e2e.until(lambda: bridge.roster.get(sid).state is SessionState.READY)  # type: ignore[union-attr]
+        first = (await e2e.tool(lead, "fleet_send", target=sid, prompt="one"))["ticket"]
+        await e2e.advance(1)
+        second = (await e2e.tool(lead, "fleet_send", target=sid, prompt="two"))["ticket"]
+        await e2e.until(lambda: all(bridge.tasks.get(t).terminal for t in (first, second)))  # type: ignore[union-attr]
+        session = bridge.roster.get(sid)
+        assert session is not None
+        await e2e.until(lambda: session.state is SessionState.RELEASED)
+        assert session.released_cause == "gone"
+        # A regression in teardown: a task of the released target is left pending.
+        stray = bridge.tasks.accept(
+            target=sid, owner="lead", prompt="x", now=e2e.clock.now(), nonce="stray"
+        )
+        health = e2e.service.health
+        await e2e.run(health.tick())
+        await e2e.advance(61)
+        await e2e.run(health.tick())
+        assert _member_state(e2e, sid) == MemberState.DELEGATION_ORPHANED
+        polled = await e2e.tool(lead, "fleet_poll", ticket=stray.ticket_id)
+        assert (polled["status"], polled["reason"]) == ("failed", "delegation_orphaned")

@@ -1,0 +1,133 @@
+"""The fleet health monitor: one list per tick, no reads for a healthy fleet, effects applied."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from fleetd.api.app import create_app
+from fleetd.herdr.model import AgentStatus
+from fleetd.testing import TestFleet, build_test_fleet, sample_document
+
+
+async def _fleet(tmp_path: Path, **health: Any) -> TestFleet:
+    document = sample_document(tmp_path)
+    document["profiles"]["codex"] = {"kind": "codex"}
+    if health:
+        document["health"] = health
+    fleet = build_test_fleet(tmp_path, document=document)
+    await fleet.service.own_lead_keys()
+    return fleet
+
+
+async def test_disabled_monitor_does_no_herdr_work(tmp_path: Path) -> None:
+    """health.enabled=false (the default): a tick makes no herdr call at all."""
+    fleet = await _fleet(tmp_path)
+    await fleet.spawn_ready("codex")
+    before = len(fleet.control.calls)
+    for _ in range(5):
+        fleet.clock.advance(30)
+        await fleet.service.health.tick()
+    assert len(fleet.control.calls) == before
+    assert fleet.service.health.ticks == 0
+    assert fleet.service.health.coverage()["detection"] == "disabled"
+
+
+async def test_healthy_fifty_member_fleet_reads_no_pane_and_lists_once_per_tick(
+    tmp_path: Path,
+) -> None:
+    """Fifty idle members over ten ticks: ten agent.list calls, zero pane reads, no incident."""
+    fleet = await _fleet(tmp_path, enabled=True)
+    for _ in range(50):
+        await fleet.spawn_ready("codex")
+    fleet.control.calls.clear()
+    for _ in range(10):
+        fleet.clock.advance(30)
+        await fleet.service.health.tick()
+    methods = [c.method for c in fleet.control.calls]
+    assert methods.count("list_agents") == 10
+    assert "read" not in methods
+    assert "ping" not in methods
+    assert fleet.service.health.pane_reads == 0
+    assert fleet.service.health.state.incidents == {}
+    states = {str(e.state) for e in fleet.service.health.state.members.values()}
+    assert states == {"IDLE"}
+
+
+async def test_gone_member_is_failed_through_the_target_wide_operation(tmp_path: Path) -> None:
+    """A member missing from the list and not found by lookup becomes GONE; its ticket fails."""
+    fleet = await _fleet(tmp_path, enabled=True)
+    sid = await fleet.spawn_ready("codex")
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="x"))["ticket"]
+    session = fleet.bridge.roster.get(sid)
+    assert session is not None
+    fleet.control.remove(session.name)
+    for _ in range(4):
+        fleet.clock.advance(30)
+        await fleet.service.health.tick()
+    polled = await fleet.ok("fleet_poll", ticket=ticket)
+    assert polled["status"] == "failed"
+    assert session.released_cause == "gone"
+
+
+async def test_link_down_opens_one_control_link_incident_and_no_member_fault(
+    tmp_path: Path,
+) -> None:
+    """Two failed lists plus a failed ping: CONTROL_LINK_DOWN; members keep their state."""
+    fleet = await _fleet(tmp_path, enabled=True)
+    sid = await fleet.spawn_ready("codex")
+    fleet.clock.advance(30)
+    await fleet.service.health.tick()
+    fleet.control.link_down()
+    for _ in range(3):
+        fleet.clock.advance(30)
+        await fleet.service.health.tick()
+    view = fleet.service.health.view()
+    assert [i["state"] for i in view["incidents"]] == ["CONTROL_LINK_DOWN"]
+    assert view["health"]["controlLink"] == "CONTROL_LINK_DOWN"
+    assert str(fleet.service.health.state.members[sid].state) == "IDLE"
+
+
+async def test_error_screen_is_found_by_a_budgeted_probe(tmp_path: Path) -> None:
+    """A sustained non-working turn earns a read; a tested signature yields ERROR_ON_SCREEN."""
+    fleet = await _fleet(tmp_path, enabled=True)
+    sid = await fleet.spawn_ready("sonnet")
+    await fleet.ok("fleet_send", target=sid, prompt="x")
+    session = fleet.bridge.roster.get(sid)
+    assert session is not None
+    assert session.pane_id is not None
+    fleet.set_status(sid, AgentStatus.BLOCKED)
+    fleet.control.set_screen(
+        session.pane_id,
+        '● Working on it\n\n  ⎿  API Error: 529 {"type":"error","error":{"type":'
+        '"overloaded_error","message":"Overloaded"}}\n',
+    )
+    for _ in range(6):
+        fleet.clock.advance(30)
+        await fleet.service.health.tick()
+    evidence = fleet.service.health.state.members[sid]
+    assert (str(evidence.state), evidence.cause) == ("ERROR_ON_SCREEN", "claude.api_error_529")
+    reads = fleet.control.calls_to("read")
+    assert 1 <= len(reads) <= 6
+    assert {c.args["source"].value for c in reads} <= {"visible", "detection"}
+    listed = await fleet.ok("fleet_list")
+    assert "Overloaded" not in str(listed)  # states and codes only, never pane text
+
+
+async def test_healthz_and_fleet_list_show_partial_coverage_without_a_sink(
+    tmp_path: Path,
+) -> None:
+    """Enabled detection without a human sink is partial on /healthz and in fleet_list."""
+    fleet = await _fleet(tmp_path, enabled=True)
+    fleet.clock.advance(30)
+    await fleet.service.health.tick()
+    transport = httpx.ASGITransport(app=create_app(fleet.service))
+    async with httpx.AsyncClient(transport=transport, base_url="http://f") as client:
+        healthz = await client.get("/healthz")
+    assert healthz.status_code == 200
+    assert healthz.json()["components"]["fleetHealth"]["status"] == "partial"
+    listed = await fleet.ok("fleet_list")
+    assert listed["healthCoverage"]["humanEscalation"] == "unavailable"
+    assert listed["healthCoverage"]["status"] == "partial"
