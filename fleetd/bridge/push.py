@@ -1,10 +1,17 @@
-"""Nudging leads that have uncollected inbox content.
+"""Nudging leads that have uncollected inbox content, and the bounded idle-lead heartbeat.
 
 A lead is nudged only while herdr shows it at its prompt (``idle`` or ``done``): never into a
 ``working`` or ``blocked`` lead. Each inbox head gets at most ``push.maxNudgesPerItem`` nudges, at
 least :data:`NUDGE_SPACING` apart; when the cap is reached the loop stands down and records it, and
 the health monitor judges what that means. The outcome of every decision is kept per lead as
 structured evidence (:class:`PushOutcome`), never as log text.
+
+When a lead's inbox is empty and it sits at its prompt, the heartbeat may tell it what capacity it
+has: per-profile live, cap, free and reclaimable counts plus at most three long-idle members. A
+heartbeat sequence is at most ``push.heartbeatMax`` beats ``push.heartbeatIntervalSeconds`` apart,
+and only a changed capacity fingerprint — which ignores idle durations — re-arms it, so a static
+idle fleet cannot keep a lead busy. Reply pushes come first: no heartbeat while anything waits.
+The heartbeat reports facts; it never spawns, stops or assigns anything.
 """
 
 from __future__ import annotations
@@ -14,13 +21,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from fleetd.bridge.view import member_view
 from fleetd.errors import FleetdError, HerdrError
+from fleetd.health.capacity import CapacitySummary, capacity_summary
+from fleetd.health.settings import HealthSettings
+from fleetd.health.snapshot import FleetSnapshot, LiveView, ProfileCapacityInput
 from fleetd.herdr.model import AgentStatus
 
 if TYPE_CHECKING:
     from fleetd.bridge.service import Bridge
 
-__all__ = ["NUDGE_SPACING", "PushLoop", "PushOutcome"]
+__all__ = ["NUDGE_SPACING", "PushLoop", "PushOutcome", "heartbeat_text"]
 
 _log = logging.getLogger("fleetd.bridge")
 
@@ -41,6 +52,9 @@ class PushOutcome:
     last_status: str | None = None
     last_error: str | None = None
     nudges_total: int = 0
+    heartbeat_fingerprint: str | None = None
+    heartbeats_in_sequence: int = 0
+    last_heartbeat_at: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -66,9 +80,63 @@ class PushLoop:
                 outcome.cap_reached_at = None
             outcome.depth = stats.depth
             outcome.oldest_epoch_millis = stats.oldest_created_epoch_millis
-            if stats.depth == 0 or outcome.nudges_for_head >= cap:
+            if stats.depth == 0:
+                await self._maybe_heartbeat(lead.name, lead.agent, outcome)
+                continue
+            if outcome.nudges_for_head >= cap:
                 continue
             await self._maybe_nudge(lead.name, lead.agent, outcome, cap)
+
+    async def _maybe_heartbeat(self, lead: str, agent: str, outcome: PushOutcome) -> None:
+        config = self.bridge.settings()
+        push = config.bridge.push
+        now = self.bridge.clock.now()
+        owned = [s for s in self.bridge.roster.live() if s.owner == lead]
+        if not owned or push.heartbeat_max == 0:
+            return
+        summary = capacity_summary(
+            FleetSnapshot(
+                live=LiveView(list_ok=False),
+                members=tuple(member_view(self.bridge, s) for s in owned),
+                config=HealthSettings(
+                    capacity_long_idle_after=config.health.capacity_long_idle_after
+                ),
+                profiles=tuple(
+                    ProfileCapacityInput(profile=name, max_load=p.max_load)
+                    for name, p in sorted(config.profiles.items())
+                    if any(s.profile == name for s in owned)
+                ),
+            ),
+            now,
+        )
+        if summary.fingerprint != outcome.heartbeat_fingerprint:
+            outcome.heartbeat_fingerprint = summary.fingerprint
+            outcome.heartbeats_in_sequence = 0
+            outcome.last_heartbeat_at = None
+        if outcome.heartbeats_in_sequence >= push.heartbeat_max:
+            return
+        if (
+            outcome.last_heartbeat_at is not None
+            and now - outcome.last_heartbeat_at < push.heartbeat_interval
+        ):
+            return
+        if any(self.bridge.tasks.pending_for(s.session_id) for s in owned):
+            return  # work is in flight: its replies will reach the lead, no heartbeat needed
+        try:
+            info = await self.bridge.control.get_agent(agent)
+        except HerdrError as exc:
+            outcome.last_error = exc.code
+            return
+        outcome.last_status = info.agent_status.value
+        if info.agent_status not in _AT_PROMPT:
+            return
+        try:
+            await self.bridge.control.prompt(agent, heartbeat_text(summary))
+        except HerdrError as exc:
+            outcome.last_error = exc.code
+            return
+        outcome.last_heartbeat_at = now
+        outcome.heartbeats_in_sequence += 1
 
     async def _maybe_nudge(self, lead: str, agent: str, outcome: PushOutcome, cap: int) -> None:
         now = self.bridge.clock.now()
@@ -99,3 +167,17 @@ class PushLoop:
         if outcome.nudges_for_head >= cap:
             outcome.cap_reached_at = now
             _log.warning("lead %s: inbox nudge cap reached with %d waiting", lead, outcome.depth)
+
+
+def heartbeat_text(summary: CapacitySummary) -> str:
+    """The heartbeat a lead reads: capacity facts and the safe calls to act on them."""
+    rows = "; ".join(
+        f"{r.profile} live {r.live}/{'unlimited' if r.max_load is None else r.max_load}, "
+        f"free {'-' if r.free is None else r.free}, reclaimable {r.reclaimable}"
+        for r in summary.rows
+    )
+    idle = ", ".join(f"{m.name} ({m.idle_for_seconds // 60} min)" for m in summary.long_idle)
+    text = f"fleetd: your members are idle. Capacity: {rows}."
+    if idle:
+        text += f" Long idle: {idle}."
+    return text + " fleet_list() shows the fleet; fleet_stop(sessionId=...) releases a member."

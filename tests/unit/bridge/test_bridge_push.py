@@ -1,0 +1,108 @@
+"""Nudges and the idle-lead heartbeat: only into a lead at its prompt, and always bounded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetd.herdr.model import AgentStatus
+from fleetd.testing import TestFleet, build_test_fleet
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> TestFleet:
+    built = build_test_fleet(tmp_path)
+    await built.service.own_lead_keys()
+    return built
+
+
+def _lead_prompts(fleet: TestFleet) -> list[str]:
+    return [c.args["text"] for c in fleet.control.calls_to("prompt") if c.args["target"] == "lead"]
+
+
+async def _reply_waiting(fleet: TestFleet) -> str:
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=sid, prompt="x")
+    await fleet.ok("fleet_reply", fleet.member(sid), content="done")
+    return sid
+
+
+async def test_waiting_reply_nudges_an_idle_lead_up_to_the_cap(fleet: TestFleet) -> None:
+    """Three nudges at most for one inbox head, spaced apart; then the loop stands down."""
+    await _reply_waiting(fleet)
+    for _ in range(10):
+        await fleet.service.push.push_once()
+        fleet.clock.advance(31)
+    nudges = [t for t in _lead_prompts(fleet) if "wait in your inbox" in t]
+    assert len(nudges) == 3
+    assert 'fleet_poll(target="lead")' in nudges[0]
+    outcome = fleet.service.push.outcomes["lead"]
+    assert outcome.cap_reached_at is not None
+
+
+@pytest.mark.parametrize("status", [AgentStatus.WORKING, AgentStatus.BLOCKED, AgentStatus.UNKNOWN])
+async def test_never_nudges_a_lead_that_is_not_at_its_prompt(
+    fleet: TestFleet, status: AgentStatus
+) -> None:
+    """A working, blocked or unknown lead is never typed into."""
+    await _reply_waiting(fleet)
+    fleet.control.set_status("lead", status)
+    for _ in range(5):
+        await fleet.service.push.push_once()
+        fleet.clock.advance(31)
+    assert _lead_prompts(fleet) == []
+
+
+async def test_collection_stops_the_nudges(fleet: TestFleet) -> None:
+    """Once the lead drains its inbox, no nudge follows; the heartbeat waits its interval."""
+    await _reply_waiting(fleet)
+    await fleet.service.push.push_once()
+    await fleet.ok("fleet_poll")
+    fleet.clock.advance(31)
+    await fleet.service.push.push_once()
+    assert len([t for t in _lead_prompts(fleet) if "wait in your inbox" in t]) == 1
+
+
+async def test_heartbeat_is_bounded_and_rearmed_only_by_a_capacity_change(
+    fleet: TestFleet,
+) -> None:
+    """An idle fleet gets a capped sequence; idle time alone never re-arms it; a spawn does."""
+    await fleet.spawn_ready()
+    for _ in range(3):
+        await fleet.service.push.push_once()
+        fleet.clock.advance(200)
+    beats = [t for t in _lead_prompts(fleet) if "Capacity:" in t]
+    assert len(beats) == 1
+    assert "sonnet live 1/2, free 1, reclaimable 1" in beats[0]
+    for _ in range(12):
+        await fleet.service.push.push_once()
+        fleet.clock.advance(601)
+    settled = len([t for t in _lead_prompts(fleet) if "Capacity:" in t])
+    # two beats, then the member turned long idle (a capacity fact): one re-armed sequence of three
+    assert settled == 5
+    for _ in range(12):
+        await fleet.service.push.push_once()
+        fleet.clock.advance(601)
+    assert len([t for t in _lead_prompts(fleet) if "Capacity:" in t]) == settled
+    await fleet.spawn_ready("codex")
+    await fleet.service.push.push_once()
+    assert len([t for t in _lead_prompts(fleet) if "Capacity:" in t]) == settled + 1
+
+
+async def test_no_heartbeat_while_work_is_in_flight(fleet: TestFleet) -> None:
+    """A member with a pending ticket means replies will come: no heartbeat."""
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=sid, prompt="x")
+    for _ in range(3):
+        await fleet.service.push.push_once()
+        fleet.clock.advance(601)
+    assert [t for t in _lead_prompts(fleet) if "Capacity:" in t] == []
+
+
+async def test_no_members_no_heartbeat(fleet: TestFleet) -> None:
+    """A lead with no members is never woken."""
+    for _ in range(3):
+        await fleet.service.push.push_once()
+        fleet.clock.advance(601)
+    assert _lead_prompts(fleet) == []
