@@ -1,0 +1,70 @@
+"""Live config: a valid change applies on the next check, an invalid one is kept out and shown."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from fleetd.api.tools import Caller, Role
+from fleetd.bridge.worktrees import FakeWorktrees
+from fleetd.clock import FakeClock
+from fleetd.compose import build_service
+from fleetd.config import ConfigRef
+from fleetd.herdr.fake import FakeAgentControl
+from fleetd.inbox.memory import InMemoryInbox
+
+ENV = {"T_LEAD": "lead-token-0001", "T_OP": "op-token-0001"}
+
+
+def _write(path: Path, document: dict[str, object], stamp: int) -> None:
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    os.utime(path, (stamp, stamp))
+
+
+async def test_reload_applies_hot_keys_owns_new_lead_keys_and_reports_bad_files(
+    tmp_path: Path,
+) -> None:
+    """Adding a lead owns its inbox key; a bad file keeps the running config and is reported."""
+    path = tmp_path / "fleetd.yaml"
+    document: dict[str, object] = {
+        "operatorTokenEnv": "T_OP",
+        "leads": [{"name": "lead", "tokenEnv": "T_LEAD"}],
+        "profiles": {"codex": {"kind": "codex"}},
+    }
+    _write(path, document, 1_000)
+    clock = FakeClock()
+    ref = ConfigRef.load(path, ENV, now=clock.now())
+    inbox = InMemoryInbox()
+    service = build_service(
+        ref,
+        environ=ENV,
+        clock=clock,
+        control=FakeAgentControl(),
+        inbox=inbox,
+        worktrees=FakeWorktrees(),
+    )
+    await service.own_lead_keys()
+    assert service.bridge.lead_inboxes.owned == {"lead"}
+
+    document["leads"] = [
+        {"name": "lead", "tokenEnv": "T_LEAD"},
+        {"name": "second", "tokenEnv": "T_LEAD"},
+    ]
+    document["bridge"] = {"submitRetryMs": 900}
+    _write(path, document, 2_000)
+    await service.check_config()
+    assert service.config.current.bridge.submit_retry_ms == 900
+    assert service.bridge.lead_inboxes.owned == {"lead", "second"}
+
+    path.write_text("bridge:\n  submitRetryMs: [oops]\n", encoding="utf-8")
+    os.utime(path, (3_000, 3_000))
+    await service.check_config()
+    assert service.config.current.bridge.submit_retry_ms == 900
+    operator = Caller(role=Role.OPERATOR, name="operator")
+    view = await service.view.build(operator)
+    assert view["config"]["lastReloadErrorKey"] == "bridge.submitRetryMs"
+    assert view["config"]["reloadFailures"] == 1
+    rejected = service.metrics.config_reloads_total.labels(outcome="rejected")
+    assert rejected._value.get() == 1
