@@ -60,6 +60,7 @@ class Fleetd:
     registry: ToolRegistry
     authenticator: Authenticator
     view: FleetViewBuilder
+    environ: Mapping[str, str]
     started: bool = False
 
     async def start(self) -> None:
@@ -92,6 +93,14 @@ class Fleetd:
         if result.status is not ReloadStatus.UNCHANGED:
             self.metrics.config_reloads_total.labels(outcome=result.status.value).inc()
         if result.status is ReloadStatus.APPLIED:
+            settings = self.config.current
+            try:
+                self.authenticator.set_fixed(
+                    lead_tokens=_lead_tokens(settings, self.environ),
+                    operator_token=self.environ.get(settings.operator_token_env or "") or None,
+                )
+            except FleetdError as exc:
+                _log.warning("lead tokens kept from before the reload: %s", exc)
             await self.own_lead_keys()
 
 
@@ -184,6 +193,7 @@ def build_service(
         registry=registry,
         authenticator=authenticator,
         view=view,
+        environ=environ,
     )
     service.scheduler.add(
         Loop(

@@ -54,6 +54,15 @@ class _Identity:
     caller: Caller
 
 
+def _add_fixed(fixed: list[_Identity], key: str, token: str, caller: Caller) -> None:
+    if not token or any(ch.isspace() for ch in token):
+        raise ConfigError(key, "token is empty or contains whitespace")
+    digest = _digest(token)
+    if any(hmac.compare_digest(digest, known.digest) for known in fixed):
+        raise ConfigError(key, "token is shared with another identity")
+    fixed.append(_Identity(digest=digest, caller=caller))
+
+
 class Authenticator:
     """Resolves bearer tokens to callers; mints and revokes member tokens."""
 
@@ -61,20 +70,20 @@ class Authenticator:
         self, *, lead_tokens: Mapping[str, str], operator_token: str | None = None
     ) -> None:
         self._fixed: list[_Identity] = []
+        self._members: dict[str, _Identity] = {}
+        self.set_fixed(lead_tokens=lead_tokens, operator_token=operator_token)
+
+    def set_fixed(
+        self, *, lead_tokens: Mapping[str, str], operator_token: str | None = None
+    ) -> None:
+        """Replace the lead and operator identities (a config reload); all or nothing."""
+        fixed: list[_Identity] = []
         for lead, token in lead_tokens.items():
-            self._add_fixed(f"auth.leads.{lead}", token, Caller(role=Role.LEAD, name=lead))
+            _add_fixed(fixed, f"auth.leads.{lead}", token, Caller(role=Role.LEAD, name=lead))
         if operator_token is not None:
             operator = Caller(role=Role.OPERATOR, name=OPERATOR_NAME)
-            self._add_fixed("auth.operator", operator_token, operator)
-        self._members: dict[str, _Identity] = {}
-
-    def _add_fixed(self, key: str, token: str, caller: Caller) -> None:
-        if not token or any(ch.isspace() for ch in token):
-            raise ConfigError(key, "token is empty or contains whitespace")
-        digest = _digest(token)
-        if any(hmac.compare_digest(digest, known.digest) for known in self._fixed):
-            raise ConfigError(key, "token is shared with another identity")
-        self._fixed.append(_Identity(digest=digest, caller=caller))
+            _add_fixed(fixed, "auth.operator", operator_token, operator)
+        self._fixed = fixed
 
     def authenticate(self, authorization: str | None) -> Caller:
         """The caller an ``Authorization`` header value stands for, or :class:`AuthError`."""

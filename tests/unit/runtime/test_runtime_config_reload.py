@@ -15,7 +15,7 @@ from fleetd.config import ConfigRef
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.inbox.memory import InMemoryInbox
 
-ENV = {"T_LEAD": "lead-token-0001", "T_OP": "op-token-0001"}
+ENV = {"T_LEAD": "lead-token-0001", "T_SECOND": "second-token-0001", "T_OP": "op-token-0001"}
 
 
 def _write(path: Path, document: dict[str, object], stamp: int) -> None:
@@ -26,7 +26,7 @@ def _write(path: Path, document: dict[str, object], stamp: int) -> None:
 async def test_reload_applies_hot_keys_owns_new_lead_keys_and_reports_bad_files(
     tmp_path: Path,
 ) -> None:
-    """Adding a lead owns its inbox key; a bad file keeps the running config and is reported."""
+    """A new lead gets its key and token live; a bad file keeps the running config, reported."""
     path = tmp_path / "fleetd.yaml"
     document: dict[str, object] = {
         "operatorTokenEnv": "T_OP",
@@ -50,13 +50,15 @@ async def test_reload_applies_hot_keys_owns_new_lead_keys_and_reports_bad_files(
 
     document["leads"] = [
         {"name": "lead", "tokenEnv": "T_LEAD"},
-        {"name": "second", "tokenEnv": "T_LEAD"},
+        {"name": "second", "tokenEnv": "T_SECOND"},
     ]
     document["bridge"] = {"submitRetryMs": 900}
     _write(path, document, 2_000)
     await service.check_config()
     assert service.config.current.bridge.submit_retry_ms == 900
     assert service.bridge.lead_inboxes.owned == {"lead", "second"}
+    second = service.authenticator.authenticate("Bearer second-token-0001")
+    assert (second.role, second.name) == (Role.LEAD, "second")
 
     path.write_text("bridge:\n  submitRetryMs: [oops]\n", encoding="utf-8")
     os.utime(path, (3_000, 3_000))
