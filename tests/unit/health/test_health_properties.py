@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -10,6 +11,7 @@ from health_fleet import T0, agent, inbox, lead, member, turn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import fleetd.health.members as members_module
 from fleetd.health import (
     Decision,
     FleetSnapshot,
@@ -74,7 +76,7 @@ def _member(
         else None,
         queued_sends=draw(st.integers(0, 2)),
         pending_tasks=draw(st.integers(0, 2)),
-        mute_events=draw(st.integers(0, 3)),
+        mute_events=draw(st.sampled_from([0, 0, 0, 0, 0, 1, 3])),
         since=T0 + now_offset - draw(SECONDS),
         spawned_at=T0 - draw(SECONDS),
         worktree=draw(st.sampled_from([None, WorktreeFacts(commits_ahead=2)])),
@@ -85,8 +87,14 @@ def _member(
 
 
 @st.composite
-def runs(draw: st.DrawFn, *, max_members: int = 8, max_ticks: int = 8) -> list[Tick]:
-    """A sequence of arbitrary (not necessarily healthy) fleet snapshots."""
+def runs(
+    draw: st.DrawFn, *, max_members: int = 8, max_ticks: int = 8, repeats: int = 1
+) -> list[Tick]:
+    """A sequence of arbitrary (not necessarily healthy) fleet snapshots.
+
+    With ``repeats`` above one, each snapshot may be seen again on a few later ticks, so that
+    steady members (and the shortcut that serves them) appear.
+    """
     names = [f"m{i}" for i in range(draw(st.integers(0, max_members)))]
     config = draw(settings_strategy)
     ticks, offset = [], timedelta(0)
@@ -128,24 +136,24 @@ def runs(draw: st.DrawFn, *, max_members: int = 8, max_ticks: int = 8) -> list[T
             for t in [*targets, "orphan"]
             if not draw(st.integers(0, 4))
         )
-        ticks.append(
-            Tick(
-                advance=advance,
-                snapshot=FleetSnapshot(
-                    live=LiveView(
-                        list_ok=list_ok,
-                        agents=agents if list_ok else (),
-                        ping_ok=draw(st.sampled_from([None, True, False])),
-                        targeted_errors=errors if list_ok else {},
-                    ),
-                    members=members,
-                    leads=leads,
-                    inboxes=boxes,
-                    probes=probes,
-                    config=config,
-                ),
-            )
+        snapshot = FleetSnapshot(
+            live=LiveView(
+                list_ok=list_ok,
+                agents=agents if list_ok else (),
+                ping_ok=draw(st.sampled_from([None, True, False])),
+                targeted_errors=errors if list_ok else {},
+            ),
+            members=members,
+            leads=leads,
+            inboxes=boxes,
+            probes=probes,
+            config=config,
         )
+        ticks.append(Tick(advance=advance, snapshot=snapshot))
+        for _ in range(draw(st.integers(0, repeats - 1))):
+            again = timedelta(seconds=draw(st.integers(1, 400)))
+            offset += again
+            ticks.append(Tick(advance=again, snapshot=snapshot))
     return ticks
 
 
@@ -291,3 +299,56 @@ def test_a_healthy_fleet_never_causes_a_pane_read(ticks: list[Tick]) -> None:
     for decision in replay(ticks):
         assert reads(decision) == []
         assert not any(type(e).__name__ == "OpenIncident" for e in decision.effects)
+
+
+@st.composite
+def calm_runs(draw: st.DrawFn) -> list[Tick]:
+    """Mostly unchanging fleets: old turns, blocked and idle members, short ticks, no answers."""
+    names = [f"m{i}" for i in range(draw(st.integers(1, 8)))]
+    config = HealthSettings(
+        working_suspect_after=timedelta(seconds=draw(st.integers(0, 900))),
+        pane_probe_interval=timedelta(seconds=draw(st.integers(0, 120))),
+    )
+    ticks, offset = [], timedelta(0)
+    for _ in range(draw(st.integers(1, 4))):
+        views, agents = [], []
+        for name in names:
+            state = draw(st.sampled_from([S.BUSY, S.BUSY, S.READY, S.SPAWNING, S.FAILED]))
+            started = T0 - timedelta(seconds=draw(st.integers(0, 1200)))
+            views.append(
+                member(
+                    name,
+                    state=state,
+                    presence=state is not S.SPAWNING,
+                    turn=turn(f"tok-{name}", at=started) if state is S.BUSY else None,
+                    pending_tasks=draw(st.integers(0, 1)),
+                    queued_sends=draw(st.integers(0, 1)),
+                )
+            )
+            agents.append(agent(name, draw(st.sampled_from(list(L)))))
+        snapshot = FleetSnapshot(
+            live=LiveView(list_ok=True, agents=(*agents, agent("lead-a"))),
+            members=tuple(views),
+            leads=(lead("lead-a"),),
+            config=config,
+        )
+        for _ in range(draw(st.integers(1, 8))):
+            advance = timedelta(seconds=draw(st.integers(5, 90)))
+            offset += advance
+            ticks.append(Tick(advance=advance, snapshot=snapshot))
+    return ticks
+
+
+@HEAVY
+@given(st.one_of(calm_runs(), runs(max_members=6, max_ticks=6, repeats=5)))
+def test_the_steady_shortcut_never_changes_a_decision(ticks: list[Tick]) -> None:
+    """Reusing prior evidence gives exactly the decisions a full evaluation would give."""
+    shortcut = replay(ticks)
+    decide_module = importlib.import_module("fleetd.health.decide")
+    original = decide_module.step_member
+    decide_module.step_member = members_module._step
+    try:
+        full = replay(ticks)
+    finally:
+        decide_module.step_member = original
+    assert shortcut == full
