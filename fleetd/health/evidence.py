@@ -3,15 +3,17 @@
 Current push and heartbeat loops forget history; health must not (§4.4). Per target the state
 keeps: the raw live status and when it was first seen, ``state_change_seq``, consecutive absences
 from successful lists, sticky definitive-loss codes, the lost-boundary streak for one TurnToken,
-pane-probe facts (last request time, the last two digests for one turn, a fatal signature id),
-one-shot markers (repair requested for a token, final read taken, orphan retry spent), recent
-mute times, the current classification with its since-time, and the key of its open incident.
+pane-probe facts (the last two digests for one turn, a fatal signature id), one-shot markers
+(repair requested for a token, final read taken, orphan retry spent), recent mute times, the
+current classification with its since-time, and the key of its open incident. The per-target
+read cooldown belongs to the budget: :attr:`HealthState.recent_reads`.
 
 Counters that only matter up to the two-snapshot floor are capped at 2, so a member whose
 situation does not change keeps an *equal* evidence value tick after tick. A member also keeps
-the ``signature`` of the inputs it was classified from and ``recheck_at``, the earliest time a
-timer rule could change it (``None``: recheck every tick); while both still hold, ``decide``
-reuses the prior object, which is what keeps a 10,000-member tick cheap.
+the ``signature`` of the inputs it was classified from, ``recheck_at`` (the next time a timer
+rule could change it; ``None``: recheck every tick) and its pane ``candidate``; while inputs and
+time still hold, ``decide`` reuses the prior object, which is what keeps a 10,000-member tick
+cheap.
 
 Pane text never enters this state: only digests and signature ids.
 """
