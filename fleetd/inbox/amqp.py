@@ -6,22 +6,12 @@ published with publisher confirms and ``mandatory`` (a missing queue is an error
 drop; publication never declares a queue). ``own`` declares the queue, ``release`` deletes it only
 when it is empty.
 
-Ack policy, named: **ack after decode, at collection**. ``collect`` pulls with ``basic.get`` under
-a per-key lock, decodes by media type, and acknowledges exactly the records it returns:
-
-* a decoded record is returned and acked; a record whose id was already returned is acked and
-  dropped (this is how a redelivery after a lost ack never reaches the caller twice);
-* an **unsupported schema version** is *held*: left unacknowledged on its original queue, where
-  ``basic.get`` steps past it, so later valid messages still progress. It goes back to "ready" when
-  the channel or connection closes and is held again (one deduplicated failure) on the next
-  collect. A newer build will read it. ``release`` refuses a key while anything is held;
-* an **invalid** entry is copied by the :mod:`quarantine lane <fleetd.inbox.quarantine>`, and the
-  original is acked only after the copy is confirmed. A failed copy leaves it unacknowledged and
-  held; the copy is retried at the start of the next collect.
-
-If the connection fails mid-collect, what was already pulled is returned (its acks may be lost:
-the redelivery is then dropped by id). If the collect is cancelled, pulled entries are requeued;
-records already marked delivered are kept and returned by the next collect.
+``collect`` drains the entries ready in the key's queue and acknowledges what it returns; how it
+sorts, holds and quarantines bad entries is the :mod:`collector's <fleetd.inbox.amqp_collect>`
+story. A key is released only when its queue is empty and nothing of it is held unacknowledged.
+If the connection fails mid-collect, what was already pulled is returned (a lost ack only means a
+redelivery, dropped by id). If a collect is cancelled, pulled entries are requeued; records
+already marked delivered are kept and returned by the next collect.
 
 Dedup guarantee (first id wins, per key): exact within this process for the most recent
 ``seen_capacity`` ids; across a restart, a duplicate is dropped at collection when the original
@@ -44,27 +34,24 @@ from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel, Abstrac
 from aio_pika.message import IncomingMessage
 from aiormq import spec
 from aiormq.abc import DeliveredMessage
-from aiormq.exceptions import ChannelInvalidStateError
 
 from fleetd.clock import Clock, SystemClock
 from fleetd.errors import InboxError, InboxOwnershipError, InboxUnavailableError
+from fleetd.inbox.amqp_collect import AmqpCollector
 from fleetd.inbox.amqp_edge import (
+    attempt,
     envelope_of,
-    is_live,
     millis_to_datetime,
     redact_url,
     translated,
 )
 from fleetd.inbox.codec import (
     Decoded,
-    Invalid,
-    UnsupportedVersion,
-    body_digest,
     decode,
     encode,
     queue_name,
 )
-from fleetd.inbox.failures import DecodeFailure, DecodeFailureHook, Disposition, FailureLog
+from fleetd.inbox.failures import DecodeFailure, DecodeFailureHook, FailureLog
 from fleetd.inbox.quarantine import AmqpQuarantineLane, QuarantineLane, QuarantineLaneFactory
 from fleetd.inbox.records import InboxRecord, InboxStats, MessageKind, check_key
 from fleetd.inbox.seen import SeenIds
@@ -74,23 +61,14 @@ __all__ = ["AmqpInbox"]
 logger = logging.getLogger("fleetd.inbox")
 
 _T = TypeVar("_T")
-_REOPEN_POLL_SECONDS = 0.05
-
-
-@dataclass(slots=True)
-class _Held:
-    """An entry left unacknowledged on purpose, with why."""
-
-    message: AbstractIncomingMessage
-    outcome: Invalid | UnsupportedVersion
-    digest: str
+_SETTLE_POLL_SECONDS = 0.01
 
 
 @dataclass(slots=True)
 class _Channels:
     admin: AbstractRobustChannel  # declare, passive declare, delete
     publisher: AbstractRobustChannel  # confirms + mandatory
-    consumer: AbstractRobustChannel  # basic.get and acks; holds unsupported entries
+    consumer: AbstractRobustChannel  # consume and ack; holds unsupported entries
     browser: AbstractRobustChannel  # stats: get then requeue
     lane: QuarantineLane
 
@@ -106,6 +84,7 @@ class AmqpInbox:
         on_decode_failure: DecodeFailureHook | None = None,
         seen_capacity: int = 65_536,
         stats_scan_limit: int = 1_000,
+        collect_window: int = 200,
         operation_timeout: float = 10.0,
         quarantine: QuarantineLaneFactory = AmqpQuarantineLane,
     ) -> None:
@@ -115,10 +94,15 @@ class AmqpInbox:
         self._lane_factory = quarantine
         self._clock = clock or SystemClock()
         self._failures = FailureLog(clock=self._clock, on_decode_failure=on_decode_failure)
+        self._collector = AmqpCollector(
+            failures=self._failures,
+            seen_capacity=seen_capacity,
+            window=collect_window,
+            timeout=operation_timeout,
+            clock=self._clock,
+        )
         self._seen = SeenIds(seen_capacity)
-        self._delivered = SeenIds(seen_capacity)
         self._owned: set[str] = set()
-        self._held: defaultdict[str, list[_Held]] = defaultdict(list)
         self._handover: defaultdict[str, list[InboxRecord]] = defaultdict(list)
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._browse_lock = asyncio.Lock()
@@ -146,8 +130,7 @@ class AmqpInbox:
         check_key(key)
         channels = await self._connected()
         async with self._locks[key]:
-            self._prune(key)
-            if self._held[key] or self._handover[key]:
+            if self._collector.held(key) or self._handover[key]:
                 return False
             try:
                 if await self._ready_count(channels, key):
@@ -211,10 +194,11 @@ class AmqpInbox:
                 self._handover[key] = ready[limit:]
                 return ready[:limit]
             async with self._consume_lock:
+                want = None if limit is None else limit - len(ready)
                 try:
-                    await self._retry_held(channels, key)
-                    want = None if limit is None else limit - len(ready)
-                    records, pulled = await self._take(channels, key, want)
+                    records, pulled = await self._collector.take(
+                        channels.consumer, channels.lane, key, want
+                    )
                 except InboxError:
                     if ready:
                         return ready
@@ -222,17 +206,15 @@ class AmqpInbox:
                 except BaseException:
                     self._handover[key] = ready
                     raise
-                for record in records:
-                    self._delivered.add((key, record.msg_id))
+                self._collector.remember(key, records)
                 self._handover[key] = ready + records  # survives a cancelled ack phase
-                await self._ack(pulled)
+                await self._collector.ack(pulled)
             return self._handover.pop(key)
 
     async def stats(self, key: str) -> InboxStats:
         self._require_owned(key)
         channels = await self._connected()
         async with self._locks[key], self._browse_lock:
-            self._prune(key)
             waiting = await self._ready_count(channels, key)
             records = list(self._handover[key])
             browsed: list[AbstractIncomingMessage] = []
@@ -249,11 +231,12 @@ class AmqpInbox:
                 if browsed:
                     with suppress(InboxError), translated("stats requeue"):
                         await browsed[-1].nack(multiple=True, requeue=True)
+                    await self._settle(channels, key, waiting)
         kinds = Counter(record.kind for record in records)
         created = [r.created_at_epoch_millis for r in records]
         known = [millis for millis in created if millis is not None]
         return InboxStats(
-            depth=waiting + len(self._held[key]) + len(self._handover[key]),
+            depth=waiting + self._collector.held(key) + len(self._handover[key]),
             oldest_created_epoch_millis=min(known) if known else None,
             by_kind={kind: kinds[kind] for kind in MessageKind},
         )
@@ -271,110 +254,6 @@ class AmqpInbox:
         if connection is not None:
             with suppress(InboxError), translated("close"):
                 await connection.close()
-
-    # -- collection ----------------------------------------------------------------------------
-
-    async def _take(
-        self, channels: _Channels, key: str, want: int | None
-    ) -> tuple[list[InboxRecord], list[AbstractIncomingMessage]]:
-        """Pull up to ``want`` new records, and every decoded message pulled (to ack), in order.
-
-        Bad entries are held or quarantined on the way; duplicates are pulled but not returned.
-        """
-        records: list[InboxRecord] = []
-        pulled: list[AbstractIncomingMessage] = []
-        batch: set[str] = set()
-        budget: int | None = None  # entries ready when we started: drain those, not a stream
-        try:
-            while (want is None or len(records) < want) and (budget is None or budget > 0):
-                message = await self._get(channels.consumer, key)
-                if message is None:
-                    break
-                if budget is None:
-                    budget = (message.message_count or 0) + 1
-                budget -= 1
-                record = await self._sort(channels, key, message)
-                if record is None:
-                    continue
-                pulled.append(message)
-                if (key, record.msg_id) not in self._delivered and record.msg_id not in batch:
-                    batch.add(record.msg_id)
-                    records.append(record)
-        except asyncio.CancelledError:
-            for unreturned in pulled:
-                with suppress(InboxError), translated("requeue"):
-                    await unreturned.nack(requeue=True)
-            raise
-        except InboxError:
-            if not records:
-                raise
-            logger.warning("inbox collect interrupted: key=%s returned=%d", key, len(records))
-        return records, pulled
-
-    async def _ack(self, pulled: list[AbstractIncomingMessage]) -> None:
-        """Acknowledge what a collect pulled: one ``multiple`` ack when nothing is held.
-
-        Collections share the consumer channel under one lock, so the only other unacked
-        deliveries there are held entries; with none, acking the last tag covers the batch.
-        A lost ack means a redelivery, which the delivered-id memory drops.
-        """
-        if not pulled:
-            return
-        holding = any(is_live(h.message) for entries in self._held.values() for h in entries)
-        for message in pulled if holding else pulled[-1:]:
-            with suppress(InboxError), translated("ack"):
-                await message.ack(multiple=not holding)
-
-    async def _sort(
-        self, channels: _Channels, key: str, message: AbstractIncomingMessage
-    ) -> InboxRecord | None:
-        """The record of a decodable entry; anything else is held or quarantined here."""
-        outcome = decode(envelope_of(message), key=key)
-        if isinstance(outcome, Decoded):
-            return outcome.record
-        held = _Held(message=message, outcome=outcome, digest=body_digest(message.body))
-        if isinstance(outcome, UnsupportedVersion):
-            self._report(key, held, Disposition.HELD)
-            self._held[key].append(held)
-        elif not await self._quarantine(channels, key, held):
-            self._held[key].append(held)
-        return None
-
-    async def _quarantine(self, channels: _Channels, key: str, held: _Held) -> bool:
-        """Copy, confirm, then ack; True when the original is gone from the inbox."""
-        if not isinstance(held.outcome, Invalid):
-            return False
-        try:
-            await channels.lane.copy(key, held.message, held.outcome.reason)
-            with translated("ack"):
-                await held.message.ack()
-        except Exception as exc:  # noqa: BLE001 - any failed handoff leaves the original unacked
-            logger.warning("inbox quarantine failed: key=%s error=%s", key, type(exc).__name__)
-            self._report(key, held, Disposition.QUARANTINE_PENDING)
-            return False
-        self._report(key, held, Disposition.QUARANTINED)
-        return True
-
-    async def _retry_held(self, channels: _Channels, key: str) -> None:
-        """Retry pending quarantine copies; forget entries whose channel closed (redelivered)."""
-        self._prune(key)
-        keep = []
-        for held in self._held.pop(key, []):
-            if not await self._quarantine(channels, key, held):
-                keep.append(held)
-        self._held[key] = keep
-
-    def _prune(self, key: str) -> None:
-        self._held[key] = [held for held in self._held[key] if is_live(held.message)]
-
-    def _report(self, key: str, held: _Held, disposition: Disposition) -> None:
-        self._failures.report(
-            key=key,
-            outcome=held.outcome,
-            message_id=held.message.message_id,
-            digest=held.digest,
-            disposition=disposition,
-        )
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -398,22 +277,21 @@ class AmqpInbox:
         )
         return int(queue.declaration_result.message_count or 0)
 
+    async def _settle(self, channels: _Channels, key: str, waiting: int) -> None:
+        """Wait (bounded) until browsed entries are visibly back, so the next collect counts them.
+
+        The broker applies a requeue after answering later requests, so a count taken right
+        away can still miss the entries just put back.
+        """
+        with suppress(InboxError, TimeoutError):
+            async with asyncio.timeout(self._timeout):
+                while await self._ready_count(channels, key) < waiting:
+                    await self._clock.sleep(_SETTLE_POLL_SECONDS)
+
     async def _attempt(
         self, name: str, channel: AbstractRobustChannel, action: Callable[[], Awaitable[_T]]
     ) -> _T:
-        """Run one broker operation within the timeout, riding out a reconnect.
-
-        A call on a channel that is closed fails before anything is sent, so it is safe to wait
-        for the robust channel to come back and try again; any other failure is translated.
-        """
-        with translated(name):
-            async with asyncio.timeout(self._timeout):
-                while True:
-                    await channel.ready()
-                    try:
-                        return await action()
-                    except ChannelInvalidStateError:
-                        await self._clock.sleep(_REOPEN_POLL_SECONDS)
+        return await attempt(name, channel, action, within=self._timeout, clock=self._clock)
 
     def _require_owned(self, key: str) -> None:
         if self._closed:

@@ -9,18 +9,24 @@ carry the foreign exception's text, which may hold a host, a queue argument or w
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import TypeVar
 
-from aio_pika.abc import AbstractIncomingMessage
+from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel
 from aiormq import exceptions as amqp
 from yarl import URL
 
+from fleetd.clock import Clock
 from fleetd.errors import InboxError, InboxOwnershipError, InboxUnavailableError
 from fleetd.inbox.codec import WireEnvelope
 
-__all__ = ["envelope_of", "is_live", "millis_to_datetime", "redact_url", "translated"]
+__all__ = ["attempt", "envelope_of", "is_live", "millis_to_datetime", "redact_url", "translated"]
+
+_T = TypeVar("_T")
+_REOPEN_POLL_SECONDS = 0.05
 
 _DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 
@@ -87,3 +93,26 @@ def translated(operation: str) -> Iterator[None]:
         TimeoutError,
     ) as exc:
         raise InboxUnavailableError(f"{operation}: the broker is unavailable") from exc
+
+
+async def attempt(
+    name: str,
+    channel: AbstractRobustChannel,
+    action: Callable[[], Awaitable[_T]],
+    *,
+    within: float,
+    clock: Clock,
+) -> _T:
+    """Run one broker operation within ``within`` seconds, riding out a reconnect.
+
+    A call on a channel that is closed fails before anything is sent, so it is safe to wait for
+    the robust channel to come back and try again; any other failure is translated.
+    """
+    with translated(name):
+        async with asyncio.timeout(within):
+            while True:
+                await channel.ready()
+                try:
+                    return await action()
+                except amqp.ChannelInvalidStateError:
+                    await clock.sleep(_REOPEN_POLL_SECONDS)

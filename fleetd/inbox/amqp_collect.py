@@ -1,0 +1,234 @@
+"""The consuming side of the AMQP inbox: drain, sort, hold, quarantine, acknowledge (M4 §7.2).
+
+Ack policy, named: **ack after decode, at collection**. A collect counts the entries ready in the
+key's queue and consumes exactly that many (``basic.consume`` with a prefetch window no larger
+than what is ready and wanted, then ``basic.cancel``), decodes each by media type, and sorts it:
+
+* a decoded record is returned; a record whose id was already returned is pulled but dropped
+  (this is how a redelivery after a lost ack never reaches the caller twice);
+* an **unsupported schema version** is *held*: left unacknowledged on its original queue while
+  the consumer moves on past it, so later valid messages still progress. It goes back to "ready"
+  when the channel or connection closes and is held again (one deduplicated failure) on the next
+  collect; a newer build will read it;
+* an **invalid** entry is copied by the quarantine lane, and the original is acked (with the
+  batch) only after the copy is confirmed. A failed copy leaves it unacknowledged and held; the
+  copy is retried at the start of the next collect. An ack lost after a confirmed copy means the
+  entry comes back and is copied again: quarantine is at-least-once.
+
+Every delivery stays unacked until the batch ack, so a round's prefetch window (no larger than
+the entries counted) can never pull in entries beyond the ones counted; a round ends when its
+window is used and the next round opens a new consumer. A cancelled collect requeues what it
+pulled, oldest first, before the consumer's buffer is returned: RabbitMQ puts a requeued message
+back in its original position and applies requeues in order, so FIFO holds.
+
+Acks: the caller serialises collections on one consumer channel, so the only other unacked
+deliveries there are held entries. With none held, one ``multiple`` ack covers the batch;
+otherwise each entry is acked alone. A lost ack means a redelivery, dropped by id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from contextlib import suppress
+from dataclasses import dataclass
+
+from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel
+
+from fleetd.clock import Clock
+from fleetd.errors import InboxError
+from fleetd.inbox.amqp_edge import attempt, envelope_of, is_live, translated
+from fleetd.inbox.codec import (
+    Decoded,
+    Invalid,
+    UnsupportedVersion,
+    body_digest,
+    decode,
+    queue_name,
+)
+from fleetd.inbox.failures import Disposition, FailureLog
+from fleetd.inbox.quarantine import QuarantineLane
+from fleetd.inbox.records import InboxRecord
+from fleetd.inbox.seen import SeenIds
+
+__all__ = ["AmqpCollector"]
+
+logger = logging.getLogger("fleetd.inbox")
+
+
+@dataclass(slots=True)
+class _Held:
+    """An entry left unacknowledged on purpose, with why."""
+
+    message: AbstractIncomingMessage
+    outcome: Invalid | UnsupportedVersion
+    digest: str
+
+
+class AmqpCollector:
+    """Pulls one key's ready entries and keeps what must stay unacknowledged."""
+
+    def __init__(
+        self,
+        *,
+        failures: FailureLog,
+        seen_capacity: int,
+        window: int,
+        timeout: float,
+        clock: Clock,
+    ) -> None:
+        self._failures = failures
+        self._delivered = SeenIds(seen_capacity)
+        self._max_window = window
+        self._timeout = timeout
+        self._clock = clock
+        self._held: defaultdict[str, list[_Held]] = defaultdict(list)
+        self._qos = 0
+
+    def held(self, key: str) -> int:
+        """Entries of ``key`` held unacknowledged right now (their channel still open)."""
+        self._held[key] = [held for held in self._held[key] if is_live(held.message)]
+        return len(self._held[key])
+
+    def remember(self, key: str, records: list[InboxRecord]) -> None:
+        """Mark ``records`` as returned, so any redelivery of them is dropped."""
+        for record in records:
+            self._delivered.add((key, record.msg_id))
+
+    async def take(
+        self, consumer: AbstractRobustChannel, lane: QuarantineLane, key: str, want: int | None
+    ) -> tuple[list[InboxRecord], list[AbstractIncomingMessage]]:
+        """Up to ``want`` new records of ``key``, and every message to ack with them, in order."""
+        await self._retry_held(lane, key)
+        records: list[InboxRecord] = []
+        pulled: list[AbstractIncomingMessage] = []  # decoded or quarantined: acked as a batch
+        queue = await attempt(
+            "collect",
+            consumer,
+            lambda: consumer.declare_queue(
+                queue_name(key), passive=True, robust=False, timeout=self._timeout
+            ),
+            within=self._timeout,
+            clock=self._clock,
+        )
+        budget = int(queue.declaration_result.message_count or 0)  # drain these, not a stream
+        try:
+            with translated("collect"):
+                while budget > 0 and (want is None or len(records) < want):
+                    wanted = budget if want is None else want - len(records)
+                    window = min(budget, wanted, self._max_window)
+                    if window != self._qos:
+                        await consumer.set_qos(prefetch_count=window)
+                        self._qos = window
+                    used = 0  # every delivery stays unacked until the batch ack
+                    async with queue.iterator(timeout=self._timeout) as deliveries:
+                        try:
+                            async for message in deliveries:
+                                budget, used = budget - 1, used + 1
+                                record = await self._sort(lane, key, message, pulled)
+                                if record is not None and self._is_new(key, record, records):
+                                    records.append(record)
+                                full = want is not None and len(records) >= want
+                                if budget <= 0 or full or used >= window:
+                                    break
+                        except TimeoutError:
+                            budget = 0  # fewer entries came than were counted: stop here
+                        except asyncio.CancelledError:
+                            await self._requeue(pulled)  # in order, before the buffered ones
+                            raise
+        except InboxError:
+            if not records:
+                raise
+            logger.warning("inbox collect interrupted: key=%s returned=%d", key, len(records))
+        return records, pulled
+
+    async def ack(self, pulled: list[AbstractIncomingMessage]) -> None:
+        """Acknowledge what a collect pulled: one ``multiple`` ack when nothing is held."""
+        if not pulled:
+            return
+        holding = any(self.held(key) for key in list(self._held))
+        for message in pulled if holding else pulled[-1:]:
+            with suppress(InboxError), translated("ack"):
+                await message.ack(multiple=not holding)
+
+    def _is_new(self, key: str, record: InboxRecord, batch: list[InboxRecord]) -> bool:
+        if (key, record.msg_id) in self._delivered:
+            return False
+        return all(earlier.msg_id != record.msg_id for earlier in batch)
+
+    async def _sort(
+        self,
+        lane: QuarantineLane,
+        key: str,
+        message: AbstractIncomingMessage,
+        pulled: list[AbstractIncomingMessage],
+    ) -> InboxRecord | None:
+        """The record of a decodable entry; anything else is held or quarantined here.
+
+        Decoded and quarantined entries join ``pulled`` for the batch ack. A quarantined
+        original is acked only after its copy is confirmed; deferring that ack to the batch
+        keeps the consumer window from pulling in entries beyond the ones counted.
+        """
+        outcome = decode(envelope_of(message), key=key)
+        if isinstance(outcome, Decoded):
+            pulled.append(message)
+            return outcome.record
+        held = _Held(message=message, outcome=outcome, digest=body_digest(message.body))
+        if isinstance(outcome, UnsupportedVersion):
+            self._report(key, held, Disposition.HELD)
+            self._held[key].append(held)
+            return None
+        self._held[key].append(held)  # until the copy is confirmed
+        try:
+            copied = await self._quarantine(lane, key, held)
+        except asyncio.CancelledError:
+            self._held[key].remove(held)
+            pulled.append(message)  # requeued with the rest
+            raise
+        if copied:
+            self._held[key].remove(held)
+            pulled.append(message)
+        return None
+
+    async def _quarantine(self, lane: QuarantineLane, key: str, held: _Held) -> bool:
+        """Copy and confirm; True when the copy is safe (the caller then acks the original)."""
+        if not isinstance(held.outcome, Invalid):
+            return False
+        try:
+            await lane.copy(key, held.message, held.outcome.reason)
+        except Exception as exc:  # noqa: BLE001 - any failed handoff leaves the original unacked
+            logger.warning("inbox quarantine failed: key=%s error=%s", key, type(exc).__name__)
+            self._report(key, held, Disposition.QUARANTINE_PENDING)
+            return False
+        self._report(key, held, Disposition.QUARANTINED)
+        return True
+
+    async def _retry_held(self, lane: QuarantineLane, key: str) -> None:
+        """Retry pending quarantine copies; forget entries whose channel closed (redelivered)."""
+        self.held(key)
+        for held in list(self._held[key]):
+            if await self._quarantine(lane, key, held):
+                with suppress(InboxError), translated("ack"):
+                    await held.message.ack()
+                self._held[key].remove(held)
+
+    @staticmethod
+    async def _requeue(messages: list[AbstractIncomingMessage]) -> None:
+        """Return pulled entries to their queue one by one, oldest first.
+
+        The broker applies the requeues in order, so whatever becomes visible to the next
+        collect is always the oldest part: FIFO holds even before all of them are back.
+        """
+        for message in messages:
+            with suppress(InboxError), translated("requeue"):
+                await message.nack(requeue=True)
+
+    def _report(self, key: str, held: _Held, disposition: Disposition) -> None:
+        self._failures.report(
+            key=key,
+            outcome=held.outcome,
+            message_id=held.message.message_id,
+            digest=held.digest,
+            disposition=disposition,
+        )
