@@ -71,6 +71,7 @@ class FleetViewBuilder:
             "capacity": capacity_view(self.bridge),
             "leads": self._leads(),
             "inbox": {"failures": [_failure(f) for f in self.bridge.inbox.failures()]},
+            "teardownFailures": list(self.bridge.teardown_failures),
             "config": self._config_status(),
         }
         if self.health is not None:

@@ -1,0 +1,87 @@
+"""Races around delivery and teardown."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from fleetd.herdr.model import AgentInfo
+from fleetd.testing import TestFleet, build_test_fleet
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> TestFleet:
+    built = build_test_fleet(tmp_path)
+    await built.service.own_lead_keys()
+    return built
+
+
+async def test_stop_during_delivery_fails_the_send_once_and_opens_no_turn(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop while the prompt is being typed: the ticket fails once, no turn is opened."""
+    sid = await fleet.spawn_ready()
+    typing = asyncio.Event()
+    release = asyncio.Event()
+    prompt = fleet.control.prompt
+
+    async def slow_prompt(target: str, text: str) -> AgentInfo:
+        typing.set()
+        await release.wait()
+        return await prompt(target, text)
+
+    monkeypatch.setattr(fleet.control, "prompt", slow_prompt)
+    send = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="x"))
+    await asyncio.wait_for(typing.wait(), 5)
+    stopped = await fleet.ok("fleet_stop", sessionId=sid)
+    release.set()
+    ticket = (await send)["ticket"]
+    polled = await fleet.ok("fleet_poll", ticket=ticket)
+    assert (polled["status"], polled["reason"]) == ("failed", stopped["cause"])
+    session = fleet.bridge.roster.get(sid)
+    assert session is not None
+    assert session.turn == 0
+    assert sid not in fleet.bridge.roster.inflight
+    failed = fleet.service.metrics.tickets_total.labels(outcome="failed", source="none")
+    assert failed._value.get() == 1
+
+
+async def test_send_after_release_is_refused(fleet: TestFleet) -> None:
+    """New sends to a released member fail at once with an unknown target."""
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_stop", sessionId=sid)
+    result = await fleet.call("fleet_send", target=sid, prompt="x")
+    assert result.error is not None
+    assert result.error.code == "unknown_target"
+
+
+async def test_preserved_worktrees_survive_a_restart(tmp_path: Path) -> None:
+    """A manifest written by one process is listed, lead-only, by the next."""
+    first = build_test_fleet(tmp_path)
+    await first.service.own_lead_keys()
+    sid = await first.spawn_ready()
+    await first.ok("fleet_send", target=sid, prompt="x")
+    await first.ok("fleet_stop", sessionId=sid)
+    second = build_test_fleet(tmp_path)
+    listed = await second.ok("fleet_list")
+    [preserved] = listed["preservedWorktrees"]
+    assert (preserved["sessionId"], preserved["cause"]) == (sid, "release_with_pending_tasks")
+    other_lead = second.lead.__class__(role=second.lead.role, name="lead-b")
+    assert (await second.ok("fleet_list", other_lead))["preservedWorktrees"] == []
+    operator = second.service.authenticator.authenticate("Bearer operator-token-for-tests-0001")
+    assert "preservedWorktrees" not in await second.ok("fleet_list", operator)
+
+
+async def test_manifest_failure_preserves_and_is_visible(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest that cannot be written leaves the worktree and says so in fleet_list."""
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=sid, prompt="x")
+    fleet.bridge.manifest_root = Path("/proc/fleetd-cannot-write-here")
+    stopped = await fleet.ok("fleet_stop", sessionId=sid)
+    assert stopped["worktree"] == "preserve"
+    listed = await fleet.ok("fleet_list")
+    assert listed["teardownFailures"] == [f"manifest:{sid}"]
