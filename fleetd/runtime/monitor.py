@@ -169,8 +169,10 @@ class FleetHealthMonitor:
                 )
             case CountMute():
                 pass  # the bridge counts fleet_health_mute_total at each fallback resolution
-            case RecordTransition(scope=scope, subject=subject, current=current):
+            case RecordTransition(scope=scope, subject=subject, previous=previous, current=current):
                 if scope is Scope.LEAD:
+                    if previous is not None:
+                        self.metrics.lead_health.labels(lead=subject, state=previous).set(0)
                     self.metrics.lead_health.labels(lead=subject, state=current).set(1)
 
     async def _probe(self, request: RequestPaneProbe) -> None:

@@ -1,0 +1,69 @@
+"""The service shell: probes, metrics and the fleet view route."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from fleetd.api.app import create_app
+from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> TestFleet:
+    built = build_test_fleet(tmp_path)
+    await built.service.own_lead_keys()
+    return built
+
+
+def _client(fleet: TestFleet) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=create_app(fleet.service))
+    return httpx.AsyncClient(transport=transport, base_url="http://fleetd")
+
+
+async def test_readyz_is_health_json_and_follows_startup(fleet: TestFleet) -> None:
+    """/readyz says fail before the service started and pass after, as application/health+json."""
+    async with _client(fleet) as client:
+        before = await client.get("/readyz")
+        fleet.service.started = True
+        after = await client.get("/readyz")
+    assert (before.status_code, before.json()["status"]) == (503, "fail")
+    assert (after.status_code, after.json()["status"]) == (200, "pass")
+    assert after.headers["content-type"].startswith("application/health+json")
+
+
+async def test_livez_and_healthz_answer_while_herdr_is_down(fleet: TestFleet) -> None:
+    """Liveness does not depend on herdr; /healthz stays 200 and reports the link and health."""
+    fleet.control.link_down()
+    await fleet.poll()
+    async with _client(fleet) as client:
+        livez = await client.get("/livez")
+        healthz = await client.get("/healthz")
+    assert livez.status_code == 200
+    assert healthz.status_code == 200
+    components = healthz.json()["components"]
+    assert set(components) >= {"controlLink", "config", "loops", "fleetHealth"}
+    assert components["fleetHealth"]["status"] == "off"
+
+
+async def test_metrics_come_from_the_service_registry(fleet: TestFleet) -> None:
+    """/metrics shows this service's series, including both incident series."""
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_stop", sessionId=sid)
+    async with _client(fleet) as client:
+        text = (await client.get("/metrics")).text
+    assert "fleet_health_incidents_total" in text
+    assert "# TYPE fleet_health_incidents gauge" in text
+    assert "fleetd_config_reloads_total" in text
+
+
+async def test_fleet_view_lists_herdr_agents_and_the_link(fleet: TestFleet) -> None:
+    """GET /v1/fleet is fleet_list: herdr's live agents and the control link."""
+    async with _client(fleet) as client:
+        response = await client.get("/v1/fleet", headers={"Authorization": f"Bearer {LEAD_TOKEN}"})
+    view = response.json()["result"]
+    assert {a["name"] for a in view["agents"]} == {"lead", "lead-b"}
+    assert view["controlLink"]["state"] == "up"
+    assert view["version"] == 1

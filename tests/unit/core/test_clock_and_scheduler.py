@@ -1,0 +1,97 @@
+"""The injected clock and the loop scheduler: time moves only when told."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+from fleetd.clock import FakeClock, SystemClock, wait_event
+from fleetd.runtime.scheduler import Loop, Scheduler
+
+
+async def test_fake_clock_moves_only_when_advanced_and_never_backwards() -> None:
+    """now() and monotonic() follow advance(); a negative step is refused."""
+    clock = FakeClock(datetime(2026, 5, 1, tzinfo=UTC))
+    start = clock.now()
+    assert clock.now() == start
+    clock.advance(2.5)
+    assert (clock.now() - start).total_seconds() == 2.5
+    assert clock.monotonic() == 2.5
+    with pytest.raises(ValueError, match="backwards"):
+        clock.advance(-1)
+    with pytest.raises(ValueError, match="timezone"):
+        FakeClock(datetime(2026, 5, 1))  # noqa: DTZ001 — the naive time is the point
+
+
+async def test_sleepers_wake_in_deadline_order() -> None:
+    """A sleeper wakes only once the clock passes its deadline, earliest first."""
+    clock = FakeClock()
+    woke: list[str] = []
+
+    async def sleeper(name: str, seconds: float) -> None:
+        await clock.sleep(seconds)
+        woke.append(name)
+
+    tasks = [asyncio.ensure_future(sleeper(n, s)) for n, s in (("b", 2), ("a", 1), ("c", 3))]
+    await asyncio.sleep(0)
+    assert clock.sleepers == 3
+    clock.advance(0.5)
+    await asyncio.sleep(0)
+    assert woke == []
+    clock.advance(2)
+    await asyncio.gather(*tasks[:2])
+    assert woke == ["a", "b"]
+    await clock.run(1)
+    await tasks[2]
+    assert woke == ["a", "b", "c"]
+
+
+async def test_wait_event_is_bounded_by_clock_time() -> None:
+    """wait_event returns True when set, False after the timeout in clock seconds."""
+    clock = FakeClock()
+    event = asyncio.Event()
+    waiting = asyncio.ensure_future(wait_event(clock, event, 5))
+    for _ in range(3):  # let the waiter start its timer at time 0
+        await asyncio.sleep(0)
+    await clock.run(4)
+    assert not waiting.done()
+    await clock.run(2)
+    assert await waiting is False
+    event.set()
+    assert await wait_event(clock, event, 5) is True
+
+
+async def test_system_clock_is_utc() -> None:
+    """The real clock answers in UTC."""
+    assert SystemClock().now().tzinfo is UTC
+
+
+async def test_scheduler_steps_on_the_clock_survives_a_failing_step_and_stops() -> None:
+    """Each loop steps per interval of clock time; a raising step is counted, not fatal."""
+    clock = FakeClock()
+    calls: list[float] = []
+
+    async def good() -> None:
+        calls.append(clock.monotonic())
+
+    async def bad() -> None:
+        raise RuntimeError("boom")
+
+    scheduler = Scheduler(clock)
+    scheduler.add(Loop(name="good", step=good, interval=lambda: 10))
+    scheduler.add(Loop(name="bad", step=bad, interval=lambda: 10))
+    with pytest.raises(ValueError, match="already"):
+        scheduler.add(Loop(name="good", step=good, interval=lambda: 1))
+    scheduler.start()
+    for _ in range(3):  # let the loops take their first step, at time 0
+        await asyncio.sleep(0)
+    await clock.run(35, step=5)
+    assert calls == [0, 10, 20, 30]
+    status = {s.name: s for s in scheduler.status()}
+    assert status["bad"].failures == 4
+    assert scheduler.alive()
+    await scheduler.stop()
+    await clock.run(20, step=5)
+    assert calls == [0, 10, 20, 30]
