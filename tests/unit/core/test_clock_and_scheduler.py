@@ -22,7 +22,7 @@ async def test_fake_clock_moves_only_when_advanced_and_never_backwards() -> None
     with pytest.raises(ValueError, match="backwards"):
         clock.advance(-1)
     with pytest.raises(ValueError, match="timezone"):
-        FakeClock(datetime(2026, 5, 1))  # noqa: DTZ001 — the naive time is the point
+        FakeClock(datetime(2026, 5, 1))
 
 
 async def test_sleepers_wake_in_deadline_order() -> None:
