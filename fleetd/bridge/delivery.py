@@ -132,10 +132,12 @@ class Deliverer:
             or session.state not in (SessionState.READY, SessionState.DONE)
             or sid in bridge.roster.inflight
             or sid in bridge.roster.gates
+            or sid in bridge.roster.delivering
         ):
             return
         ticket = queue[0]
         prompt = ticket.prompt or ""
+        bridge.roster.delivering.add(sid)  # one prompt at a time per target: never typed twice
         try:
             await bridge.control.prompt(session.name, prompt)
         except TargetNotFoundError:
@@ -145,6 +147,8 @@ class Deliverer:
             if exc.code not in _RETRY_LATER and not isinstance(exc, ControlLinkError):
                 _log.warning("session %s: prompt refused: %s", sid, exc.code)
             return  # stays at the head of the queue; retried on a later pass
+        finally:
+            bridge.roster.delivering.discard(sid)
         if not queue or queue[0] is not ticket or ticket.terminal:
             return  # the send was cancelled while the prompt was in flight
         queue.popleft()

@@ -27,6 +27,7 @@ class Roster:
     queues: dict[str, deque[Ticket]] = field(default_factory=dict)
     inflight: dict[str, InFlightTurn] = field(default_factory=dict)
     gates: set[str] = field(default_factory=set)  # session ids closed to new sends
+    delivering: set[str] = field(default_factory=set)  # a prompt is being typed right now
     live_status: dict[str, str] = field(default_factory=dict)  # last raw herdr status
     _released_order: deque[str] = field(default_factory=deque)
 

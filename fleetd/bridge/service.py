@@ -299,8 +299,21 @@ class Bridge:
             await self.release(session, ReleaseCause.GONE)
 
     async def on_start_progress(self, session: Session, info: AgentInfo) -> None:
+        """Watch a starting member; herdr giving up on the launch ends the spawn.
+
+        With nothing sent yet the spawn rolls back (its worktree goes); with a send waiting the
+        member never became ready and its worktree is preserved.
+        """
         if session.terminal_id is None:
             session.terminal_id = info.terminal_id
+        if info.launch_pending or info.interactive_ready or session.presence:
+            return
+        if self.roster.queues.get(session.session_id):
+            session.apply(SessionEvent.NEVER_READY, self.clock.now())
+            await self.release(session, ReleaseCause.NEVER_READY)
+        else:
+            session.apply(SessionEvent.START_FAILED, self.clock.now())
+            await self.release(session, ReleaseCause.SPAWN_ROLLBACK)
 
     async def check_readiness(self) -> None:
         """A starting member with a waiting send and no presence past the grace never became ready.

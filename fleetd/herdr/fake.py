@@ -130,6 +130,13 @@ class FakeAgentControl:
         )
         return pane.agent
 
+    def fail_launch(self, target: str) -> AgentInfo:
+        """herdr gave up on the launch: no longer pending, never interactive."""
+        pane = self._agent_pane(target)
+        assert pane.agent is not None
+        pane.agent = dataclasses.replace(pane.agent, interactive_ready=False, launch_pending=False)
+        return pane.agent
+
     def set_screen(self, pane_id: str, text: str) -> None:
         self._pane(pane_id).screen = text
 

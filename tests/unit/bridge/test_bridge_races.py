@@ -85,3 +85,60 @@ async def test_manifest_failure_preserves_and_is_visible(
     assert stopped["worktree"] == "preserve"
     listed = await fleet.ok("fleet_list")
     assert listed["teardownFailures"] == [f"manifest:{sid}"]
+
+
+async def test_concurrent_injections_type_a_prompt_only_once(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A poller pass during a send's own injection never types the same prompt again."""
+    sid = await fleet.spawn_ready()
+    typing = asyncio.Event()
+    release = asyncio.Event()
+    prompt = fleet.control.prompt
+
+    async def slow_prompt(target: str, text: str) -> AgentInfo:
+        typing.set()
+        await release.wait()
+        return await prompt(target, text)
+
+    monkeypatch.setattr(fleet.control, "prompt", slow_prompt)
+    send = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="only once"))
+    await asyncio.wait_for(typing.wait(), 5)
+    await fleet.poll()
+    await fleet.poll()
+    release.set()
+    await send
+    await fleet.poll()
+    assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["only once"]
+
+
+async def test_launch_that_herdr_gives_up_on_rolls_back(tmp_path: Path) -> None:
+    """herdr ending a launch without readiness: the spawn rolls back and its worktree goes."""
+    fleet = build_test_fleet(tmp_path)
+    fleet.control.ready_on_start = False
+    row = await fleet.ok("fleet_spawn", profile="sonnet")
+    session = fleet.bridge.roster.get(row["sessionId"])
+    assert session is not None
+    await fleet.poll()
+    assert session.state.value == "spawning"
+    fleet.control.fail_launch(session.name)
+    await fleet.poll()
+    assert session.released_cause == "spawn_rollback"
+    assert session.worktree is not None
+    assert session.worktree.path in fleet.worktrees.removed
+
+
+async def test_launch_failure_with_a_waiting_send_is_never_ready(tmp_path: Path) -> None:
+    """With a send already waiting, a failed launch fails it and preserves the worktree."""
+    fleet = build_test_fleet(tmp_path)
+    fleet.control.ready_on_start = False
+    row = await fleet.ok("fleet_spawn", profile="sonnet")
+    ticket = (await fleet.ok("fleet_send", target=row["sessionId"], prompt="x"))["ticket"]
+    session = fleet.bridge.roster.get(row["sessionId"])
+    assert session is not None
+    fleet.control.fail_launch(session.name)
+    await fleet.poll()
+    polled = await fleet.ok("fleet_poll", ticket=ticket)
+    assert (polled["status"], polled["reason"]) == ("failed", "never_ready")
+    assert session.worktree is not None
+    assert session.worktree.path not in fleet.worktrees.removed
