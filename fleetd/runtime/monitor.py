@@ -44,7 +44,7 @@ from fleetd.health.effects import (
 from fleetd.health.evidence import HealthState
 from fleetd.health.incidents import Incident, suggested_tool_calls
 from fleetd.health.snapshot import ProbeResult
-from fleetd.health.states import Scope
+from fleetd.health.states import Scope, spec_of
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import ReadSource
 from fleetd.inbox.records import InboxRecord, MessageKind, Severity
@@ -286,6 +286,7 @@ class FleetHealthMonitor:
         now = self.clock.now()
         return {
             "state": str(evidence.state),
+            "certainty": spec_of(evidence.state).certainty.value,
             "cause": evidence.cause,
             "ageSeconds": round((now - evidence.since).total_seconds(), 3),
         }

@@ -54,6 +54,9 @@ async def test_healthy_fifty_member_fleet_reads_no_pane_and_lists_once_per_tick(
     assert fleet.service.health.state.incidents == {}
     states = {str(e.state) for e in fleet.service.health.state.members.values()}
     assert states == {"IDLE"}
+    listed = await fleet.ok("fleet_list")
+    assert {m["health"]["state"] for m in listed["members"]} == {"IDLE"}
+    assert {m["health"]["certainty"] for m in listed["members"]} == {"certain"}
 
 
 async def test_gone_member_is_failed_through_the_target_wide_operation(tmp_path: Path) -> None:
