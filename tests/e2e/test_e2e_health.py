@@ -37,10 +37,10 @@ async def test_busy_while_herdr_says_done_is_a_lost_boundary_after_two_snapshots
         assert session is not None
         assert session.state is SessionState.BUSY
         health = e2e.service.health
-        await e2e.run(health.tick())
+        ticks = health.ticks
+        await e2e.until(lambda: health.ticks == ticks + 1)
         assert _member_state(e2e, sid) != MemberState.TURN_BOUNDARY_LOST
-        await e2e.advance(15)
-        await e2e.run(health.tick())
+        await e2e.until(lambda: health.ticks == ticks + 2)
         assert _member_state(e2e, sid) == MemberState.TURN_BOUNDARY_LOST
         listed = await e2e.tool(lead, "fleet_list")
         [incident] = [i for i in listed["incidents"] if i["subject"] == sid]
@@ -73,10 +73,40 @@ async def test_teardown_that_leaves_a_task_pending_is_delegation_orphaned(tmp_pa
         stray = bridge.tasks.accept(
             target=sid, owner="lead", prompt="x", now=e2e.clock.now(), nonce="stray"
         )
-        health = e2e.service.health
-        await e2e.run(health.tick())
-        await e2e.advance(61)
-        await e2e.run(health.tick())
-        assert _member_state(e2e, sid) == MemberState.DELEGATION_ORPHANED
+        await e2e.until(lambda: _member_state(e2e, sid) == MemberState.DELEGATION_ORPHANED)
         polled = await e2e.tool(lead, "fleet_poll", ticket=stray.ticket_id)
         assert (polled["status"], polled["reason"]) == ("failed", "delegation_orphaned")
+
+
+async def test_healthy_fifty_member_simulated_fleet_lists_once_per_tick_and_reads_no_pane(
+    tmp_path: Path,
+) -> None:
+    """Fifty idle members in the simulator over ten ticks: ten agent.list, zero pane reads."""
+    overrides = {
+        "health": {"enabled": True, "snapshotIntervalSeconds": 15},
+        "worktrees": {"root": str(tmp_path / "wt"), "defaultRepo": None},
+    }
+    async with start_e2e(tmp_path, overrides) as e2e, e2e.http() as lead:
+        for n in range(50):
+            await e2e.tool(lead, "fleet_spawn", profile="codex", name=f"m-{n}")
+        bridge = e2e.service.bridge
+        await e2e.until(lambda: all(s.state is SessionState.READY for s in bridge.roster.live()))
+        assert len(bridge.roster.live()) == 50
+        herdr = e2e.service.control.inner
+        calls: list[str] = []
+        for method in ("list_agents", "read", "get_agent", "ping"):
+            original = getattr(herdr, method)
+
+            def counted(*args: object, _m: str = method, _o: object = original, **kw: object):  # type: ignore[no-untyped-def]
+                calls.append(_m)
+                return _o(*args, **kw)  # type: ignore[operator]
+
+            setattr(herdr, method, counted)
+        health = e2e.service.health
+        ticks = health.ticks
+        await e2e.until(lambda: health.ticks == ticks + 10, max_seconds=200)
+        assert calls.count("list_agents") == 10
+        assert "read" not in calls
+        assert health.pane_reads == 0
+        assert health.state.incidents == {}
+        assert {str(m.state) for m in health.state.members.values()} == {"IDLE"}
