@@ -79,6 +79,7 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
                 "opencode": {"kind": "opencode"},
             },
             "worktrees": {"root": str(root / "worktrees"), "defaultRepo": str(repo)},
+            "health": {"enabled": True, "snapshotIntervalSeconds": 15},
         }
         clock = SystemClock()
         ref = ConfigRef(
@@ -151,12 +152,21 @@ async def _scripted_lead(base: str, token: str, say: Any) -> dict[str, Any]:
             say(f"lead: {t} {result['status']} via {result.get('source')}: {result.get('content')}")
         inbox = await call("fleet_poll")
         say(f"lead: inbox held {len(inbox['messages'])} message(s)")
+        async def judged() -> list[str]:
+            rows = (await call("fleet_list"))["members"]
+            return [(m.get("health") or {}).get("state", "-") for m in rows]
+
+        say("lead: waiting for the health monitor's next look at the fleet")
+        await _until(judged, lambda s: "-" not in s, say)
         view = await call("fleet_list")
         for member in view["members"]:
+            health = (member.get("health") or {}).get("state", "-")
             say(
                 f"  {member['name']:<12} {member['profile']:<9} state={member['state']:<6} "
-                f"herdr={member['liveStatus']} turn={member['turn']}"
+                f"herdr={member['liveStatus']} turn={member['turn']} health={health}"
             )
+        coverage = view.get("healthCoverage", {})
+        say(f"  incidents: {len(view.get('incidents', []))}; coverage: {coverage.get('status')}")
         return view
 
 

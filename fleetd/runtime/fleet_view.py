@@ -44,8 +44,10 @@ class FleetViewBuilder:
 
     async def build(self, caller: Caller) -> dict[str, Any]:
         now = self.bridge.clock.now()
+        statuses: dict[str, str] = {}
         try:
             agents = await self.bridge.control.list_agents()
+            statuses = {a.name: a.agent_status.value for a in agents if a.name}
             live: list[dict[str, Any]] | None = [
                 {
                     "name": a.name,
@@ -67,7 +69,7 @@ class FleetViewBuilder:
             "generatedAt": now.isoformat(),
             "controlLink": self.link.view(),
             "agents": live,
-            "members": [self._member(s, now) for s in visible],
+            "members": [self._member(s, now, statuses) for s in visible],
             "capacity": capacity_view(self.bridge),
             "leads": self._leads(),
             "inbox": {"failures": [_failure(f) for f in self.bridge.inbox.failures()]},
@@ -80,8 +82,10 @@ class FleetViewBuilder:
             view["preservedWorktrees"] = self._preserved(caller.name)
         return view
 
-    def _member(self, session: Session, now: datetime) -> dict[str, Any]:
+    def _member(self, session: Session, now: datetime, statuses: dict[str, str]) -> dict[str, Any]:
         row = session_row(self.bridge, session, now=now)
+        if session.live and session.name in statuses:
+            row["liveStatus"] = statuses[session.name]  # this view's own agent.list
         if self.health is not None:
             row["health"] = self.health.member_health(session.session_id)
         return row
