@@ -152,6 +152,7 @@ async def _scripted_lead(base: str, token: str, say: Any) -> dict[str, Any]:
             say(f"lead: {t} {result['status']} via {result.get('source')}: {result.get('content')}")
         inbox = await call("fleet_poll")
         say(f"lead: inbox held {len(inbox['messages'])} message(s)")
+
         async def judged() -> list[str]:
             rows = (await call("fleet_list"))["members"]
             return [(m.get("health") or {}).get("state", "-") for m in rows]

@@ -18,7 +18,8 @@
     │   ├── UnknownTargetError      the target is not a live session (``hint``: valid targets)
     │   ├── UnknownToolError        no such tool (``hint``: the tool names)
     │   ├── CapacityError           placement refused: the profile is at ``maxLoad``
-    │   └── ConflictError           the session's state forbids the call
+    │   ├── ConflictError           the session's state forbids the call
+    │   └── UnavailableError        a dependency (herdr, the broker) cannot be reached now
     ├── IllegalTransitionError      a state machine was asked for a transition it does not have
     └── WorktreeError               git could not provision, inspect or remove a worktree
         └── ManifestError           a preserved-worktree manifest could not be written
@@ -50,6 +51,7 @@ __all__ = [
     "PermissionDeniedError",
     "TargetNotFoundError",
     "ToolError",
+    "UnavailableError",
     "UnknownTargetError",
     "UnknownToolError",
     "WorktreeError",
@@ -153,6 +155,11 @@ class CapacityError(ToolError):
 class ConflictError(ToolError):
     status = 409
     code = "conflict"
+
+
+class UnavailableError(ToolError):
+    status = 503
+    code = "unavailable"
 
 
 class IllegalTransitionError(FleetdError):

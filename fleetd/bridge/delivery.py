@@ -43,6 +43,8 @@ _log = logging.getLogger("fleetd.bridge")
 REPLY_GRACE = timedelta(seconds=1)
 _AT_PROMPT = frozenset({AgentStatus.IDLE, AgentStatus.DONE})
 _RETRY_LATER = frozenset({"agent_blocked", "agent_not_ready", "agent_prompt_failed"})
+#: Link failures that happen before a request is written: the prompt surely did not arrive.
+_NOT_SENT = frozenset({"connect_failed", "connect_timeout"})
 
 
 class Deliverer:
@@ -76,8 +78,7 @@ class Deliverer:
         if turn is not None:
             await self._watch_turn(session, turn, info.agent_status)
             return
-        if info.agent_status in _AT_PROMPT:
-            await self.inject_next(session)
+        await self.inject_next(session, info.agent_status)
 
     async def _watch_turn(self, session: Session, turn: InFlightTurn, status: AgentStatus) -> None:
         bridge = self._bridge
@@ -122,8 +123,12 @@ class Deliverer:
             bridge.metrics.mute_total.labels(profile=session.profile).inc()
             bridge.note_mute(session)
 
-    async def inject_next(self, session: Session) -> None:
-        """Deliver the head of the session's queue if the session can take it now."""
+    async def inject_next(self, session: Session, status: AgentStatus | None = None) -> None:
+        """Deliver the head of the session's queue if the session can take it now.
+
+        ``status`` is herdr's live status when the caller has just read it; otherwise it is read
+        here. Nothing is typed into a member that herdr does not show at its prompt.
+        """
         bridge = self._bridge
         sid = session.session_id
         queue = bridge.roster.queues.get(sid)
@@ -139,12 +144,22 @@ class Deliverer:
         prompt = ticket.prompt or ""
         bridge.roster.delivering.add(sid)  # one prompt at a time per target: never typed twice
         try:
+            if status is None:
+                status = (await bridge.control.get_agent(session.name)).agent_status
+            if status not in _AT_PROMPT:
+                return
             await bridge.control.prompt(session.name, prompt)
         except TargetNotFoundError:
             await bridge.on_target_not_found(session)
             return
+        except ControlLinkError as exc:
+            if exc.code in _NOT_SENT:
+                return  # nothing reached herdr: stays at the head of the queue
+            # The request left, the answer did not come back: herdr may have typed the prompt.
+            # Typing it again could run the task twice, so the turn opens as delivered.
+            _log.warning("session %s: prompt delivery uncertain (%s)", sid, exc.code)
         except HerdrError as exc:
-            if exc.code not in _RETRY_LATER and not isinstance(exc, ControlLinkError):
+            if exc.code not in _RETRY_LATER:
                 _log.warning("session %s: prompt refused: %s", sid, exc.code)
             return  # stays at the head of the queue; retried on a later pass
         finally:

@@ -46,6 +46,8 @@ __all__ = ["Bridge", "MuteEvent"]
 
 _log = logging.getLogger("fleetd.bridge")
 
+_MUTES_KEPT = 1000
+
 _REPLY_SOURCES = {
     ResultSource.REPLY: ReplySource.REPLY,
     ResultSource.FALLBACK: ReplySource.FALLBACK,
@@ -92,6 +94,9 @@ class Bridge:
         self.tasks = TaskBook(on_terminal=self._count_terminal)
         self.mutes: list[MuteEvent] = []
         self.unpublished: list[InboxRecord] = []
+        self.mutes_total = 0
+        self._flush_lock = asyncio.Lock()
+        self._releases: dict[str, asyncio.Task[dict[str, object]]] = {}
         self.teardown_failures: list[str] = []
         self.deliverer = Deliverer(self)
 
@@ -165,7 +170,8 @@ class Bridge:
             await self._publish_reply(
                 session, ticket=ticket, content=content, source=_REPLY_SOURCES[source]
             )
-        await self.deliverer.inject_next(session)
+        # The next queued send waits for the poller to see the member at its prompt: a member
+        # that has just called fleet_reply is usually still finishing its turn.
         return True
 
     async def _publish_reply(
@@ -183,24 +189,29 @@ class Bridge:
             ticket=ticket.ticket_id if ticket else None,
             source=source,
         )
+        await self.keep_for_lead(record)
+
+    async def keep_for_lead(self, record: InboxRecord) -> None:
+        """Hand a reply or health record to its lead's inbox; held and retried until it is taken."""
         self.unpublished.append(record)
         await self.flush_unpublished()
 
     async def flush_unpublished(self) -> None:
-        """Publish replies the inbox could not take before, oldest first; keep what still fails."""
-        while self.unpublished:
-            record = self.unpublished[0]
-            try:
-                await self.lead_inboxes.publish(record)
-            except FleetdError as exc:
-                _log.warning(
-                    "reply for %s waits for the inbox (%d held): %s",
-                    record.recipient_lead,
-                    len(self.unpublished),
-                    type(exc).__name__,
-                )
-                return
-            self.unpublished.pop(0)
+        """Publish held records oldest first, one flush at a time; keep what still fails."""
+        async with self._flush_lock:
+            while self.unpublished:
+                record = self.unpublished[0]
+                try:
+                    await self.lead_inboxes.publish(record)
+                except FleetdError as exc:
+                    _log.warning(
+                        "record for %s waits for the inbox (%d held): %s",
+                        record.recipient_lead,
+                        len(self.unpublished),
+                        type(exc).__name__,
+                    )
+                    return
+                self.unpublished.remove(record)
 
     # ------------------------------------------------------------ presence
     def presence(self, session_id: str) -> None:
@@ -230,8 +241,27 @@ class Bridge:
         self.roster.inflight.pop(sid, None)
         return self.tasks.fail_target(sid, reason=reason, now=self.clock.now())
 
+    def releasing(self, session_id: str) -> bool:
+        """True while a release of this session is under way."""
+        return session_id in self._releases
+
     async def release(self, session: Session, cause: ReleaseCause) -> dict[str, object]:
-        """Stop a member, settle its work and its worktree, and remove it from the live roster."""
+        """Stop a member, settle its work and its worktree, and remove it from the live roster.
+
+        One release per session: a second caller (a retried stop, the poller, the monitor) gets
+        the outcome of the release already under way, whatever cause it asked for.
+        """
+        sid = session.session_id
+        running = self._releases.get(sid)
+        if running is None:
+            if not session.live:
+                return {"sessionId": sid, "cause": session.released_cause, "already": True}
+            running = asyncio.ensure_future(self._release(session, cause))
+            self._releases[sid] = running
+            running.add_done_callback(lambda _task: self._releases.pop(sid, None))
+        return await asyncio.shield(running)
+
+    async def _release(self, session: Session, cause: ReleaseCause) -> dict[str, object]:
         pending = [t.ticket_id for t in self.tasks.pending_for(session.session_id)]
         state_before = session.state
         self.fail_target_work(session, reason=cause.value)
@@ -294,7 +324,7 @@ class Bridge:
             await self.control.ping()
         except HerdrError:
             return  # the link itself is in doubt: not proof of a dead member
-        if session.state is not SessionState.RELEASED:
+        if session.live and not self.releasing(session.session_id):
             session.apply(SessionEvent.TARGET_GONE, self.clock.now())
             await self.release(session, ReleaseCause.GONE)
 
@@ -306,7 +336,12 @@ class Bridge:
         """
         if session.terminal_id is None:
             session.terminal_id = info.terminal_id
-        if info.launch_pending or info.interactive_ready or session.presence:
+        if (
+            info.launch_pending
+            or info.interactive_ready
+            or session.presence
+            or self.releasing(session.session_id)
+        ):
             return
         if self.roster.queues.get(session.session_id):
             session.apply(SessionEvent.NEVER_READY, self.clock.now())
@@ -328,15 +363,18 @@ class Bridge:
                 session.state is SessionState.SPAWNING
                 and self.roster.queues.get(session.session_id)
                 and now - session.created_at >= grace
+                and not self.releasing(session.session_id)
             ):
                 session.apply(SessionEvent.NEVER_READY, now)
                 await self.release(session, ReleaseCause.NEVER_READY)
 
     def note_mute(self, session: Session) -> None:
+        """Keep the last fallback resolutions; ``mutes_total`` counts every one ever noted."""
         self.mutes.append(
             MuteEvent(session_id=session.session_id, profile=session.profile, at=self.clock.now())
         )
-        del self.mutes[:-1000]
+        self.mutes_total += 1
+        del self.mutes[:-_MUTES_KEPT]
 
     def _count_terminal(self, ticket: Ticket) -> None:
         self.metrics.tickets_total.labels(

@@ -19,7 +19,15 @@ from fleetd.bridge.launch import model_args, plan_launch, write_launch_files
 from fleetd.bridge.placement import admit
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.sessions import Session, SessionEvent
-from fleetd.errors import ConflictError, FleetdError, InvalidArgumentsError
+from fleetd.errors import (
+    ConflictError,
+    ControlLinkError,
+    HerdrError,
+    InvalidArgumentsError,
+    ToolError,
+    UnavailableError,
+    WorktreeError,
+)
 
 if TYPE_CHECKING:
     from fleetd.bridge.service import Bridge
@@ -78,6 +86,7 @@ async def spawn_member(
     bridge.roster.add(session)
     try:
         await _provision(bridge, session, request)
+        _still_wanted(bridge, session)
         token = mint_token(session_id, name)
         plan = plan_launch(
             kind=profile.kind,
@@ -89,6 +98,9 @@ async def spawn_member(
         write_launch_files(plan)
         cwd = str(session.worktree.path) if session.worktree else None
         pane = await bridge.control.create_pane(cwd=cwd, env=plan.env, label=name)
+        if not session.live or bridge.releasing(session_id):
+            await _close_quietly(bridge, pane.pane_id)  # released meanwhile: nobody owns it
+            raise ConflictError("the member was stopped while it was starting")
         session.pane_id = pane.pane_id
         session.terminal_id = pane.terminal_id
         await bridge.control.start_agent(
@@ -101,12 +113,49 @@ async def spawn_member(
                 *plan.args,
             ],
         )
+        _still_wanted(bridge, session)
         session.launched = True
-    except FleetdError:
-        session.apply(SessionEvent.START_FAILED, bridge.clock.now())
-        await bridge.release(session, ReleaseCause.SPAWN_ROLLBACK)
-        raise
+    except BaseException as exc:
+        # Whatever stopped the spawn — herdr, git, the disk, a cancellation — nothing may be
+        # left half-started holding a slot: roll back, then tell the lead in tool terms.
+        if session.live and not bridge.releasing(session_id):
+            session.apply(SessionEvent.START_FAILED, bridge.clock.now())
+            await bridge.release(session, ReleaseCause.SPAWN_ROLLBACK)
+        translated = _as_tool_error(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
     return session
+
+
+def _still_wanted(bridge: Bridge, session: Session) -> None:
+    if not session.live or bridge.releasing(session.session_id):
+        raise ConflictError("the member was stopped while it was starting")
+
+
+async def _close_quietly(bridge: Bridge, pane_id: str) -> None:
+    try:
+        await bridge.control.close_pane(pane_id)
+    except HerdrError:
+        return
+
+
+def _as_tool_error(exc: BaseException) -> BaseException:
+    """The lead-facing form of a spawn failure; unexpected errors pass through unchanged."""
+    if isinstance(exc, ToolError):
+        return exc
+    if isinstance(exc, WorktreeError):
+        if exc.reason == "invalid_argument":
+            return InvalidArgumentsError(
+                "repo must be an absolute path to a git repository and base a ref name",
+                hint={"repo": "absolute path", "base": "branch, tag or commit"},
+            )
+        return ConflictError(f"the worktree could not be provisioned ({exc})")
+    if isinstance(exc, ControlLinkError):
+        return UnavailableError("herdr cannot be reached; no member was started")
+    if isinstance(exc, HerdrError):
+        return ConflictError(f"herdr refused to start the member ({exc.code})")
+    return exc
 
 
 async def _provision(bridge: Bridge, session: Session, request: SpawnRequest) -> None:

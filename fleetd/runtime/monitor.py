@@ -149,7 +149,7 @@ class FleetHealthMonitor:
                 self.routing.pop(incident.id, None)
                 _log.info("incident %s resolved (%s)", incident.id, reason.value)
             case PublishHealthRecord(recipient_lead=lead, incident=incident):
-                await self.bridge.lead_inboxes.publish(self._record(lead, incident))
+                await self.bridge.keep_for_lead(self._record(lead, incident))
             case RequestRouting(incident=incident, reason=reason):
                 self.routing[incident.id] = RoutingNote(
                     reason=reason.value, outcome="no_peer_routing_or_sink_in_this_build"
@@ -211,7 +211,7 @@ class FleetHealthMonitor:
 
     async def _fail_target(self, effect: FailTargetWork) -> None:
         session = self.bridge.roster.get(effect.session_id)
-        if session is None:
+        if session is None or self.bridge.releasing(session.session_id):
             return
         if session.state is SessionState.RELEASED or effect.cause not in _FAIL_CAUSES:
             self.bridge.fail_target_work(session, reason=effect.cause.value)
@@ -242,12 +242,13 @@ class FleetHealthMonitor:
         )
 
     def _new_mutes(self) -> dict[str, int]:
+        """Fallback resolutions since the last tick, per session (the bridge keeps a tail)."""
         counts: dict[str, int] = {}
         mutes = self.bridge.mutes
-        start = min(self._mute_cursor, len(mutes))
-        for event in mutes[start:]:
+        fresh = min(self.bridge.mutes_total - self._mute_cursor, len(mutes))
+        for event in mutes[len(mutes) - fresh :] if fresh > 0 else ():
             counts[event.session_id] = counts.get(event.session_id, 0) + 1
-        self._mute_cursor = len(mutes)
+        self._mute_cursor = self.bridge.mutes_total
         return counts
 
     def _refresh_gauges(self) -> None:

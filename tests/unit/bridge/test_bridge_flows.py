@@ -157,12 +157,18 @@ async def test_boundary_without_working_is_not_trusted(fleet: TestFleet) -> None
 
 
 async def test_second_send_queues_until_the_first_resolves(fleet: TestFleet) -> None:
-    """Two async sends a second apart: the second waits, then is delivered once."""
+    """Two async sends a second apart: the second waits for the member's prompt, typed once."""
     sid, first = await _busy(fleet, "first")
     fleet.clock.advance(1)
     second = (await fleet.ok("fleet_send", target=sid, prompt="second"))["ticket"]
     assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["first"]
     await fleet.ok("fleet_reply", fleet.member(sid), content="one")
+    assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["first"]
+    fleet.set_status(sid, AgentStatus.WORKING)  # still finishing the turn that replied
+    await fleet.poll()
+    assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["first"]
+    fleet.set_status(sid, AgentStatus.DONE)
+    await fleet.poll()
     assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["first", "second"]
     await fleet.ok("fleet_reply", fleet.member(sid), content="two")
     assert (await fleet.ok("fleet_poll", ticket=first))["content"] == "one"

@@ -1,0 +1,199 @@
+"""Regressions: concurrent replies, double stops, uncertain delivery, mute counts, spawn failures."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from fleetd.errors import ControlLinkError, HerdrError, InboxUnavailableError, WorktreeError
+from fleetd.herdr.model import AgentInfo, PaneInfo
+from fleetd.inbox.records import InboxRecord
+from fleetd.testing import TestFleet, build_test_fleet
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> TestFleet:
+    built = build_test_fleet(tmp_path)
+    await built.service.own_lead_keys()
+    return built
+
+
+async def test_concurrent_replies_are_all_kept_even_when_one_publish_fails(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two members reply at once on a slow inbox that fails once: both replies arrive."""
+    a, b = await fleet.spawn_ready(), await fleet.spawn_ready("codex")
+    await fleet.ok("fleet_send", target=a, prompt="x")
+    await fleet.ok("fleet_send", target=b, prompt="y")
+    publish = fleet.inbox.publish
+    failures = iter([False, True])
+
+    async def slow(record: InboxRecord) -> bool:
+        await asyncio.sleep(0)
+        if next(failures, False):
+            raise InboxUnavailableError("blip")
+        return await publish(record)
+
+    monkeypatch.setattr(fleet.inbox, "publish", slow)
+    results = await asyncio.gather(
+        fleet.call("fleet_reply", fleet.member(a), content="answer A"),
+        fleet.call("fleet_reply", fleet.member(b), content="answer B"),
+    )
+    assert all(r.ok for r in results)
+    await fleet.service.push.push_once()
+    contents = sorted(m["content"] for m in (await fleet.ok("fleet_poll"))["messages"])
+    assert contents == ["answer A", "answer B"]
+    assert fleet.bridge.unpublished == []
+
+
+async def test_a_retried_stop_joins_the_first_and_never_removes_a_preserved_worktree(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second stop during the first gets the first's outcome; the worktree is preserved."""
+    sid = await fleet.spawn_ready()
+    fleet.control.fail("prompt", HerdrError("agent_blocked", "blocked"))
+    await fleet.ok("fleet_send", target=sid, prompt="x")
+    closing = asyncio.Event()
+    release = asyncio.Event()
+    close = fleet.control.close_pane
+
+    async def slow_close(pane_id: str) -> None:
+        closing.set()
+        await release.wait()
+        await close(pane_id)
+
+    monkeypatch.setattr(fleet.control, "close_pane", slow_close)
+    first = asyncio.ensure_future(fleet.ok("fleet_stop", sessionId=sid))
+    await asyncio.wait_for(closing.wait(), 5)
+    second = asyncio.ensure_future(fleet.ok("fleet_stop", sessionId=sid))
+    await asyncio.sleep(0)
+    release.set()
+    one, two = await first, await second
+    assert one == two
+    assert one["cause"] == "release_with_pending_tasks"
+    assert one["worktree"] == "preserve"
+    assert fleet.worktrees.removed == []
+
+
+async def test_uncertain_delivery_is_never_typed_again(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """herdr typed the prompt but the answer was lost: the turn opens, the prompt is not re-sent."""
+    sid = await fleet.spawn_ready()
+    prompt = fleet.control.prompt
+
+    async def typed_then_lost(target: str, text: str) -> AgentInfo:
+        await prompt(target, text)
+        raise ControlLinkError("request_timeout", "no answer")
+
+    monkeypatch.setattr(fleet.control, "prompt", typed_then_lost)
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="once only"))["ticket"]
+    for _ in range(5):
+        await fleet.poll()
+    assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["once only"]
+    assert (await fleet.ok("fleet_status", sessionId=sid))["openTurn"]["ticket"] == ticket
+
+
+async def test_link_failure_before_sending_keeps_the_send_queued(fleet: TestFleet) -> None:
+    """A connect failure means nothing was typed: the send waits and is delivered later, once."""
+    sid = await fleet.spawn_ready()
+    fleet.control.fail("prompt", ControlLinkError("connect_failed", "refused"))
+    await fleet.ok("fleet_send", target=sid, prompt="later")
+    assert (await fleet.ok("fleet_status", sessionId=sid))["queued"] == 1
+    fleet.control.fail("prompt", None)
+    await fleet.poll()
+    texts = [c.args["text"] for c in fleet.control.calls_to("prompt")]
+    assert texts.count("later") == 2  # one refused attempt, one delivery
+    assert (await fleet.ok("fleet_status", sessionId=sid))["queued"] == 0
+
+
+async def test_mute_counting_survives_the_kept_tail(fleet: TestFleet) -> None:
+    """Past the kept tail of fallback events, new ones still reach the monitor."""
+    sid = await fleet.spawn_ready()
+    session = fleet.bridge.roster.get(sid)
+    assert session is not None
+    monitor = fleet.service.health
+    for _ in range(1005):
+        fleet.bridge.note_mute(session)
+    assert monitor._new_mutes() == {sid: 1000}
+    for _ in range(3):
+        fleet.bridge.note_mute(session)
+    assert monitor._new_mutes() == {sid: 3}
+    assert monitor._new_mutes() == {}
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (WorktreeError("provision", "invalid_argument"), 422, "invalid_arguments"),
+        (WorktreeError("provision", "git_failed"), 409, "conflict"),
+    ],
+)
+async def test_worktree_failures_are_lead_errors(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch, error: WorktreeError, status: int, code: str
+) -> None:
+    """A worktree that cannot be made is a clear tool error, and nothing holds a slot."""
+
+    async def refuse(**_kw: object) -> object:
+        raise error
+
+    monkeypatch.setattr(fleet.worktrees, "provision", refuse)
+    result = await fleet.call("fleet_spawn", profile="sonnet")
+    assert result.error is not None
+    assert (result.error.code, result.error.http_status) == (code, status)
+    assert fleet.bridge.roster.live() == []
+
+
+async def test_herdr_down_during_spawn_is_unavailable_and_rolled_back(fleet: TestFleet) -> None:
+    """No herdr: 503 unavailable, the worktree removed, capacity free again."""
+    fleet.control.fail("create_pane", ControlLinkError("connect_failed", "refused"))
+    result = await fleet.call("fleet_spawn", profile="sonnet")
+    assert result.error is not None
+    assert (result.error.code, result.error.http_status) == ("unavailable", 503)
+    assert len(fleet.worktrees.removed) == 1
+    assert fleet.bridge.roster.live() == []
+
+
+async def test_unexpected_spawn_failure_still_rolls_back(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even a disk error while writing launch files leaves nothing half-started."""
+
+    def disk_full(_plan: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr("fleetd.bridge.spawn.write_launch_files", disk_full)
+    result = await fleet.call("fleet_spawn", profile="sonnet")
+    assert result.error is not None
+    assert result.error.code == "internal_error"
+    assert fleet.bridge.roster.live() == []
+    assert len(fleet.worktrees.removed) == 1
+
+
+async def test_stop_during_spawn_closes_the_late_pane(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member stopped while its pane is being made does not leave that pane behind."""
+    creating = asyncio.Event()
+    release = asyncio.Event()
+    create = fleet.control.create_pane
+
+    async def slow_create(**kw: object) -> PaneInfo:
+        creating.set()
+        await release.wait()
+        return await create(**kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fleet.control, "create_pane", slow_create)
+    spawn = asyncio.ensure_future(fleet.call("fleet_spawn", profile="sonnet"))
+    await asyncio.wait_for(creating.wait(), 5)
+    [session] = fleet.bridge.roster.live()
+    await fleet.ok("fleet_stop", sessionId=session.session_id)
+    release.set()
+    result = await spawn
+    assert result.error is not None
+    assert result.error.code == "conflict"
+    closed = [c.args["pane_id"] for c in fleet.control.calls_to("close_pane")]
+    assert len(closed) == 1
+    assert fleet.control.calls_to("start_agent") == []
