@@ -1,4 +1,4 @@
-"""Regressions: concurrent replies, double stops, uncertain delivery, mute counts, spawn failures."""
+"""Regressions: concurrent replies, double stops, uncertain delivery, mutes, failed spawns."""
 
 from __future__ import annotations
 
