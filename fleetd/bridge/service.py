@@ -25,7 +25,7 @@ from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import ResultSource, TaskBook, Ticket
 from fleetd.bridge.turns import TurnToken
-from fleetd.bridge.worktrees import Worktrees, release_worktree
+from fleetd.bridge.worktrees import Worktree, Worktrees, release_worktree
 from fleetd.clock import Clock, wait_event
 from fleetd.config import FleetdConfig
 from fleetd.errors import (
@@ -275,12 +275,21 @@ class Bridge:
             result = await release_worktree(self.worktrees, session.worktree, cause)
             outcome["worktree"] = result.action.value
             if result.action is WorktreeAction.PRESERVE:
+                session.preserved = True
+                session.commits_ahead = await self._commits_ahead(session.worktree)
                 await self._write_manifest(session, cause, state_before, pending)
         self.revoke(session.session_id)
         session.released_cause = cause.value
         session.apply(SessionEvent.RELEASE, self.clock.now())
         self.roster.retire(session)
         return outcome
+
+    async def _commits_ahead(self, worktree: Worktree) -> int | None:
+        """Work on the branch after its base, for WORK_PRODUCT_AT_RISK; None when git cannot say."""
+        try:
+            return await self.worktrees.commits_ahead(worktree)
+        except FleetdError:
+            return None
 
     async def _write_manifest(
         self,

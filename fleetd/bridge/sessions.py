@@ -98,6 +98,8 @@ class Session:
     turn: int = 0
     state_since: datetime | None = None
     released_cause: str | None = None
+    preserved: bool = False  # its worktree was kept at release
+    commits_ahead: int | None = None  # measured on the terminal edge, not every tick
     history: list[tuple[SessionState, SessionEvent, SessionState]] = field(default_factory=list)
 
     def apply(self, event: SessionEvent, now: datetime) -> SessionState:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.health.capacity import capacity_rows
-from fleetd.health.snapshot import MemberView, OpenTurn, ProfileCapacityInput
+from fleetd.health.snapshot import MemberView, OpenTurn, ProfileCapacityInput, WorktreeFacts
 from fleetd.health.snapshot import SessionState as HealthSessionState
 
 if TYPE_CHECKING:
@@ -94,6 +94,11 @@ def member_view(bridge: Bridge, session: Session, *, mute_events: int = 0) -> Me
         queued_sends=len(bridge.roster.queues.get(sid, ())),
         pending_tasks=len(bridge.tasks.pending_for(sid)),
         mute_events=mute_events,
+        worktree=(
+            WorktreeFacts(commits_ahead=session.commits_ahead, preserved=session.preserved)
+            if session.worktree is not None
+            else None
+        ),
     )
 
 

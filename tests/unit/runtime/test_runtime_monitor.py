@@ -134,3 +134,23 @@ async def test_healthz_and_fleet_list_show_partial_coverage_without_a_sink(
     listed = await fleet.ok("fleet_list")
     assert listed["healthCoverage"]["humanEscalation"] == "unavailable"
     assert listed["healthCoverage"]["status"] == "partial"
+
+
+async def test_preserved_branch_with_commits_is_work_product_at_risk(tmp_path: Path) -> None:
+    """A released member whose preserved branch is ahead of its base earns only a warning."""
+    fleet = await _fleet(tmp_path, enabled=True)
+    sid = await fleet.spawn_ready("codex")
+    session = fleet.bridge.roster.get(sid)
+    assert session is not None
+    assert session.worktree is not None
+    fleet.worktrees.add_commits(session.worktree, 2)
+    fleet.worktrees.mark_dirty(session.worktree.path)
+    stopped = await fleet.ok("fleet_stop", sessionId=sid)
+    assert stopped["worktree"] == "preserve"
+    assert session.commits_ahead == 2
+    for _ in range(40):
+        fleet.clock.advance(30)
+        await fleet.service.health.tick()
+    [incident] = fleet.service.health.view()["incidents"]
+    assert (incident["state"], incident["severity"]) == ("WORK_PRODUCT_AT_RISK", "warning")
+    assert fleet.worktrees.removed == []
