@@ -9,6 +9,7 @@ moves the clock and runs one poller pass with :meth:`TestFleet.poll`.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,9 +30,11 @@ from fleetd.inbox.port import ReplyInbox
 
 __all__ = [
     "LEAD_TOKEN",
+    "Gate",
     "TestFleet",
     "build_test_fleet",
     "fleet_tool_registry",
+    "hold_calls",
     "sample_document",
 ]
 
@@ -150,3 +153,31 @@ def build_test_fleet(
 def fleet_tool_registry() -> ToolRegistry:
     """The production tool registry (on fakes): the source of ``contracts/api``."""
     return build_test_fleet(Path(tempfile.gettempdir()) / "fleetd-contracts").service.registry
+
+
+@dataclass(slots=True)
+class Gate:
+    """A held call: ``entered`` is set when the call arrives; it proceeds after ``release()``."""
+
+    entered: asyncio.Event
+    _open: asyncio.Event
+
+    def release(self) -> None:
+        self._open.set()
+
+
+def hold_calls(target: object, method: str) -> Gate:
+    """Make ``target.method`` (async) wait at a gate; a test uses it to pin down a race.
+
+    Patches the instance attribute; the test fixture that built ``target`` owns its lifetime.
+    """
+    original = getattr(target, method)
+    gate = Gate(entered=asyncio.Event(), _open=asyncio.Event())
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        gate.entered.set()
+        await gate._open.wait()
+        return await original(*args, **kwargs)
+
+    setattr(target, method, held)
+    return gate

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetd.herdr.model import AgentInfo
-from fleetd.testing import TestFleet, build_test_fleet
+from fleetd.testing import TestFleet, build_test_fleet, hold_calls
 
 
 @pytest.fixture
@@ -18,25 +17,14 @@ async def fleet(tmp_path: Path) -> TestFleet:
     return built
 
 
-async def test_stop_during_delivery_fails_the_send_once_and_opens_no_turn(
-    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_stop_during_delivery_fails_the_send_once_and_opens_no_turn(fleet: TestFleet) -> None:
     """A stop while the prompt is being typed: the ticket fails once, no turn is opened."""
     sid = await fleet.spawn_ready()
-    typing = asyncio.Event()
-    release = asyncio.Event()
-    prompt = fleet.control.prompt
-
-    async def slow_prompt(target: str, text: str) -> AgentInfo:
-        typing.set()
-        await release.wait()
-        return await prompt(target, text)
-
-    monkeypatch.setattr(fleet.control, "prompt", slow_prompt)
+    gate = hold_calls(fleet.control, "prompt")
     send = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="x"))
-    await asyncio.wait_for(typing.wait(), 5)
+    await asyncio.wait_for(gate.entered.wait(), 5)
     stopped = await fleet.ok("fleet_stop", sessionId=sid)
-    release.set()
+    gate.release()
     ticket = (await send)["ticket"]
     polled = await fleet.ok("fleet_poll", ticket=ticket)
     assert (polled["status"], polled["reason"]) == ("failed", stopped["cause"])
@@ -74,9 +62,7 @@ async def test_preserved_worktrees_survive_a_restart(tmp_path: Path) -> None:
     assert "preservedWorktrees" not in await second.ok("fleet_list", operator)
 
 
-async def test_manifest_failure_preserves_and_is_visible(
-    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_manifest_failure_preserves_and_is_visible(fleet: TestFleet) -> None:
     """A manifest that cannot be written leaves the worktree and says so in fleet_list."""
     sid = await fleet.spawn_ready()
     await fleet.ok("fleet_send", target=sid, prompt="x")
@@ -87,26 +73,15 @@ async def test_manifest_failure_preserves_and_is_visible(
     assert listed["teardownFailures"] == [f"manifest:{sid}"]
 
 
-async def test_concurrent_injections_type_a_prompt_only_once(
-    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_concurrent_injections_type_a_prompt_only_once(fleet: TestFleet) -> None:
     """A poller pass during a send's own injection never types the same prompt again."""
     sid = await fleet.spawn_ready()
-    typing = asyncio.Event()
-    release = asyncio.Event()
-    prompt = fleet.control.prompt
-
-    async def slow_prompt(target: str, text: str) -> AgentInfo:
-        typing.set()
-        await release.wait()
-        return await prompt(target, text)
-
-    monkeypatch.setattr(fleet.control, "prompt", slow_prompt)
+    gate = hold_calls(fleet.control, "prompt")
     send = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="only once"))
-    await asyncio.wait_for(typing.wait(), 5)
+    await asyncio.wait_for(gate.entered.wait(), 5)
     await fleet.poll()
     await fleet.poll()
-    release.set()
+    gate.release()
     await send
     await fleet.poll()
     assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["only once"]

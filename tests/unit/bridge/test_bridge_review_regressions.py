@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from fleetd.errors import ControlLinkError, HerdrError, InboxUnavailableError, WorktreeError
-from fleetd.herdr.model import AgentInfo, PaneInfo
+from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.records import InboxRecord
-from fleetd.testing import TestFleet, build_test_fleet
+from fleetd.testing import TestFleet, build_test_fleet, hold_calls
 
 
 @pytest.fixture
@@ -49,27 +49,18 @@ async def test_concurrent_replies_are_all_kept_even_when_one_publish_fails(
 
 
 async def test_a_retried_stop_joins_the_first_and_never_removes_a_preserved_worktree(
-    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+    fleet: TestFleet,
 ) -> None:
     """A second stop during the first gets the first's outcome; the worktree is preserved."""
     sid = await fleet.spawn_ready()
     fleet.control.fail("prompt", HerdrError("agent_blocked", "blocked"))
     await fleet.ok("fleet_send", target=sid, prompt="x")
-    closing = asyncio.Event()
-    release = asyncio.Event()
-    close = fleet.control.close_pane
-
-    async def slow_close(pane_id: str) -> None:
-        closing.set()
-        await release.wait()
-        await close(pane_id)
-
-    monkeypatch.setattr(fleet.control, "close_pane", slow_close)
+    gate = hold_calls(fleet.control, "close_pane")
     first = asyncio.ensure_future(fleet.ok("fleet_stop", sessionId=sid))
-    await asyncio.wait_for(closing.wait(), 5)
+    await asyncio.wait_for(gate.entered.wait(), 5)
     second = asyncio.ensure_future(fleet.ok("fleet_stop", sessionId=sid))
     await asyncio.sleep(0)
-    release.set()
+    gate.release()
     one, two = await first, await second
     assert one == two
     assert one["cause"] == "release_with_pending_tasks"
@@ -172,25 +163,14 @@ async def test_unexpected_spawn_failure_still_rolls_back(
     assert len(fleet.worktrees.removed) == 1
 
 
-async def test_stop_during_spawn_closes_the_late_pane(
-    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_stop_during_spawn_closes_the_late_pane(fleet: TestFleet) -> None:
     """A member stopped while its pane is being made does not leave that pane behind."""
-    creating = asyncio.Event()
-    release = asyncio.Event()
-    create = fleet.control.create_pane
-
-    async def slow_create(**kw: object) -> PaneInfo:
-        creating.set()
-        await release.wait()
-        return await create(**kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(fleet.control, "create_pane", slow_create)
+    gate = hold_calls(fleet.control, "create_pane")
     spawn = asyncio.ensure_future(fleet.call("fleet_spawn", profile="sonnet"))
-    await asyncio.wait_for(creating.wait(), 5)
+    await asyncio.wait_for(gate.entered.wait(), 5)
     [session] = fleet.bridge.roster.live()
     await fleet.ok("fleet_stop", sessionId=session.session_id)
-    release.set()
+    gate.release()
     result = await spawn
     assert result.error is not None
     assert result.error.code == "conflict"
