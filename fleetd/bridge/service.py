@@ -19,13 +19,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from fleetd.bridge.delivery import Deliverer
-from fleetd.bridge.manifests import PreservedWorktree, write_manifest
-from fleetd.bridge.release import ReleaseCause, WorktreeAction
+from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import ResultSource, TaskBook, Ticket
+from fleetd.bridge.teardown import Teardown
 from fleetd.bridge.turns import TurnToken
-from fleetd.bridge.worktrees import Worktree, Worktrees, release_worktree
+from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock, wait_event
 from fleetd.config import FleetdConfig
 from fleetd.errors import (
@@ -96,9 +96,9 @@ class Bridge:
         self.unpublished: list[InboxRecord] = []
         self.mutes_total = 0
         self._flush_lock = asyncio.Lock()
-        self._releases: dict[str, asyncio.Task[dict[str, object]]] = {}
         self.teardown_failures: list[str] = []
         self.deliverer = Deliverer(self)
+        self.teardown = Teardown(self)
 
     # ------------------------------------------------------------------ sends
     async def send(self, *, owner: str, target: str, prompt: str, wait: float | None) -> Ticket:
@@ -243,89 +243,11 @@ class Bridge:
 
     def releasing(self, session_id: str) -> bool:
         """True while a release of this session is under way."""
-        return session_id in self._releases
+        return self.teardown.releasing(session_id)
 
     async def release(self, session: Session, cause: ReleaseCause) -> dict[str, object]:
-        """Stop a member, settle its work and its worktree, and remove it from the live roster.
-
-        One release per session: a second caller (a retried stop, the poller, the monitor) gets
-        the outcome of the release already under way, whatever cause it asked for.
-        """
-        sid = session.session_id
-        running = self._releases.get(sid)
-        if running is None:
-            if not session.live:
-                return {"sessionId": sid, "cause": session.released_cause, "already": True}
-            running = asyncio.ensure_future(self._release(session, cause))
-            self._releases[sid] = running
-            running.add_done_callback(lambda _task: self._releases.pop(sid, None))
-        return await asyncio.shield(running)
-
-    async def _release(self, session: Session, cause: ReleaseCause) -> dict[str, object]:
-        pending = [t.ticket_id for t in self.tasks.pending_for(session.session_id)]
-        state_before = session.state
-        self.fail_target_work(session, reason=cause.value)
-        if session.pane_id is not None:
-            try:
-                await self.control.close_pane(session.pane_id)
-            except HerdrError as exc:
-                _log.info("session %s: close pane: %s", session.session_id, exc.code)
-        outcome: dict[str, object] = {"sessionId": session.session_id, "cause": cause.value}
-        if session.worktree is not None:
-            result = await release_worktree(self.worktrees, session.worktree, cause)
-            outcome["worktree"] = result.action.value
-            if result.action is WorktreeAction.PRESERVE:
-                session.preserved = True
-                session.commits_ahead = await self._commits_ahead(session.worktree)
-                await self._write_manifest(session, cause, state_before, pending)
-        self.revoke(session.session_id)
-        session.released_cause = cause.value
-        session.apply(SessionEvent.RELEASE, self.clock.now())
-        self.roster.retire(session)
-        return outcome
-
-    async def _commits_ahead(self, worktree: Worktree) -> int | None:
-        """Work on the branch after its base, for WORK_PRODUCT_AT_RISK; None when git cannot say."""
-        try:
-            return await self.worktrees.commits_ahead(worktree)
-        except FleetdError:
-            return None
-
-    async def _write_manifest(
-        self,
-        session: Session,
-        cause: ReleaseCause,
-        state_before: SessionState,
-        pending: list[str],
-    ) -> None:
-        """Record a preserved worktree before the live session goes away."""
-        worktree = session.worktree
-        assert worktree is not None
-        try:
-            manifest = PreservedWorktree(
-                session_id=session.session_id,
-                owner=session.owner,
-                role=session.role or "",
-                profile=session.profile,
-                repository=str(worktree.repo),
-                path=str(worktree.path),
-                branch=worktree.branch,
-                base_commit=worktree.base_commit,
-                cause=cause,
-                released_at=self.clock.now(),
-                state=state_before.value,
-                pending_task_ids=tuple(pending),
-            )
-            await asyncio.to_thread(write_manifest, self.manifest_root, manifest)
-        except (FleetdError, ValueError) as exc:
-            self.teardown_failures.append(f"manifest:{session.session_id}")
-            _log.warning("session %s: manifest not written: %s", session.session_id, exc)
-        _log.warning(
-            "session %s: worktree preserved at %s (%s)",
-            session.session_id,
-            worktree.path,
-            cause.value,
-        )
+        """Stop a member and settle its work and worktree (see :class:`Teardown`)."""
+        return await self.teardown.release(session, cause)
 
     async def on_target_not_found(self, session: Session) -> None:
         """herdr says the target is gone; confirm the link works, then fail its work once."""
