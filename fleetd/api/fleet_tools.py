@@ -118,7 +118,7 @@ def register_fleet_tools(
         key = p.target or caller.name
         if key != caller.name:
             raise PermissionDeniedError("a lead may drain only its own inbox")
-        records = await bridge.inbox.collect(key)
+        records = await bridge.drain_inbox(key)
         return {"inbox": key, "messages": [_message(r) for r in records]}
 
     async def fleet_status(caller: Caller, p: StatusParams) -> dict[str, Any]:

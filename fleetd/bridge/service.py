@@ -96,6 +96,7 @@ class Bridge:
         self.unpublished: list[InboxRecord] = []
         self.mutes_total = 0
         self._flush_lock = asyncio.Lock()
+        self._carried: dict[str, list[InboxRecord]] = {}
         self.teardown_failures: list[str] = []
         self.deliverer = Deliverer(self)
         self.teardown = Teardown(self)
@@ -108,6 +109,8 @@ class Bridge:
             raise InvalidArgumentsError("prompt is empty")
         if len(prompt) > limit:
             raise InvalidArgumentsError(f"prompt is longer than {limit} characters")
+        if not _encodable(prompt):
+            raise InvalidArgumentsError("prompt is not valid Unicode text (lone surrogate)")
         session = self.find_owned(owner, target)
         if session.session_id in self.roster.gates:
             raise ConflictError(f"session {session.session_id} is being released")
@@ -137,6 +140,8 @@ class Bridge:
     # ---------------------------------------------------------------- replies
     async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
         """A member's ``fleet_reply``: resolves its open turn, or is kept as a late reply."""
+        if not _encodable(content):
+            raise InvalidArgumentsError("content is not valid Unicode text (lone surrogate)")
         session = self.roster.get(session_id)
         if session is None or not session.live:
             raise ConflictError("this session is no longer live")
@@ -212,6 +217,25 @@ class Bridge:
                     )
                     return
                 self.unpublished.remove(record)
+
+    async def drain_inbox(self, key: str) -> list[InboxRecord]:
+        """Collect a lead's inbox for ``fleet_poll``; a cancelled poll loses nothing.
+
+        The collect itself is shielded: if the caller goes away mid-collect (a dropped HTTP or
+        MCP request), the collect still finishes and its records are carried to the next poll
+        instead of being acknowledged for nobody.
+        """
+        task = asyncio.ensure_future(self.inbox.collect(key))
+        try:
+            records = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(lambda done: self._carry_over(key, done))
+            raise
+        return self._carried.pop(key, []) + records
+
+    def _carry_over(self, key: str, done: asyncio.Future[list[InboxRecord]]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            self._carried.setdefault(key, []).extend(done.result())
 
     # ------------------------------------------------------------ presence
     def presence(self, session_id: str) -> None:
@@ -312,3 +336,12 @@ class Bridge:
             outcome=ticket.outcome.value,
             source=ticket.source.value if ticket.source else "none",
         ).inc()
+
+
+def _encodable(text: str) -> bool:
+    """Text that can travel as UTF-8 (JSON allows lone surrogates; herdr and AMQP do not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

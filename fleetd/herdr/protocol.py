@@ -111,11 +111,14 @@ def error_for(code: str, message: str = "", *, method: str = "") -> HerdrError:
 
 def encode_request(request_id: str, method: str, params: Mapping[str, Any]) -> bytes:
     """One request line: compact UTF-8 JSON and a newline. ``params`` is always sent."""
-    line = json.dumps(
-        {"id": request_id, "method": method, "params": dict(params)},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    ).encode("utf-8")
+    try:
+        line = json.dumps(
+            {"id": request_id, "method": method, "params": dict(params)},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode("utf-8")
+    except UnicodeEncodeError:
+        raise HerdrError("invalid_params", "text is not valid Unicode", method=method) from None
     if len(line) >= MAX_REQUEST_BYTES:
         raise HerdrError("request_too_large", f"{len(line)} bytes", method=method)
     return line + b"\n"

@@ -158,6 +158,8 @@ class AmqpInbox:
         if pair in self._seen:
             return False
         channels = await self._connected()
+        if pair in self._seen:  # the same id may have been published while we connected
+            return False
         wire = encode(record)
         message = aio_pika.Message(
             wire.body,

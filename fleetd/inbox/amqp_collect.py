@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel
 
 from fleetd.clock import Clock
-from fleetd.errors import InboxError
+from fleetd.errors import InboxError, InboxUnavailableError
 from fleetd.inbox.amqp_edge import attempt, envelope_of, is_live, translated
 from fleetd.inbox.codec import (
     Decoded,
@@ -134,13 +134,19 @@ class AmqpCollector:
                                     break
                         except TimeoutError:
                             budget = 0  # fewer entries came than were counted: stop here
-                        except asyncio.CancelledError:
-                            await self._requeue(pulled)  # in order, before the buffered ones
-                            raise
         except InboxError:
             if not records:
                 raise
             logger.warning("inbox collect interrupted: key=%s returned=%d", key, len(records))
+        except BaseException as exc:
+            # Cancelled (or failed in a way the adapter does not know) anywhere in the rounds —
+            # including the consumer's cancel and QoS round trips: nothing pulled here will be
+            # returned or acked, so all of it goes back now, in order. Left unacked on the open
+            # channel it would be swept away by the next collect's multiple ack.
+            await self._requeue(pulled)
+            if isinstance(exc, Exception):
+                raise InboxUnavailableError("inbox collect interrupted") from exc
+            raise
         return records, pulled
 
     async def ack(self, pulled: list[AbstractIncomingMessage]) -> None:

@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 
 from fleetd.clock import Clock, SystemClock
-from fleetd.errors import ConfigError, InboxError, InboxOwnershipError
+from fleetd.errors import ConfigError, InboxOwnershipError
 from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.failures import DecodeFailureHook
 from fleetd.inbox.memory import InMemoryInbox
@@ -113,7 +113,7 @@ class LeadInboxRegistry:
             for index, record in enumerate(batch):
                 try:
                     stored = await self._inbox.publish(self._readdressed(record, new))
-                except (InboxError, ValueError):
+                except BaseException:  # collected already: keep the rest, whatever stopped us
                     self._in_transit[old] = batch[index:]
                     raise
                 moved += int(stored)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aio_pika.queue import QueueIterator
 
 from fleetd.inbox.amqp import AmqpInbox
 from fleetd.testing import build_test_fleet, sample_document
@@ -53,3 +56,53 @@ async def test_reply_survives_a_restart_on_the_broker(tmp_path: Path, broker: st
         await second.inbox.close()
     finally:
         await first.inbox.close()
+
+
+async def test_a_poll_cancelled_mid_collect_loses_no_reply(
+    tmp_path: Path, broker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lead whose fleet_poll is dropped during the broker round trips gets every reply later."""
+    lead = f"l{uuid.uuid4().hex[:12]}"
+    document = sample_document(tmp_path)
+    document["leads"] = [{"name": lead, "agent": "lead", "tokenEnv": "T_LEAD"}]
+    fleet = build_test_fleet(tmp_path, document=document, inbox=AmqpInbox(broker))
+    caller = fleet.lead.__class__(role=fleet.lead.role, name=lead)
+    try:
+        await fleet.service.own_lead_keys()
+        for n in range(3):
+            sid = (await fleet.ok("fleet_spawn", caller, profile="codex"))["sessionId"]
+            await fleet.service.registry.contact(fleet.member(sid))
+            await fleet.ok("fleet_send", caller, target=sid, prompt="x")
+            await fleet.ok("fleet_reply", fleet.member(sid), content=f"reply {n}")
+        closing, proceed = asyncio.Event(), asyncio.Event()
+        close = QueueIterator.close
+
+        async def held_close(self: QueueIterator, *args: Any, **kwargs: Any) -> Any:
+            closing.set()  # the consumer's basic.cancel round trip, held open
+            await proceed.wait()
+            return await close(self, *args, **kwargs)
+
+        monkeypatch.setattr(QueueIterator, "close", held_close)
+        polling = asyncio.ensure_future(fleet.call("fleet_poll", caller))
+        await asyncio.wait_for(closing.wait(), 10)
+        polling.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await polling
+        proceed.set()
+
+        async def carried() -> None:
+            while lead not in fleet.bridge._carried:  # noqa: ASYNC110 — no event to await here
+                await asyncio.sleep(0)
+
+        await asyncio.wait_for(carried(), 10)  # the shielded collect finished on its own
+        monkeypatch.setattr(QueueIterator, "close", close)
+        sid = (await fleet.ok("fleet_spawn", caller, profile="codex"))["sessionId"]
+        await fleet.service.registry.contact(fleet.member(sid))
+        await fleet.ok("fleet_send", caller, target=sid, prompt="x")
+        await fleet.ok("fleet_reply", fleet.member(sid), content="reply 3")
+        drained = await fleet.ok("fleet_poll", caller)
+        contents = [m["content"] for m in drained["messages"]]
+        assert contents == ["reply 0", "reply 1", "reply 2", "reply 3"]
+        await fleet.inbox.release(lead)
+    finally:
+        await fleet.inbox.close()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
 
 from fleetd.errors import ControlLinkError, HerdrError, InboxUnavailableError, WorktreeError
 from fleetd.herdr.model import AgentInfo
+from fleetd.herdr.protocol import encode_request
 from fleetd.inbox.records import InboxRecord
 from fleetd.testing import TestFleet, build_test_fleet, hold_calls
 
@@ -177,3 +179,23 @@ async def test_stop_during_spawn_closes_the_late_pane(fleet: TestFleet) -> None:
     closed = [c.args["pane_id"] for c in fleet.control.calls_to("close_pane")]
     assert len(closed) == 1
     assert fleet.control.calls_to("start_agent") == []
+
+
+async def test_text_that_cannot_be_utf8_is_refused_at_the_tool(fleet: TestFleet) -> None:
+    """A lone surrogate (valid JSON, invalid UTF-8) is a 422, not a stuck queue or a 500."""
+    sid = await fleet.spawn_ready()
+    lone = json.loads('"hello \\ud83d"')
+    sent = await fleet.call("fleet_send", target=sid, prompt=lone)
+    assert sent.error is not None
+    assert sent.error.code == "invalid_arguments"
+    assert (await fleet.ok("fleet_status", sessionId=sid))["queued"] == 0
+    replied = await fleet.call("fleet_reply", fleet.member(sid), content=lone)
+    assert replied.error is not None
+    assert replied.error.code == "invalid_arguments"
+
+
+def test_herdr_request_with_a_lone_surrogate_is_a_herdr_error() -> None:
+    """The protocol layer refuses such text as invalid params instead of crashing."""
+    with pytest.raises(HerdrError) as caught:
+        encode_request("1", "pane.send_text", {"pane_id": "w1:p1", "text": "\ud83d"})
+    assert caught.value.code == "invalid_params"
