@@ -119,7 +119,12 @@ class EventStream:
                     raise ControlLinkError("connection_lost", type(exc).__name__) from None
                 if not line:
                     raise ControlLinkError("connection_lost", "stream closed", method=method)
-                event = decode_stream_line(line, method=method)
+                try:
+                    event = decode_stream_line(line, method=method)
+                except HerdrError as exc:
+                    if exc.code != "invalid_response":
+                        raise
+                    continue  # one event fleetd cannot read must not end the subscription
                 if event is not None:
                     yield event
         finally:
