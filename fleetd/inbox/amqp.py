@@ -326,6 +326,9 @@ class AmqpInbox:
                 except BaseException:
                     await connection.close()
                     raise
+            if self._closed:  # close() ran while we connected: do not leave this one open
+                await connection.close()
+                raise InboxUnavailableError("the inbox is closed")
             logger.info("inbox connected to %s", redact_url(self._url))
             self._connection, self._channels = connection, channels
             return channels
