@@ -15,6 +15,7 @@ from fleetd.herdr.events import Subscription
 async def test_malformed_event_is_skipped_and_the_stream_goes_on() -> None:
     """An event missing a field fleetd needs is dropped; the next good one still arrives."""
     path = Path(tempfile.mkdtemp(prefix="fstr")) / "h.sock"
+    handled = asyncio.Event()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         request = json.loads(await reader.readline())
@@ -31,6 +32,8 @@ async def test_malformed_event_is_skipped_and_the_stream_goes_on() -> None:
         await writer.drain()
         await reader.read()  # hold the connection until the client goes
         writer.close()
+        await writer.wait_closed()
+        handled.set()
 
     server = await asyncio.start_unix_server(serve, path=str(path))
     client = HerdrSocketClient(path, clock=SystemClock(), request_timeout=5)
@@ -41,5 +44,6 @@ async def test_malformed_event_is_skipped_and_the_stream_goes_on() -> None:
         assert getattr(event, "agent_status", None) is not None
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
+        await asyncio.wait_for(handled.wait(), 5)
         server.close()
         await server.wait_closed()
