@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from fleetd.bridge.view import member_view
+from fleetd.bridge.view import health_settings, member_view, profile_inputs
 from fleetd.errors import FleetdError, HerdrError
 from fleetd.health.capacity import CapacitySummary, capacity_summary
-from fleetd.health.settings import HealthSettings
-from fleetd.health.snapshot import FleetSnapshot, LiveView, ProfileCapacityInput
+from fleetd.health.snapshot import FleetSnapshot, LiveView
 from fleetd.herdr.model import AgentStatus
 
 if TYPE_CHECKING:
@@ -98,13 +97,9 @@ class PushLoop:
             FleetSnapshot(
                 live=LiveView(list_ok=False),
                 members=tuple(member_view(self.bridge, s) for s in owned),
-                config=HealthSettings(
-                    capacity_long_idle_after=config.health.capacity_long_idle_after
-                ),
+                config=health_settings(config),
                 profiles=tuple(
-                    ProfileCapacityInput(profile=name, max_load=p.max_load)
-                    for name, p in sorted(config.profiles.items())
-                    if any(s.profile == name for s in owned)
+                    p for p in profile_inputs(config) if any(s.profile == p.profile for s in owned)
                 ),
             ),
             now,

@@ -10,14 +10,22 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fleetd.bridge.sessions import Session, SessionState
+from fleetd.config import FleetdConfig
 from fleetd.health.capacity import capacity_rows
+from fleetd.health.settings import HealthSettings
 from fleetd.health.snapshot import MemberView, OpenTurn, ProfileCapacityInput, WorktreeFacts
 from fleetd.health.snapshot import SessionState as HealthSessionState
 
 if TYPE_CHECKING:
     from fleetd.bridge.service import Bridge
 
-__all__ = ["capacity_view", "member_view", "session_row"]
+__all__ = [
+    "capacity_view",
+    "health_settings",
+    "member_view",
+    "profile_inputs",
+    "session_row",
+]
 
 
 def session_row(bridge: Bridge, session: Session, *, now: datetime) -> dict[str, Any]:
@@ -102,11 +110,31 @@ def member_view(bridge: Bridge, session: Session, *, mute_events: int = 0) -> Me
     )
 
 
+def profile_inputs(config: FleetdConfig) -> tuple[ProfileCapacityInput, ...]:
+    """Every configured profile and its cap, in name order, as capacity reads them."""
+    return tuple(
+        ProfileCapacityInput(profile=name, max_load=profile.max_load)
+        for name, profile in sorted(config.profiles.items())
+    )
+
+
+def health_settings(config: FleetdConfig) -> HealthSettings:
+    """The hot health values of one tick, from the live config."""
+    health = config.health
+    return HealthSettings(
+        snapshot_interval=health.snapshot_interval,
+        working_suspect_after=health.working_suspect_after,
+        pane_probe_interval=health.pane_probe_interval,
+        lead_unresponsive_after=health.lead_unresponsive_after,
+        capacity_long_idle_after=health.capacity_long_idle_after,
+        readiness_grace=config.bridge.readiness_grace,
+    )
+
+
 def capacity_view(bridge: Bridge) -> list[dict[str, Any]]:
     """Per-profile capacity, from the same live count placement uses."""
-    config = bridge.settings()
     rows = capacity_rows(
-        [ProfileCapacityInput(profile=n, max_load=p.max_load) for n, p in config.profiles.items()],
+        profile_inputs(bridge.settings()),
         [member_view(bridge, s) for s in bridge.roster.live()],
     )
     return [

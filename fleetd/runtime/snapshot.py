@@ -13,10 +13,9 @@ from datetime import UTC, datetime
 
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
-from fleetd.bridge.view import member_view
+from fleetd.bridge.view import health_settings, member_view, profile_inputs
 from fleetd.config import FleetdConfig
 from fleetd.errors import FleetdError, HerdrError
-from fleetd.health.settings import HealthSettings
 from fleetd.health.snapshot import (
     FleetSnapshot,
     InboxKind,
@@ -26,26 +25,12 @@ from fleetd.health.snapshot import (
     LiveStatus,
     LiveView,
     ProbeResult,
-    ProfileCapacityInput,
 )
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.records import MessageKind
 
-__all__ = ["health_settings", "take_snapshot"]
-
-
-def health_settings(config: FleetdConfig) -> HealthSettings:
-    """The hot health values of one tick."""
-    health = config.health
-    return HealthSettings(
-        snapshot_interval=health.snapshot_interval,
-        working_suspect_after=health.working_suspect_after,
-        pane_probe_interval=health.pane_probe_interval,
-        lead_unresponsive_after=health.lead_unresponsive_after,
-        capacity_long_idle_after=health.capacity_long_idle_after,
-        readiness_grace=config.bridge.readiness_grace,
-    )
+__all__ = ["take_snapshot"]
 
 
 async def take_snapshot(
@@ -90,10 +75,7 @@ async def take_snapshot(
         inboxes=inboxes,
         probes=tuple(probes),
         config=health_settings(config),
-        profiles=tuple(
-            ProfileCapacityInput(profile=name, max_load=p.max_load)
-            for name, p in sorted(config.profiles.items())
-        ),
+        profiles=profile_inputs(config),
     )
 
 
