@@ -6,6 +6,7 @@
     ├── ConfigError                 a config key is unknown, malformed or out of range (``key``)
     ├── HerdrError                  herdr answered with an error frame (``code``, ``message``)
     │   ├── TargetNotFoundError     any ``*_not_found`` code: the pane/agent/workspace is gone
+    │   ├── InvalidResponseError    its result cannot be read (``invalid_response``)
     │   └── ControlLinkError        refused, reset, timed out, ``server_unavailable``: link is down
     ├── InboxError                  the reply inbox could not publish, collect or own a key
     │   ├── InboxUnavailableError   the broker is unreachable
@@ -47,6 +48,7 @@ __all__ = [
     "InboxOwnershipError",
     "InboxUnavailableError",
     "InvalidArgumentsError",
+    "InvalidResponseError",
     "ManifestError",
     "PermissionDeniedError",
     "TargetNotFoundError",
@@ -83,6 +85,14 @@ class HerdrError(FleetdError):
 
 class TargetNotFoundError(HerdrError):
     """A ``*_not_found`` answer: the target is gone while the link itself works."""
+
+
+class InvalidResponseError(HerdrError):
+    """herdr answered this request, but fleetd cannot read the result (code ``invalid_response``).
+
+    The request reached herdr and was acted on or not: for a call with an effect (``agent.prompt``)
+    the effect is unknown, never to be assumed absent.
+    """
 
 
 class ControlLinkError(HerdrError):
