@@ -86,6 +86,8 @@ class Ticket:
             view["deliveredAt"] = self.delivered_at.isoformat()
         if self.delivery is not None:
             view["delivery"] = self.delivery.value
+        if self.refusals:
+            view["promptRefusals"] = self.refusals
         if self.terminal:
             view["resolvedAt"] = self.resolved_at.isoformat() if self.resolved_at else None
         if self.source is not None:

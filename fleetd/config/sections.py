@@ -174,7 +174,7 @@ class BridgeConfig(ConfigModel):
     submit_retry_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 1500
     max_scrape_chars: Annotated[StrictInt, Field(ge=1)] = 4000
     prompt_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 8
-    prompt_retry_base_ms: Annotated[StrictInt, Field(ge=50, le=60_000)] = 250
+    prompt_retry_base_ms: Annotated[StrictInt, Field(ge=50, le=30_000)] = 250
     push: PushConfig = PushConfig()
 
     @property

@@ -95,6 +95,8 @@ async def test_a_refusal_before_typing_is_retried_and_typed_once(
         sid = await _ready(e2e, lead, "m-refused")
         ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="after refusals"))["ticket"]
         assert (await e2e.tool(lead, "fleet_status", sessionId=sid))["queued"] == 1
+        waiting = await e2e.tool(lead, "fleet_poll", ticket=ticket)
+        assert (waiting["status"], waiting["promptRefusals"]) == ("pending", 1)
         await _settled(e2e, ticket)
         polled = await e2e.tool(lead, "fleet_poll", ticket=ticket)
         assert (polled["status"], polled["source"], polled["delivery"]) == (
@@ -119,7 +121,7 @@ async def test_refusals_past_the_budget_fail_the_ticket_once_with_nothing_typed(
         await _settled(e2e, ticket)
         polled = await e2e.tool(lead, "fleet_poll", ticket=ticket)
         assert (polled["status"], polled["reason"]) == ("failed", "prompt_refused")
-        assert "delivery" not in polled
+        assert (polled["promptRefusals"], "delivery" in polled) == (4, False)
         assert "agent_blocked" in polled["hint"]
         assert "nothing was typed" in polled["hint"]
         waited = datetime.fromisoformat(polled["resolvedAt"]) - datetime.fromisoformat(

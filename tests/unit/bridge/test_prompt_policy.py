@@ -17,6 +17,8 @@ from fleetd.bridge.prompt_policy import (
     classify_prompt_error,
     retry_delay,
 )
+from fleetd.config import parse_config
+from fleetd.errors import ConfigError
 
 REFUSED = PromptOutcome.REFUSED
 UNCERTAIN = PromptOutcome.UNCERTAIN
@@ -106,3 +108,26 @@ def test_the_policy_imports_nothing_that_does_io() -> None:
         for alias in node.names
     }
     assert names <= {"__future__", "dataclasses", "datetime", "enum"}
+
+
+@pytest.mark.parametrize(
+    ("bridge", "key"),
+    [
+        ({"promptRetries": -1}, "bridge.promptRetries"),
+        ({"promptRetries": 101}, "bridge.promptRetries"),
+        ({"promptRetryBaseMs": 49}, "bridge.promptRetryBaseMs"),
+        ({"promptRetryBaseMs": 30_001}, "bridge.promptRetryBaseMs"),
+    ],
+)
+def test_the_budget_keys_are_bounded_so_every_valid_config_makes_a_budget(
+    bridge: dict[str, int], key: str
+) -> None:
+    """Out-of-range retry keys are config errors naming the key; the extremes make a budget."""
+    with pytest.raises(ConfigError) as info:
+        parse_config({"bridge": bridge}, {})
+    assert info.value.key == key
+    for retries, base_ms in ((0, 50), (100, 30_000)):
+        config = parse_config(
+            {"bridge": {"promptRetries": retries, "promptRetryBaseMs": base_ms}}, {}
+        ).config.bridge
+        RetryBudget(retries=config.prompt_retries, base=config.prompt_retry_base)
