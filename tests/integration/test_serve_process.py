@@ -135,7 +135,7 @@ def _git_repo(path: Path) -> Path:
     }
     (path / "README.md").write_text("x\n", encoding="utf-8")
     for args in (["init", "-q", "-b", "main"], ["add", "README.md"], ["commit", "-qm", "start"]):
-        subprocess.run(["git", *args], cwd=path, env=env, check=True)  # noqa: S603, S607
+        subprocess.run(["git", *args], cwd=path, env=env, check=True)
     return path
 
 
