@@ -133,8 +133,22 @@ class PermissionDeniedError(ToolError):
 
 
 class InvalidArgumentsError(ToolError):
+    """Arguments the tool cannot take: ``path`` names the field (empty: the whole call), ``rule``
+    the rule it broke. The tool registry answers with the params schema and this one error."""
+
     status = 422
     code = "invalid_arguments"
+
+    def __init__(
+        self, message: str, *, path: str = "", rule: str = "invalid_value", hint: Any = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+        self.rule = rule
+
+    def field_error(self) -> dict[str, str]:
+        """The error as the ``invalid_arguments`` hint lists it: ``{path, type, message}``."""
+        return {"path": self.path, "type": self.rule, "message": self.message}
 
 
 class UnknownTargetError(ToolError):

@@ -11,8 +11,9 @@ this order, and each refusal is a *value* the model can read, not an exception i
    (else ``invalid_arguments``; hint: the params JSON Schema and each error as a field path — input
    values are never echoed),
 4. the handler runs. A :class:`~fleetd.errors.ToolError` it raises becomes ``{code, message,
-   hint?}``; any other exception becomes ``internal_error`` with no exception text (it is logged
-   locally on ``fleetd.api``).
+   hint?}`` (an :class:`~fleetd.errors.InvalidArgumentsError` gets the hint of gate 3: the params
+   schema and the one field error it names); any other exception becomes ``internal_error``
+   with no exception text (it is logged locally on ``fleetd.api``).
 
 Recovery hints follow the reliability seed: a correctable failure carries one so the next model
 turn can retry with corrected arguments or pick another tool; authentication, permission and
@@ -24,6 +25,7 @@ contact from a member (a tool call here, an MCP ``initialize`` in the MCP adapte
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -235,7 +237,7 @@ class ToolRegistry:
                 output = spec.result.model_validate(output).model_dump(mode="json")
         except ToolError as error:
             logger.info("tool %s failed for a %s caller: %s", name, caller.role, error.code)
-            return ToolResult.failure(failure_from_error(error))
+            return ToolResult.failure(_handler_failure(spec, error))
         except Exception:  # the one place a handler bug becomes internal_error
             logger.exception("tool %s raised inside its handler", name)
             return ToolResult.failure(_internal_failure())
@@ -251,6 +253,15 @@ class ToolRegistry:
         if caller.role not in spec.roles:
             raise PermissionDeniedError(f"a {caller.role} may not call {name}")
         return spec
+
+
+def _handler_failure(spec: ToolSpec[Any], error: ToolError) -> ToolFailure:
+    """A handler's refusal; ``invalid_arguments`` gets the same hint as a schema refusal."""
+    failure = failure_from_error(error)
+    if isinstance(error, InvalidArgumentsError):
+        hint = {"schema": spec.params_schema(), "errors": [error.field_error()]}
+        return dataclasses.replace(failure, hint=hint)
+    return failure
 
 
 def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:

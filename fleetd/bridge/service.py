@@ -106,11 +106,19 @@ class Bridge:
         """Accept a send; with ``wait`` > 0 wait that long for the result."""
         limit = self.settings().api.max_prompt_chars
         if not prompt.strip():
-            raise InvalidArgumentsError("prompt is empty")
+            raise InvalidArgumentsError("prompt is only whitespace", path="prompt", rule="blank")
         if len(prompt) > limit:
-            raise InvalidArgumentsError(f"prompt is longer than {limit} characters")
+            raise InvalidArgumentsError(
+                f"prompt is longer than api.maxPromptChars ({limit} characters)",
+                path="prompt",
+                rule="string_too_long",
+            )
         if not _encodable(prompt):
-            raise InvalidArgumentsError("prompt is not valid Unicode text (lone surrogate)")
+            raise InvalidArgumentsError(
+                "prompt is not valid Unicode text (lone surrogate)",
+                path="prompt",
+                rule="invalid_unicode",
+            )
         session = self.find_owned(owner, target)
         if session.session_id in self.roster.gates:
             raise ConflictError(f"session {session.session_id} is being released")
@@ -141,7 +149,11 @@ class Bridge:
     async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
         """A member's ``fleet_reply``: resolves its open turn, or is kept as a late reply."""
         if not _encodable(content):
-            raise InvalidArgumentsError("content is not valid Unicode text (lone surrogate)")
+            raise InvalidArgumentsError(
+                "content is not valid Unicode text (lone surrogate)",
+                path="content",
+                rule="invalid_unicode",
+            )
         session = self.roster.get(session_id)
         if session is None or not session.live:
             raise ConflictError("this session is no longer live")
