@@ -21,6 +21,8 @@ rate-limit failures never do, because only an outside change can fix them.
 
 Every call from an authenticated caller first runs the ``on_contact`` hooks: the bridge counts any
 contact from a member (a tool call here, an MCP ``initialize`` in the MCP adapter) as presence.
+Every answer is then handed to the ``on_result`` hooks with the tool's name (``None`` for a name
+that is not a tool): the composition root counts calls there.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ __all__ = [
     "INTERNAL_ERROR_CODE",
     "Caller",
     "ContactHook",
+    "ResultHook",
     "Role",
     "ToolFailure",
     "ToolParams",
@@ -94,6 +97,7 @@ P = TypeVar("P", bound=BaseModel)
 
 ToolHandler = Callable[[Caller, P], Awaitable[dict[str, Any]]]
 ContactHook = Callable[[Caller], Awaitable[None]]
+ResultHook = Callable[[str | None, "ToolResult"], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,6 +195,7 @@ class ToolRegistry:
 
     _specs: dict[str, ToolSpec[Any]] = field(default_factory=dict)
     on_contact: list[ContactHook] = field(default_factory=list)
+    on_result: list[ResultHook] = field(default_factory=list)
 
     def register(self, spec: ToolSpec[Any]) -> None:
         if spec.name in self._specs:
@@ -224,6 +229,13 @@ class ToolRegistry:
 
     async def call(self, caller: Caller, name: str, raw_args: Mapping[str, Any]) -> ToolResult:
         """Run tool ``name`` for ``caller``; every failure comes back as a value."""
+        result = await self._call(caller, name, raw_args)
+        tool = name if name in self._specs else None
+        for hook in list(self.on_result):
+            hook(tool, result)
+        return result
+
+    async def _call(self, caller: Caller, name: str, raw_args: Mapping[str, Any]) -> ToolResult:
         await self.contact(caller)
         try:
             spec = self._authorised(caller, name)
