@@ -19,6 +19,7 @@
     │   ├── UnknownToolError        no such tool (``hint``: the tool names)
     │   ├── CapacityError           placement refused: the profile is at ``maxLoad``
     │   ├── ConflictError           the session's state forbids the call
+    │   │   └── NoOpenTaskError     ``fleet_reply`` from a member with no task to answer (``hint``)
     │   └── UnavailableError        a dependency (herdr, the broker) cannot be reached now
     ├── IllegalTransitionError      a state machine was asked for a transition it does not have
     └── WorktreeError               git could not provision, inspect or remove a worktree
@@ -48,6 +49,7 @@ __all__ = [
     "InboxUnavailableError",
     "InvalidArgumentsError",
     "ManifestError",
+    "NoOpenTaskError",
     "PermissionDeniedError",
     "TargetNotFoundError",
     "ToolError",
@@ -169,6 +171,12 @@ class CapacityError(ToolError):
 class ConflictError(ToolError):
     status = 409
     code = "conflict"
+
+
+class NoOpenTaskError(ConflictError):
+    """A member replied with no delivered task open (``hint``: its last ticket, if any)."""
+
+    code = "no_open_task"
 
 
 class UnavailableError(ToolError):

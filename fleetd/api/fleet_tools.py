@@ -89,6 +89,8 @@ class StopParams(ToolParams):
 
 
 class ReplyParams(ToolParams):
+    """Answer the task your lead sent you, once; with no task open the call is no_open_task."""
+
     content: str = Field(min_length=1, description="The result of the delegated task.")
 
 
@@ -206,7 +208,11 @@ def register_fleet_tools(
         ),
         ToolSpec(
             name="fleet_reply",
-            description="Return the result of your delegated task to the lead that sent it.",
+            description=(
+                "Return the result of your delegated task to the lead that sent it, once per task. "
+                "With no task open it is refused (no_open_task); a reply just after fleetd read "
+                "your turn's end from the pane still reaches the lead, marked late."
+            ),
             params=ReplyParams,
             roles=frozenset({Role.MEMBER}),
             handler=fleet_reply,
