@@ -20,6 +20,7 @@
     │   ├── UnknownToolError        no such tool (``hint``: the tool names)
     │   ├── CapacityError           placement refused: the profile is at ``maxLoad``
     │   ├── ConflictError           the session's state forbids the call
+    │   │   └── NoOpenTaskError     ``fleet_reply`` from a member with no task to answer (``hint``)
     │   └── UnavailableError        a dependency (herdr, the broker) cannot be reached now
     ├── IllegalTransitionError      a state machine was asked for a transition it does not have
     └── WorktreeError               git could not provision, inspect or remove a worktree
@@ -50,6 +51,7 @@ __all__ = [
     "InvalidArgumentsError",
     "InvalidResponseError",
     "ManifestError",
+    "NoOpenTaskError",
     "PermissionDeniedError",
     "TargetNotFoundError",
     "ToolError",
@@ -143,8 +145,22 @@ class PermissionDeniedError(ToolError):
 
 
 class InvalidArgumentsError(ToolError):
+    """Arguments the tool cannot take: ``path`` names the field (empty: the whole call), ``rule``
+    the rule it broke. The tool registry answers with the params schema and this one error."""
+
     status = 422
     code = "invalid_arguments"
+
+    def __init__(
+        self, message: str, *, path: str = "", rule: str = "invalid_value", hint: Any = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+        self.rule = rule
+
+    def field_error(self) -> dict[str, str]:
+        """The error as the ``invalid_arguments`` hint lists it: ``{path, type, message}``."""
+        return {"path": self.path, "type": self.rule, "message": self.message}
 
 
 class UnknownTargetError(ToolError):
@@ -165,6 +181,12 @@ class CapacityError(ToolError):
 class ConflictError(ToolError):
     status = 409
     code = "conflict"
+
+
+class NoOpenTaskError(ConflictError):
+    """A member replied with no delivered task open (``hint``: its last ticket, if any)."""
+
+    code = "no_open_task"
 
 
 class UnavailableError(ToolError):

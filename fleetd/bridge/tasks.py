@@ -68,6 +68,7 @@ class Ticket:
     resolved_at: datetime | None = None
     turn: int | None = None
     collected_sync: bool = False
+    late_reply: bool = False  # a fleet_reply after the fallback resolved it was kept (once)
     done_event: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
@@ -129,6 +130,11 @@ class TaskBook:
 
     def pending_for(self, target: str) -> list[Ticket]:
         return [t for t in self._tickets.values() if t.target == target and not t.terminal]
+
+    def last_delivered(self, target: str) -> Ticket | None:
+        """The ticket most recently typed into ``target``, if any."""
+        delivered = [t for t in self._tickets.values() if t.target == target and t.turn is not None]
+        return max(delivered, key=lambda t: t.turn or 0, default=None)
 
     def all(self) -> list[Ticket]:
         return list(self._tickets.values())
