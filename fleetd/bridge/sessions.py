@@ -101,7 +101,7 @@ class Session:
     released_cause: str | None = None
     preserved: bool = False  # its worktree was kept at release
     commits_ahead: int | None = None  # measured on the terminal edge, not every tick
-    commits_edge: datetime | None = None  # the ``state_since`` of the edge last measured
+    commits_edge: tuple[SessionState, int] | None = None  # (state, turn) of the edge measured
     lost: TargetLost | None = None  # the bridge released it for a target loss (for health)
     fatal_screen: FatalScreenSeen | None = None  # a turn boundary read showed a fatal error
     history: list[tuple[SessionState, SessionEvent, SessionState]] = field(default_factory=list)
