@@ -41,14 +41,10 @@ LADDER = [
 ]
 
 
-def _seen(
-    flags: dict[str, bool], *, released: bool = False, loss: bool = False
-) -> SimpleNamespace:
+def _seen(flags: dict[str, bool], *, released: bool = False, loss: bool = False) -> SimpleNamespace:
     return SimpleNamespace(
         released=released,
-        loss=(
-            TargetLoss(cause=LossCause.GONE, code="agent_not_found", at=T0) if loss else None
-        ),
+        loss=(TargetLoss(cause=LossCause.GONE, code="agent_not_found", at=T0) if loss else None),
         gone_code="agent_not_found" if flags["gone"] else None,
         never_ready=flags["never_ready"],
         orphaned=flags["orphaned"],
