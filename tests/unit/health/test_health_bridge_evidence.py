@@ -1,4 +1,4 @@
-"""Facts the bridge hands to ``decide``: a loss it released a member for, a fatal boundary screen."""
+"""Facts the bridge hands to ``decide``: a loss it released a member for, a fatal boundary read."""
 
 from __future__ import annotations
 
