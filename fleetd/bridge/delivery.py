@@ -12,7 +12,8 @@ For every session with outstanding work the poller asks herdr for the agent's li
 * an open turn records ``working`` when seen; ``working`` then ``idle``/``done`` for the same turn
   is a trusted boundary. If the member has not called ``fleet_reply`` within a short grace after the
   boundary, the completion fallback reads the pane and resolves the turn with the extracted
-  assistant block, marked as a fallback (the MUTE outcome);
+  assistant block, marked as a fallback (the MUTE outcome), and with the tested fatal signature
+  the same read shows, if any (ERROR_ON_SCREEN);
 * if a delivered prompt does not start working within the submit window, Enter is re-submitted once
   (the paste/submit race);
 * a ``*_not_found`` answer with a healthy link is target loss: the target's work fails once.
@@ -27,6 +28,7 @@ import secrets
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from fleetd.bridge.evidence import FatalScreenSeen
 from fleetd.bridge.prompt_policy import (
     PromptOutcome,
     RetryBudget,
@@ -39,6 +41,7 @@ from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, InFlightTurn,
 from fleetd.errors import ControlLinkError, HerdrError, TargetNotFoundError
 from fleetd.herdr.model import AgentInfo, AgentStatus, ReadSource
 from fleetd.screens.extract import Extraction, extract_assistant_block
+from fleetd.screens.fatal import FatalSignature, match_fatal
 from fleetd.screens.kinds import parse_agent_kind
 from fleetd.screens.markers import FallbackReason, render_fallback
 
@@ -67,8 +70,8 @@ class Deliverer:
                 continue
             try:
                 info = await bridge.control.get_agent(session.name)
-            except TargetNotFoundError:
-                await bridge.on_target_not_found(session)
+            except TargetNotFoundError as exc:
+                await bridge.on_target_not_found(session, exc.code)
                 continue
             except ControlLinkError:
                 return  # the link is down: nothing can be judged this pass
@@ -111,24 +114,34 @@ class Deliverer:
                 _log.warning("session %s: Enter re-submit failed: %s", session.session_id, exc.code)
 
     async def _fallback(self, session: Session, turn: InFlightTurn) -> None:
-        """Resolve a turn at a trusted boundary from the pane, marked as a fallback."""
+        """Resolve a turn at a trusted boundary from the pane, marked as a fallback.
+
+        The same read is matched against the tested fatal signatures: herdr shows an errored
+        Claude Code or Codex turn as ``idle``, so this boundary is where such a turn ends. A match
+        is named in the result's markers and recorded on the session for ERROR_ON_SCREEN.
+        """
         bridge = self._bridge
         max_chars = bridge.settings().bridge.max_scrape_chars
+        fatal: FatalSignature | None = None
         try:
             read = await bridge.control.read(_pane(session), ReadSource.VISIBLE)
         except HerdrError:
             extraction = Extraction.read_failed()
         else:
-            extraction = extract_assistant_block(
-                parse_agent_kind(session.kind), read.text, max_chars=max_chars
-            )
-        content = render_fallback(extraction, FallbackReason.COMPLETION_FALLBACK)
+            kind = parse_agent_kind(session.kind)
+            extraction = extract_assistant_block(kind, read.text, max_chars=max_chars)
+            fatal = match_fatal(kind, read.text)
+        content = render_fallback(extraction, FallbackReason.COMPLETION_FALLBACK, fatal=fatal)
         source = (
             ResultSource.FALLBACK if extraction.marker_recognised else ResultSource.RAW_FALLBACK
         )
         if await bridge.complete_turn(session, turn.token, content=content, source=source):
             bridge.metrics.mute_total.labels(profile=session.profile).inc()
             bridge.note_mute(session)
+            if fatal is not None:
+                session.fatal_screen = FatalScreenSeen(
+                    signature_id=fatal.id, ticket=turn.token.ticket_id, turn=turn.token.turn
+                )
 
     async def inject_next(self, session: Session, status: AgentStatus | None = None) -> None:
         """Deliver the head of the session's queue if the session can take it now.
@@ -156,8 +169,8 @@ class Deliverer:
             if status is None:
                 try:
                     status = (await bridge.control.get_agent(session.name)).agent_status
-                except TargetNotFoundError:
-                    await bridge.on_target_not_found(session)
+                except TargetNotFoundError as exc:
+                    await bridge.on_target_not_found(session, exc.code)
                     return
                 except HerdrError:
                     return  # nothing was sent: stays at the head of the queue
@@ -169,7 +182,7 @@ class Deliverer:
         if outcome is PromptOutcome.NOT_SENT:
             return  # nothing reached herdr: stays at the head of the queue
         if outcome is PromptOutcome.TARGET_LOST:
-            await bridge.on_target_not_found(session)
+            await bridge.on_target_not_found(session, code)
         if outcome in (PromptOutcome.REFUSED, PromptOutcome.TARGET_LOST):
             self._refused(session, ticket, code)
             return

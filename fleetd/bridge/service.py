@@ -304,19 +304,24 @@ class Bridge:
         """True while a release of this session is under way."""
         return self.teardown.releasing(session_id)
 
-    async def release(self, session: Session, cause: ReleaseCause) -> dict[str, object]:
+    async def release(
+        self, session: Session, cause: ReleaseCause, *, code: str | None = None
+    ) -> dict[str, object]:
         """Stop a member and settle its work and worktree (see :class:`Teardown`)."""
-        return await self.teardown.release(session, cause)
+        return await self.teardown.release(session, cause, code=code)
 
-    async def on_target_not_found(self, session: Session) -> None:
-        """herdr says the target is gone; confirm the link works, then fail its work once."""
+    async def on_target_not_found(self, session: Session, code: str | None = None) -> None:
+        """herdr says the target is gone; confirm the link works, then fail its work once.
+
+        ``code`` is herdr's ``*_not_found`` code; the release records it for health.
+        """
         try:
             await self.control.ping()
         except HerdrError:
             return  # the link itself is in doubt: not proof of a dead member
         if session.live and not self.releasing(session.session_id):
             session.apply(SessionEvent.TARGET_GONE, self.clock.now())
-            await self.release(session, ReleaseCause.GONE)
+            await self.release(session, ReleaseCause.GONE, code=code)
 
     async def on_start_progress(self, session: Session, info: AgentInfo) -> None:
         """Watch a starting member; herdr giving up on the launch ends the spawn.
@@ -335,7 +340,7 @@ class Bridge:
             return
         if self.roster.queues.get(session.session_id):
             session.apply(SessionEvent.NEVER_READY, self.clock.now())
-            await self.release(session, ReleaseCause.NEVER_READY)
+            await self.release(session, ReleaseCause.NEVER_READY, code="launch_failed")
         else:
             session.apply(SessionEvent.START_FAILED, self.clock.now())
             await self.release(session, ReleaseCause.SPAWN_ROLLBACK)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from fleetd.bridge.evidence import FatalScreenSeen, TargetLost
 from fleetd.bridge.worktrees import Worktree
 from fleetd.errors import IllegalTransitionError
 
@@ -100,6 +101,9 @@ class Session:
     released_cause: str | None = None
     preserved: bool = False  # its worktree was kept at release
     commits_ahead: int | None = None  # measured on the terminal edge, not every tick
+    commits_edge: tuple[SessionState, int] | None = None  # (state, turn) of the edge measured
+    lost: TargetLost | None = None  # the bridge released it for a target loss (for health)
+    fatal_screen: FatalScreenSeen | None = None  # a turn boundary read showed a fatal error
     history: list[tuple[SessionState, SessionEvent, SessionState]] = field(default_factory=list)
 
     def apply(self, event: SessionEvent, now: datetime) -> SessionState:

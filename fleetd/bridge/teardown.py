@@ -4,9 +4,10 @@ A release fails the target's work through the bridge's one idempotent target-wid
 operation, stops the process, settles the worktree by its release cause (M4 §5.3 as corrected:
 only SPAWN_ROLLBACK and a COMPLETED release of a clean worktree remove it; a dirty worktree, a
 failed dirty-check and every abnormal cause preserve it), writes an atomic manifest for a
-preserved worktree before the live session goes, revokes the member's token and retires the
-session. A second release of the same session — a retried stop, the poller, the monitor — joins
-the one under way instead of running again with a different cause.
+preserved worktree before the live session goes, revokes the member's token, records a target
+loss for health (:mod:`fleetd.bridge.evidence`) and retires the session. A second release of the
+same session — a retried stop, the poller, the monitor — joins the one under way instead of
+running again with a different cause.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from fleetd.bridge.evidence import target_lost
 from fleetd.bridge.manifests import PreservedWorktree, write_manifest
 from fleetd.bridge.release import ReleaseCause, WorktreeAction
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
@@ -40,26 +42,34 @@ class Teardown:
         """True while a release of this session is under way."""
         return session_id in self._releases
 
-    async def release(self, session: Session, cause: ReleaseCause) -> dict[str, object]:
+    async def release(
+        self, session: Session, cause: ReleaseCause, *, code: str | None = None
+    ) -> dict[str, object]:
         """Stop a member, settle its work and its worktree, and remove it from the live roster.
 
         One release per session: a second caller (a retried stop, the poller, the monitor) gets
-        the outcome of the release already under way, whatever cause it asked for.
+        the outcome of the release already under way, whatever cause it asked for. A target loss
+        (GONE, NEVER_READY; ``code`` says which evidence) is recorded on the session for health.
         """
         sid = session.session_id
         running = self._releases.get(sid)
         if running is None:
             if not session.live:
                 return {"sessionId": sid, "cause": session.released_cause, "already": True}
-            running = asyncio.ensure_future(self._release(session, cause))
+            running = asyncio.ensure_future(self._release(session, cause, code))
             self._releases[sid] = running
             running.add_done_callback(lambda _task: self._releases.pop(sid, None))
         return await asyncio.shield(running)
 
-    async def _release(self, session: Session, cause: ReleaseCause) -> dict[str, object]:
+    async def _release(
+        self, session: Session, cause: ReleaseCause, code: str | None
+    ) -> dict[str, object]:
         pending = [t.ticket_id for t in self._bridge.tasks.pending_for(session.session_id)]
         state_before = session.state
-        self._bridge.fail_target_work(session, reason=cause.value)
+        failed = self._bridge.fail_target_work(session, reason=cause.value)
+        lost = target_lost(
+            cause, code, at=self._bridge.clock.now(), failed=[t.ticket_id for t in failed]
+        )
         if session.pane_id is not None:
             try:
                 await self._bridge.control.close_pane(session.pane_id)
@@ -74,6 +84,7 @@ class Teardown:
                 session.commits_ahead = await self._commits_ahead(session.worktree)
                 await self._write_manifest(session, cause, state_before, pending)
         self._bridge.revoke(session.session_id)
+        session.lost = lost
         session.released_cause = cause.value
         session.apply(SessionEvent.RELEASE, self._bridge.clock.now())
         self._bridge.roster.retire(session)

@@ -13,7 +13,15 @@ from fleetd.bridge.sessions import Session, SessionState
 from fleetd.config import FleetdConfig
 from fleetd.health.capacity import capacity_rows
 from fleetd.health.settings import HealthSettings
-from fleetd.health.snapshot import MemberView, OpenTurn, ProfileCapacityInput, WorktreeFacts
+from fleetd.health.snapshot import (
+    BoundaryScreen,
+    LossCause,
+    MemberView,
+    OpenTurn,
+    ProfileCapacityInput,
+    TargetLoss,
+    WorktreeFacts,
+)
 from fleetd.health.snapshot import SessionState as HealthSessionState
 
 if TYPE_CHECKING:
@@ -110,7 +118,30 @@ def member_view(bridge: Bridge, session: Session, *, mute_events: int = 0) -> Me
             if session.worktree is not None
             else None
         ),
+        loss=_loss(session),
+        boundary_screen=_boundary_screen(session),
     )
+
+
+def _loss(session: Session) -> TargetLoss | None:
+    lost = session.lost
+    if lost is None:
+        return None
+    return TargetLoss(
+        cause=LossCause(lost.cause.value),
+        code=lost.code,
+        at=lost.at,
+        tickets_failed=lost.tickets_failed,
+        failed_tickets=lost.failed_tickets,
+    )
+
+
+def _boundary_screen(session: Session) -> BoundaryScreen | None:
+    """The fatal screen of the turn that just ended; a later delivery makes it stale."""
+    seen = session.fatal_screen
+    if seen is None or session.state is not SessionState.DONE or seen.turn != session.turn:
+        return None
+    return BoundaryScreen(signature_id=seen.signature_id, ticket=seen.ticket)
 
 
 def profile_inputs(config: FleetdConfig) -> tuple[ProfileCapacityInput, ...]:

@@ -48,6 +48,7 @@ from fleetd.health.incidents import (
 from fleetd.health.pane_budget import ProbeReason
 from fleetd.health.settings import HealthSettings
 from fleetd.health.snapshot import (
+    BoundaryScreen,
     FleetSnapshot,
     InboxKind,
     InboxView,
@@ -55,12 +56,14 @@ from fleetd.health.snapshot import (
     LiveAgent,
     LiveStatus,
     LiveView,
+    LossCause,
     MemberView,
     OpenTurn,
     ProbeResult,
     ProbeSource,
     ProfileCapacityInput,
     SessionState,
+    TargetLoss,
     WorktreeFacts,
 )
 from fleetd.health.states import (
@@ -73,6 +76,7 @@ from fleetd.health.states import (
 )
 
 __all__ = [
+    "BoundaryScreen",
     "CapacityRow",
     "CapacitySummary",
     "Certainty",
@@ -98,6 +102,7 @@ __all__ = [
     "LiveStatus",
     "LiveView",
     "LongIdleMember",
+    "LossCause",
     "MemberEvidence",
     "MemberState",
     "MemberView",
@@ -119,6 +124,7 @@ __all__ = [
     "Scope",
     "SessionState",
     "Severity",
+    "TargetLoss",
     "UpdateIncident",
     "WorktreeFacts",
     "capacity_rows",

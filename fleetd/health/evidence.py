@@ -4,9 +4,9 @@ Current push and heartbeat loops forget history; health must not (§4.4). Per ta
 keeps: the raw live status and when it was first seen, ``state_change_seq``, consecutive absences
 from successful lists, sticky definitive-loss codes, the lost-boundary streak for one TurnToken,
 pane-probe facts (the last two digests for one turn, a fatal signature id), one-shot markers
-(repair requested for a token, final read taken, orphan retry spent), recent mute times, the
-current classification with its since-time, and the key of its open incident. The per-target
-read cooldown belongs to the budget: :attr:`HealthState.recent_reads`.
+(repair requested for a token, final read taken, orphan retry spent, target loss reported), recent
+mute times, the current classification with its since-time, and the key of its open incident.
+The per-target read cooldown belongs to the budget: :attr:`HealthState.recent_reads`.
 
 Counters that only matter up to the two-snapshot floor are capped at 2, so a member whose
 situation does not change keeps an *equal* evidence value tick after tick. A member also keeps
@@ -91,6 +91,7 @@ class MemberEvidence:
     repair_token: str | None = None
     final_read_state: MemberState | None = None
     orphan_retry_done: bool = False
+    loss_reported: bool = False
     mute_times: tuple[datetime, ...] = ()
     incident: IncidentKey | None = None
     mute_incident: IncidentKey | None = None

@@ -9,13 +9,18 @@ rank  state                  exact evidence used here
                              the fleet list worked; sticky until the session is released
 3     NEVER_READY            SPAWNING, no MCP presence, an accepted delivery waits, and the
                              readiness grace since spawn expired; sticky while SPAWNING
+2, 3  GONE / NEVER_READY     the bridge released the member itself for that loss (its
+                             ``TargetLoss``); reported on one sighted tick, then RELEASED
 3     DELEGATION_ORPHANED    released or FAILED, tasks still PENDING after the compiled
                              teardown grace
 4     TURN_BOUNDARY_LOST     BUSY with an open waiter; raw IDLE or DONE on two consecutive
                              snapshots for the same TurnToken and ``state_change_seq``, with
                              no reply, mute, missing agent or other status between them
 5     ERROR_ON_SCREEN        open turn, raw status not WORKING, and a detection read for this
-                             turn returned a tested fatal signature id
+                             turn returned a tested fatal signature id; or DONE with no open
+                             turn, raw status not WORKING, and the completion fallback's
+                             boundary read of the current turn matched one (herdr shows these
+                             screens as ``idle``, so the turn resolved at its boundary)
 6     STALL_SUSPECTED        open turn older than the suspect threshold, raw WORKING, and two
                              progress digests for this turn are equal
 7     REPLY_STRANDED         the member's inbox holds records after push reached its cap
@@ -24,8 +29,9 @@ rank  state                  exact evidence used here
 8     normal                 STARTING, IDLE, WORKING, WORK_PENDING, BLOCKED_AMBIGUOUS
 ====  =====================  ==============================================================
 
-A released session is judged only by the teardown invariant, its inbox and its worktree
-(DELEGATION_ORPHANED, REPLY_STRANDED, WORK_PRODUCT_AT_RISK), else it is RELEASED.
+A released session is judged only by a loss the bridge released it for (once), the teardown
+invariant, its inbox and its worktree (DELEGATION_ORPHANED, REPLY_STRANDED, WORK_PRODUCT_AT_RISK),
+else it is RELEASED.
 
 Normal-mode table (the seed names only the core cells; the rest is written down here so that
 every combination has one answer): SPAWNING is STARTING. An open turn (BUSY with a turn) is
@@ -44,7 +50,15 @@ from datetime import datetime, timedelta
 
 from fleetd.health.evidence import EMPTY_PROBE, MemberEvidence
 from fleetd.health.settings import TEARDOWN_GRACE
-from fleetd.health.snapshot import AT_PROMPT, InboxView, LiveStatus, MemberView, SessionState
+from fleetd.health.snapshot import (
+    AT_PROMPT,
+    InboxView,
+    LiveStatus,
+    LossCause,
+    MemberView,
+    SessionState,
+    TargetLoss,
+)
 from fleetd.health.states import MemberState
 from fleetd.health.tick import Tick, absorb_probe, settle_probe
 
@@ -52,6 +66,7 @@ __all__ = ["MemberSeen", "classify", "normal_state"]
 
 _S = SessionState
 _M = MemberState
+_LOSS_STATES = {LossCause.GONE: _M.GONE, LossCause.NEVER_READY: _M.NEVER_READY}
 
 
 class MemberSeen:
@@ -62,11 +77,13 @@ class MemberSeen:
         "agent",
         "at_risk",
         "boundary_count",
+        "boundary_fatal",
         "boundary_token",
         "fatal",
         "gone_code",
         "in_turn",
         "inbox_depth",
+        "loss",
         "never_ready",
         "orphaned",
         "probe",
@@ -106,6 +123,10 @@ class MemberSeen:
         if agent is None and not released and view.session_state is not _S.SPAWNING:
             self.absent = min((prior.absent if prior is not None else 0) + 1, 2)
 
+        # ranks 2-3 after the fact: a loss the bridge released the member for, reported once
+        self.loss: TargetLoss | None = None
+        if released and not (prior is not None and prior.loss_reported):
+            self.loss = view.loss
         # rank 2: definitive target loss (the list worked, so the link is healthy)
         self.gone_code = None
         if not released:
@@ -157,6 +178,17 @@ class MemberSeen:
             and probe.signature is not None
             and probe.signature_token == token
         )
+        # rank 5 after the boundary: the fallback's read of the turn that just ended was fatal
+        screen = view.boundary_screen
+        self.boundary_fatal = (
+            screen.signature_id
+            if screen is not None
+            and view.session_state is _S.DONE
+            and turn is None
+            and raw is not None
+            and raw is not LiveStatus.WORKING
+            else None
+        )
         self.stalled = (
             suspect
             and raw is LiveStatus.WORKING
@@ -204,6 +236,8 @@ def normal_state(
 def classify(seen: MemberSeen) -> tuple[MemberState, str]:
     """The highest-precedence state the evidence supports, and its cause code."""
     if seen.released:
+        if seen.loss is not None:
+            return _LOSS_STATES[seen.loss.cause], seen.loss.code
         if seen.orphaned:
             return _M.DELEGATION_ORPHANED, "pending_after_teardown"
         if seen.stranded:
@@ -221,6 +255,8 @@ def classify(seen: MemberSeen) -> tuple[MemberState, str]:
         return _M.TURN_BOUNDARY_LOST, "busy_at_prompt"
     if seen.fatal and seen.probe.signature is not None:
         return _M.ERROR_ON_SCREEN, seen.probe.signature
+    if seen.boundary_fatal is not None:
+        return _M.ERROR_ON_SCREEN, seen.boundary_fatal
     if seen.stalled:
         return _M.STALL_SUSPECTED, "unchanged_progress_digest"
     if seen.stranded:

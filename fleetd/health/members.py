@@ -46,6 +46,7 @@ _FAIL_ON_ENTRY: Final = {
     MemberState.GONE: FailCause.GONE,
     MemberState.NEVER_READY: FailCause.NEVER_READY,
 }
+"""Loss states that fail the target's work on entry; a loss the bridge reports it already failed."""
 _COMMITTED_FLAG_STATES: Final = frozenset(
     {MemberState.REPLY_STRANDED, MemberState.DELEGATION_ORPHANED}
 )
@@ -143,6 +144,8 @@ def _signature(view: MemberView, agent: LiveAgent | None, inbox: InboxView | Non
         view.pending_tasks,
         view.last_reply_at,
         view.worktree,
+        view.loss,
+        view.boundary_screen,
         view.state_since,
         view.spawned_at,
         agent.status if agent is not None else None,
@@ -227,7 +230,7 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
     sustained = 1 if entered or prior is None else min(prior.sustained + 1, 2)
 
     orphan_retry_done = prior.orphan_retry_done if prior is not None else False
-    if entered and state in _FAIL_ON_ENTRY:
+    if entered and state in _FAIL_ON_ENTRY and seen.loss is None:
         tick.effects.append(
             FailTargetWork(
                 target=view.name, session_id=view.session_id, cause=_FAIL_ON_ENTRY[state]
@@ -280,6 +283,7 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
         repair_token=marks[0],
         final_read_state=marks[1],
         orphan_retry_done=orphan_retry_done,
+        loss_reported=(prior is not None and prior.loss_reported) or state in _FAIL_ON_ENTRY,
         mute_times=mute_times,
         incident=desired,
         mute_incident=mute_key,
@@ -354,4 +358,14 @@ def _evidence(seen: MemberSeen, state: MemberState) -> Evidence:
         pairs.append(("inbox_depth", str(seen.inbox_depth)))
     if state is _M.TURN_BOUNDARY_LOST:
         pairs.append(("consecutive_snapshots", "2"))
+    loss = seen.loss
+    if loss is not None:
+        pairs.append(("handled_by", "bridge"))
+        pairs.append(("tickets_failed", str(loss.tickets_failed)))
+        if loss.failed_tickets:
+            pairs.append(("failed_tickets", ",".join(loss.failed_tickets)))
+    screen = view.boundary_screen
+    if state is _M.ERROR_ON_SCREEN and seen.boundary_fatal is not None and screen is not None:
+        pairs.append(("read_at", "turn_boundary"))
+        pairs.append(("ticket", screen.ticket))
     return tuple(pairs)

@@ -27,6 +27,7 @@ from fleetd.health.settings import HealthSettings
 
 __all__ = [
     "AT_PROMPT",
+    "BoundaryScreen",
     "FleetSnapshot",
     "InboxKind",
     "InboxView",
@@ -34,12 +35,14 @@ __all__ = [
     "LiveAgent",
     "LiveStatus",
     "LiveView",
+    "LossCause",
     "MemberView",
     "OpenTurn",
     "ProbeResult",
     "ProbeSource",
     "ProfileCapacityInput",
     "SessionState",
+    "TargetLoss",
     "WorktreeFacts",
     "is_target_loss",
 ]
@@ -83,6 +86,13 @@ class InboxKind(StrEnum):
 
     REPLY = "reply"
     HEALTH = "health"
+
+
+class LossCause(StrEnum):
+    """Why the bridge itself released a member it had lost (the health state it stands for)."""
+
+    GONE = "gone"
+    NEVER_READY = "never_ready"
 
 
 def is_target_loss(code: str | None) -> bool:
@@ -152,13 +162,46 @@ class WorktreeFacts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TargetLoss:
+    """A loss the bridge handled itself before any tick saw it (M4 §6: failure paths publish).
+
+    The poller fails a target's work and releases it within one 250 ms pass, so the monitor would
+    only ever see RELEASED. The bridge records this fact on the session instead: ``code`` is a
+    stable code (a herdr ``*_not_found`` code, ``readiness_grace_expired``, ``launch_failed``),
+    ``tickets_failed`` how many tickets that release failed, ``failed_tickets`` the first few ids.
+    """
+
+    cause: LossCause
+    code: str
+    at: datetime
+    tickets_failed: int = 0
+    failed_tickets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _non_negative(self, "tickets_failed")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundaryScreen:
+    """A tested fatal signature the completion fallback's boundary read found (ERROR_ON_SCREEN).
+
+    herdr shows an errored Claude Code or Codex turn as ``idle``, so the turn resolves at its
+    boundary; the bridge keeps the signature id and the ticket for the member's current turn only.
+    """
+
+    signature_id: str
+    ticket: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MemberView:
     """The bridge side of one member.
 
     ``state_since`` is when the session FSM last changed state; ``owner_lead`` is the exact lead
     that owns the accepted delegation (no singular-primary fallback); ``pending_tasks`` counts
     non-terminal tasks including async tickets; ``mute_events`` counts turns resolved through
-    completion fallback since the previous tick.
+    completion fallback since the previous tick; ``loss`` is a target loss the bridge released
+    the member for; ``boundary_screen`` a fatal screen read at the current turn's boundary.
     """
 
     session_id: str
@@ -179,6 +222,8 @@ class MemberView:
     mute_events: int = 0
     last_reply_at: datetime | None = None
     worktree: WorktreeFacts | None = None
+    loss: TargetLoss | None = None
+    boundary_screen: BoundaryScreen | None = None
 
     def __post_init__(self) -> None:
         _non_negative(self, "queued_sends", "pending_tasks", "mute_events")

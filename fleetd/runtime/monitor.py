@@ -22,6 +22,7 @@ from fleetd.bridge.push import PushLoop
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, SessionEvent, SessionState
+from fleetd.bridge.work_product import measure_terminal_edges
 from fleetd.clock import Clock
 from fleetd.config import ConfigRef, NotificationMode
 from fleetd.errors import FleetdError, HerdrError, TargetNotFoundError
@@ -107,6 +108,7 @@ class FleetHealthMonitor:
         now = self.clock.now()
         probes, self._probes = self._probes, []
         targeted, self._targeted = self._targeted, {}
+        await measure_terminal_edges(self.bridge)
         snapshot = await take_snapshot(
             control=self.control,
             bridge=self.bridge,

@@ -4,8 +4,12 @@ A pane-derived result must never pass for a structured reply. Every such text op
 reason marker: the completion fallback (the turn ended without ``fleet_reply``; counted as MUTE)
 or the repaired completion of M4 §8.4 (a lost turn boundary was reconciled). Further markers say
 that no assistant marker was recognised (raw screen text), that the text was clipped to its tail,
-or that the pane could not be read at all. Markers are bracketed lines on their own, above the
-text, so a lead (or a test) can tell them from the member's words.
+or that the pane could not be read at all. When the read shows a tested fatal signature (herdr
+reports Claude Code and Codex error screens as ``idle``, so such a turn ends at a normal-looking
+boundary), a marker names the signature id and says in our own words what it means: the turn
+ended on an error, not an answer, and nothing was retried — what to do is the lead's call (M4
+§5.2). Markers are bracketed lines on their own, above the text, so a lead (or a test) can tell
+them from the member's words.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from fleetd.screens.extract import CaptureResult, Extraction
+from fleetd.screens.fatal import FatalSignature
 
 __all__ = [
     "CLIPPED_TAIL_MARKER",
@@ -22,6 +27,7 @@ __all__ = [
     "READ_FAILED_NOTE",
     "REPAIRED_COMPLETION_MARKER",
     "FallbackReason",
+    "error_screen_marker",
     "render_fallback",
 ]
 
@@ -55,9 +61,21 @@ _REASON_MARKERS = {
 }
 
 
-def render_fallback(extraction: Extraction, reason: FallbackReason) -> str:
-    """The content the lead sees: the reason marker, any capture markers, a blank line, the text."""
+def error_screen_marker(signature: FatalSignature) -> str:
+    """The marker naming a fatal signature found on the pane (our words, never pane text)."""
+    return (
+        f"[error on screen {signature.id} - {signature.summary}. The turn ended on this error,"
+        " not on an answer; fleetd retried nothing]"
+    )
+
+
+def render_fallback(
+    extraction: Extraction, reason: FallbackReason, *, fatal: FatalSignature | None = None
+) -> str:
+    """The content the lead sees: reason, error and capture markers, a blank line, the text."""
     markers = [_REASON_MARKERS[reason]]
+    if fatal is not None:
+        markers.append(error_screen_marker(fatal))
     if extraction.capture is CaptureResult.READ_FAILED:
         return f"{markers[0]}\n\n{READ_FAILED_NOTE}"
     if not extraction.marker_recognised:

@@ -43,8 +43,8 @@ class FleetdCallbackBehaviour(ScriptedBehaviour):
     async def on_launch(self, agent: SimAgent) -> None:
         await super().on_launch(agent)
         endpoint = _endpoint(agent)
-        if endpoint is None or not agent.alive:
-            return
+        if endpoint is None or not agent.alive or not agent.interactive_ready:
+            return  # an agent whose launch failed never starts its MCP client
         url, token = endpoint
         await self._post(
             f"{url}/mcp",

@@ -50,6 +50,9 @@ SCENARIO = {
         "*mute*": {"faults": ["mute"]},
         "*exit*": {"faults": ["exit"]},
         "*instant*": {"faults": ["instant", "mute"]},
+        "*slow*": {"faults": ["slow_start"], "slow_start_seconds": 25},
+        "*never*": {"faults": ["never_ready"]},
+        "*usage*": {"faults": ["error_screen", "mute"], "error_signature": "usage-limit"},
     },
     "existing": [{"name": "lead", "kind": "claude", "cwd": "/tmp", "label": "lead"}],
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from health_fleet import Run, agent, failed_list, inbox, live, member, turn
+from health_fleet import T0, Run, agent, failed_list, inbox, live, member, turn
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,6 +12,7 @@ from fleetd.health import (
     ControlLinkState,
     FailTargetWork,
     LiveStatus,
+    LossCause,
     MemberState,
     OpenIncident,
     ProbeSource,
@@ -20,6 +21,7 @@ from fleetd.health import (
     RequestTargetLookup,
     ResolveIncident,
     SessionState,
+    TargetLoss,
 )
 from fleetd.health.member_rules import classify
 from fleetd.health.states import spec_of
@@ -32,20 +34,23 @@ LADDER = [
     ("orphaned", M.DELEGATION_ORPHANED),
     ("lost", M.TURN_BOUNDARY_LOST),
     ("fatal", M.ERROR_ON_SCREEN),
+    ("boundary_fatal", M.ERROR_ON_SCREEN),
     ("stalled", M.STALL_SUSPECTED),
     ("stranded", M.REPLY_STRANDED),
     ("at_risk", M.WORK_PRODUCT_AT_RISK),
 ]
 
 
-def _seen(flags: dict[str, bool], *, released: bool = False) -> SimpleNamespace:
+def _seen(flags: dict[str, bool], *, released: bool = False, loss: bool = False) -> SimpleNamespace:
     return SimpleNamespace(
         released=released,
+        loss=(TargetLoss(cause=LossCause.GONE, code="agent_not_found", at=T0) if loss else None),
         gone_code="agent_not_found" if flags["gone"] else None,
         never_ready=flags["never_ready"],
         orphaned=flags["orphaned"],
         boundary_count=2 if flags["lost"] else 0,
         fatal=flags["fatal"],
+        boundary_fatal="sig.boundary" if flags["boundary_fatal"] else None,
         probe=SimpleNamespace(signature="sig.id" if flags["fatal"] else None),
         stalled=flags["stalled"],
         stranded=flags["stranded"],
@@ -74,6 +79,14 @@ def test_released_members_answer_only_to_teardown_inbox_and_worktree(
     order = [("orphaned", M.DELEGATION_ORPHANED), ("stranded", M.REPLY_STRANDED)]
     order.append(("at_risk", M.WORK_PRODUCT_AT_RISK))
     assert state is next((s for name, s in order if flags[name]), M.RELEASED)
+
+
+@given(st.fixed_dictionaries({name: st.booleans() for name, _ in LADDER}))
+def test_a_loss_the_bridge_released_for_outranks_every_released_rule(
+    flags: dict[str, bool],
+) -> None:
+    """A released session with an unreported target loss is classified by that loss first."""
+    assert classify(_seen(flags, released=True, loss=True)) == (M.GONE, "agent_not_found")
 
 
 def test_ladder_order_matches_the_state_table_ranks() -> None:

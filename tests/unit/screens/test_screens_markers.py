@@ -129,3 +129,22 @@ def test_public_surface_is_pinned() -> None:
     )
     for name in fleetd.screens.__all__:
         assert getattr(fleetd.screens, name) is not None
+
+
+def test_a_fatal_signature_is_named_on_the_second_line_in_our_words() -> None:
+    """The error marker follows the reason marker and carries the id and summary, no pane text."""
+    screen = (
+        "❯ do it\n\n  ⎿  You've hit your limit · resets 3:30am (UTC)\n\n"
+        + "─" * 60
+        + "\n❯ \n"
+        + "─" * 60
+        + "\n"
+    )
+    fatal = fleetd.screens.match_fatal(AgentKind.CLAUDE, screen)
+    assert fatal is not None
+    content = render_fallback(_present(""), FallbackReason.COMPLETION_FALLBACK, fatal=fatal)
+    first, second = content.splitlines()[:2]
+    assert first == COMPLETION_FALLBACK_MARKER
+    assert second.startswith(f"[error on screen {fatal.id} - {fatal.summary}.")
+    assert "hit your limit" not in content
+    assert content.endswith(NO_TEXT_NOTE)

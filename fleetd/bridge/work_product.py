@@ -1,0 +1,53 @@
+"""Commits ahead of base for live members, measured once per terminal session edge.
+
+WORK_PRODUCT_AT_RISK (M4 §4.2) needs to know whether a DONE or FAILED member's branch holds
+commits after its recorded base. Teardown measures that for a preserved worktree at release; a
+member that stays live after its turn ended needs the same fact, and §9 says work-product checks
+run on a terminal session edge, not every fleet tick. An edge is the session entering DONE after
+turn N, or FAILED — each happens once per turn, so ``(state, turn)`` names it:
+:func:`measure_terminal_edges` runs ``git rev-list --count`` once for each edge not yet measured,
+at most ``limit`` per call, and records the count on the session for the next snapshot. A failed
+count is "unknown" (``None``), never zero work.
+
+The health monitor calls it before each snapshot, so git runs only while health is enabled and
+never on the reply or delivery path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from fleetd.bridge.sessions import SessionState
+from fleetd.errors import FleetdError
+
+if TYPE_CHECKING:
+    from fleetd.bridge.service import Bridge
+
+__all__ = ["EDGES_PER_TICK", "measure_terminal_edges"]
+
+EDGES_PER_TICK: Final = 8
+"""Edges measured per call; the rest wait for the next tick (the rule waits far longer)."""
+
+_TERMINAL = frozenset({SessionState.DONE, SessionState.FAILED})
+
+
+async def measure_terminal_edges(bridge: Bridge, *, limit: int = EDGES_PER_TICK) -> int:
+    """Measure commits ahead for live DONE/FAILED members whose edge is new; return how many."""
+    measured = 0
+    for session in bridge.roster.live():
+        if measured >= limit:
+            break
+        if (
+            session.worktree is None
+            or session.state not in _TERMINAL
+            or session.commits_edge == (session.state, session.turn)
+            or bridge.releasing(session.session_id)
+        ):
+            continue
+        session.commits_edge = (session.state, session.turn)
+        measured += 1
+        try:
+            session.commits_ahead = await bridge.worktrees.commits_ahead(session.worktree)
+        except FleetdError:
+            session.commits_ahead = None
+    return measured

@@ -1,0 +1,76 @@
+"""WORK_PRODUCT_AT_RISK for live members: commits ahead measured once per terminal edge (§9)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleetd.bridge.worktrees import Worktree
+from fleetd.testing import TestFleet, build_test_fleet, sample_document
+
+
+async def _fleet(tmp_path: Path) -> TestFleet:
+    document = sample_document(tmp_path)
+    document["health"] = {"enabled": True}
+    fleet = build_test_fleet(tmp_path, document=document)
+    await fleet.service.own_lead_keys()
+    return fleet
+
+
+def _count_measures(fleet: TestFleet) -> list[Worktree]:
+    """Record every ``commits_ahead`` call the service makes on its worktrees."""
+    calls: list[Worktree] = []
+    original = fleet.worktrees.commits_ahead
+
+    async def counted(worktree: Worktree) -> int:
+        calls.append(worktree)
+        return await original(worktree)
+
+    fleet.worktrees.commits_ahead = counted  # type: ignore[method-assign]
+    return calls
+
+
+async def _ticks(fleet: TestFleet, count: int) -> None:
+    for _ in range(count):
+        fleet.clock.advance(30)
+        await fleet.service.health.tick()
+
+
+async def test_done_member_with_commits_ahead_is_work_product_at_risk(tmp_path: Path) -> None:
+    """A live DONE member whose branch is ahead of its base earns the warning after long idle."""
+    fleet = await _fleet(tmp_path)
+    measures = _count_measures(fleet)
+    sid = await fleet.spawn_ready("codex")
+    session = fleet.bridge.roster.get(sid)
+    assert session is not None
+    assert session.worktree is not None
+    await fleet.ok("fleet_send", target=sid, prompt="commit the fix")
+    fleet.worktrees.add_commits(session.worktree, 3)
+    await fleet.ok("fleet_reply", fleet.member(sid), content="committed")
+    await _ticks(fleet, 40)
+    assert session.live
+    assert session.commits_ahead == 3
+    [incident] = fleet.service.health.view()["incidents"]
+    assert (incident["state"], incident["subject"]) == ("WORK_PRODUCT_AT_RISK", sid)
+    assert incident["severity"] == "warning"
+    assert measures == [session.worktree]  # one edge, one measurement, not one per tick
+
+
+async def test_each_new_terminal_edge_is_measured_again(tmp_path: Path) -> None:
+    """A later turn is a new edge: its count replaces the old one; steady ticks measure nothing."""
+    fleet = await _fleet(tmp_path)
+    measures = _count_measures(fleet)
+    sid = await fleet.spawn_ready("codex")
+    session = fleet.bridge.roster.get(sid)
+    assert session is not None
+    assert session.worktree is not None
+    await _ticks(fleet, 3)
+    assert measures == []  # READY is not a terminal edge
+    await fleet.ok("fleet_send", target=sid, prompt="look only")
+    await fleet.ok("fleet_reply", fleet.member(sid), content="nothing to commit")
+    await _ticks(fleet, 3)
+    assert (len(measures), session.commits_ahead) == (1, 0)
+    await fleet.ok("fleet_send", target=sid, prompt="now commit")
+    fleet.worktrees.add_commits(session.worktree, 1)
+    await fleet.ok("fleet_reply", fleet.member(sid), content="committed")
+    await _ticks(fleet, 3)
+    assert (len(measures), session.commits_ahead) == (2, 1)
