@@ -172,7 +172,9 @@ def test_dead_lead_cannot_escape_by_vanishing_from_the_map() -> None:
 
 
 def stranded(owner: str | None = "lead-a") -> tuple[object, object]:
-    return member(state=SessionState.DONE, owner=owner), inbox("m1", capped=True)
+    return member(state=SessionState.DONE, owner=owner, uncollected_replies=1), inbox(
+        owner or "lead-a", capped=True
+    )
 
 
 def test_member_incident_goes_to_its_exact_owning_lead() -> None:
@@ -189,8 +191,8 @@ def test_member_incident_goes_to_its_exact_owning_lead() -> None:
 def test_member_incident_without_owner_goes_to_routing() -> None:
     """No known owner: no fallback lead, the router (peer or person) decides."""
     run = Run()
-    view, box = stranded(owner=None)
-    run.tick(live(agent("m1")), [view], inboxes=[box])
+    gone = live(targeted={"m1": "agent_not_found"})  # no owner, so no lead inbox to strand in
+    run.tick(gone, [member(owner=None)])
     assert not run.effects(PublishHealthRecord)
     assert [e.reason for e in run.effects(RequestRouting)] == ["no_owner"]
 
