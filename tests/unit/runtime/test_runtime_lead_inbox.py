@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fleetd.api.tools import Caller
+from fleetd.api.tools import Caller, Role
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
 
 
@@ -77,3 +77,35 @@ async def test_reply_waiting_in_the_lead_inbox_is_pending_then_stranded(tmp_path
     await _step(fleet)
     assert _member_state(fleet, sid) == "IDLE"
     assert not [i for i in (await fleet.ok("fleet_list"))["incidents"] if i["subject"] == sid]
+
+
+async def test_a_lead_named_apart_from_its_agent_has_no_orphan_inbox(tmp_path: Path) -> None:
+    """A lead whose name is not its herdr agent name owns its inbox: no inbox REPLY_STRANDED."""
+    fleet = await _fleet(tmp_path, leads=[{"name": "alpha", "agent": "lead", "tokenEnv": "T_LEAD"}])
+    alpha = Caller(role=Role.LEAD, name="alpha")
+    await _replied(fleet, alpha)
+    for _ in range(10):
+        await _step(fleet)
+    assert fleet.service.push.outcomes["alpha"].cap_reached_at is not None
+    incidents = (await fleet.ok("fleet_list", alpha))["incidents"]
+    assert {(i["scope"], i["state"]) for i in incidents} == {
+        ("member", "REPLY_STRANDED"),
+        ("lead", "LEAD_UNRESPONSIVE"),
+    }
+
+
+async def test_a_lead_absent_from_one_list_keeps_its_state(tmp_path: Path) -> None:
+    """One absence is no evidence (not LEAD_STATUS_UNKNOWN); a lost lead is then unreachable."""
+    fleet = await _fleet(tmp_path)
+
+    def lead_state(listed: dict[str, Any]) -> str:
+        [row] = [lead for lead in listed["health"]["leads"] if lead["name"] == "lead"]
+        return str(row["state"])
+
+    await _step(fleet)
+    assert lead_state(await fleet.ok("fleet_list")) == "LEAD_IDLE"
+    fleet.control.remove("lead")
+    await _step(fleet)
+    assert lead_state(await fleet.ok("fleet_list")) == "LEAD_IDLE"
+    await _step(fleet)
+    assert lead_state(await fleet.ok("fleet_list")) == "LEAD_UNREACHABLE"
