@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from fleetd.api.tools import Caller, Role, ToolParams, ToolRegistry, ToolSpec
+from fleetd.bridge.backlog import member_backlogs, read_lead_stats
 from fleetd.bridge.release import stop_cause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.spawn import SpawnRequest
@@ -133,7 +134,9 @@ def register_fleet_tools(
 
     async def fleet_status(caller: Caller, p: StatusParams) -> dict[str, Any]:
         session = bridge.find_owned(caller.name, p.session_id)
-        return session_row(bridge, session, now=bridge.clock.now())
+        stats = await read_lead_stats(bridge.inbox, [session.owner])
+        backlog = member_backlogs(stats, bridge.roster.sessions.values()).get(session.session_id)
+        return session_row(bridge, session, now=bridge.clock.now(), backlog=backlog)
 
     async def fleet_list(caller: Caller, p: ListParams) -> dict[str, Any]:
         return await fleet_view(caller)

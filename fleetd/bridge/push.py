@@ -6,12 +6,18 @@ least :data:`NUDGE_SPACING` apart; when the cap is reached the loop stands down 
 the health monitor judges what that means. The outcome of every decision is kept per lead as
 structured evidence (:class:`PushOutcome`), never as log text.
 
-When a lead's inbox is empty and it sits at its prompt, the heartbeat may tell it what capacity it
-has: per-profile live, cap, free and reclaimable counts plus at most three long-idle members. A
-heartbeat sequence is at most ``push.heartbeatMax`` beats ``push.heartbeatIntervalSeconds`` apart,
-and only a changed capacity fingerprint — which ignores idle durations — re-arms it, so a static
-idle fleet cannot keep a lead busy. Reply pushes come first: no heartbeat while anything waits.
-The heartbeat reports facts; it never spawns, stops or assigns anything.
+Only what the lead can collect counts as waiting: an entry the inbox holds for a decode failure
+(an unsupported version, an entry waiting for quarantine) is not the lead's backlog, so it never
+earns a nudge, and the monitor never reads it as a lead neglecting its inbox.
+
+When nothing waits for a lead and it sits at its prompt, the heartbeat may tell it what capacity
+it has: per-profile live, cap, free and reclaimable counts — over every live member, with the
+live count placement uses, so a free slot shown is one placement grants — plus at most three of
+its own long-idle members. A heartbeat sequence is at most ``push.heartbeatMax`` beats
+``push.heartbeatIntervalSeconds`` apart, and only a changed capacity fingerprint — which ignores
+idle durations — re-arms it, so a static idle fleet cannot keep a lead busy. Reply pushes come
+first: no heartbeat while anything waits. The heartbeat reports facts; it never spawns, stops or
+assigns anything.
 """
 
 from __future__ import annotations
@@ -21,11 +27,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from fleetd.bridge.backlog import MemberBacklog, member_backlogs
 from fleetd.bridge.view import health_settings, member_view, profile_inputs
 from fleetd.errors import FleetdError, HerdrError
 from fleetd.health.capacity import CapacitySummary, capacity_summary
 from fleetd.health.snapshot import FleetSnapshot, LiveView
 from fleetd.herdr.model import AgentStatus
+from fleetd.inbox.records import InboxStats
 
 if TYPE_CHECKING:
     from fleetd.bridge.service import Bridge
@@ -40,7 +48,7 @@ _AT_PROMPT = frozenset({AgentStatus.IDLE, AgentStatus.DONE})
 
 @dataclass(slots=True, kw_only=True)
 class PushOutcome:
-    """What the push loop last knew and did for one lead."""
+    """What the push loop last knew and did for one lead (``depth``: what it can collect)."""
 
     lead: str
     depth: int = 0
@@ -67,42 +75,52 @@ class PushLoop:
         await self.bridge.flush_unpublished()
         config = self.bridge.settings()
         cap = config.bridge.push.max_nudges_per_item
+        all_stats: dict[str, InboxStats] = {}
         for lead in config.leads:
             outcome = self.outcomes.setdefault(lead.name, PushOutcome(lead=lead.name))
             try:
-                stats = await self.bridge.inbox.stats(lead.name)
+                all_stats[lead.name] = await self.bridge.inbox.stats(lead.name)
             except FleetdError as exc:
                 outcome.last_error = type(exc).__name__
+        backlogs = member_backlogs(all_stats, self.bridge.roster.sessions.values())
+        for lead in config.leads:
+            stats = all_stats.get(lead.name)
+            if stats is None:
                 continue
+            outcome = self.outcomes[lead.name]
             if stats.oldest_created_epoch_millis != outcome.oldest_epoch_millis:
                 outcome.nudges_for_head = 0
                 outcome.cap_reached_at = None
-            outcome.depth = stats.depth
+            outcome.depth = stats.actionable
             outcome.oldest_epoch_millis = stats.oldest_created_epoch_millis
-            if stats.depth == 0:
-                await self._maybe_heartbeat(lead.name, lead.agent, outcome)
+            if outcome.depth == 0:
+                await self._maybe_heartbeat(lead.name, lead.agent, outcome, backlogs)
                 continue
             if outcome.nudges_for_head >= cap:
                 continue
             await self._maybe_nudge(lead.name, lead.agent, outcome, cap)
 
-    async def _maybe_heartbeat(self, lead: str, agent: str, outcome: PushOutcome) -> None:
+    async def _maybe_heartbeat(
+        self, lead: str, agent: str, outcome: PushOutcome, backlogs: dict[str, MemberBacklog]
+    ) -> None:
         config = self.bridge.settings()
         push = config.bridge.push
         now = self.bridge.clock.now()
-        owned = [s for s in self.bridge.roster.live() if s.owner == lead]
+        live = self.bridge.roster.live()
+        owned = [s for s in live if s.owner == lead]
         if not owned or push.heartbeat_max == 0:
             return
         summary = capacity_summary(
             FleetSnapshot(
                 live=LiveView(list_ok=False),
-                members=tuple(member_view(self.bridge, s) for s in owned),
-                config=health_settings(config),
-                profiles=tuple(
-                    p for p in profile_inputs(config) if any(s.profile == p.profile for s in owned)
+                members=tuple(
+                    member_view(self.bridge, s, backlog=backlogs.get(s.session_id)) for s in live
                 ),
+                config=health_settings(config),
+                profiles=profile_inputs(config),
             ),
             now,
+            owner=lead,
         )
         if summary.fingerprint != outcome.heartbeat_fingerprint:
             outcome.heartbeat_fingerprint = summary.fingerprint

@@ -6,12 +6,14 @@ worktrees are lead-only and are added by the caller for leads.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from fleetd.bridge.sessions import Session, SessionState
+from fleetd.bridge.backlog import MemberBacklog
+from fleetd.bridge.sessions import Session
 from fleetd.config import FleetdConfig
-from fleetd.health.capacity import capacity_rows
+from fleetd.health.capacity import capacity_rows, idle_for_seconds
 from fleetd.health.settings import HealthSettings
 from fleetd.health.snapshot import (
     BoundaryScreen,
@@ -36,8 +38,14 @@ __all__ = [
 ]
 
 
-def session_row(bridge: Bridge, session: Session, *, now: datetime) -> dict[str, Any]:
-    """One member as ``fleet_list`` and ``fleet_status`` show it."""
+def session_row(
+    bridge: Bridge, session: Session, *, now: datetime, backlog: MemberBacklog | None = None
+) -> dict[str, Any]:
+    """One member as ``fleet_list`` and ``fleet_status`` show it.
+
+    ``backlog`` is this member's replies still waiting in its lead's inbox: while any wait, the
+    row has no ``idleForSeconds`` (one idle rule: :func:`fleetd.health.capacity.idle_for_seconds`).
+    """
     sid = session.session_id
     pending = bridge.tasks.pending_for(sid)
     turn = bridge.roster.inflight.get(sid)
@@ -68,12 +76,8 @@ def session_row(bridge: Bridge, session: Session, *, now: datetime) -> dict[str,
             "sawWorking": turn.saw_working,
             "baseline": turn.baseline.capture.value if turn.baseline else None,
         }
-    if (
-        session.state in (SessionState.READY, SessionState.DONE)
-        and turn is None
-        and not pending
-        and session.state_since is not None
-    ):
+    idle = idle_for_seconds(member_view(bridge, session, backlog=backlog), now)
+    if idle is not None and session.state_since is not None:
         row["idleForSeconds"] = _age(session.state_since, now)
     if session.released_cause is not None:
         row["releasedCause"] = session.released_cause
@@ -82,7 +86,13 @@ def session_row(bridge: Bridge, session: Session, *, now: datetime) -> dict[str,
     return row
 
 
-def member_view(bridge: Bridge, session: Session, *, mute_events: int = 0) -> MemberView:
+def member_view(
+    bridge: Bridge,
+    session: Session,
+    *,
+    mute_events: int = 0,
+    backlog: MemberBacklog | None = None,
+) -> MemberView:
     """The bridge side of one member, as the health core and the capacity view read it."""
     sid = session.session_id
     turn = bridge.roster.inflight.get(sid)
@@ -120,6 +130,8 @@ def member_view(bridge: Bridge, session: Session, *, mute_events: int = 0) -> Me
         ),
         loss=_loss(session),
         boundary_screen=_boundary_screen(session),
+        uncollected_replies=backlog.replies if backlog is not None else 0,
+        oldest_uncollected_at=backlog.oldest_at if backlog is not None else None,
     )
 
 
@@ -165,11 +177,14 @@ def health_settings(config: FleetdConfig) -> HealthSettings:
     )
 
 
-def capacity_view(bridge: Bridge) -> list[dict[str, Any]]:
+def capacity_view(
+    bridge: Bridge, backlogs: Mapping[str, MemberBacklog] | None = None
+) -> list[dict[str, Any]]:
     """Per-profile capacity, from the same live count placement uses."""
+    backlogs = backlogs or {}
     rows = capacity_rows(
         profile_inputs(bridge.settings()),
-        [member_view(bridge, s) for s in bridge.roster.live()],
+        [member_view(bridge, s, backlog=backlogs.get(s.session_id)) for s in bridge.roster.live()],
     )
     return [
         {

@@ -10,11 +10,13 @@ SPAWNING, READY, BUSY, DONE and FAILED all count — a failed member still holds
 process until teardown releases it; only a released session frees the slot. ``free`` is
 ``max(0, max_load - live)`` for a capped profile and ``None`` for an unlimited one.
 ``reclaimable`` counts live members that hold capacity without open bridge work (no turn, no
-queued send, no pending task, no inbox record); it is a fact for the lead, not a suggestion.
+queued send, no pending task, no uncollected reply); it is a fact for the lead, not a suggestion.
 
 Nothing here opens an incident, spawns, stops or moves work. The idle-lead heartbeat gets a
 bounded :class:`CapacitySummary` (rows plus at most three long-idle members) whose fingerprint
-excludes idle durations, so a static idle fleet cannot re-arm the capped heartbeat forever.
+excludes idle durations, so a static idle fleet cannot re-arm the capped heartbeat forever. Its
+rows count every live member, whoever owns it, exactly as placement does; only the long-idle list
+is narrowed to the members the reading lead owns (the ones it can stop).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from typing import Final, Protocol
 from fleetd.health.settings import Effective
 from fleetd.health.snapshot import (
     FleetSnapshot,
-    InboxView,
     MemberView,
     ProfileCapacityInput,
     SessionState,
@@ -73,20 +74,29 @@ def live_count(profile: str, members: Iterable[CountsTowardCapacity]) -> int:
     return sum(1 for m in members if m.profile == profile and holds_capacity(m.session_state))
 
 
-def is_reclaimable(member: MemberView, inbox_depth: int) -> bool:
+def is_reclaimable(member: MemberView) -> bool:
     """Holds capacity without open bridge work."""
     return (
         member.session_state in _RECLAIMABLE_STATES
         and member.turn is None
         and member.queued_sends == 0
         and member.pending_tasks == 0
-        and inbox_depth == 0
+        and member.uncollected_replies == 0
     )
 
 
-def idle_for_seconds(member: MemberView, inbox_depth: int, now: datetime) -> int | None:
-    """Whole seconds idle, only for READY or DONE with no accepted turn and an empty inbox."""
-    if member.session_state not in _IDLE_STATES or member.turn is not None or inbox_depth:
+def idle_for_seconds(member: MemberView, now: datetime) -> int | None:
+    """Whole seconds idle, only for READY or DONE with no accepted turn and no waiting reply.
+
+    An accepted send not yet typed (a pending task) is an accepted turn too; a reply of this
+    member still in its lead's inbox is an inbox item (M4 §9, Unit 3 criterion 17).
+    """
+    if (
+        member.session_state not in _IDLE_STATES
+        or member.turn is not None
+        or member.pending_tasks
+        or member.uncollected_replies
+    ):
         return None
     return max(0, int((now - member.state_since).total_seconds()))
 
@@ -121,14 +131,8 @@ class CapacitySummary:
     fingerprint: str
 
 
-def _depths(inboxes: Iterable[InboxView]) -> dict[str, int]:
-    return {inbox.key: inbox.depth for inbox in inboxes}
-
-
 def capacity_rows(
-    profiles: Iterable[ProfileCapacityInput],
-    members: Sequence[MemberView],
-    inboxes: Iterable[InboxView] = (),
+    profiles: Iterable[ProfileCapacityInput], members: Sequence[MemberView]
 ) -> tuple[CapacityRow, ...]:
     """One row per configured profile, plus unlimited rows for profiles only members name."""
     limits: dict[str, int | None] = {p.profile: p.max_load for p in profiles}
@@ -136,7 +140,6 @@ def capacity_rows(
     for member in members:
         limits.setdefault(member.profile, None)
         by_profile.setdefault(member.profile, []).append(member)
-    depths = _depths(inboxes)
     rows = []
     for profile in sorted(limits):
         mine = by_profile.get(profile, [])
@@ -149,23 +152,28 @@ def capacity_rows(
                 live=live,
                 free=None if cap is None else max(0, cap - live),
                 reclaimable=sum(
-                    1
-                    for m in mine
-                    if holds_capacity(m.session_state) and is_reclaimable(m, depths.get(m.name, 0))
+                    1 for m in mine if holds_capacity(m.session_state) and is_reclaimable(m)
                 ),
             )
         )
     return tuple(rows)
 
 
-def capacity_summary(snapshot: FleetSnapshot, now: datetime) -> CapacitySummary:
-    """Rows, the longest-idle members (at most three) and a duration-free fingerprint."""
-    rows = capacity_rows(snapshot.profiles, snapshot.members, snapshot.inboxes)
+def capacity_summary(
+    snapshot: FleetSnapshot, now: datetime, *, owner: str | None = None
+) -> CapacitySummary:
+    """Rows, the longest-idle members (at most three) and a duration-free fingerprint.
+
+    Rows count every member of the snapshot; with ``owner``, only that lead's members are
+    listed as long idle.
+    """
+    rows = capacity_rows(snapshot.profiles, snapshot.members)
     threshold: timedelta = Effective.of(snapshot.config).long_idle_after
-    depths = _depths(snapshot.inboxes)
     idle = []
     for member in snapshot.members:
-        seconds = idle_for_seconds(member, depths.get(member.name, 0), now)
+        if owner is not None and member.owner_lead != owner:
+            continue
+        seconds = idle_for_seconds(member, now)
         if seconds is not None and seconds >= threshold.total_seconds():
             idle.append(
                 LongIdleMember(

@@ -7,7 +7,7 @@ tick's time. ``decide`` classifies, in this order:
 1. the control link (:mod:`~fleetd.health.link`) — it decides whether this tick can see at all;
 2. every expected lead (:mod:`~fleetd.health.leads`) — member routing needs lead health;
 3. every member (:mod:`~fleetd.health.members`), then the MUTE overlay;
-4. inbox keys that belong to no member or lead, and per-profile MUTE rates;
+4. inbox keys that belong to no lead, and per-profile MUTE rates;
 5. the pane budget (:mod:`~fleetd.health.pane_budget`) over the candidates the steps collected.
 
 When the fleet list failed the tick is *blind*: live-derived evidence, classifications and
@@ -204,11 +204,15 @@ def _open_keys(tick: Tick, scope: Scope) -> set[IncidentKey]:
 
 
 def _orphan_inboxes(tick: Tick, snapshot: FleetSnapshot) -> None:
-    """REPLY_STRANDED for inbox keys that belong to no member or lead in view."""
+    """REPLY_STRANDED for inbox keys that belong to no lead in view.
+
+    An inbox key is a lead's ``name`` (never its herdr agent name); a lead in view answers for
+    its own inbox through LEAD_UNRESPONSIVE, and its members through their own REPLY_STRANDED.
+    """
     stranded = [i.key for i in snapshot.inboxes if i.depth > 0 and i.push_cap_reached]
     desired: set[IncidentKey] = set()
     if stranded:
-        owned = {v.name for v in snapshot.members} | {v.agent_name for v in snapshot.leads}
+        owned = {v.name for v in snapshot.leads}
         desired = {
             IncidentKey(
                 scope=Scope.INBOX,

@@ -5,12 +5,15 @@ from a successful ``agent.list``. Rules, highest first:
 
 * LEAD_UNREACHABLE — a per-target call or pane read answered ``*_not_found`` (the list worked,
   so the link is healthy), or the lead was absent from two consecutive successful lists while
-  ping did not fail. Absence from one list alone is LEAD_STATUS_UNKNOWN.
+  ping did not fail. Absence from one list alone is no evidence: the lead keeps its prior state
+  (and incident) while the absence is counted; a lead never yet classified has only the
+  nothing-known-yet LEAD_STATUS_UNKNOWN (cause ``not_seen_yet``) the blind start also uses.
 * LEAD_UNRESPONSIVE — present at its prompt (raw IDLE or DONE), actionable records wait, the
   bounded nudges reached their cap, and the unresponsive delay (floored) has passed since.
 * LEAD_STALL_SUSPECTED — raw WORKING past the suspect threshold and two progress digests of this
   working stretch are equal. Never killed or restarted.
-* LEAD_STATUS_UNKNOWN — raw UNKNOWN (neither dead nor a healthy routing target).
+* LEAD_STATUS_UNKNOWN — raw UNKNOWN (neither dead nor a healthy routing target); otherwise only
+  for a lead nothing is known about yet.
 * LEAD_WORKING — raw WORKING, or raw BLOCKED (reachable, not injectable: pushes wait).
 * LEAD_IDLE — raw IDLE or DONE with nothing actionable stuck.
 
@@ -118,11 +121,15 @@ class _Seen:
         self.not_found = tick.not_found(view.agent_name) or held
 
 
-def _classify(tick: Tick, view: LeadView, seen: _Seen) -> tuple[LeadState, str]:
+def _classify(
+    tick: Tick, view: LeadView, seen: _Seen, prior: LeadEvidence | None
+) -> tuple[LeadState, str]:
     if seen.not_found is not None or seen.absent >= TWO_SNAPSHOTS:
         return _L.LEAD_UNREACHABLE, "target_lost"
-    if seen.agent is None:
-        return _L.LEAD_STATUS_UNKNOWN, "absent_once"
+    if seen.agent is None:  # one absence proves nothing (§4.4): keep what was known
+        if prior is not None:
+            return prior.state, prior.cause
+        return _L.LEAD_STATUS_UNKNOWN, "not_seen_yet"
     raw = seen.raw
     if raw in AT_PROMPT:
         cap_at = view.nudge_cap_reached_at
@@ -176,7 +183,7 @@ def step_lead(
     seen = _Seen(tick, view, prior)
     if seen.agent is None and seen.not_found is None:
         tick.effects.append(RequestTargetLookup(target=view.agent_name))
-    state, cause = _classify(tick, view, seen)
+    state, cause = _classify(tick, view, seen, prior)
     entered = prior is None or prior.state is not state
     tick.lead_states[view.name] = state
     if entered and state in FAULT_LEAD_STATES:

@@ -23,7 +23,8 @@ rank  state                  exact evidence used here
                              screens as ``idle``, so the turn resolved at its boundary)
 6     STALL_SUSPECTED        open turn older than the suspect threshold, raw WORKING, and two
                              progress digests for this turn are equal
-7     REPLY_STRANDED         the member's inbox holds records after push reached its cap
+7     REPLY_STRANDED         the member's replies wait in its owning lead's inbox after that
+                             lead's push reached its cap
 7     WORK_PRODUCT_AT_RISK   DONE/FAILED (or released with a preserved worktree), commits
                              ahead of base, no turn, queue or inbox, idle past long-idle
 8     normal                 STARTING, IDLE, WORKING, WORK_PENDING, BLOCKED_AMBIGUOUS
@@ -37,7 +38,7 @@ Normal-mode table (the seed names only the core cells; the rest is written down 
 every combination has one answer): SPAWNING is STARTING. An open turn (BUSY with a turn) is
 BLOCKED_AMBIGUOUS under raw BLOCKED or UNKNOWN and WORKING otherwise — including the first
 snapshot of raw IDLE/DONE, which is not yet evidence. Without an open turn, raw WORKING is
-WORKING, pending input (queued send, undelivered turn or inbox record) is WORK_PENDING, and
+WORKING, pending input (queued send, undelivered turn or uncollected reply) is WORK_PENDING, and
 anything else is IDLE: an idle prompt after a failure looks exactly like one after success
 (§4.5), so FAILED at a prompt is IDLE, not a fault.
 
@@ -107,9 +108,10 @@ class MemberSeen:
         self.token = token = turn.token if turn is not None else None
         self.released = released = view.session_state is _S.RELEASED
         self.in_turn = in_turn = view.session_state is _S.BUSY and turn is not None
-        inbox: InboxView | None = tick.inboxes.get(view.name)
-        self.inbox_depth = inbox.depth if inbox is not None else 0
-        self.stranded = inbox is not None and inbox.depth > 0 and inbox.push_cap_reached
+        # the member's replies wait in its owning lead's inbox, stranded once that push capped
+        self.inbox_depth = view.uncollected_replies
+        inbox: InboxView | None = tick.lead_inbox(view.owner_lead)
+        self.stranded = self.inbox_depth > 0 and inbox is not None and inbox.push_cap_reached
 
         seq_changed = prior is not None and prior.seq is not None and seq != prior.seq
         same_raw = prior is not None and prior.raw_status is raw

@@ -150,7 +150,7 @@ def _signature(view: MemberView, agent: LiveAgent | None, inbox: InboxView | Non
         view.spawned_at,
         agent.status if agent is not None else None,
         agent.state_change_seq if agent is not None else None,
-        inbox.depth if inbox is not None else 0,
+        view.uncollected_replies,
         inbox is not None and inbox.push_cap_reached,
     )
 
@@ -215,7 +215,7 @@ def step_member(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> M
                 if terminal is not None
                 else tick.by_name.get(view.name)
             )
-            if prior.signature == _signature(view, agent, tick.inboxes.get(view.name)):
+            if prior.signature == _signature(view, agent, tick.lead_inbox(view.owner_lead)):
                 if prior.candidate is not None:
                     tick.candidates.append(prior.candidate)
                 return prior
@@ -287,7 +287,7 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
         mute_times=mute_times,
         incident=desired,
         mute_incident=mute_key,
-        signature=_signature(view, agent, tick.inboxes.get(view.name)),
+        signature=_signature(view, agent, tick.lead_inbox(view.owner_lead)),
         recheck_at=_recheck_at(seen, tick, quiet),
         candidate=candidate,
     )
@@ -317,7 +317,9 @@ def _sync_incidents(
     )
     current = prior.incident if prior is not None else None
     if current != desired or desired is not None:
-        evidence = _evidence(seen, state) if desired is not None and current != desired else ()
+        evidence = (
+            _evidence(seen, state, tick.now) if desired is not None and current != desired else ()
+        )
         tick.sync_incident(
             current,
             desired,
@@ -344,7 +346,7 @@ def _sync_incidents(
     return desired, mute_times, mute_key
 
 
-def _evidence(seen: MemberSeen, state: MemberState) -> Evidence:
+def _evidence(seen: MemberSeen, state: MemberState, now: datetime) -> Evidence:
     view = seen.view
     pairs = [
         ("session_state", str(view.session_state)),
@@ -355,7 +357,11 @@ def _evidence(seen: MemberSeen, state: MemberState) -> Evidence:
     if view.pending_tasks:
         pairs.append(("pending_tasks", str(view.pending_tasks)))
     if seen.inbox_depth:
-        pairs.append(("inbox_depth", str(seen.inbox_depth)))
+        pairs.append(("uncollected_replies", str(seen.inbox_depth)))
+        oldest = view.oldest_uncollected_at
+        if oldest is not None:
+            age = max(0, int((now - oldest).total_seconds()))
+            pairs.append(("oldest_uncollected_seconds", str(age)))
     if state is _M.TURN_BOUNDARY_LOST:
         pairs.append(("consecutive_snapshots", "2"))
     loss = seen.loss

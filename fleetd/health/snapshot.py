@@ -7,9 +7,10 @@ reads that the previous tick asked for. Everything here is a plain value — pri
 their own types without touching health, and health never imports them.
 
 Identity: a member is its ``session_id`` (stable for one session; names can be reused); its herdr
-``name`` is the target for per-target calls and the key of :attr:`LiveView.targeted_errors`,
-:attr:`ProbeResult.target` and its reply inbox. A live agent is matched to a member or a lead by
-``terminal_id`` when the bridge knows it (the same agent incarnation), else by name.
+``name`` is the target for per-target calls and the key of :attr:`LiveView.targeted_errors`
+and :attr:`ProbeResult.target`. Inbox keys are leads' names (never herdr agent names). A live
+agent is matched to a member or a lead by ``terminal_id`` when the bridge knows it (the same
+agent incarnation), else by name.
 
 Only codes, names, counts, times and digests cross this boundary: never pane text, prompts,
 replies or exception messages.
@@ -201,7 +202,10 @@ class MemberView:
     that owns the accepted delegation (no singular-primary fallback); ``pending_tasks`` counts
     non-terminal tasks including async tickets; ``mute_events`` counts turns resolved through
     completion fallback since the previous tick; ``loss`` is a target loss the bridge released
-    the member for; ``boundary_screen`` a fatal screen read at the current turn's boundary.
+    the member for; ``boundary_screen`` a fatal screen read at the current turn's boundary;
+    ``uncollected_replies`` counts this member's
+    replies still waiting in its owning lead's inbox (inboxes are per lead; the runtime reads
+    them per member), the oldest created at ``oldest_uncollected_at``.
     """
 
     session_id: str
@@ -224,9 +228,11 @@ class MemberView:
     worktree: WorktreeFacts | None = None
     loss: TargetLoss | None = None
     boundary_screen: BoundaryScreen | None = None
+    uncollected_replies: int = 0
+    oldest_uncollected_at: datetime | None = None
 
     def __post_init__(self) -> None:
-        _non_negative(self, "queued_sends", "pending_tasks", "mute_events")
+        _non_negative(self, "queued_sends", "pending_tasks", "mute_events", "uncollected_replies")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,7 +259,11 @@ class LeadView:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InboxView:
-    """One typed inbox key (a member target, a lead, or an orphan key)."""
+    """One lead's inbox key (or an orphan key no lead in view owns).
+
+    ``depth`` counts what the lead can collect: entries held for a decode failure are not its
+    backlog and are not counted. A member's own waiting replies are on its :class:`MemberView`.
+    """
 
     key: str
     depth: int

@@ -177,6 +177,10 @@ class Tick:
             return self.by_terminal.get(terminal_id)
         return self.by_name.get(name)
 
+    def lead_inbox(self, lead: str | None) -> InboxView | None:
+        """The inbox of ``lead`` (where its members' replies wait), if in view."""
+        return self.inboxes.get(lead) if lead is not None else None
+
     def not_found(self, target: str) -> str | None:
         """A ``*_not_found`` code from this tick's per-target calls, if any."""
         code = self.targeted.get(target)

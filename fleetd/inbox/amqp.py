@@ -53,7 +53,13 @@ from fleetd.inbox.codec import (
 )
 from fleetd.inbox.failures import DecodeFailure, DecodeFailureHook, FailureLog
 from fleetd.inbox.quarantine import AmqpQuarantineLane, QuarantineLane, QuarantineLaneFactory
-from fleetd.inbox.records import InboxRecord, InboxStats, MessageKind, check_key
+from fleetd.inbox.records import (
+    InboxRecord,
+    InboxStats,
+    MessageKind,
+    WaitingReply,
+    check_key,
+)
 from fleetd.inbox.seen import SeenIds
 
 __all__ = ["AmqpInbox"]
@@ -241,6 +247,12 @@ class AmqpInbox:
             depth=waiting + self._collector.held(key) + len(self._handover[key]),
             oldest_created_epoch_millis=min(known) if known else None,
             by_kind={kind: kinds[kind] for kind in MessageKind},
+            replies=tuple(
+                WaitingReply(target=r.target, created_epoch_millis=r.created_at_epoch_millis)
+                for r in records
+                if r.kind is MessageKind.REPLY
+            ),
+            unscanned=max(0, waiting - len(browsed)),
         )
 
     def failures(self) -> list[DecodeFailure]:

@@ -12,7 +12,13 @@ from collections import Counter, deque
 
 from fleetd.errors import InboxOwnershipError, InboxUnavailableError
 from fleetd.inbox.failures import DecodeFailure
-from fleetd.inbox.records import InboxRecord, InboxStats, MessageKind, check_key
+from fleetd.inbox.records import (
+    InboxRecord,
+    InboxStats,
+    MessageKind,
+    WaitingReply,
+    check_key,
+)
 from fleetd.inbox.seen import SeenIds
 
 __all__ = ["InMemoryInbox"]
@@ -65,6 +71,11 @@ class InMemoryInbox:
             depth=len(entries),
             oldest_created_epoch_millis=min(created) if created else None,
             by_kind={kind: kinds[kind] for kind in MessageKind},
+            replies=tuple(
+                WaitingReply(target=r.target, created_epoch_millis=r.created_at_epoch_millis)
+                for r in entries
+                if r.kind is MessageKind.REPLY
+            ),
         )
 
     def failures(self) -> list[DecodeFailure]:

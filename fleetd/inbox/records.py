@@ -32,6 +32,7 @@ __all__ = [
     "MessageKind",
     "ReplySource",
     "Severity",
+    "WaitingReply",
     "check_key",
     "is_valid_key",
     "is_valid_msg_id",
@@ -225,13 +226,31 @@ class InboxRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WaitingReply:
+    """One decodable reply waiting in a key: which member wrote it, and when (no content)."""
+
+    target: str
+    created_epoch_millis: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InboxStats:
     """What waits in one inbox key.
 
-    ``depth`` counts every waiting entry, decodable or not. ``by_kind`` and
-    ``oldest_created_epoch_millis`` describe the decodable entries (see each adapter for bounds).
+    ``depth`` counts every waiting entry, decodable or not. ``by_kind``,
+    ``oldest_created_epoch_millis`` and ``replies`` describe the decodable entries (see each
+    adapter for bounds); ``unscanned`` counts waiting entries past an adapter's scan bound, whose
+    kind is not known. :attr:`actionable` is what the lead can collect: an entry held for a decode
+    failure (an unsupported version, an entry waiting for quarantine) is not the lead's backlog.
     """
 
     depth: int
     oldest_created_epoch_millis: int | None
     by_kind: Mapping[MessageKind, int] = field(hash=False)
+    replies: tuple[WaitingReply, ...] = ()
+    unscanned: int = 0
+
+    @property
+    def actionable(self) -> int:
+        """Entries a collect would hand to the lead (unscanned ones presumed collectable)."""
+        return sum(self.by_kind.values()) + self.unscanned

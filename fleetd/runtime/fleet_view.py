@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetd.api.tools import Caller, Role
+from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
 from fleetd.bridge.manifests import load_manifests
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
@@ -64,13 +65,17 @@ class FleetViewBuilder:
             for s in self.bridge.roster.sessions.values()
             if caller.role is Role.OPERATOR or s.owner == caller.name
         ]
+        stats = await read_lead_stats(
+            self.bridge.inbox, [lead.name for lead in self.config.current.leads]
+        )
+        backlogs = member_backlogs(stats, self.bridge.roster.sessions.values())
         view: dict[str, Any] = {
             "version": VIEW_VERSION,
             "generatedAt": now.isoformat(),
             "controlLink": self.link.view(self.health.classified_link() if self.health else None),
             "agents": live,
-            "members": [self._member(s, now, statuses) for s in visible],
-            "capacity": capacity_view(self.bridge),
+            "members": [self._member(s, now, statuses, backlogs) for s in visible],
+            "capacity": capacity_view(self.bridge, backlogs),
             "leads": self._leads(),
             "inbox": {"failures": [_failure(f) for f in self.bridge.inbox.failures()]},
             "teardownFailures": list(self.bridge.teardown_failures),
@@ -82,8 +87,14 @@ class FleetViewBuilder:
             view["preservedWorktrees"] = self._preserved(caller.name)
         return view
 
-    def _member(self, session: Session, now: datetime, statuses: dict[str, str]) -> dict[str, Any]:
-        row = session_row(self.bridge, session, now=now)
+    def _member(
+        self,
+        session: Session,
+        now: datetime,
+        statuses: dict[str, str],
+        backlogs: dict[str, MemberBacklog],
+    ) -> dict[str, Any]:
+        row = session_row(self.bridge, session, now=now, backlog=backlogs.get(session.session_id))
         if session.live and session.name in statuses:
             row["liveStatus"] = statuses[session.name]  # this view's own agent.list
         if self.health is not None:

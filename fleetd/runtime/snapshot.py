@@ -2,7 +2,9 @@
 
 The herdr side is exactly one ``agent.list`` (plus a ping only when that list failed or an
 expected lead is missing from it); the bridge side is read from memory: sessions, open turns,
-tickets, the leads' inbox depth and push outcomes, and the pane reads the previous tick asked for.
+tickets, the leads' inbox statistics and push outcomes, and the pane reads the previous tick asked
+for. Each lead's inbox is read once: what the lead can collect becomes its backlog (entries held
+for a decode failure are not), and each waiting reply is counted on the member that wrote it.
 Only codes, names, counts, times and digests go into the snapshot — never pane text.
 """
 
@@ -11,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
+from fleetd.bridge.backlog import member_backlogs, read_lead_stats
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.view import health_settings, member_view, profile_inputs
 from fleetd.config import FleetdConfig
-from fleetd.errors import FleetdError, HerdrError
+from fleetd.errors import HerdrError
 from fleetd.health.snapshot import (
     FleetSnapshot,
     InboxKind,
@@ -28,7 +31,7 @@ from fleetd.health.snapshot import (
 )
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
-from fleetd.inbox.records import MessageKind
+from fleetd.inbox.records import InboxStats, MessageKind
 
 __all__ = ["take_snapshot"]
 
@@ -63,11 +66,18 @@ async def take_snapshot(
         ping_ok=ping_ok,
         targeted_errors=dict(targeted_errors),
     )
+    stats = await read_lead_stats(bridge.inbox, [lead.name for lead in config.leads])
+    backlogs = member_backlogs(stats, bridge.roster.sessions.values())
     members = tuple(
-        member_view(bridge, s, mute_events=mute_counts.get(s.session_id, 0))
+        member_view(
+            bridge,
+            s,
+            mute_events=mute_counts.get(s.session_id, 0),
+            backlog=backlogs.get(s.session_id),
+        )
         for s in bridge.roster.sessions.values()
     )
-    inboxes, leads = await _leads(bridge, push, config, agents)
+    inboxes, leads = _leads(push, config, agents, stats)
     return FleetSnapshot(
         live=live,
         members=members,
@@ -90,19 +100,19 @@ def _live(agent: AgentInfo) -> LiveAgent:
     )
 
 
-async def _leads(
-    bridge: Bridge, push: PushLoop, config: FleetdConfig, agents: tuple[AgentInfo, ...]
+def _leads(
+    push: PushLoop,
+    config: FleetdConfig,
+    agents: tuple[AgentInfo, ...],
+    all_stats: dict[str, InboxStats],
 ) -> tuple[tuple[InboxView, ...], tuple[LeadView, ...]]:
     terminals = {a.name: a.terminal_id for a in agents if a.name}
     inboxes: list[InboxView] = []
     leads: list[LeadView] = []
     for lead in config.leads:
         outcome = push.outcomes.get(lead.name)
-        try:
-            stats = await bridge.inbox.stats(lead.name)
-        except FleetdError:
-            stats = None
-        depth = stats.depth if stats else 0
+        stats = all_stats.get(lead.name)
+        depth = stats.actionable if stats else 0
         oldest = (
             datetime.fromtimestamp(stats.oldest_created_epoch_millis / 1000, UTC)
             if stats and stats.oldest_created_epoch_millis is not None

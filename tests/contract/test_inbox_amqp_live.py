@@ -281,9 +281,12 @@ async def test_unsupported_version_stays_on_the_queue_as_one_failure(
     body = v2_body(key, "v2-2")
     await inbox_broker.publish(key, body, content_type=TYPED_MEDIA_TYPE, message_id="v2-2")
     await inbox.publish(reply(key, "later"))
+    waiting = await inbox.stats(key)  # not yet seen by a collect: still no backlog
+    assert (waiting.depth, waiting.actionable, len(waiting.replies)) == (2, 1, 1)
     assert [r.msg_id for r in await inbox.collect(key)] == ["later"]
     assert await inbox.collect(key) == []
-    assert (await inbox.stats(key)).depth == 1
+    held = await inbox.stats(key)
+    assert (held.depth, held.actionable, held.replies) == (1, 0, ())  # not the lead's backlog
     assert await inbox.release(key) is False
     [failure] = inbox.failures()
     assert (failure.reason, failure.version, failure.disposition) == (

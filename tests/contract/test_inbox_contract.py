@@ -165,6 +165,11 @@ async def test_stats_describe_what_waits(inbox_kit: InboxKit) -> None:
     assert stats.depth == 3
     assert stats.oldest_created_epoch_millis == 2_000
     assert dict(stats.by_kind) == {MessageKind.REPLY: 2, MessageKind.HEALTH: 1}
+    assert stats.actionable == 3
+    assert [(r.target, r.created_epoch_millis) for r in stats.replies] == [
+        ("term_member_7", 3_000),
+        ("term_member_7", 4_000),
+    ]
     assert [r.msg_id for r in await inbox.collect(key)] == ["m-1", "h-1", "m-2"]
 
 

@@ -110,3 +110,26 @@ async def test_healthy_fifty_member_simulated_fleet_lists_once_per_tick_and_read
         assert health.pane_reads == 0
         assert health.state.incidents == {}
         assert {str(m.state) for m in health.state.members.values()} == {"IDLE"}
+
+
+async def test_a_reply_left_in_the_lead_inbox_keeps_its_member_pending_then_stranded(
+    tmp_path: Path,
+) -> None:
+    """Unit 3 criterion 17 over the simulator: no idleForSeconds while the member's reply waits."""
+    overrides = {"health": {"enabled": True, "snapshotIntervalSeconds": 15}}
+    async with start_e2e(tmp_path, overrides) as e2e, e2e.http() as lead:
+        sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet"))["sessionId"]
+        bridge = e2e.service.bridge
+        await e2e.until(lambda: bridge.roster.get(sid).state is SessionState.READY)  # type: ignore[union-attr]
+        ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="a task"))["ticket"]
+        await e2e.until(lambda: bridge.tasks.get(ticket).terminal)  # type: ignore[union-attr]
+        await e2e.until(lambda: _member_state(e2e, sid) == MemberState.WORK_PENDING)
+        [row] = (await e2e.tool(lead, "fleet_list"))["members"]
+        assert "idleForSeconds" not in row
+        await e2e.until(lambda: _member_state(e2e, sid) == MemberState.REPLY_STRANDED)
+        assert e2e.service.push.outcomes["lead"].nudges_for_head == 3
+        inbox = await e2e.tool(lead, "fleet_poll")
+        assert [m["ticket"] for m in inbox["messages"] if m["kind"] == "reply"] == [ticket]
+        await e2e.until(lambda: _member_state(e2e, sid) == MemberState.IDLE)
+        [row] = (await e2e.tool(lead, "fleet_list"))["members"]
+        assert "idleForSeconds" in row

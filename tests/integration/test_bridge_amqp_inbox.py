@@ -1,18 +1,23 @@
-"""The bridge on the real broker: replies kept in RabbitMQ survive a fleetd restart."""
+"""The bridge on the real broker: replies survive a restart; held entries are no lead's backlog."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import uuid
 from pathlib import Path
 from typing import Any
 
+import aio_pika
 import pytest
 from aio_pika.queue import QueueIterator
 
+from fleetd.api.tools import Caller, Role
+from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.amqp import AmqpInbox
+from fleetd.inbox.codec import TYPED_MEDIA_TYPE, quarantine_queue_name, queue_name
 from fleetd.testing import build_test_fleet, sample_document
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -106,3 +111,45 @@ async def test_a_poll_cancelled_mid_collect_loses_no_reply(
         await fleet.inbox.release(lead)
     finally:
         await fleet.inbox.close()
+
+
+async def test_a_held_entry_is_not_the_lead_s_backlog(tmp_path: Path, broker: str) -> None:
+    """An unsupported-version entry earns no nudge, no LEAD_UNRESPONSIVE and no REPLY_STRANDED."""
+    lead = f"l{uuid.uuid4().hex[:12]}"
+    document = sample_document(tmp_path)
+    document["leads"] = [{"name": lead, "agent": lead, "tokenEnv": "T_LEAD"}]
+    document["health"] = {"enabled": True, "leadUnresponsiveAfterSeconds": 120}
+    fleet = build_test_fleet(tmp_path, document=document, inbox=AmqpInbox(broker))
+    fleet.control.add_agent(lead, kind="claude", status=AgentStatus.IDLE)
+    caller = Caller(role=Role.LEAD, name=lead)
+    raw = await aio_pika.connect_robust(broker)
+    try:
+        await fleet.service.own_lead_keys()
+        body = {"schemaVersion": 2, "msgId": "v2-held", "recipientLead": lead, "parts": []}
+        async with raw.channel(publisher_confirms=True) as channel:
+            await channel.default_exchange.publish(
+                aio_pika.Message(
+                    json.dumps(body).encode(),
+                    content_type=TYPED_MEDIA_TYPE,
+                    message_id="v2-held",
+                    delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                ),
+                routing_key=queue_name(lead),
+            )
+        for _ in range(12):  # six minutes of a lead that polls every 31 s
+            fleet.clock.advance(31)
+            await fleet.service.push.push_once()
+            await fleet.service.health.tick()
+            assert (await fleet.ok("fleet_poll", caller))["messages"] == []
+        nudges = [c for c in fleet.control.calls_to("prompt") if c.args["target"] == lead]
+        assert nudges == []
+        assert str(fleet.service.health.state.leads[lead].state) == "LEAD_IDLE"
+        listed = await fleet.ok("fleet_list", caller)
+        assert listed["incidents"] == []
+        assert [f["reason"] for f in listed["inbox"]["failures"]] == ["unsupported_version"]
+    finally:
+        await fleet.inbox.close()
+        async with raw.channel() as channel:
+            for name in (queue_name(lead), quarantine_queue_name(lead)):
+                await channel.queue_delete(name)
+        await raw.close()

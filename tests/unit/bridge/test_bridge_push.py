@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetd.api.tools import Caller, Role
 from fleetd.herdr.model import AgentStatus
 from fleetd.testing import TestFleet, build_test_fleet
 
@@ -106,3 +107,17 @@ async def test_no_members_no_heartbeat(fleet: TestFleet) -> None:
         await fleet.service.push.push_once()
         fleet.clock.advance(601)
     assert _lead_prompts(fleet) == []
+
+
+async def test_heartbeat_counts_every_lead_s_members_as_placement_does(fleet: TestFleet) -> None:
+    """A slot another lead's member holds is not shown free: placement would refuse it."""
+    lead_b = Caller(role=Role.LEAD, name="lead-b")
+    other = (await fleet.ok("fleet_spawn", lead_b, profile="sonnet"))["sessionId"]
+    await fleet.service.registry.contact(fleet.member(other))
+    await fleet.spawn_ready()
+    await fleet.service.push.push_once()
+    [beat] = [t for t in _lead_prompts(fleet) if "Capacity:" in t]
+    assert "sonnet live 2/2, free 0, reclaimable 2" in beat
+    refused = await fleet.call("fleet_spawn", profile="sonnet")
+    assert refused.error is not None
+    assert refused.error.code == "capacity_exceeded"

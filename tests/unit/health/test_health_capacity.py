@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
-from health_fleet import T0, Run, agent, inbox, live, member, turn
+from health_fleet import T0, Run, agent, live, member, turn
 
 from fleetd.health import (
     CapacityRow,
     FleetSnapshot,
     LiveView,
+    MemberView,
     OpenIncident,
     ProfileCapacityInput,
     SessionState,
@@ -72,12 +73,11 @@ def test_rows_report_cap_live_free_and_reclaimable() -> None:
         member("d", profile="opus", state=S.RELEASED),
         member("e", profile="haiku", state=S.FAILED),
         member("f", profile="haiku", state=S.READY, pending_tasks=1),
-        member("g", profile="opus", state=S.DONE),
+        member("g", profile="opus", state=S.DONE, uncollected_replies=1),
     ]
     rows = capacity_rows(
         [ProfileCapacityInput(profile="opus", max_load=3), ProfileCapacityInput(profile="idle")],
         members,
-        [inbox("g")],
     )
     assert rows == (
         CapacityRow(profile="haiku", max_load=None, live=2, free=None, reclaimable=1),
@@ -93,29 +93,30 @@ def test_cap_must_be_positive() -> None:
 
 
 @pytest.mark.parametrize(
-    ("view", "depth", "expected"),
+    ("view", "expected"),
     [
-        (member(state=S.READY, since=T0), 0, 600),
-        (member(state=S.DONE, since=T0), 0, 600),
-        (member(state=S.DONE, since=T0), 1, None),
-        (member(state=S.FAILED, since=T0), 0, None),
-        (member(state=S.BUSY, turn=turn()), 0, None),
-        (member(state=S.READY, turn=turn(delivered=False)), 0, None),
+        (member(state=S.READY, since=T0), 600),
+        (member(state=S.DONE, since=T0), 600),
+        (member(state=S.DONE, since=T0, uncollected_replies=1), None),
+        (member(state=S.READY, since=T0, pending_tasks=1), None),
+        (member(state=S.FAILED, since=T0), None),
+        (member(state=S.BUSY, turn=turn()), None),
+        (member(state=S.READY, turn=turn(delivered=False)), None),
     ],
 )
-def test_idle_for_seconds_only_without_turn_or_inbox(
-    view: object, depth: int, expected: int | None
+def test_idle_rule_needs_no_turn_no_pending_send_and_no_waiting_reply(
+    view: MemberView, expected: int | None
 ) -> None:
-    """idleForSeconds appears only for READY or DONE with no accepted turn and an empty inbox."""
-    assert idle_for_seconds(view, depth, T0 + timedelta(minutes=10)) == expected
+    """Idle seconds only for READY or DONE without an accepted turn or an uncollected reply."""
+    assert idle_for_seconds(view, T0 + timedelta(minutes=10)) == expected
 
 
 def test_reclaimable_means_holding_capacity_without_open_work() -> None:
     """Open bridge work of any kind makes a member not reclaimable."""
-    assert is_reclaimable(member(state=S.DONE), 0)
-    assert not is_reclaimable(member(state=S.DONE), 1)
-    assert not is_reclaimable(member(state=S.DONE, queued_sends=1), 0)
-    assert not is_reclaimable(member(state=S.BUSY, turn=turn()), 0)
+    assert is_reclaimable(member(state=S.DONE))
+    assert not is_reclaimable(member(state=S.DONE, uncollected_replies=1))
+    assert not is_reclaimable(member(state=S.DONE, queued_sends=1))
+    assert not is_reclaimable(member(state=S.BUSY, turn=turn()))
 
 
 def fleet(idle_since: dict[str, timedelta]) -> FleetSnapshot:
@@ -162,3 +163,21 @@ def test_full_or_idle_capacity_never_opens_an_incident() -> None:
             advance=timedelta(hours=3),
         )
         assert not run.effects(OpenIncident)
+
+
+def test_summary_rows_count_every_lead_and_list_only_the_owners_idle_members() -> None:
+    """Heartbeat rows count all live members, as placement does; the idle list is the lead's."""
+    views = (
+        member("mine", state=S.READY, since=T0 - timedelta(hours=1), owner="lead-a"),
+        member("theirs", state=S.READY, since=T0 - timedelta(hours=2), owner="lead-b"),
+    )
+    snapshot = FleetSnapshot(
+        live=LiveView(list_ok=False),
+        members=views,
+        profiles=(ProfileCapacityInput(profile="sonnet", max_load=2),),
+    )
+    summary = capacity_summary(snapshot, T0, owner="lead-a")
+    assert summary.rows == (
+        CapacityRow(profile="sonnet", max_load=2, live=2, free=0, reclaimable=2),
+    )
+    assert [m.name for m in summary.long_idle] == ["mine"]

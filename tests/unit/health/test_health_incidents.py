@@ -29,7 +29,9 @@ KEY = IncidentKey(
 
 def stranded_run() -> Run:
     run = Run()
-    run.tick(live(agent("m1")), [member()], inboxes=[inbox("m1", capped=True)])
+    run.tick(
+        live(agent("m1")), [member(uncollected_replies=1)], inboxes=[inbox("lead-a", capped=True)]
+    )
     return run
 
 
@@ -40,8 +42,8 @@ def test_same_condition_over_time_is_one_incident_with_no_repeat_effects() -> No
     for depth in range(2, 30):
         decision = run.tick(
             live(agent("m1")),
-            [member()],
-            inboxes=[inbox("m1", depth, capped=True)],
+            [member(uncollected_replies=depth)],
+            inboxes=[inbox("lead-a", depth, capped=True)],
             advance=timedelta(minutes=7),
         )
         assert decision.effects == ()
@@ -54,7 +56,9 @@ def test_recurrence_after_resolution_gets_a_new_generation_and_id() -> None:
     first = run.effects(OpenIncident)[0].incident
     run.tick(live(agent("m1")), [member()])
     assert [e.reason for e in run.effects(ResolveIncident)] == ["cleared"]
-    run.tick(live(agent("m1")), [member()], inboxes=[inbox("m1", capped=True)])
+    run.tick(
+        live(agent("m1")), [member(uncollected_replies=1)], inboxes=[inbox("lead-a", capped=True)]
+    )
     second = run.effects(OpenIncident)[0].incident
     assert (first.generation, second.generation) == (1, 2)
     assert first.key == second.key
@@ -122,7 +126,9 @@ def test_generations_seeded_from_the_journal_continue_after_restart() -> None:
         cause="push_cap_reached",
     )
     run = Run(state=HealthState(generations={key: 4}))
-    run.tick(live(agent("m1")), [member()], inboxes=[inbox("m1", capped=True)])
+    run.tick(
+        live(agent("m1")), [member(uncollected_replies=1)], inboxes=[inbox("lead-a", capped=True)]
+    )
     assert run.effects(OpenIncident)[0].incident.generation == 5
 
 

@@ -10,6 +10,7 @@ from health_fleet import LEAD, TICK, Run, agent, failed_list, inbox, lead, live,
 from fleetd.health import (
     HealthSettings,
     LeadState,
+    LeadView,
     LiveStatus,
     LiveView,
     OpenIncident,
@@ -53,7 +54,7 @@ def test_two_successful_absences_with_working_ping_are_unreachable() -> None:
     run = Run()
     run.tick(lead_only(L.IDLE), [])
     run.tick(lead_only(None), [])
-    assert run.lead() is LS.LEAD_STATUS_UNKNOWN
+    assert run.lead() is LS.LEAD_IDLE  # one absence is no evidence: the prior state stands
     assert run.effects(RequestTargetLookup) == [RequestTargetLookup(target="lead-a")]
     run.tick(lead_only(None), [])
     assert run.lead() is LS.LEAD_UNREACHABLE
@@ -63,6 +64,43 @@ def test_two_successful_absences_with_working_ping_are_unreachable() -> None:
     assert run.state.leads["lead-a"].last_seen_at == run.now - 2 * TICK
 
 
+@pytest.mark.parametrize(
+    ("status", "capped", "kept"),
+    [
+        (L.IDLE, False, LS.LEAD_IDLE),
+        (L.WORKING, False, LS.LEAD_WORKING),
+        (L.UNKNOWN, False, LS.LEAD_STATUS_UNKNOWN),
+        (L.IDLE, True, LS.LEAD_UNRESPONSIVE),
+    ],
+)
+def test_one_absence_keeps_the_prior_state_and_its_incident(
+    status: LiveStatus, capped: bool, kept: LeadState
+) -> None:
+    """Absent from one list: nothing changes (no LEAD_STATUS_UNKNOWN, no incident churn)."""
+    run = Run(settings=HealthSettings(lead_unresponsive_after=timedelta(0)))
+    view = lead(actionable_waiting=1, nudge_cap_reached_at=run.now) if capped else LEAD
+    run.tick(lead_only(status), [], leads=[view], advance=timedelta(minutes=5))
+    assert run.lead() is kept
+    opened = run.state.open_incidents()
+    run.tick(lead_only(None), [], leads=[view])
+    assert run.lead() is kept
+    assert not run.effects(OpenIncident)
+    assert not run.effects(ResolveIncident)
+    assert run.state.open_incidents() == opened
+    run.tick(lead_only(status), [], leads=[view])
+    assert run.lead() is kept
+    assert not run.effects(OpenIncident)
+
+
+def test_a_lead_named_apart_from_its_agent_owns_its_inbox() -> None:
+    """An inbox key is the lead's name: a capped lead inbox is no orphan REPLY_STRANDED."""
+    run = Run()
+    named = LeadView(name="alpha", agent_name="lead-a", terminal_id="term_lead-a")
+    run.tick(lead_only(L.WORKING), [], leads=[named], inboxes=[inbox("alpha", capped=True)])
+    assert run.state.open_incidents() == ()
+    assert run.lead("alpha") is LS.LEAD_WORKING
+
+
 def test_global_link_failure_is_not_lead_disappearance() -> None:
     """Failed lists carry no absence evidence, however many there are."""
     run = Run()
@@ -70,7 +108,7 @@ def test_global_link_failure_is_not_lead_disappearance() -> None:
     for _ in range(5):
         run.tick(failed_list(ping=True), [])
     run.tick(lead_only(None), [])
-    assert run.lead() is LS.LEAD_STATUS_UNKNOWN
+    assert run.lead() is LS.LEAD_IDLE
 
 
 def test_absence_while_ping_fails_is_not_counted() -> None:
@@ -172,7 +210,9 @@ def test_dead_lead_cannot_escape_by_vanishing_from_the_map() -> None:
 
 
 def stranded(owner: str | None = "lead-a") -> tuple[object, object]:
-    return member(state=SessionState.DONE, owner=owner), inbox("m1", capped=True)
+    return member(state=SessionState.DONE, owner=owner, uncollected_replies=1), inbox(
+        owner or "lead-a", capped=True
+    )
 
 
 def test_member_incident_goes_to_its_exact_owning_lead() -> None:
@@ -189,8 +229,8 @@ def test_member_incident_goes_to_its_exact_owning_lead() -> None:
 def test_member_incident_without_owner_goes_to_routing() -> None:
     """No known owner: no fallback lead, the router (peer or person) decides."""
     run = Run()
-    view, box = stranded(owner=None)
-    run.tick(live(agent("m1")), [view], inboxes=[box])
+    gone = live(targeted={"m1": "agent_not_found"})  # no owner, so no lead inbox to strand in
+    run.tick(gone, [member(owner=None)])
     assert not run.effects(PublishHealthRecord)
     assert [e.reason for e in run.effects(RequestRouting)] == ["no_owner"]
 

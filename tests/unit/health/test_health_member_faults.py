@@ -352,7 +352,8 @@ def test_spread_out_mutes_stay_metrics() -> None:
 def test_mute_with_another_fault_opens_an_incident() -> None:
     """A mute that coincides with another open fault becomes an incident at once."""
     run = Run()
-    run.tick(live(agent("m1")), [member(mute_events=1)], inboxes=[inbox("m1", capped=True)])
+    muted = member(mute_events=1, uncollected_replies=1)
+    run.tick(live(agent("m1")), [muted], inboxes=[inbox("lead-a", capped=True)])
     assert sorted(run.opened()) == ["MUTE", "REPLY_STRANDED"]
 
 
@@ -371,17 +372,33 @@ def test_mute_incident_resolves_when_the_window_empties() -> None:
 def test_undrained_inbox_after_push_cap_is_reply_stranded_without_a_cause() -> None:
     """Evidence limit: a stranded reply says collection failed, never why the lead did not."""
     run = Run()
-    run.tick(live(agent("m1", L.DONE)), [member(state=S.DONE)], inboxes=[inbox("m1", capped=True)])
+    done = member(state=S.DONE, uncollected_replies=2, oldest_uncollected_at=T0)
+    run.tick(live(agent("m1", L.DONE)), [done], inboxes=[inbox("lead-a", capped=True)])
     assert run.member() is M.REPLY_STRANDED
     [opened] = run.effects(OpenIncident)
     assert opened.incident.key.cause == "push_cap_reached"
     assert all("lead" not in name for name, _ in opened.incident.evidence)
+    evidence = dict(opened.incident.evidence)
+    assert (evidence["uncollected_replies"], evidence["oldest_uncollected_seconds"]) == ("2", "30")
+
+
+def test_a_waiting_reply_is_stranded_only_by_its_owning_lead_s_push_cap() -> None:
+    """A member's reply waits in its owner's inbox: another lead's capped push strands nothing."""
+    run = Run()
+    waiting = member(state=S.DONE, uncollected_replies=1)
+    run.tick(live(agent("m1", L.DONE)), [waiting], inboxes=[inbox("lead-a")])
+    assert run.member() is M.WORK_PENDING
+    capped_elsewhere = [inbox("lead-a"), inbox("lead-b", capped=True)]
+    run.tick(live(agent("m1", L.DONE)), [waiting], inboxes=capped_elsewhere)
+    assert run.member() is M.WORK_PENDING
+    run.tick(live(agent("m1", L.DONE)), [waiting], inboxes=[inbox("lead-a", capped=True)])
+    assert run.member() is M.REPLY_STRANDED
 
 
 def test_inbox_below_the_push_cap_is_only_pending() -> None:
     """Push is still trying: the member is WORK_PENDING, not stranded."""
     run = Run()
-    run.tick(live(agent("m1")), [member()], inboxes=[inbox("m1")])
+    run.tick(live(agent("m1")), [member(uncollected_replies=1)], inboxes=[inbox("lead-a")])
     assert run.member() is M.WORK_PENDING
 
 
@@ -467,11 +484,11 @@ def test_preserved_released_worktree_ahead_is_at_risk() -> None:
 def test_committed_work_flags_a_stranded_reply_incident() -> None:
     """Committed work with REPLY_STRANDED marks that incident instead of opening another."""
     run = Run()
-    boxes = [inbox("m1", capped=True)]
-    run.tick(live(agent("m1", L.DONE)), [_ahead(None)], inboxes=boxes)
+    boxes = [inbox("lead-a", capped=True)]
+    run.tick(live(agent("m1", L.DONE)), [_ahead(None, uncollected_replies=1)], inboxes=boxes)
     [opened] = run.effects(OpenIncident)
     assert not opened.incident.committed_work_at_risk
-    run.tick(live(agent("m1", L.DONE)), [_ahead(3)], inboxes=boxes)
+    run.tick(live(agent("m1", L.DONE)), [_ahead(3, uncollected_replies=1)], inboxes=boxes)
     [updated] = run.effects(UpdateIncident)
     assert updated.incident.committed_work_at_risk
     assert updated.incident.id == opened.incident.id

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from health_fleet import TICK, Run, agent, inbox, live, member, turn
+from health_fleet import TICK, Run, agent, live, member, turn
 
 from fleetd.health import (
     FailTargetWork,
@@ -18,7 +18,7 @@ from fleetd.health import (
 S, L, M = SessionState, LiveStatus, MemberState
 
 CASES = [
-    # (id, session state, raw status or None for absent, open turn, queued sends, inbox depth)
+    # (id, session state, raw status or None for absent, open turn, queued sends, waiting replies)
     ("spawning-absent", S.SPAWNING, None, False, 0, 0, M.STARTING),
     ("spawning-unknown", S.SPAWNING, L.UNKNOWN, False, 0, 0, M.STARTING),
     ("ready-idle", S.READY, L.IDLE, False, 0, 0, M.IDLE),
@@ -42,10 +42,14 @@ def test_normal_state_table(case: tuple[object, ...]) -> None:
     """Each session/live combination maps to exactly one normal state and opens nothing."""
     state, raw, open_turn, queued, depth, expected = case
     run = Run()
-    view = member(state=state, turn=turn() if open_turn else None, queued_sends=queued)
+    view = member(
+        state=state,
+        turn=turn() if open_turn else None,
+        queued_sends=queued,
+        uncollected_replies=depth,
+    )
     agents = () if raw is None else (agent("m1", raw),)
-    boxes = (inbox("m1", depth),) if depth else ()
-    decision = run.tick(live(*agents), [view], inboxes=boxes)
+    decision = run.tick(live(*agents), [view])
     assert run.member() is expected
     assert not run.effects(OpenIncident)
     assert not [e for e in decision.effects if isinstance(e, FailTargetWork)]

@@ -212,8 +212,8 @@ def test_lost_boundary_beats_a_fatal_signature() -> None:
 def test_error_on_screen_beats_reply_stranded() -> None:
     """Screen evidence (rank 5) outranks a stranded reply (rank 7)."""
     run = Run()
-    busy = member(state=S.BUSY, turn=turn())
-    boxes = [inbox("m1", capped=True)]
+    busy = member(state=S.BUSY, turn=turn(), uncollected_replies=1)
+    boxes = [inbox("lead-a", capped=True)]
     run.tick(live(agent("m1", L.UNKNOWN)), [busy], inboxes=boxes)
     assert run.member() is M.REPLY_STRANDED
     run.tick(live(agent("m1", L.UNKNOWN)), [busy], inboxes=boxes)

@@ -76,6 +76,7 @@ def _member(
         else None,
         queued_sends=draw(st.integers(0, 2)),
         pending_tasks=draw(st.integers(0, 2)),
+        uncollected_replies=draw(st.integers(0, 2)),
         mute_events=draw(st.sampled_from([0, 0, 0, 0, 0, 1, 3])),
         since=T0 + now_offset - draw(SECONDS),
         spawned_at=T0 - draw(SECONDS),
@@ -133,7 +134,7 @@ def runs(
         )
         boxes = tuple(
             inbox(t, draw(st.integers(1, 3)), capped=draw(st.booleans()))
-            for t in [*targets, "orphan"]
+            for t in [*(v.name for v in leads), "orphan"]
             if not draw(st.integers(0, 4))
         )
         snapshot = FleetSnapshot(
