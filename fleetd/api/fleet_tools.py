@@ -162,7 +162,10 @@ def register_fleet_tools(
         ),
         ToolSpec(
             name="fleet_poll",
-            description="Look up a ticket, or drain your inbox of replies and health reports.",
+            description=(
+                "Look up a ticket, or drain your inbox of replies and health reports "
+                "(inbox_unavailable: nothing was taken, poll again later)."
+            ),
             params=PollParams,
             roles=_LEAD,
             handler=fleet_poll,
@@ -190,7 +193,11 @@ def register_fleet_tools(
         ),
         ToolSpec(
             name="fleet_reply",
-            description="Return the result of your delegated task to the lead that sent it.",
+            description=(
+                "Return the result of your delegated task to the lead that sent it. It is "
+                "answered once the reply is stored; inbox_unavailable means it was not stored: "
+                "call again."
+            ),
             params=ReplyParams,
             roles=frozenset({Role.MEMBER}),
             handler=fleet_reply,

@@ -32,6 +32,8 @@ from fleetd.errors import (
     ConflictError,
     FleetdError,
     HerdrError,
+    InboxError,
+    InboxRetryError,
     InvalidArgumentsError,
     UnknownTargetError,
 )
@@ -97,6 +99,7 @@ class Bridge:
         self.mutes_total = 0
         self._flush_lock = asyncio.Lock()
         self._carried: dict[str, list[InboxRecord]] = {}
+        self._replying: set[str] = set()  # sessions whose fleet_reply is being stored
         self.teardown_failures: list[str] = []
         self.deliverer = Deliverer(self)
         self.teardown = Teardown(self)
@@ -139,27 +142,65 @@ class Bridge:
 
     # ---------------------------------------------------------------- replies
     async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
-        """A member's ``fleet_reply``: resolves its open turn, or is kept as a late reply."""
+        """A member's ``fleet_reply``: resolves its open turn, or is kept as a late reply.
+
+        The answer comes only once the reply is stored in the lead's inbox (on AMQP: confirmed
+        by the broker), unless a synchronous ``fleet_send`` waits for it in person. A reply that
+        cannot be stored is refused with ``inbox_unavailable``: nothing was kept, the ticket stays
+        pending, and the member retries. While a reply is being stored, the completion fallback
+        leaves the turn alone.
+        """
         if not _encodable(content):
             raise InvalidArgumentsError("content is not valid Unicode text (lone surrogate)")
         session = self.roster.get(session_id)
         if session is None or not session.live:
             raise ConflictError("this session is no longer live")
         turn = self.roster.inflight.get(session_id)
-        if turn is not None and await self.complete_turn(
-            session, turn.token, content=content, source=ResultSource.REPLY
+        ticket = self.tasks.get(turn.token.ticket_id) if turn is not None else None
+        if turn is None or ticket is None or ticket.terminal:
+            return await self._late_reply(session, content)
+        stored = not ticket.collected_sync  # a waiting fleet_send takes it from the ticket
+        if stored:
+            self._replying.add(session_id)
+            try:
+                if not await self._store_reply(
+                    session, ticket=ticket, content=content, source=ReplySource.REPLY
+                ):
+                    # another reply of this turn holds the ticket's id: keep this one apart
+                    return await self._late_reply(session, content)
+            finally:
+                self._replying.discard(session_id)
+        if await self.complete_turn(
+            session, turn.token, content=content, source=ResultSource.REPLY, stored=stored
         ):
-            return {"accepted": True, "ticket": turn.token.ticket_id, "late": False}
-        await self._publish_reply(session, ticket=None, content=content, source=ReplySource.LATE)
+            return {"accepted": True, "ticket": ticket.ticket_id, "late": False}
+        if stored:  # stored under its ticket; the turn ended while it was being stored
+            return {"accepted": True, "ticket": ticket.ticket_id, "late": True}
+        return await self._late_reply(session, content)
+
+    async def _late_reply(self, session: Session, content: str) -> dict[str, object]:
+        await self._store_reply(session, ticket=None, content=content, source=ReplySource.LATE)
         return {"accepted": True, "ticket": None, "late": True}
 
     async def complete_turn(
-        self, session: Session, token: TurnToken, *, content: str, source: ResultSource
+        self,
+        session: Session,
+        token: TurnToken,
+        *,
+        content: str,
+        source: ResultSource,
+        stored: bool = False,
     ) -> bool:
-        """The completion guard core: resolve the exact open turn at most once."""
+        """The completion guard core: resolve the exact open turn at most once.
+
+        ``stored`` says the reply is already in the lead's inbox; otherwise a result no
+        synchronous caller collects is handed to the inbox (held in memory while it is down).
+        """
         turn = self.roster.inflight.get(session.session_id)
         if turn is None or turn.token.token_id != token.token_id:
             return False
+        if session.session_id in self._replying:
+            return False  # the member's own reply is being stored: it wins or fails first
         now = self.clock.now()
         if not self.tasks.resolve(token.ticket_id, content=content, source=source, now=now):
             return False
@@ -171,20 +212,41 @@ class Bridge:
         )
         session.apply(event, now)
         ticket = self.tasks.get(token.ticket_id)
-        if ticket is not None and not ticket.collected_sync:
-            await self._publish_reply(
-                session, ticket=ticket, content=content, source=_REPLY_SOURCES[source]
+        if ticket is not None and not ticket.collected_sync and not stored:
+            await self.keep_for_lead(
+                self._reply_record(
+                    session, ticket=ticket, content=content, source=_REPLY_SOURCES[source]
+                )
             )
         # The next queued send waits for the poller to see the member at its prompt: a member
         # that has just called fleet_reply is usually still finishing its turn.
         return True
 
-    async def _publish_reply(
+    async def _store_reply(
         self, session: Session, *, ticket: Ticket | None, content: str, source: ReplySource
-    ) -> None:
-        now = self.clock.now()
-        millis = int(now.timestamp() * 1000)
-        record = InboxRecord(
+    ) -> bool:
+        """Store a member's reply durably now, or refuse; False when its id was already taken."""
+        record = self._reply_record(session, ticket=ticket, content=content, source=source)
+        await self.flush_unpublished()  # records held earlier go first
+        try:
+            return await self.lead_inboxes.publish(record)
+        except InboxError as exc:
+            _log.warning(
+                "reply of %s refused: the inbox of %s cannot store it (%s)",
+                session.session_id,
+                session.owner,
+                type(exc).__name__,
+            )
+            raise InboxRetryError(
+                "the lead's inbox cannot store replies right now; your reply was not stored",
+                action="retry fleet_reply with the same content; your reply was not stored",
+            ) from exc
+
+    def _reply_record(
+        self, session: Session, *, ticket: Ticket | None, content: str, source: ReplySource
+    ) -> InboxRecord:
+        millis = int(self.clock.now().timestamp() * 1000)
+        return InboxRecord(
             kind=MessageKind.REPLY,
             msg_id=f"reply-{ticket.ticket_id if ticket else secrets.token_hex(8)}",
             target=session.name,
@@ -194,7 +256,6 @@ class Bridge:
             ticket=ticket.ticket_id if ticket else None,
             source=source,
         )
-        await self.keep_for_lead(record)
 
     async def keep_for_lead(self, record: InboxRecord) -> None:
         """Hand a reply or health record to its lead's inbox; held and retried until it is taken."""
@@ -223,14 +284,23 @@ class Bridge:
 
         The collect itself is shielded: if the caller goes away mid-collect (a dropped HTTP or
         MCP request), the collect still finishes and its records are carried to the next poll
-        instead of being acknowledged for nobody.
+        instead of being acknowledged for nobody. An inbox that cannot be reached is refused
+        with ``inbox_unavailable``: nothing was taken, the lead polls again.
         """
-        task = asyncio.ensure_future(self.inbox.collect(key))
         try:
-            records = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            task.add_done_callback(lambda done: self._carry_over(key, done))
-            raise
+            await self.lead_inboxes.ensure_owned(key)  # a key the start could not own yet
+            task = asyncio.ensure_future(self.inbox.collect(key))
+            try:
+                records = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                task.add_done_callback(lambda done: self._carry_over(key, done))
+                raise
+        except InboxError as exc:
+            _log.warning("inbox of %s cannot be drained now: %s", key, type(exc).__name__)
+            raise InboxRetryError(
+                "the inbox cannot be reached right now; nothing was taken from it",
+                action="retry fleet_poll later; every reply stays in your inbox",
+            ) from exc
         return self._carried.pop(key, []) + records
 
     def _carry_over(self, key: str, done: asyncio.Future[list[InboxRecord]]) -> None:

@@ -185,6 +185,7 @@ class TcpProxy:
         self._server: asyncio.Server | None = None
         self._writers: list[asyncio.StreamWriter] = []
         self._pumps: set[asyncio.Task[None]] = set()
+        self._refusing = False
         self.port = 0
 
     async def start(self) -> None:
@@ -197,6 +198,15 @@ class TcpProxy:
             writer.transport.abort()
         self._writers.clear()
 
+    def cut(self) -> None:
+        """Drop every relayed connection and refuse new ones: the broker is unreachable."""
+        self._refusing = True
+        self.sever()
+
+    def restore(self) -> None:
+        """Relay new connections again."""
+        self._refusing = False
+
     async def close(self) -> None:
         self.sever()
         if self._server is not None:
@@ -207,6 +217,9 @@ class TcpProxy:
         await asyncio.gather(*self._pumps, return_exceptions=True)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._refusing:
+            writer.transport.abort()
+            return
         up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         self._writers += [writer, up_writer]
         for source, sink in ((reader, up_writer), (up_reader, writer)):

@@ -25,7 +25,8 @@ async def fleet(tmp_path: Path) -> TestFleet:
 async def test_concurrent_replies_are_all_kept_even_when_one_publish_fails(
     fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two members reply at once on a slow inbox that fails once: both replies arrive."""
+    """Two members reply at once on a slow inbox that fails once: the refused one retries, both
+    replies arrive."""
     a, b = await fleet.spawn_ready(), await fleet.spawn_ready("codex")
     await fleet.ok("fleet_send", target=a, prompt="x")
     await fleet.ok("fleet_send", target=b, prompt="y")
@@ -43,8 +44,11 @@ async def test_concurrent_replies_are_all_kept_even_when_one_publish_fails(
         fleet.call("fleet_reply", fleet.member(a), content="answer A"),
         fleet.call("fleet_reply", fleet.member(b), content="answer B"),
     )
-    assert all(r.ok for r in results)
-    await fleet.service.push.push_once()
+    refused = [(sid, n) for sid, n, r in zip((a, b), "AB", results, strict=True) if not r.ok]
+    assert len(refused) == 1  # refused with a retryable error, never silently held
+    assert all(r.error is None or r.error.code == "inbox_unavailable" for r in results)
+    sid, name = refused[0]
+    await fleet.ok("fleet_reply", fleet.member(sid), content=f"answer {name}")
     contents = sorted(m["content"] for m in (await fleet.ok("fleet_poll"))["messages"])
     assert contents == ["answer A", "answer B"]
     assert fleet.bridge.unpublished == []
