@@ -49,6 +49,7 @@ from fleetd.health.pane_budget import ProbeReason
 from fleetd.health.settings import HealthSettings
 from fleetd.health.snapshot import (
     FleetSnapshot,
+    InboxFailureView,
     InboxKind,
     InboxView,
     LeadView,
@@ -66,6 +67,7 @@ from fleetd.health.snapshot import (
 from fleetd.health.states import (
     Certainty,
     ControlLinkState,
+    InboxState,
     LeadState,
     MemberState,
     Scope,
@@ -86,7 +88,9 @@ __all__ = [
     "FleetSnapshot",
     "HealthSettings",
     "HealthState",
+    "InboxFailureView",
     "InboxKind",
+    "InboxState",
     "InboxView",
     "Incident",
     "IncidentKey",
