@@ -148,8 +148,14 @@ class Bridge:
         by the broker), unless a synchronous ``fleet_send`` waits for it in person. A reply that
         cannot be stored is refused with ``inbox_unavailable``: nothing was kept, the ticket stays
         pending, and the member retries. While a reply is being stored, the completion fallback
-        leaves the turn alone.
+        leaves the turn alone; a caller that goes away meanwhile does not stop it half-way (a
+        stored reply always resolves its turn).
         """
+        task = asyncio.ensure_future(self._reply(session_id=session_id, content=content))
+        task.add_done_callback(_settled)
+        return await asyncio.shield(task)
+
+    async def _reply(self, *, session_id: str, content: str) -> dict[str, object]:
         if not _encodable(content):
             raise InvalidArgumentsError("content is not valid Unicode text (lone surrogate)")
         session = self.roster.get(session_id)
@@ -406,6 +412,12 @@ class Bridge:
             outcome=ticket.outcome.value,
             source=ticket.source.value if ticket.source else "none",
         ).inc()
+
+
+def _settled(task: asyncio.Future[dict[str, object]]) -> None:
+    """Collect the outcome of a reply whose caller left, so it is not reported as lost."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _encodable(text: str) -> bool:

@@ -54,6 +54,27 @@ async def test_concurrent_replies_are_all_kept_even_when_one_publish_fails(
     assert fleet.bridge.unpublished == []
 
 
+async def test_a_reply_whose_caller_leaves_while_it_is_stored_still_resolves_its_turn(
+    fleet: TestFleet,
+) -> None:
+    """A dropped fleet_reply request never leaves a stored reply with its ticket pending."""
+    sid = await fleet.spawn_ready()
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="x"))["ticket"]
+    gate = hold_calls(fleet.inbox, "publish")
+    replying = asyncio.ensure_future(fleet.call("fleet_reply", fleet.member(sid), content="kept"))
+    await gate.entered.wait()
+    replying.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await replying
+    gate.release()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    polled = await fleet.ok("fleet_poll", ticket=ticket)
+    assert (polled["status"], polled["content"]) == ("done", "kept")
+    messages = (await fleet.ok("fleet_poll"))["messages"]
+    assert [(m["ticket"], m["content"]) for m in messages] == [(ticket, "kept")]
+
+
 async def test_a_retried_stop_joins_the_first_and_never_removes_a_preserved_worktree(
     fleet: TestFleet,
 ) -> None:
