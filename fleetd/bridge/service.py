@@ -20,6 +20,7 @@ from pathlib import Path
 
 from fleetd.bridge.delivery import Deliverer
 from fleetd.bridge.release import ReleaseCause
+from fleetd.bridge.replies import Replies, encodable, reply_record
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import ResultSource, TaskBook, Ticket
@@ -40,7 +41,7 @@ from fleetd.errors import (
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.port import ReplyInbox
-from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
+from fleetd.inbox.records import InboxRecord, ReplySource
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 
@@ -99,9 +100,9 @@ class Bridge:
         self.mutes_total = 0
         self._flush_lock = asyncio.Lock()
         self._carried: dict[str, list[InboxRecord]] = {}
-        self._replying: set[str] = set()  # sessions whose fleet_reply is being stored
         self.teardown_failures: list[str] = []
         self.deliverer = Deliverer(self)
+        self.replies = Replies(self)
         self.teardown = Teardown(self)
 
     # ------------------------------------------------------------------ sends
@@ -112,7 +113,7 @@ class Bridge:
             raise InvalidArgumentsError("prompt is empty")
         if len(prompt) > limit:
             raise InvalidArgumentsError(f"prompt is longer than {limit} characters")
-        if not _encodable(prompt):
+        if not encodable(prompt):
             raise InvalidArgumentsError("prompt is not valid Unicode text (lone surrogate)")
         session = self.find_owned(owner, target)
         if session.session_id in self.roster.gates:
@@ -142,51 +143,9 @@ class Bridge:
 
     # ---------------------------------------------------------------- replies
     async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
-        """A member's ``fleet_reply``: resolves its open turn, or is kept as a late reply.
-
-        The answer comes only once the reply is stored in the lead's inbox (on AMQP: confirmed
-        by the broker), unless a synchronous ``fleet_send`` waits for it in person. A reply that
-        cannot be stored is refused with ``inbox_unavailable``: nothing was kept, the ticket stays
-        pending, and the member retries. While a reply is being stored, the completion fallback
-        leaves the turn alone; a caller that goes away meanwhile does not stop it half-way (a
-        stored reply always resolves its turn).
-        """
-        task = asyncio.ensure_future(self._reply(session_id=session_id, content=content))
-        task.add_done_callback(_settled)
-        return await asyncio.shield(task)
-
-    async def _reply(self, *, session_id: str, content: str) -> dict[str, object]:
-        if not _encodable(content):
-            raise InvalidArgumentsError("content is not valid Unicode text (lone surrogate)")
-        session = self.roster.get(session_id)
-        if session is None or not session.live:
-            raise ConflictError("this session is no longer live")
-        turn = self.roster.inflight.get(session_id)
-        ticket = self.tasks.get(turn.token.ticket_id) if turn is not None else None
-        if turn is None or ticket is None or ticket.terminal:
-            return await self._late_reply(session, content)
-        stored = not ticket.collected_sync  # a waiting fleet_send takes it from the ticket
-        if stored:
-            self._replying.add(session_id)
-            try:
-                if not await self._store_reply(
-                    session, ticket=ticket, content=content, source=ReplySource.REPLY
-                ):
-                    # another reply of this turn holds the ticket's id: keep this one apart
-                    return await self._late_reply(session, content)
-            finally:
-                self._replying.discard(session_id)
-        if await self.complete_turn(
-            session, turn.token, content=content, source=ResultSource.REPLY, stored=stored
-        ):
-            return {"accepted": True, "ticket": ticket.ticket_id, "late": False}
-        if stored:  # stored under its ticket; the turn ended while it was being stored
-            return {"accepted": True, "ticket": ticket.ticket_id, "late": True}
-        return await self._late_reply(session, content)
-
-    async def _late_reply(self, session: Session, content: str) -> dict[str, object]:
-        await self._store_reply(session, ticket=None, content=content, source=ReplySource.LATE)
-        return {"accepted": True, "ticket": None, "late": True}
+        """A member's ``fleet_reply``: stored first, then resolves its open turn (see
+        :mod:`~fleetd.bridge.replies`)."""
+        return await self.replies.reply(session_id=session_id, content=content)
 
     async def complete_turn(
         self,
@@ -205,7 +164,7 @@ class Bridge:
         turn = self.roster.inflight.get(session.session_id)
         if turn is None or turn.token.token_id != token.token_id:
             return False
-        if session.session_id in self._replying:
+        if self.replies.storing(session.session_id):
             return False  # the member's own reply is being stored: it wins or fails first
         now = self.clock.now()
         if not self.tasks.resolve(token.ticket_id, content=content, source=source, now=now):
@@ -220,48 +179,17 @@ class Bridge:
         ticket = self.tasks.get(token.ticket_id)
         if ticket is not None and not ticket.collected_sync and not stored:
             await self.keep_for_lead(
-                self._reply_record(
-                    session, ticket=ticket, content=content, source=_REPLY_SOURCES[source]
+                reply_record(
+                    session,
+                    ticket=ticket,
+                    content=content,
+                    source=_REPLY_SOURCES[source],
+                    now=now,
                 )
             )
         # The next queued send waits for the poller to see the member at its prompt: a member
         # that has just called fleet_reply is usually still finishing its turn.
         return True
-
-    async def _store_reply(
-        self, session: Session, *, ticket: Ticket | None, content: str, source: ReplySource
-    ) -> bool:
-        """Store a member's reply durably now, or refuse; False when its id was already taken."""
-        record = self._reply_record(session, ticket=ticket, content=content, source=source)
-        await self.flush_unpublished()  # records held earlier go first
-        try:
-            return await self.lead_inboxes.publish(record)
-        except InboxError as exc:
-            _log.warning(
-                "reply of %s refused: the inbox of %s cannot store it (%s)",
-                session.session_id,
-                session.owner,
-                type(exc).__name__,
-            )
-            raise InboxRetryError(
-                "the lead's inbox cannot store replies right now; your reply was not stored",
-                action="retry fleet_reply with the same content; your reply was not stored",
-            ) from exc
-
-    def _reply_record(
-        self, session: Session, *, ticket: Ticket | None, content: str, source: ReplySource
-    ) -> InboxRecord:
-        millis = int(self.clock.now().timestamp() * 1000)
-        return InboxRecord(
-            kind=MessageKind.REPLY,
-            msg_id=f"reply-{ticket.ticket_id if ticket else secrets.token_hex(8)}",
-            target=session.name,
-            recipient_lead=session.owner,
-            created_at_epoch_millis=millis,
-            content=content,
-            ticket=ticket.ticket_id if ticket else None,
-            source=source,
-        )
 
     async def keep_for_lead(self, record: InboxRecord) -> None:
         """Hand a reply or health record to its lead's inbox; held and retried until it is taken."""
@@ -412,18 +340,3 @@ class Bridge:
             outcome=ticket.outcome.value,
             source=ticket.source.value if ticket.source else "none",
         ).inc()
-
-
-def _settled(task: asyncio.Future[dict[str, object]]) -> None:
-    """Collect the outcome of a reply whose caller left, so it is not reported as lost."""
-    if not task.cancelled():
-        task.exception()
-
-
-def _encodable(text: str) -> bool:
-    """Text that can travel as UTF-8 (JSON allows lone surrogates; herdr and AMQP do not)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
