@@ -13,7 +13,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,9 +62,7 @@ def _serve(argv: list[str]) -> int:
     parser.add_argument("--config", type=Path, default=None, help="config YAML (default: none)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    configure_logging(args.log_level)
 
     from fleetd.clock import SystemClock  # noqa: PLC0415
     from fleetd.config import ConfigRef  # noqa: PLC0415
@@ -77,6 +75,41 @@ def _serve(argv: list[str]) -> int:
         return 2
     asyncio.run(serve(ref))
     return 0
+
+
+#: Loggers of the AMQP client stack. At DEBUG they log every frame, and a frame holds the raw
+#: message body (a reply, a quarantined entry); their ERROR lines may print a returned message.
+_BROKER_LOGGERS = ("aio_pika", "aiormq", "pamqp")
+
+
+class _BrokerRecordFilter(logging.Filter):
+    """Keeps the broker client's records to INFO and above, with their arguments withheld.
+
+    A level cap alone is not enough: a handler-level filter also covers a record that reaches the
+    handler from a child logger someone else turned up, and arguments (frames, messages,
+    connections) are replaced by their type names, so no body or URL is ever formatted.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.partition(".")[0] not in _BROKER_LOGGERS:
+            return True
+        if record.levelno < logging.INFO:
+            return False
+        if isinstance(record.args, tuple) and record.args:
+            record.args = tuple(f"<{type(arg).__name__}>" for arg in record.args)
+        elif isinstance(record.args, Mapping):
+            record.args = {name: f"<{type(v).__name__}>" for name, v in record.args.items()}
+        return True
+
+
+def configure_logging(level: str | int) -> None:
+    """Root logging for ``serve``; the broker client never logs below INFO, nor any body."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_BrokerRecordFilter())
+    for name in _BROKER_LOGGERS:
+        broker = logging.getLogger(name)
+        broker.setLevel(max(logging.INFO, broker.getEffectiveLevel()))
 
 
 async def serve(ref: ConfigRef) -> None:

@@ -22,6 +22,7 @@
     │   ├── ConflictError           the session's state forbids the call
     │   │   └── NoOpenTaskError     ``fleet_reply`` from a member with no task to answer (``hint``)
     │   └── UnavailableError        a dependency (herdr, the broker) cannot be reached now
+    │       └── InboxRetryError     the inbox cannot store or hand out now; nothing changed, retry
     ├── IllegalTransitionError      a state machine was asked for a transition it does not have
     └── WorktreeError               git could not provision, inspect or remove a worktree
         └── ManifestError           a preserved-worktree manifest could not be written
@@ -47,6 +48,7 @@ __all__ = [
     "IllegalTransitionError",
     "InboxError",
     "InboxOwnershipError",
+    "InboxRetryError",
     "InboxUnavailableError",
     "InvalidArgumentsError",
     "InvalidResponseError",
@@ -192,6 +194,22 @@ class NoOpenTaskError(ConflictError):
 class UnavailableError(ToolError):
     status = 503
     code = "unavailable"
+
+
+class InboxRetryError(UnavailableError):
+    """The reply inbox could not take or hand out a record; the call changed nothing.
+
+    The hint says so in a form a model can act on: ``retryable``, how long to wait, and what
+    became of the caller's data.
+    """
+
+    code = "inbox_unavailable"
+
+    def __init__(self, message: str, *, action: str, retry_after_seconds: int = 5) -> None:
+        super().__init__(
+            message,
+            hint={"retryable": True, "retryAfterSeconds": retry_after_seconds, "action": action},
+        )
 
 
 class IllegalTransitionError(FleetdError):

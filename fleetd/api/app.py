@@ -4,7 +4,8 @@
 * ``/readyz`` — ``application/health+json``; only what serving needs (the service has started and
   its tools are registered). herdr being down does not make fleetd unready: it must still answer
   ``fleet_list`` and say so.
-* ``/healthz`` — HTTP 200 while alive, with nested component status (``controlLink``, ``inbox``,
+* ``/healthz`` — HTTP 200 while alive, with nested component status (``controlLink``, ``inbox``
+  — records held in memory for an unreachable inbox and decode failures, counts only —
   ``config``, and ``fleetHealth`` once the health monitor runs). ``controlLink.state`` is the
   health monitor's classification (§4.3), ``controlLink.lastCall`` the last herdr call's outcome.
 * ``/metrics`` — the service's own registry, never the process-global one.
@@ -66,6 +67,7 @@ def create_app(service: Fleetd) -> FastAPI:
     async def healthz() -> JSONResponse:
         components: dict[str, Any] = {
             "controlLink": service.link.view(service.health.classified_link()),
+            "inbox": service.view.inbox_component(),
             "config": {
                 "status": "warn" if service.config.status.last_error_key else "pass",
                 "pendingRestartKeys": list(service.config.status.pending_restart_keys),

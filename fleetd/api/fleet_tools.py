@@ -179,7 +179,8 @@ def register_fleet_tools(
             name="fleet_poll",
             description=(
                 "Look up a ticket, or drain your inbox of replies and health reports "
-                "(give ticket or target, not both)."
+                "(give ticket or target, not both; inbox_unavailable: nothing was taken, poll "
+                "again later)."
             ),
             params=PollParams,
             roles=_LEAD,
@@ -213,6 +214,8 @@ def register_fleet_tools(
             name="fleet_reply",
             description=(
                 "Return the result of your delegated task to the lead that sent it, once per task. "
+                "It is answered once the reply is stored; inbox_unavailable means it was not "
+                "stored: call again. "
                 "With no task open it is refused (no_open_task); a reply just after fleetd read "
                 "your turn's end from the pane still reaches the lead, marked late."
             ),

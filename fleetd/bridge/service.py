@@ -20,6 +20,7 @@ from pathlib import Path
 
 from fleetd.bridge.delivery import Deliverer
 from fleetd.bridge.release import ReleaseCause
+from fleetd.bridge.replies import Replies, encodable, reply_record
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import ResultSource, TaskBook, Ticket
@@ -32,14 +33,15 @@ from fleetd.errors import (
     ConflictError,
     FleetdError,
     HerdrError,
+    InboxError,
+    InboxRetryError,
     InvalidArgumentsError,
-    NoOpenTaskError,
     UnknownTargetError,
 )
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.port import ReplyInbox
-from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
+from fleetd.inbox.records import InboxRecord, ReplySource
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 
@@ -49,8 +51,6 @@ _log = logging.getLogger("fleetd.bridge")
 
 _MUTES_KEPT = 1000
 
-_MSG_PREFIX = {ReplySource.LATE: "late"}  # a late reply never shares the ticket's reply id
-_FALLBACKS = frozenset({ResultSource.FALLBACK, ResultSource.RAW_FALLBACK})
 
 _REPLY_SOURCES = {
     ResultSource.REPLY: ReplySource.REPLY,
@@ -103,6 +103,7 @@ class Bridge:
         self._carried: dict[str, list[InboxRecord]] = {}
         self.teardown_failures: list[str] = []
         self.deliverer = Deliverer(self)
+        self.replies = Replies(self)
         self.teardown = Teardown(self)
 
     # ------------------------------------------------------------------ sends
@@ -117,7 +118,7 @@ class Bridge:
                 path="prompt",
                 rule="string_too_long",
             )
-        if not _encodable(prompt):
+        if not encodable(prompt):
             raise InvalidArgumentsError(
                 "prompt is not valid Unicode text (lone surrogate)",
                 path="prompt",
@@ -151,49 +152,29 @@ class Bridge:
 
     # ---------------------------------------------------------------- replies
     async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
-        """A member's ``fleet_reply``: resolves its open turn.
-
-        With no open turn the reply answers nothing, and is refused (:class:`NoOpenTaskError`,
-        hinting at the member's last ticket) — with one exception: the member's last delivered
-        ticket was resolved by the completion fallback, so the member's own words arrive after
-        fleetd read them from the pane. That one reply is kept for the lead as a ``late`` reply
-        to that ticket (``source: late``); the ticket itself keeps its fallback result.
-        """
-        if not _encodable(content):
-            raise InvalidArgumentsError(
-                "content is not valid Unicode text (lone surrogate)",
-                path="content",
-                rule="invalid_unicode",
-            )
-        session = self.roster.get(session_id)
-        if session is None or not session.live:
-            raise ConflictError("this session is no longer live")
-        turn = self.roster.inflight.get(session_id)
-        if turn is not None and await self.complete_turn(
-            session, turn.token, content=content, source=ResultSource.REPLY
-        ):
-            return {"accepted": True, "ticket": turn.token.ticket_id, "late": False}
-        last = self.tasks.last_delivered(session_id)
-        if last is None or last.source not in _FALLBACKS or last.late_reply:
-            raise NoOpenTaskError(
-                "no task of yours is open: fleet_reply answers the task your lead sent, once",
-                hint={
-                    "lastTicket": last.ticket_id if last else None,
-                    "lastTicketStatus": last.outcome.value if last else None,
-                    "lastTicketSource": last.source.value if last and last.source else None,
-                },
-            )
-        last.late_reply = True
-        await self._publish_reply(session, ticket=last, content=content, source=ReplySource.LATE)
-        return {"accepted": True, "ticket": last.ticket_id, "late": True}
+        """A member's ``fleet_reply``: stored first, then resolves its open turn (see
+        :mod:`~fleetd.bridge.replies`)."""
+        return await self.replies.reply(session_id=session_id, content=content)
 
     async def complete_turn(
-        self, session: Session, token: TurnToken, *, content: str, source: ResultSource
+        self,
+        session: Session,
+        token: TurnToken,
+        *,
+        content: str,
+        source: ResultSource,
+        stored: bool = False,
     ) -> bool:
-        """The completion guard core: resolve the exact open turn at most once."""
+        """The completion guard core: resolve the exact open turn at most once.
+
+        ``stored`` says the reply is already in the lead's inbox; otherwise a result no
+        synchronous caller collects is handed to the inbox (held in memory while it is down).
+        """
         turn = self.roster.inflight.get(session.session_id)
         if turn is None or turn.token.token_id != token.token_id:
             return False
+        if self.replies.storing(session.session_id):
+            return False  # the member's own reply is being stored: it wins or fails first
         now = self.clock.now()
         if not self.tasks.resolve(token.ticket_id, content=content, source=source, now=now):
             return False
@@ -205,31 +186,19 @@ class Bridge:
         )
         session.apply(event, now)
         ticket = self.tasks.get(token.ticket_id)
-        if ticket is not None and not ticket.collected_sync:
-            await self._publish_reply(
-                session, ticket=ticket, content=content, source=_REPLY_SOURCES[source]
+        if ticket is not None and not ticket.collected_sync and not stored:
+            await self.keep_for_lead(
+                reply_record(
+                    session,
+                    ticket=ticket,
+                    content=content,
+                    source=_REPLY_SOURCES[source],
+                    now=now,
+                )
             )
         # The next queued send waits for the poller to see the member at its prompt: a member
         # that has just called fleet_reply is usually still finishing its turn.
         return True
-
-    async def _publish_reply(
-        self, session: Session, *, ticket: Ticket | None, content: str, source: ReplySource
-    ) -> None:
-        now = self.clock.now()
-        millis = int(now.timestamp() * 1000)
-        ticket_id = ticket.ticket_id if ticket else None
-        record = InboxRecord(
-            kind=MessageKind.REPLY,
-            msg_id=f"{_MSG_PREFIX.get(source, 'reply')}-{ticket_id or secrets.token_hex(8)}",
-            target=session.name,
-            recipient_lead=session.owner,
-            created_at_epoch_millis=millis,
-            content=content,
-            ticket=ticket_id,
-            source=source,
-        )
-        await self.keep_for_lead(record)
 
     async def keep_for_lead(self, record: InboxRecord) -> None:
         """Hand a reply or health record to its lead's inbox; held and retried until it is taken."""
@@ -258,14 +227,23 @@ class Bridge:
 
         The collect itself is shielded: if the caller goes away mid-collect (a dropped HTTP or
         MCP request), the collect still finishes and its records are carried to the next poll
-        instead of being acknowledged for nobody.
+        instead of being acknowledged for nobody. An inbox that cannot be reached is refused
+        with ``inbox_unavailable``: nothing was taken, the lead polls again.
         """
-        task = asyncio.ensure_future(self.inbox.collect(key))
         try:
-            records = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            task.add_done_callback(lambda done: self._carry_over(key, done))
-            raise
+            await self.lead_inboxes.ensure_owned(key)  # a key the start could not own yet
+            task = asyncio.ensure_future(self.inbox.collect(key))
+            try:
+                records = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                task.add_done_callback(lambda done: self._carry_over(key, done))
+                raise
+        except InboxError as exc:
+            _log.warning("inbox of %s cannot be drained now: %s", key, type(exc).__name__)
+            raise InboxRetryError(
+                "the inbox cannot be reached right now; nothing was taken from it",
+                action="retry fleet_poll later; every reply stays in your inbox",
+            ) from exc
         return self._carried.pop(key, []) + records
 
     def _carry_over(self, key: str, done: asyncio.Future[list[InboxRecord]]) -> None:
@@ -376,12 +354,3 @@ class Bridge:
             outcome=ticket.outcome.value,
             source=ticket.source.value if ticket.source else "none",
         ).inc()
-
-
-def _encodable(text: str) -> bool:
-    """Text that can travel as UTF-8 (JSON allows lone surrogates; herdr and AMQP do not)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fleetd.bridge.backlog import MemberBacklog
-from fleetd.bridge.sessions import Session
+from fleetd.bridge.sessions import Session, SessionState
 from fleetd.config import FleetdConfig
 from fleetd.health.capacity import capacity_rows, idle_for_seconds
 from fleetd.health.settings import HealthSettings

@@ -50,6 +50,7 @@ from fleetd.health.settings import HealthSettings
 from fleetd.health.snapshot import (
     BoundaryScreen,
     FleetSnapshot,
+    InboxFailureView,
     InboxKind,
     InboxView,
     LeadView,
@@ -69,6 +70,7 @@ from fleetd.health.snapshot import (
 from fleetd.health.states import (
     Certainty,
     ControlLinkState,
+    InboxState,
     LeadState,
     MemberState,
     Scope,
@@ -90,7 +92,9 @@ __all__ = [
     "FleetSnapshot",
     "HealthSettings",
     "HealthState",
+    "InboxFailureView",
     "InboxKind",
+    "InboxState",
     "InboxView",
     "Incident",
     "IncidentKey",

@@ -7,7 +7,8 @@ tick's time. ``decide`` classifies, in this order:
 1. the control link (:mod:`~fleetd.health.link`) — it decides whether this tick can see at all;
 2. every expected lead (:mod:`~fleetd.health.leads`) — member routing needs lead health;
 3. every member (:mod:`~fleetd.health.members`), then the MUTE overlay;
-4. inbox keys that belong to no lead, and per-profile MUTE rates;
+4. inbox keys that belong to no lead, inbox decode failures (:mod:`~fleetd.health.inboxes`;
+   they need no herdr sighting), and per-profile MUTE rates;
 5. the pane budget (:mod:`~fleetd.health.pane_budget`) over the candidates the steps collected.
 
 When the fleet list failed the tick is *blind*: live-derived evidence, classifications and
@@ -36,6 +37,7 @@ from fleetd.health.effects import (
     effect_order,
 )
 from fleetd.health.evidence import HealthState, LeadEvidence, MemberEvidence
+from fleetd.health.inboxes import step_inboxes
 from fleetd.health.incidents import IncidentBook, IncidentKey, ResolveReason
 from fleetd.health.leads import retained_view, step_lead, step_lead_blind
 from fleetd.health.link import LINK_SUBJECT, step_link
@@ -83,6 +85,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
     members = _members(tick, snapshot, prior.members, sighted)
     if sighted:
         _orphan_inboxes(tick, snapshot)
+    step_inboxes(tick, snapshot)
     profile_mutes = _profile_mutes(tick, prior.profile_mutes, sighted)
     cursor, recent = prior.probe_cursor, prior.recent_reads
     if sighted:
@@ -223,7 +226,8 @@ def _orphan_inboxes(tick: Tick, snapshot: FleetSnapshot) -> None:
             for key in stranded
             if key not in owned
         }
-    _sync_set(tick, _open_keys(tick, Scope.INBOX), desired)
+    current = {k for k in _open_keys(tick, Scope.INBOX) if k.state is MemberState.REPLY_STRANDED}
+    _sync_set(tick, current, desired)
 
 
 def _profile_mutes(

@@ -30,6 +30,7 @@ __all__ = [
     "AT_PROMPT",
     "BoundaryScreen",
     "FleetSnapshot",
+    "InboxFailureView",
     "InboxKind",
     "InboxView",
     "LeadView",
@@ -276,6 +277,27 @@ class InboxView:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class InboxFailureView:
+    """One inbox entry that could not be decoded, as the inbox adapter reports it (redacted).
+
+    ``reason`` is the decoder's bounded reason code (``unsupported_version``, ``malformed_json``,
+    ...); ``unsettled`` is true while the entry still sits on the key's queue (held for a newer
+    build, or waiting for its quarantine copy). ``message_id`` is already made safe to show.
+    """
+
+    key: str
+    reason: str
+    message_id: str
+    unsettled: bool
+    occurrences: int
+    last_seen_at: datetime
+
+    def __post_init__(self) -> None:
+        if self.occurrences < 1:
+            raise ValueError("InboxFailureView.occurrences must be at least 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeResult:
     """The outcome of one pane read the previous tick requested.
 
@@ -320,6 +342,7 @@ class FleetSnapshot:
     probes: tuple[ProbeResult, ...] = ()
     config: HealthSettings = field(default_factory=HealthSettings)
     profiles: tuple[ProfileCapacityInput, ...] = ()
+    inbox_failures: tuple[InboxFailureView, ...] = ()
 
     def __post_init__(self) -> None:
         for what, keys in (

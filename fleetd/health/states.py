@@ -1,8 +1,9 @@
 """Health states and what each one means, as one table.
 
 M4 §4 names three families of classification: member states (§4.1 normal, §4.2 fault and
-quality), the control-link state (§4.3) and lead states (§4.4). Each state has a fixed scope,
-severity and certainty, and either opens an incident or does not. Keeping those facts in
+quality), the control-link state (§4.3) and lead states (§4.4); a fourth, the inbox state, names
+the routed incident §7.2 asks for when an inbox entry cannot be decoded. Each state has a fixed
+scope, severity and certainty, and either opens an incident or does not. Keeping those facts in
 :data:`STATE_SPECS` — one row per state, beside the enums — means the decision code never
 hard-codes "is this a fault?" in a branch, and a state diagram or a docs table can be generated
 from the same rows.
@@ -30,6 +31,7 @@ __all__ = [
     "Certainty",
     "ControlLinkState",
     "HealthStateName",
+    "InboxState",
     "LeadState",
     "MemberState",
     "Scope",
@@ -77,7 +79,15 @@ class LeadState(StrEnum):
     LEAD_STALL_SUSPECTED = "LEAD_STALL_SUSPECTED"
 
 
-HealthStateName = MemberState | ControlLinkState | LeadState
+class InboxState(StrEnum):
+    """Classification of one lead's inbox key (M4 §7.2, Unit 3 criterion 8)."""
+
+    INBOX_DECODE_FAILED = "INBOX_DECODE_FAILED"
+    """An entry of the key could not be decoded: quarantined, waiting for its quarantine copy, or
+    held for a newer build (unsupported version)."""
+
+
+HealthStateName = MemberState | ControlLinkState | LeadState | InboxState
 """Any classification value."""
 
 
@@ -203,6 +213,10 @@ STATE_SPECS: Final = MappingProxyType(
         ),
         LeadState.LEAD_IDLE: StateSpec(
             scope=_L, rank=8, severity=_I, certainty=_CE, opens_incident=False
+        ),
+        # inbox keys
+        InboxState.INBOX_DECODE_FAILED: StateSpec(
+            scope=Scope.INBOX, rank=7, severity=_W, certainty=_CE, opens_incident=True
         ),
     }
 )

@@ -38,6 +38,7 @@ from fleetd.health.states import FAULT_LEAD_STATES, LeadState, Scope
 
 __all__ = ["Tick", "absorb_probe", "settle_probe"]
 
+_OWNED_SCOPES = frozenset({Scope.MEMBER, Scope.INBOX})
 _ROUTE_BY_SCOPE = {
     Scope.LEAD: RoutingReason.LEAD_FAULT,
     Scope.CONTROL_LINK: RoutingReason.CONTROL_LINK,
@@ -236,10 +237,12 @@ class Tick:
         committed: bool,
         evidence: Evidence,
     ) -> None:
-        """Open ``key`` and route it: exact owning lead, else the router (§7.3, Figure 2)."""
-        recipient = (
-            owner_lead if key.scope is Scope.MEMBER and self.owner_can_receive(owner_lead) else None
-        )
+        """Open ``key`` and route it: exact owning lead, else the router (§7.3, Figure 2).
+
+        Member incidents and inbox incidents of a lead's own key have an owning lead.
+        """
+        owned = key.scope in _OWNED_SCOPES
+        recipient = owner_lead if owned and self.owner_can_receive(owner_lead) else None
         incident = self.book.open_new(
             key,
             now=self.now,
@@ -253,7 +256,7 @@ class Tick:
         if recipient is not None:
             self.effects.append(PublishHealthRecord(recipient_lead=recipient, incident=incident))
             return
-        if key.scope is Scope.MEMBER:
+        if key.scope is Scope.MEMBER or (owned and owner_lead):
             reason = RoutingReason.OWNER_UNHEALTHY if owner_lead else RoutingReason.NO_OWNER
         else:
             reason = _ROUTE_BY_SCOPE[key.scope]

@@ -16,7 +16,8 @@ already marked delivered are kept and returned by the next collect.
 Dedup guarantee (first id wins, per key): exact within this process for the most recent
 ``seen_capacity`` ids; across a restart, a duplicate is dropped at collection when the original
 is still queued, but one published after the original was collected by an earlier process is
-not detected.
+not detected. A legacy entry without a message id has no identity to dedup on: each delivery
+of it is a new record (distinct replies with equal text are never folded into one).
 """
 
 from __future__ import annotations

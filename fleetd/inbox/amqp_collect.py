@@ -5,7 +5,9 @@ key's queue and consumes exactly that many (``basic.consume`` with a prefetch wi
 than what is ready and wanted, then ``basic.cancel``), decodes each by media type, and sorts it:
 
 * a decoded record is returned; a record whose id was already returned is pulled but dropped
-  (this is how a redelivery after a lost ack never reaches the caller twice);
+  (this is how a redelivery after a lost ack never reaches the caller twice). A legacy entry
+  without a message id gets a fresh serial in its id on every delivery, so two distinct replies
+  with the same text both come back; the price is that its redelivery comes back too;
 * an **unsupported schema version** is *held*: left unacknowledged on its original queue while
   the consumer moves on past it, so later valid messages still progress. It goes back to "ready"
   when the channel or connection closes and is held again (one deduplicated failure) on the next
@@ -29,6 +31,7 @@ otherwise each entry is acked alone. A lost ack means a redelivery, dropped by i
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import defaultdict
 from contextlib import suppress
@@ -85,6 +88,7 @@ class AmqpCollector:
         self._clock = clock
         self._held: defaultdict[str, list[_Held]] = defaultdict(list)
         self._qos = 0
+        self._serials = itertools.count(1)  # numbers deliveries for id-less legacy entries
 
     def held(self, key: str) -> int:
         """Entries of ``key`` held unacknowledged right now (their channel still open)."""
@@ -176,7 +180,7 @@ class AmqpCollector:
         original is acked only after its copy is confirmed; deferring that ack to the batch
         keeps the consumer window from pulling in entries beyond the ones counted.
         """
-        outcome = decode(envelope_of(message), key=key)
+        outcome = decode(envelope_of(message), key=key, serial=next(self._serials))
         if isinstance(outcome, Decoded):
             pulled.append(message)
             return outcome.record

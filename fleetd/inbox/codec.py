@@ -5,7 +5,10 @@ properties that matter (``content_type``, ``message_id``, headers, timestamp). T
 picked by ``content_type`` alone and never by looking at the body:
 
 * ``text/plain`` is the legacy v0 format of the previous build. The body is the reply text, kept
-  exactly as its UTF-8 decoding, even when it begins with ``{``. Typed metadata is absent.
+  exactly as its UTF-8 decoding, even when it begins with ``{``. Typed metadata is absent. An
+  entry without a usable ``message_id`` is named ``legacy-<digest>-<serial>``: the reader numbers
+  its deliveries, because two distinct replies may carry the same text and first-id-wins must
+  never fold them into one (a redelivery of such an entry therefore cannot be recognised).
 * ``application/vnd.ltms.fleet.inbox-message+json`` is the typed family. The body is a JSON object
   whose integer ``schemaVersion`` says how to read the rest. Version 1 is read; a higher version is
   reported as :class:`UnsupportedVersion` without reading any other field, so a newer daemon can
@@ -206,8 +209,12 @@ def encode(record: InboxRecord) -> WireEnvelope:
     )
 
 
-def decode(envelope: WireEnvelope, *, key: str) -> DecodeOutcome:
-    """Decode one entry read from inbox ``key``. Never raises."""
+def decode(envelope: WireEnvelope, *, key: str, serial: int | None = None) -> DecodeOutcome:
+    """Decode one entry read from inbox ``key``. Never raises.
+
+    ``serial`` is the reader's number for this delivery; it makes the id of a legacy entry without
+    a usable ``message_id`` unique (without it the id is derived from the body alone).
+    """
     media_type, charset = _media_type(envelope.content_type)
     if media_type not in (LEGACY_MEDIA_TYPE, TYPED_MEDIA_TYPE):
         return Invalid(reason=DecodeReason.UNKNOWN_MEDIA_TYPE)
@@ -218,7 +225,7 @@ def decode(envelope: WireEnvelope, *, key: str) -> DecodeOutcome:
     except UnicodeDecodeError:
         return Invalid(reason=DecodeReason.MALFORMED_UTF8)
     if media_type == LEGACY_MEDIA_TYPE:
-        return _decode_legacy(envelope, text, key)
+        return _decode_legacy(envelope, text, key, serial)
     return _decode_typed(envelope, text, key)
 
 
@@ -247,12 +254,16 @@ def _header_text(headers: Mapping[str, object], name: str) -> tuple[bool, str | 
     return True, value if isinstance(value, str) else None
 
 
-def _decode_legacy(envelope: WireEnvelope, text: str, key: str) -> DecodeOutcome:
+def _decode_legacy(
+    envelope: WireEnvelope, text: str, key: str, serial: int | None
+) -> DecodeOutcome:
     if not is_valid_key(key):
         return Invalid(reason=DecodeReason.IDENTITY_MISMATCH, detail="recipientLead")
     message_id = envelope.message_id
     if message_id is None or not is_valid_msg_id(message_id):
         message_id = f"legacy-{body_digest(envelope.body)}"
+        if serial is not None:
+            message_id = f"{message_id}-{serial}"
     _, header_target = _header_text(envelope.headers, TARGET_HEADER)
     target = header_target if header_target and len(header_target) <= 256 else key
     millis = envelope.timestamp_epoch_millis

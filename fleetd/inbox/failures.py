@@ -2,8 +2,11 @@
 
 An entry that cannot be decoded must be seen by an operator without its content ever being shown.
 Each failure therefore yields, once per entry: a redacted WARN on the ``fleetd.inbox`` logger, a
-call of the injected ``on_decode_failure`` hook (the composition root counts it as a metric and
-routes it as a health incident), and a :class:`DecodeFailure` summary kept for ``fleet_list``.
+call of the injected ``on_decode_failure`` hook (the composition root counts it as a metric), and a
+:class:`DecodeFailure` summary kept for ``fleet_list``. The health monitor reads the summaries
+each tick (:meth:`FailureLog.summaries`); its pure core opens an ``INBOX_DECODE_FAILED`` incident
+per key and reason and sends the owning lead a typed, redacted ``health`` record
+(:mod:`fleetd.health.inboxes`).
 
 "Once per entry" matters for unsupported versions: such an entry stays on its queue and comes back
 after every reconnect, but it is one failure, not one per redelivery. An entry is identified by

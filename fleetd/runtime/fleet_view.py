@@ -1,14 +1,15 @@
 """``fleet_list``: the one view of the whole fleet.
 
 It joins the control link, herdr's live agents (one ``agent.list``), the bridge's sessions and
-capacity, the leads and their push outcomes, inbox decode failures, the config status and — once
-the health monitor runs — member and lead health, open incidents and ``healthCoverage``. It never
-carries pane content, prompts, replies or tokens. Preserved worktrees (paths included) are shown to
-leads only.
+capacity, the leads and their push outcomes, inbox decode failures and the records held in memory
+for an unreachable inbox (counts), the config status and — once the health monitor runs — member
+and lead health, open incidents and ``healthCoverage``. It never carries pane content, prompts,
+replies or tokens. Preserved worktrees (paths included) are shown to leads only.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -77,7 +78,10 @@ class FleetViewBuilder:
             "members": [self._member(s, now, statuses, backlogs) for s in visible],
             "capacity": capacity_view(self.bridge, backlogs),
             "leads": self._leads(),
-            "inbox": {"failures": [_failure(f) for f in self.bridge.inbox.failures()]},
+            "inbox": {
+                "failures": [_failure(f) for f in self.bridge.inbox.failures()],
+                "heldInMemory": self._held(),
+            },
             "teardownFailures": list(self.bridge.teardown_failures),
             "config": self._config_status(),
         }
@@ -86,6 +90,32 @@ class FleetViewBuilder:
         if caller.role is Role.LEAD:
             view["preservedWorktrees"] = self._preserved(caller.name)
         return view
+
+    def inbox_component(self) -> dict[str, Any]:
+        """The nested ``inbox`` component of ``/healthz``: counts only, never content.
+
+        ``warn`` while a record waits in memory for the inbox (a kill would lose it) or an
+        entry could not be decoded.
+        """
+        held = self._held()
+        failures = self.bridge.inbox.failures()
+        return {
+            "status": "warn" if held["records"] or failures else "pass",
+            "backend": self.config.current.inbox.backend.value,
+            "heldInMemory": held,
+            "decodeFailures": len(failures),
+        }
+
+    def _held(self) -> dict[str, Any]:
+        """Records accepted for a lead that the inbox has not taken yet (they live in memory)."""
+        held = list(self.bridge.unpublished)
+        created = [r.created_at_epoch_millis for r in held if r.created_at_epoch_millis]
+        return {
+            "records": len(held),
+            "byLead": dict(sorted(Counter(r.recipient_lead for r in held).items())),
+            "byKind": dict(sorted(Counter(r.kind.value for r in held).items())),
+            "oldestCreatedEpochMillis": min(created) if created else None,
+        }
 
     def _member(
         self,

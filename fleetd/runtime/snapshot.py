@@ -2,9 +2,10 @@
 
 The herdr side is exactly one ``agent.list`` (plus a ping only when that list failed or an
 expected lead is missing from it); the bridge side is read from memory: sessions, open turns,
-tickets, the leads' inbox statistics and push outcomes, and the pane reads the previous tick asked
-for. Each lead's inbox is read once: what the lead can collect becomes its backlog (entries held
-for a decode failure are not), and each waiting reply is counted on the member that wrote it.
+tickets, the leads' inbox statistics and push outcomes, the inbox's redacted decode failures, and
+the pane reads the previous tick asked for. Each lead's inbox is read once: what the lead can
+collect becomes its backlog (entries held for a decode failure are not: they are their own
+incident), and each waiting reply is counted on the member that wrote it.
 Only codes, names, counts, times and digests go into the snapshot — never pane text.
 """
 
@@ -21,6 +22,7 @@ from fleetd.config import FleetdConfig
 from fleetd.errors import HerdrError
 from fleetd.health.snapshot import (
     FleetSnapshot,
+    InboxFailureView,
     InboxKind,
     InboxView,
     LeadView,
@@ -31,6 +33,7 @@ from fleetd.health.snapshot import (
 )
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
+from fleetd.inbox.failures import DecodeFailure, Disposition
 from fleetd.inbox.records import InboxStats, MessageKind
 
 __all__ = ["take_snapshot"]
@@ -86,6 +89,19 @@ async def take_snapshot(
         probes=tuple(probes),
         config=health_settings(config),
         profiles=profile_inputs(config),
+        inbox_failures=tuple(_failure(f) for f in bridge.inbox.failures()),
+    )
+
+
+def _failure(failure: DecodeFailure) -> InboxFailureView:
+    """A decode failure as health sees it: codes, a safe id, counts and a time."""
+    return InboxFailureView(
+        key=failure.key,
+        reason=failure.reason.value,
+        message_id=failure.message_id,
+        unsettled=failure.disposition is not Disposition.QUARANTINED,
+        occurrences=failure.occurrences,
+        last_seen_at=datetime.fromtimestamp(failure.last_seen_epoch_millis / 1000, UTC),
     )
 
 

@@ -18,7 +18,11 @@ from typing import Any
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
+from aiormq.abc import ChannelFrame
 from aiormq.exceptions import ChannelNotFoundEntity
+from pamqp import commands as spec
+from pamqp.body import ContentBody
+from pamqp.header import ContentHeader
 
 from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.codec import quarantine_queue_name, queue_name
@@ -72,6 +76,26 @@ class RawBroker:
             await channel.default_exchange.publish(
                 aio_pika.Message(body, **properties), routing_key=queue_name(key)
             )
+
+    async def publish_without_id(self, key: str, body: bytes, content_type: str) -> None:
+        """Publish persistent ``body`` with no ``message_id``, as the old build's client did.
+
+        aiormq fills in a random id when a publish has none, so these frames are written to the
+        channel directly; a passive declare on the same channel then answers only after the
+        broker has taken the publish (a channel is processed in order).
+        """
+        async with self.connection.channel(publisher_confirms=False) as channel:
+            underlay = await channel.get_underlay_channel()
+            properties = spec.Basic.Properties(content_type=content_type, delivery_mode=2)
+            frames = [
+                spec.Basic.Publish(exchange="", routing_key=queue_name(key)),
+                ContentHeader(properties=properties, body_size=len(body)),
+                ContentBody(body),
+            ]
+            await underlay.write_queue.put(
+                ChannelFrame.marshall(frames=frames, channel_number=underlay.number)
+            )
+            await channel.declare_queue(queue_name(key), passive=True, robust=False)
 
     async def ready(self, name: str) -> int | None:
         """Ready messages in queue ``name``; None when the queue does not exist."""
@@ -161,6 +185,7 @@ class TcpProxy:
         self._server: asyncio.Server | None = None
         self._writers: list[asyncio.StreamWriter] = []
         self._pumps: set[asyncio.Task[None]] = set()
+        self._refusing = False
         self.port = 0
 
     async def start(self) -> None:
@@ -173,6 +198,15 @@ class TcpProxy:
             writer.transport.abort()
         self._writers.clear()
 
+    def cut(self) -> None:
+        """Drop every relayed connection and refuse new ones: the broker is unreachable."""
+        self._refusing = True
+        self.sever()
+
+    def restore(self) -> None:
+        """Relay new connections again."""
+        self._refusing = False
+
     async def close(self) -> None:
         self.sever()
         if self._server is not None:
@@ -183,6 +217,9 @@ class TcpProxy:
         await asyncio.gather(*self._pumps, return_exceptions=True)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._refusing:
+            writer.transport.abort()
+            return
         up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         self._writers += [writer, up_writer]
         for source, sink in ((reader, up_writer), (up_reader, writer)):

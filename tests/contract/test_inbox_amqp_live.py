@@ -126,6 +126,22 @@ async def test_old_wire_data_is_read_after_reconnect(
     assert second.failures() == []
 
 
+async def test_distinct_legacy_replies_with_the_same_text_are_all_kept(
+    inbox_broker: RawBroker, key: str, make_inbox: Any
+) -> None:
+    """Old-build replies without message ids and with equal text are distinct replies, never one."""
+    inbox = make_inbox()
+    await inbox.own(key)
+    for _ in range(2):
+        await inbox_broker.publish_without_id(key, b"done", LEGACY_MEDIA_TYPE)
+    first = await inbox.collect(key)
+    await inbox_broker.publish_without_id(key, b"done", LEGACY_MEDIA_TYPE)
+    later = await inbox.collect(key)
+    assert [r.content for r in first + later] == ["done", "done", "done"]
+    assert len({r.msg_id for r in first + later}) == 3
+    assert await inbox_broker.ready(queue_name(key)) == 0
+
+
 async def test_mixed_legacy_and_typed_entries_keep_fifo(
     inbox_broker: RawBroker, key: str, make_inbox: Any
 ) -> None:

@@ -105,27 +105,30 @@ async def test_member_cannot_reply_for_another_session(fleet: TestFleet) -> None
     assert (await fleet.ok("fleet_poll", ticket=ticket))["status"] == "pending"
 
 
-async def test_reply_is_held_until_the_inbox_takes_it(
+async def test_reply_the_inbox_cannot_store_is_refused_and_the_ticket_stays_pending(
     fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A reply the inbox cannot take now is kept and published later, never dropped."""
+    """fleet_reply answers only after the reply is stored; while it cannot be, it is refused."""
     sid = await fleet.spawn_ready()
-    await fleet.ok("fleet_send", target=sid, prompt="x")
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="x"))["ticket"]
     publish = fleet.inbox.publish
 
     async def broker_down(record: InboxRecord) -> bool:
         raise InboxUnavailableError("broker down")
 
     monkeypatch.setattr(fleet.inbox, "publish", broker_down)
-    await fleet.ok("fleet_reply", fleet.member(sid), content="kept")
-    assert len(fleet.bridge.unpublished) == 1
-    await fleet.service.push.push_once()
-    assert len(fleet.bridge.unpublished) == 1
-    monkeypatch.setattr(fleet.inbox, "publish", publish)
-    await fleet.service.push.push_once()
+    refused = await fleet.call("fleet_reply", fleet.member(sid), content="kept")
+    assert refused.error is not None
+    assert (refused.error.code, refused.error.http_status) == ("inbox_unavailable", 503)
+    assert refused.error.hint["retryable"] is True
+    assert "not stored" in refused.error.hint["action"]
     assert fleet.bridge.unpublished == []
+    assert (await fleet.ok("fleet_poll", ticket=ticket))["status"] == "pending"
+    monkeypatch.setattr(fleet.inbox, "publish", publish)
+    answer = await fleet.ok("fleet_reply", fleet.member(sid), content="kept")
+    assert (answer["ticket"], answer["late"]) == (ticket, False)
     messages = (await fleet.ok("fleet_poll"))["messages"]
-    assert [m["content"] for m in messages] == ["kept"]
+    assert [(m["ticket"], m["content"]) for m in messages] == [(ticket, "kept")]
 
 
 async def test_publication_to_a_lead_owns_its_key_first(tmp_path: Path) -> None:

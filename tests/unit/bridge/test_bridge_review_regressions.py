@@ -25,7 +25,8 @@ async def fleet(tmp_path: Path) -> TestFleet:
 async def test_concurrent_replies_are_all_kept_even_when_one_publish_fails(
     fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two members reply at once on a slow inbox that fails once: both replies arrive."""
+    """Two members reply at once on a slow inbox that fails once: the refused one retries, both
+    replies arrive."""
     a, b = await fleet.spawn_ready(), await fleet.spawn_ready("codex")
     await fleet.ok("fleet_send", target=a, prompt="x")
     await fleet.ok("fleet_send", target=b, prompt="y")
@@ -43,11 +44,35 @@ async def test_concurrent_replies_are_all_kept_even_when_one_publish_fails(
         fleet.call("fleet_reply", fleet.member(a), content="answer A"),
         fleet.call("fleet_reply", fleet.member(b), content="answer B"),
     )
-    assert all(r.ok for r in results)
-    await fleet.service.push.push_once()
+    refused = [(sid, n) for sid, n, r in zip((a, b), "AB", results, strict=True) if not r.ok]
+    assert len(refused) == 1  # refused with a retryable error, never silently held
+    assert all(r.error is None or r.error.code == "inbox_unavailable" for r in results)
+    sid, name = refused[0]
+    await fleet.ok("fleet_reply", fleet.member(sid), content=f"answer {name}")
     contents = sorted(m["content"] for m in (await fleet.ok("fleet_poll"))["messages"])
     assert contents == ["answer A", "answer B"]
     assert fleet.bridge.unpublished == []
+
+
+async def test_a_reply_whose_caller_leaves_while_it_is_stored_still_resolves_its_turn(
+    fleet: TestFleet,
+) -> None:
+    """A dropped fleet_reply request never leaves a stored reply with its ticket pending."""
+    sid = await fleet.spawn_ready()
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="x"))["ticket"]
+    gate = hold_calls(fleet.inbox, "publish")
+    replying = asyncio.ensure_future(fleet.call("fleet_reply", fleet.member(sid), content="kept"))
+    await gate.entered.wait()
+    replying.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await replying
+    gate.release()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    polled = await fleet.ok("fleet_poll", ticket=ticket)
+    assert (polled["status"], polled["content"]) == ("done", "kept")
+    messages = (await fleet.ok("fleet_poll"))["messages"]
+    assert [(m["ticket"], m["content"]) for m in messages] == [(ticket, "kept")]
 
 
 async def test_a_retried_stop_joins_the_first_and_never_removes_a_preserved_worktree(

@@ -18,6 +18,7 @@ from fleetd.health import (
     FleetSnapshot,
     HealthSettings,
     HealthState,
+    InboxFailureView,
     InboxView,
     LeadState,
     LeadView,
@@ -153,6 +154,7 @@ class Run:
         profiles: Iterable[ProfileCapacityInput] = (),
         advance: timedelta = TICK,
         settings: HealthSettings | None = None,
+        inbox_failures: Iterable[InboxFailureView] = (),
     ) -> Decision:
         self.now += advance
         snapshot = FleetSnapshot(
@@ -163,6 +165,7 @@ class Run:
             probes=tuple(probes),
             config=settings or self.settings,
             profiles=tuple(profiles),
+            inbox_failures=tuple(inbox_failures),
         )
         self.last = decide(snapshot, self.state, self.now)
         self.state = self.last.state

@@ -115,6 +115,20 @@ def test_legacy_without_message_id_gets_a_stable_content_derived_id() -> None:
     assert first.record.msg_id == again.record.msg_id == f"legacy-{body_digest(body)}"
 
 
+def test_legacy_without_message_id_is_numbered_by_the_reader() -> None:
+    """With the reader's delivery serial, equal legacy texts get distinct ids; a real id stays."""
+    body = b"same text"
+    one = decode(legacy(body), key=KEY, serial=1)
+    two = decode(legacy(body), key=KEY, serial=2)
+    named = decode(legacy(body, message_id="old-9"), key=KEY, serial=3)
+    assert isinstance(one, Decoded)
+    assert isinstance(two, Decoded)
+    assert isinstance(named, Decoded)
+    assert one.record.msg_id == f"legacy-{body_digest(body)}-1"
+    assert two.record.msg_id == f"legacy-{body_digest(body)}-2"
+    assert named.record.msg_id == "old-9"
+
+
 def test_legacy_keeps_target_header_and_timestamp() -> None:
     """Legacy metadata that the wire does carry (target header, timestamp) is kept."""
     envelope = legacy(

@@ -1,0 +1,179 @@
+"""Member replies: stored in the lead's inbox before ``fleet_reply`` answers.
+
+A member's ``fleet_reply`` resolves its open turn. Unless a synchronous ``fleet_send`` waits for
+the result in person, the reply is first stored in the owning lead's inbox — on AMQP that means
+published persistent and confirmed by the broker — and only then is the turn resolved and the
+call answered. A reply that cannot be stored is refused with the retryable ``inbox_unavailable``:
+nothing was kept, the ticket stays pending, and the member calls again. Nothing a member sent
+therefore lives only in this process's memory.
+
+While a reply is being stored, the completion fallback leaves the turn alone (it would otherwise
+resolve the ticket from the pane under the same message id). A caller that goes away meanwhile
+does not stop the work half-way: a stored reply always resolves its turn.
+
+A reply with no open turn answers nothing and is refused (``no_open_task``, hinting at the
+member's last ticket) — with one exception: the member's last delivered ticket was resolved by the
+completion fallback, so the member's own words arrive after fleetd read them from the pane. That one
+reply is stored for the lead as a *late* reply to that ticket (``source: late``, its own id);
+the ticket keeps its fallback result. A second reply of one turn whose ticket id is already taken is
+stored as a late reply under a fresh id, never folded into another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from fleetd.bridge.sessions import Session
+from fleetd.bridge.tasks import ResultSource, Ticket
+from fleetd.errors import (
+    ConflictError,
+    InboxError,
+    InboxRetryError,
+    InvalidArgumentsError,
+    NoOpenTaskError,
+)
+from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
+
+if TYPE_CHECKING:
+    from fleetd.bridge.service import Bridge
+
+__all__ = ["Replies", "encodable", "reply_record"]
+
+_log = logging.getLogger("fleetd.bridge")
+
+_FALLBACKS = frozenset({ResultSource.FALLBACK, ResultSource.RAW_FALLBACK})
+
+
+class Replies:
+    """The ``fleet_reply`` calls of one bridge."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._bridge = bridge
+        self._storing: set[str] = set()  # sessions whose reply is being stored (bounded: live)
+
+    def storing(self, session_id: str) -> bool:
+        """True while the member's own reply is being stored: it wins or fails first."""
+        return session_id in self._storing
+
+    async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
+        """Store the reply, then resolve the open turn (or keep it as a late reply)."""
+        task = asyncio.ensure_future(self._reply(session_id=session_id, content=content))
+        task.add_done_callback(_settled)
+        return await asyncio.shield(task)
+
+    async def _reply(self, *, session_id: str, content: str) -> dict[str, object]:
+        bridge = self._bridge
+        if not encodable(content):
+            raise InvalidArgumentsError(
+                "content is not valid Unicode text (lone surrogate)",
+                path="content",
+                rule="invalid_unicode",
+            )
+        session = bridge.roster.get(session_id)
+        if session is None or not session.live:
+            raise ConflictError("this session is no longer live")
+        turn = bridge.roster.inflight.get(session_id)
+        ticket = bridge.tasks.get(turn.token.ticket_id) if turn is not None else None
+        if turn is None or ticket is None or ticket.terminal:
+            return await self._after_fallback(session, content)
+        stored = not ticket.collected_sync  # a waiting fleet_send takes it from the ticket
+        if stored:
+            self._storing.add(session_id)
+            try:
+                if not await self._store(session, ticket, content, ReplySource.REPLY):
+                    # another reply of this turn holds the ticket's id: keep this one apart
+                    return await self._late(session, content)
+            finally:
+                self._storing.discard(session_id)
+        if await bridge.complete_turn(
+            session, turn.token, content=content, source=ResultSource.REPLY, stored=stored
+        ):
+            return {"accepted": True, "ticket": ticket.ticket_id, "late": False}
+        if stored:  # stored under its ticket; the turn ended while it was being stored
+            return {"accepted": True, "ticket": ticket.ticket_id, "late": True}
+        return await self._late(session, content)
+
+    async def _late(self, session: Session, content: str) -> dict[str, object]:
+        """A second reply of one turn: kept apart under a fresh id, never folded or dropped."""
+        await self._store(session, None, content, ReplySource.LATE)
+        return {"accepted": True, "ticket": None, "late": True}
+
+    async def _after_fallback(self, session: Session, content: str) -> dict[str, object]:
+        """No turn is open: refused, unless the last turn was read from the pane (kept once)."""
+        last = self._bridge.tasks.last_delivered(session.session_id)
+        if last is None or last.source not in _FALLBACKS or last.late_reply:
+            raise NoOpenTaskError(
+                "no task of yours is open: fleet_reply answers the task your lead sent, once",
+                hint={
+                    "lastTicket": last.ticket_id if last else None,
+                    "lastTicketStatus": last.outcome.value if last else None,
+                    "lastTicketSource": last.source.value if last and last.source else None,
+                },
+            )
+        last.late_reply = True  # claimed before the await: a concurrent second reply is refused
+        try:
+            await self._store(session, last, content, ReplySource.LATE)
+        except InboxRetryError:
+            last.late_reply = False  # not stored: the member may call again
+            raise
+        return {"accepted": True, "ticket": last.ticket_id, "late": True}
+
+    async def _store(
+        self, session: Session, ticket: Ticket | None, content: str, source: ReplySource
+    ) -> bool:
+        """Store a reply durably now, or refuse; False when its id was already taken."""
+        bridge = self._bridge
+        record = reply_record(
+            session, ticket=ticket, content=content, source=source, now=bridge.clock.now()
+        )
+        await bridge.flush_unpublished()  # records held earlier go first
+        try:
+            return await bridge.lead_inboxes.publish(record)
+        except InboxError as exc:
+            _log.warning(
+                "reply of %s refused: the inbox of %s cannot store it (%s)",
+                session.session_id,
+                session.owner,
+                type(exc).__name__,
+            )
+            raise InboxRetryError(
+                "the lead's inbox cannot store replies right now; your reply was not stored",
+                action="retry fleet_reply with the same content; your reply was not stored",
+            ) from exc
+
+
+def reply_record(
+    session: Session, *, ticket: Ticket | None, content: str, source: ReplySource, now: datetime
+) -> InboxRecord:
+    """The inbox record of a reply (a ticket's reply is named after its ticket; a late reply to a
+    ticket gets an id of its own, so it never collides with the ticket's fallback record)."""
+    prefix = "late" if source is ReplySource.LATE else "reply"
+    return InboxRecord(
+        kind=MessageKind.REPLY,
+        msg_id=f"{prefix}-{ticket.ticket_id if ticket else secrets.token_hex(8)}",
+        target=session.name,
+        recipient_lead=session.owner,
+        created_at_epoch_millis=int(now.timestamp() * 1000),
+        content=content,
+        ticket=ticket.ticket_id if ticket else None,
+        source=source,
+    )
+
+
+def encodable(text: str) -> bool:
+    """Text that can travel as UTF-8 (JSON allows lone surrogates; herdr and AMQP do not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _settled(task: asyncio.Future[dict[str, object]]) -> None:
+    """Collect the outcome of a reply whose caller left, so it is not reported as lost."""
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,153 @@
+"""The service on the live broker while the broker cannot be reached: fleet_reply and fleet_poll
+refuse with a retryable error, and what is held in memory shows on fleet_list and /healthz."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+
+from fleetd.api.app import create_app
+from fleetd.api.tools import Caller, Role
+from fleetd.herdr.model import AgentStatus
+from fleetd.inbox.amqp import AmqpInbox
+from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet, sample_document
+
+if TYPE_CHECKING:
+    from inbox_fixtures import RawBroker, TcpProxy
+
+pytest_plugins = ["inbox_fixtures"]
+pytestmark = pytest.mark.amqp
+
+
+@dataclass
+class Outage:
+    fleet: TestFleet
+    lead: Caller
+    proxy: TcpProxy
+    http: httpx.AsyncClient
+
+
+@pytest.fixture
+async def outage(
+    tmp_path: Path,
+    inbox_proxy: TcpProxy,
+    inbox_broker: RawBroker,
+    inbox_new_key: Callable[[], str],
+) -> AsyncIterator[Outage]:
+    """A fleet whose AMQP inbox reaches the broker through a relay the test can cut."""
+    name = inbox_broker.track(inbox_new_key())
+    document = sample_document(tmp_path)
+    document["leads"] = [{"name": name, "agent": "lead", "tokenEnv": "T_LEAD"}]
+    url = f"amqp://guest:guest@127.0.0.1:{inbox_proxy.port}/?reconnect_interval=0.1"
+    inbox = AmqpInbox(url, operation_timeout=1.0)
+    fleet = build_test_fleet(tmp_path, document=document, inbox=inbox)
+    transport = httpx.ASGITransport(app=create_app(fleet.service))
+    headers = {"Authorization": f"Bearer {LEAD_TOKEN}"}
+    try:
+        await fleet.service.own_lead_keys()
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://fleetd", headers=headers
+        ) as http:
+            yield Outage(
+                fleet=fleet, lead=Caller(role=Role.LEAD, name=name), proxy=inbox_proxy, http=http
+            )
+    finally:
+        await inbox.close()
+
+
+async def _delegate(outage: Outage, profile: str) -> tuple[str, str]:
+    fleet = outage.fleet
+    sid = (await fleet.ok("fleet_spawn", outage.lead, profile=profile))["sessionId"]
+    await fleet.service.registry.contact(fleet.member(sid))
+    ticket = (await fleet.ok("fleet_send", outage.lead, target=sid, prompt="x"))["ticket"]
+    return sid, ticket
+
+
+async def test_a_reply_is_answered_only_once_stored_and_refused_while_the_broker_is_away(
+    outage: Outage,
+) -> None:
+    """While the broker is unreachable fleet_reply is refused and retryable, the ticket stays
+    pending, and the member's retry after the broker returns reaches the lead exactly once."""
+    fleet = outage.fleet
+    sid, ticket = await _delegate(outage, "codex")
+    outage.proxy.cut()
+    refused = await fleet.call("fleet_reply", fleet.member(sid), content="precious answer")
+    assert refused.error is not None
+    assert refused.error.code == "inbox_unavailable"
+    assert refused.error.hint["retryable"] is True
+    assert "not stored" in refused.error.hint["action"]
+    assert (await fleet.ok("fleet_poll", outage.lead, ticket=ticket))["status"] == "pending"
+    assert fleet.bridge.unpublished == []  # nothing lives only in memory
+    outage.proxy.restore()
+    answer = await fleet.ok("fleet_reply", fleet.member(sid), content="precious answer")
+    assert (answer["ticket"], answer["late"]) == (ticket, False)
+    await fleet.inbox.close()  # a kill now loses nothing: the broker has the reply
+
+    after = AmqpInbox(f"amqp://guest:guest@127.0.0.1:{outage.proxy.port}/")
+    try:
+        await after.own(outage.lead.name)
+        records = await after.collect(outage.lead.name)
+    finally:
+        await after.close()
+    assert [(r.ticket, r.content) for r in records] == [(ticket, "precious answer")]
+
+
+async def test_a_poll_while_the_broker_is_away_is_a_retryable_refusal(
+    outage: Outage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """fleet_poll over HTTP answers 503 inbox_unavailable with a hint, not 500 internal_error
+    with a traceback in the log, and the next poll after the broker returns gets the reply."""
+    fleet = outage.fleet
+    sid, ticket = await _delegate(outage, "codex")
+    await fleet.ok("fleet_reply", fleet.member(sid), content="waiting for you")
+    outage.proxy.cut()
+    response = await outage.http.post("/v1/tools/fleet_poll", json={})
+    assert response.status_code == 503
+    error = response.json()["error"]
+    assert error["code"] == "inbox_unavailable"
+    assert error["hint"]["retryable"] is True
+    assert [
+        r.getMessage() for r in caplog.records if r.exc_info and r.name.startswith("fleetd")
+    ] == []
+    outage.proxy.restore()
+    response = await outage.http.post("/v1/tools/fleet_poll", json={})
+    assert response.status_code == 200, response.text
+    messages = response.json()["result"]["messages"]
+    assert [(m["ticket"], m["content"]) for m in messages] == [(ticket, "waiting for you")]
+
+
+async def test_records_held_in_memory_show_on_fleet_list_and_healthz(outage: Outage) -> None:
+    """A completion-fallback result (no member to retry it) waits in memory while the broker is
+    away, and fleet_list and the /healthz inbox component count it until the inbox takes it."""
+    fleet = outage.fleet
+    sid, ticket = await _delegate(outage, "sonnet")
+    health = (await outage.http.get("/healthz")).json()["components"]["inbox"]
+    assert (health["status"], health["heldInMemory"]["records"]) == ("pass", 0)
+    outage.proxy.cut()
+    fleet.set_status(sid, AgentStatus.WORKING)
+    await fleet.poll()
+    fleet.set_status(sid, AgentStatus.DONE)
+    await fleet.poll()
+    await fleet.poll(1.0)
+    assert (await fleet.ok("fleet_poll", outage.lead, ticket=ticket))["source"] == "raw_fallback"
+
+    listed = (await outage.http.get("/v1/fleet")).json()["result"]["inbox"]["heldInMemory"]
+    assert (listed["records"], listed["byLead"], listed["byKind"]) == (
+        1,
+        {outage.lead.name: 1},
+        {"reply": 1},
+    )
+    health = (await outage.http.get("/healthz")).json()["components"]["inbox"]
+    assert (health["status"], health["heldInMemory"]["records"]) == ("warn", 1)
+
+    outage.proxy.restore()
+    await fleet.service.push.push_once()
+    health = (await outage.http.get("/healthz")).json()["components"]["inbox"]
+    assert (health["status"], health["heldInMemory"]["records"]) == ("pass", 0)
+    messages = (await fleet.ok("fleet_poll", outage.lead))["messages"]
+    assert [m["ticket"] for m in messages] == [ticket]
