@@ -114,7 +114,8 @@ async def test_a_poll_cancelled_mid_collect_loses_no_reply(
 
 
 async def test_a_held_entry_is_not_the_lead_s_backlog(tmp_path: Path, broker: str) -> None:
-    """An unsupported-version entry earns no nudge, no LEAD_UNRESPONSIVE and no REPLY_STRANDED."""
+    """An unsupported-version entry earns no nudge, no LEAD_UNRESPONSIVE and no REPLY_STRANDED:
+    it is its own decode incident, told to the lead once."""
     lead = f"l{uuid.uuid4().hex[:12]}"
     document = sample_document(tmp_path)
     document["leads"] = [{"name": lead, "agent": lead, "tokenEnv": "T_LEAD"}]
@@ -136,16 +137,18 @@ async def test_a_held_entry_is_not_the_lead_s_backlog(tmp_path: Path, broker: st
                 ),
                 routing_key=queue_name(lead),
             )
+        polled: list[dict[str, Any]] = []
         for _ in range(12):  # six minutes of a lead that polls every 31 s
             fleet.clock.advance(31)
             await fleet.service.push.push_once()
             await fleet.service.health.tick()
-            assert (await fleet.ok("fleet_poll", caller))["messages"] == []
+            polled += (await fleet.ok("fleet_poll", caller))["messages"]
+        assert [(m["kind"], m["state"]) for m in polled] == [("health", "INBOX_DECODE_FAILED")]
         nudges = [c for c in fleet.control.calls_to("prompt") if c.args["target"] == lead]
         assert nudges == []
         assert str(fleet.service.health.state.leads[lead].state) == "LEAD_IDLE"
         listed = await fleet.ok("fleet_list", caller)
-        assert listed["incidents"] == []
+        assert [i["state"] for i in listed["incidents"]] == ["INBOX_DECODE_FAILED"]
         assert [f["reason"] for f in listed["inbox"]["failures"]] == ["unsupported_version"]
     finally:
         await fleet.inbox.close()

@@ -101,6 +101,7 @@ async def test_a_normal_answer_at_the_boundary_is_no_error(tmp_path: Path) -> No
     ticket = await _turn_ends_on(fleet, sid, screen, AgentStatus.IDLE)
     polled = await fleet.ok("fleet_poll", ticket=ticket)
     assert "[error on screen" not in polled["content"]
+    await fleet.ok("fleet_poll")  # the lead collects the reply: nothing is left waiting for it
     fleet.clock.advance(30)
     await fleet.service.health.tick()
     assert str(fleet.service.health.state.members[sid].state) == "IDLE"

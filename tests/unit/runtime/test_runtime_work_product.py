@@ -46,6 +46,7 @@ async def test_done_member_with_commits_ahead_is_work_product_at_risk(tmp_path: 
     await fleet.ok("fleet_send", target=sid, prompt="commit the fix")
     fleet.worktrees.add_commits(session.worktree, 3)
     await fleet.ok("fleet_reply", fleet.member(sid), content="committed")
+    await fleet.ok("fleet_poll")  # collected: the member is done, not waiting on its lead
     await _ticks(fleet, 40)
     assert session.live
     assert session.commits_ahead == 3
