@@ -132,10 +132,11 @@ def health_settings(config: FleetdConfig) -> HealthSettings:
 
 
 def capacity_view(bridge: Bridge) -> list[dict[str, Any]]:
-    """Per-profile capacity, from the same live count placement uses."""
+    """Per-profile capacity, from the same live count placement uses (orphans included)."""
     rows = capacity_rows(
         profile_inputs(bridge.settings()),
         [member_view(bridge, s) for s in bridge.roster.live()],
+        orphans=bridge.orphans.members(),
     )
     return [
         {
@@ -144,6 +145,7 @@ def capacity_view(bridge: Bridge) -> list[dict[str, Any]]:
             "live": row.live,
             "free": row.free,
             "reclaimable": row.reclaimable,
+            "orphaned": row.orphaned,
         }
         for row in rows
     ]
