@@ -289,8 +289,10 @@ class Bridge:
             *(self.release(session, cause) for session in live), return_exceptions=True
         )
         for session, outcome in zip(live, outcomes, strict=True):
-            if isinstance(outcome, Exception):
+            if isinstance(outcome, BaseException):
                 _log.warning("session %s: release failed: %s", session.session_id, outcome)
+        if live:
+            _log.info("released %d members (%s)", len(live), cause.value)
 
     async def on_target_not_found(self, session: Session) -> None:
         """herdr says the target is gone; confirm the link works, then fail its work once."""

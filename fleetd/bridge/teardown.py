@@ -131,7 +131,9 @@ class Teardown:
         except (FleetdError, ValueError) as exc:
             self._bridge.teardown_failures.append(f"manifest:{session.session_id}")
             _log.warning("session %s: manifest not written: %s", session.session_id, exc)
-        _log.warning(
+        # A clean stop preserves every worktree by design (§5.3): said, but not as a warning.
+        _log.log(
+            logging.INFO if cause is ReleaseCause.SHUTDOWN else logging.WARNING,
             "session %s: worktree preserved at %s (%s)",
             session.session_id,
             worktree.path,
