@@ -17,7 +17,7 @@ from typing import Any
 
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
-from fleetd.api.tools import Caller, Role, ToolRegistry
+from fleetd.api.tools import Caller, Role, ToolRegistry, ToolResult
 from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.release import ReleaseCause
@@ -136,7 +136,9 @@ def build_service(
     metrics = metrics or Metrics()
     settings = config.current
     link = LinkState()
-    observed = ObservedControl(control or _herdr(settings, environ, clock), clock=clock, state=link)
+    observed = ObservedControl(
+        control or _herdr(settings, environ, clock), clock=clock, state=link, metrics=metrics
+    )
     inbox = inbox or build_inbox(
         settings.inbox.backend.value,
         settings.inbox.amqp.url.get_secret_value(),
@@ -199,6 +201,7 @@ def build_service(
             bridge.presence(caller.session_id)
 
     registry.on_contact.append(on_contact)
+    _feed_metrics(metrics, registry=registry, bridge=bridge, link=link, health=health)
 
     service = Fleetd(
         config=config,
@@ -239,6 +242,37 @@ def build_service(
         )
     )
     return service
+
+
+def _feed_metrics(
+    metrics: Metrics,
+    *,
+    registry: ToolRegistry,
+    bridge: Bridge,
+    link: LinkState,
+    health: FleetHealthMonitor,
+) -> None:
+    """Count tool calls as they end; read live sessions and the link's state at each scrape."""
+
+    def count_call(tool: str | None, result: ToolResult) -> None:
+        outcome = "ok" if result.error is None else result.error.code
+        metrics.tool_calls_total.labels(tool=tool or "unknown", outcome=outcome).inc()
+
+    def count_sessions() -> None:
+        counts: dict[tuple[str, str], int] = {}
+        for session in bridge.roster.live():
+            key = (session.profile, session.state.value)
+            counts[key] = counts.get(key, 0) + 1
+        metrics.sessions.clear()
+        for (profile, state), count in sorted(counts.items()):
+            metrics.sessions.labels(profile=profile, state=state).set(count)
+
+    def link_up() -> float:
+        return 1.0 if link.view(health.classified_link())["state"] == "up" else 0.0
+
+    registry.on_result.append(count_call)
+    metrics.before_scrape.append(count_sessions)
+    metrics.control_link_up.set_function(link_up)
 
 
 def _herdr(settings: FleetdConfig, environ: Mapping[str, str], clock: Clock) -> AgentControl:

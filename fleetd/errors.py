@@ -6,6 +6,7 @@
     ├── ConfigError                 a config key is unknown, malformed or out of range (``key``)
     ├── HerdrError                  herdr answered with an error frame (``code``, ``message``)
     │   ├── TargetNotFoundError     any ``*_not_found`` code: the pane/agent/workspace is gone
+    │   ├── InvalidResponseError    its result cannot be read (``invalid_response``)
     │   └── ControlLinkError        refused, reset, timed out, ``server_unavailable``: link is down
     ├── InboxError                  the reply inbox could not publish, collect or own a key
     │   ├── InboxUnavailableError   the broker is unreachable
@@ -20,6 +21,7 @@
     │   ├── UnknownToolError        no such tool (``hint``: the tool names)
     │   ├── CapacityError           placement refused: the profile is at ``maxLoad``
     │   ├── ConflictError           the session's state forbids the call
+    │   │   └── NoOpenTaskError     ``fleet_reply`` from a member with no task to answer (``hint``)
     │   └── UnavailableError        a dependency (herdr, the broker) cannot be reached now
     ├── IllegalTransitionError      a state machine was asked for a transition it does not have
     └── WorktreeError               git could not provision, inspect or remove a worktree
@@ -48,7 +50,9 @@ __all__ = [
     "InboxOwnershipError",
     "InboxUnavailableError",
     "InvalidArgumentsError",
+    "InvalidResponseError",
     "ManifestError",
+    "NoOpenTaskError",
     "PermissionDeniedError",
     "TargetNotFoundError",
     "ToolError",
@@ -85,6 +89,14 @@ class HerdrError(FleetdError):
 
 class TargetNotFoundError(HerdrError):
     """A ``*_not_found`` answer: the target is gone while the link itself works."""
+
+
+class InvalidResponseError(HerdrError):
+    """herdr answered this request, but fleetd cannot read the result (code ``invalid_response``).
+
+    The request reached herdr and was acted on or not: for a call with an effect (``agent.prompt``)
+    the effect is unknown, never to be assumed absent.
+    """
 
 
 class ControlLinkError(HerdrError):
@@ -135,8 +147,22 @@ class PermissionDeniedError(ToolError):
 
 
 class InvalidArgumentsError(ToolError):
+    """Arguments the tool cannot take: ``path`` names the field (empty: the whole call), ``rule``
+    the rule it broke. The tool registry answers with the params schema and this one error."""
+
     status = 422
     code = "invalid_arguments"
+
+    def __init__(
+        self, message: str, *, path: str = "", rule: str = "invalid_value", hint: Any = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+        self.rule = rule
+
+    def field_error(self) -> dict[str, str]:
+        """The error as the ``invalid_arguments`` hint lists it: ``{path, type, message}``."""
+        return {"path": self.path, "type": self.rule, "message": self.message}
 
 
 class UnknownTargetError(ToolError):
@@ -162,6 +188,12 @@ class CapacityError(ToolError):
 class ConflictError(ToolError):
     status = 409
     code = "conflict"
+
+
+class NoOpenTaskError(ConflictError):
+    """A member replied with no delivered task open (``hint``: its last ticket, if any)."""
+
+    code = "no_open_task"
 
 
 class UnavailableError(ToolError):

@@ -1,11 +1,17 @@
 """Prometheus series of fleetd, on an injected registry.
 
+Every declared series is fed: counters where the event happens (herdr requests in
+:class:`~fleetd.runtime.link.ObservedControl`, tool calls in the tool registry's result hook), and
+gauges of live state (sessions, the control link) are read from that state at scrape time.
+
 Every series lives on the :class:`~prometheus_client.CollectorRegistry` handed to :class:`Metrics`,
 never on the process-global default registry, so two services (or two tests) in one process never
 share counters. Labels are bounded enums or configured names — never ids, URLs or error text.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -28,17 +34,19 @@ class Metrics:
         # herdr control link
         self.herdr_requests_total = Counter(
             "fleetd_herdr_requests_total",
-            "Requests sent to herdr by method family and outcome.",
-            ["outcome"],
+            "Requests sent to herdr by port method and outcome (ok, error, link_failed).",
+            ["method", "outcome"],
             registry=r,
         )
         self.control_link_up = Gauge(
-            "fleetd_control_link_up", "1 while the last herdr call succeeded.", registry=r
+            "fleetd_control_link_up",
+            "1 while the control link's state (fleet_list.controlLink.state) is up.",
+            registry=r,
         )
         # bridge
         self.tool_calls_total = Counter(
             "fleetd_tool_calls_total",
-            "Fleet tool calls by tool and outcome.",
+            "Fleet tool calls that reached the registry, by tool and outcome (ok or error code).",
             ["tool", "outcome"],
             registry=r,
         )
@@ -105,6 +113,11 @@ class Metrics:
             registry=r,
         )
 
+        # Gauges read from live state (sessions) are refreshed by these hooks at each scrape.
+        self.before_scrape: list[Callable[[], None]] = []
+
     def exposition(self) -> bytes:
-        """The text exposition of every fleetd series."""
+        """The text exposition of every fleetd series, gauges refreshed first."""
+        for refresh in self.before_scrape:
+            refresh()
         return generate_latest(self.registry) + generate_latest(self.gauges_registry)

@@ -5,7 +5,8 @@
   its tools are registered). herdr being down does not make fleetd unready: it must still answer
   ``fleet_list`` and say so.
 * ``/healthz`` — HTTP 200 while alive, with nested component status (``controlLink``, ``inbox``,
-  ``config``, and ``fleetHealth`` once the health monitor runs).
+  ``config``, and ``fleetHealth`` once the health monitor runs). ``controlLink.state`` is the
+  health monitor's classification (§4.3), ``controlLink.lastCall`` the last herdr call's outcome.
 * ``/metrics`` — the service's own registry, never the process-global one.
 * ``POST /v1/tools/<name>``, ``GET /v1/fleet`` and ``/mcp`` — the fleet tools.
 """
@@ -64,7 +65,7 @@ def create_app(service: Fleetd) -> FastAPI:
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
         components: dict[str, Any] = {
-            "controlLink": service.link.view(),
+            "controlLink": service.link.view(service.health.classified_link()),
             "config": {
                 "status": "warn" if service.config.status.last_error_key else "pass",
                 "pendingRestartKeys": list(service.config.status.pending_restart_keys),

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from fleetd.api.tools import Caller, Role, ToolParams, ToolRegistry, ToolSpec
 from fleetd.bridge.release import stop_cause
@@ -50,6 +51,8 @@ class SendParams(ToolParams):
 
 
 class PollParams(ToolParams):
+    """Give ticket to look up one ticket, or nothing (or target) to drain your inbox; not both."""
+
     ticket: str | None = Field(default=None, max_length=128, description="A ticket to look up.")
     target: str | None = Field(
         default=None, max_length=128, description="Inbox to drain (your own lead name)."
@@ -58,7 +61,10 @@ class PollParams(ToolParams):
     @model_validator(mode="after")
     def _one_of(self) -> PollParams:
         if self.ticket is not None and self.target is not None:
-            raise ValueError("give ticket or target, not both")
+            raise PydanticCustomError(
+                "ticket_or_target",
+                "give ticket or target, not both: ticket looks one up, target drains your inbox",
+            )
         return self
 
 
@@ -71,17 +77,21 @@ class ListParams(ToolParams):
 
 
 class StopParams(ToolParams):
+    """Give exactly one of sessionId or paneId."""
+
     session_id: str | None = Field(default=None, alias="sessionId", max_length=128)
     pane_id: str | None = Field(default=None, alias="paneId", max_length=128)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> StopParams:
         if (self.session_id is None) == (self.pane_id is None):
-            raise ValueError("give exactly one of sessionId or paneId")
+            raise PydanticCustomError("session_or_pane", "give exactly one of sessionId or paneId")
         return self
 
 
 class ReplyParams(ToolParams):
+    """Answer the task your lead sent you, once; with no task open the call is no_open_task."""
+
     content: str = Field(min_length=1, description="The result of the delegated task.")
 
 
@@ -132,7 +142,9 @@ def register_fleet_tools(
     async def fleet_stop(caller: Caller, p: StopParams) -> dict[str, Any]:
         target = p.session_id or p.pane_id
         if target is None:  # guarded by the params model
-            raise InvalidArgumentsError("give sessionId or paneId")
+            raise InvalidArgumentsError(
+                "give exactly one of sessionId or paneId", rule="session_or_pane"
+            )
         orphan = bridge.orphans.find(target)
         if orphan is not None and orphan.mark.owner == caller.name:
             return await bridge.orphans.stop(orphan)
@@ -166,7 +178,10 @@ def register_fleet_tools(
         ),
         ToolSpec(
             name="fleet_poll",
-            description="Look up a ticket, or drain your inbox of replies and health reports.",
+            description=(
+                "Look up a ticket, or drain your inbox of replies and health reports "
+                "(give ticket or target, not both)."
+            ),
             params=PollParams,
             roles=_LEAD,
             handler=fleet_poll,
@@ -188,8 +203,8 @@ def register_fleet_tools(
         ToolSpec(
             name="fleet_stop",
             description=(
-                "Stop one of your members (or an orphan of a previous run); its pending tasks "
-                "fail once, never replayed."
+                "Stop one of your members, or an orphan of a previous run (give exactly one of "
+                "sessionId or paneId); its pending tasks fail once, never replayed."
             ),
             params=StopParams,
             roles=_LEAD,
@@ -197,7 +212,11 @@ def register_fleet_tools(
         ),
         ToolSpec(
             name="fleet_reply",
-            description="Return the result of your delegated task to the lead that sent it.",
+            description=(
+                "Return the result of your delegated task to the lead that sent it, once per task. "
+                "With no task open it is refused (no_open_task); a reply just after fleetd read "
+                "your turn's end from the pane still reaches the lead, marked late."
+            ),
             params=ReplyParams,
             roles=frozenset({Role.MEMBER}),
             handler=fleet_reply,

@@ -19,17 +19,19 @@ is the same envelope MCP clients see, ``{"ok": true, "result": ...}`` or
 =====  ==========================================================================
 
 The token is checked before the body is read, so an unauthenticated caller learns nothing about
-the body rules or the tools.
+the body rules or the tools. A caller that hangs up before its body has arrived is logged as one
+line on ``fleetd.api`` and gets no answer (there is no one to answer).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fleetd.api.auth import Authenticator, bearer_challenge
@@ -37,6 +39,8 @@ from fleetd.api.tools import Caller, ToolFailure, ToolRegistry, ToolResult, fail
 from fleetd.errors import AuthError
 
 __all__ = ["DEFAULT_TOOL_BODY_LIMIT", "FLEET_PATH", "TOOLS_PATH", "install_tool_routes"]
+
+_log = logging.getLogger("fleetd.api")
 
 DEFAULT_TOOL_BODY_LIMIT = 1024 * 1024
 TOOLS_PATH = "/v1/tools/{name}"
@@ -73,11 +77,15 @@ class _ToolRoutes:
             challenge = bearer_challenge(presented=bool(header))
             return _refuse(failure_from_error(error), {"WWW-Authenticate": challenge})
 
-    async def call_tool(self, request: Request) -> JSONResponse:
+    async def call_tool(self, request: Request) -> Response:
         caller = self._caller(request)
         if isinstance(caller, JSONResponse):
             return caller
-        args = await self._json_object(request)
+        try:
+            args = await self._json_object(request)
+        except ClientDisconnect:
+            _log.info("a %s caller disconnected before its request body arrived", caller.role)
+            return Response(status_code=400)
         if isinstance(args, ToolFailure):
             return _refuse(args)
         name = str(request.path_params["name"])

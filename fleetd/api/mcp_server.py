@@ -23,6 +23,9 @@ A failed call is an MCP tool *result* with ``isError: true`` whose text is the s
 retry. An ``initialize`` (or the newer ``server/discover``) is reported to the registry's contact
 hooks: for a member it is the readiness signal.
 
+The gate also reads the request body (up to the body limit) before the SDK sees it: a caller that
+hangs up mid-body is then one line on ``fleetd.api``, not the SDK's logged traceback.
+
 DNS-rebinding protection (Host/Origin checks) is off unless ``transport_security`` is passed: every
 request must already carry a bearer token, which a rebinding web page cannot know, and the shell
 decides which host names it serves under.
@@ -35,6 +38,7 @@ manager and the app shell enters it in its own lifespan.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -47,7 +51,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from fleetd.api.auth import Authenticator, bearer_challenge
 from fleetd.api.tools import Caller, ToolFailure, ToolRegistry, ToolResult, failure_from_error
@@ -60,6 +64,8 @@ __all__ = [
     "build_mcp_server",
     "install_mcp",
 ]
+
+_log = logging.getLogger("fleetd.api")
 
 CALLER_SCOPE_KEY = "fleetd.caller"
 DEFAULT_MCP_BODY_LIMIT = 1024 * 1024
@@ -88,9 +94,16 @@ async def _send_json(
 class McpAuthGate:
     """ASGI wrapper: 401 unless the request carries a known bearer token; else record the caller."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], auth: Authenticator):
+    def __init__(
+        self,
+        app: Callable[[Scope, Receive, Send], Awaitable[None]],
+        auth: Authenticator,
+        *,
+        max_body_bytes: int = DEFAULT_MCP_BODY_LIMIT,
+    ):
         self._app = app
         self._auth = auth
+        self._limit = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -105,7 +118,37 @@ class McpAuthGate:
             await _send_json(send, 401, document, [(b"www-authenticate", challenge.encode())])
             return
         scope[CALLER_SCOPE_KEY] = caller
-        await self._app(scope, receive, send)
+        head = await _read_body(receive, self._limit)
+        if head is None:
+            _log.info("a %s caller disconnected before its MCP request body arrived", caller.role)
+            return
+        await self._app(scope, _replay(head, receive), send)
+
+
+async def _read_body(receive: Receive, limit: int) -> list[Message] | None:
+    """The body messages up to the end of the body or just past ``limit``; None on a hang-up."""
+    messages: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        messages.append(message)
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False) or size > limit:
+            return messages
+
+
+def _replay(head: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that hands out ``head`` first, then the real one (for a later disconnect)."""
+    pending = list(head)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed
 
 
 def _caller_of(ctx: ServerRequestContext[Any, Any]) -> Caller:
@@ -228,6 +271,6 @@ def install_mcp(
     )
 
     endpoint = _SdkEndpoint(manager)
-    gate = McpAuthGate(endpoint, authenticator)
+    gate = McpAuthGate(endpoint, authenticator, max_body_bytes=max_body_bytes)
     app.router.routes.append(Route(path, endpoint=gate, include_in_schema=False))
     return endpoint.run()

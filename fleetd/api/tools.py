@@ -11,8 +11,9 @@ this order, and each refusal is a *value* the model can read, not an exception i
    (else ``invalid_arguments``; hint: the params JSON Schema and each error as a field path — input
    values are never echoed),
 4. the handler runs. A :class:`~fleetd.errors.ToolError` it raises becomes ``{code, message,
-   hint?}``; any other exception becomes ``internal_error`` with no exception text (it is logged
-   locally on ``fleetd.api``).
+   hint?}`` (an :class:`~fleetd.errors.InvalidArgumentsError` gets the hint of gate 3: the params
+   schema and the one field error it names); any other exception becomes ``internal_error``
+   with no exception text (it is logged locally on ``fleetd.api``).
 
 Recovery hints follow the reliability seed: a correctable failure carries one so the next model
 turn can retry with corrected arguments or pick another tool; authentication, permission and
@@ -20,10 +21,13 @@ rate-limit failures never do, because only an outside change can fix them.
 
 Every call from an authenticated caller first runs the ``on_contact`` hooks: the bridge counts any
 contact from a member (a tool call here, an MCP ``initialize`` in the MCP adapter) as presence.
+Every answer is then handed to the ``on_result`` hooks with the tool's name (``None`` for a name
+that is not a tool): the composition root counts calls there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -45,6 +49,7 @@ __all__ = [
     "INTERNAL_ERROR_CODE",
     "Caller",
     "ContactHook",
+    "ResultHook",
     "Role",
     "ToolFailure",
     "ToolParams",
@@ -92,6 +97,7 @@ P = TypeVar("P", bound=BaseModel)
 
 ToolHandler = Callable[[Caller, P], Awaitable[dict[str, Any]]]
 ContactHook = Callable[[Caller], Awaitable[None]]
+ResultHook = Callable[[str | None, "ToolResult"], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,6 +195,7 @@ class ToolRegistry:
 
     _specs: dict[str, ToolSpec[Any]] = field(default_factory=dict)
     on_contact: list[ContactHook] = field(default_factory=list)
+    on_result: list[ResultHook] = field(default_factory=list)
 
     def register(self, spec: ToolSpec[Any]) -> None:
         if spec.name in self._specs:
@@ -222,6 +229,13 @@ class ToolRegistry:
 
     async def call(self, caller: Caller, name: str, raw_args: Mapping[str, Any]) -> ToolResult:
         """Run tool ``name`` for ``caller``; every failure comes back as a value."""
+        result = await self._call(caller, name, raw_args)
+        tool = name if name in self._specs else None
+        for hook in list(self.on_result):
+            hook(tool, result)
+        return result
+
+    async def _call(self, caller: Caller, name: str, raw_args: Mapping[str, Any]) -> ToolResult:
         await self.contact(caller)
         try:
             spec = self._authorised(caller, name)
@@ -235,7 +249,7 @@ class ToolRegistry:
                 output = spec.result.model_validate(output).model_dump(mode="json")
         except ToolError as error:
             logger.info("tool %s failed for a %s caller: %s", name, caller.role, error.code)
-            return ToolResult.failure(failure_from_error(error))
+            return ToolResult.failure(_handler_failure(spec, error))
         except Exception:  # the one place a handler bug becomes internal_error
             logger.exception("tool %s raised inside its handler", name)
             return ToolResult.failure(_internal_failure())
@@ -251,6 +265,15 @@ class ToolRegistry:
         if caller.role not in spec.roles:
             raise PermissionDeniedError(f"a {caller.role} may not call {name}")
         return spec
+
+
+def _handler_failure(spec: ToolSpec[Any], error: ToolError) -> ToolFailure:
+    """A handler's refusal; ``invalid_arguments`` gets the same hint as a schema refusal."""
+    failure = failure_from_error(error)
+    if isinstance(error, InvalidArgumentsError):
+        hint = {"schema": spec.params_schema(), "errors": [error.field_error()]}
+        return dataclasses.replace(failure, hint=hint)
+    return failure
 
 
 def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:

@@ -4,7 +4,11 @@ For every session with outstanding work the poller asks herdr for the agent's li
 
 * a starting member is watched until herdr says it is interactive (or its launch failed);
 * queued sends are injected when the target is injectable — session READY or DONE, herdr ``idle``
-  or ``done``, no open turn and no reconciliation gate;
+  or ``done``, no open turn and no reconciliation gate. Every answer to the prompt is classified by
+  :mod:`fleetd.bridge.prompt_policy`: only a refusal herdr gives before typing anything is tried
+  again (with backoff, within ``bridge.promptRetries``; then the ticket fails once, nothing typed);
+  any answer that may have come after typing — an unknown code, an unreadable result, a broken
+  link — opens the turn as ``delivery: uncertain`` and is never typed again;
 * an open turn records ``working`` when seen; ``working`` then ``idle``/``done`` for the same turn
   is a trusted boundary. If the member has not called ``fleet_reply`` within a short grace after the
   boundary, the completion fallback reads the pane and resolves the turn with the extracted
@@ -23,8 +27,14 @@ import secrets
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from fleetd.bridge.prompt_policy import (
+    PromptOutcome,
+    RetryBudget,
+    classify_prompt_error,
+    retry_delay,
+)
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
-from fleetd.bridge.tasks import ResultSource
+from fleetd.bridge.tasks import Delivery, ResultSource, Ticket
 from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, InFlightTurn, TurnToken
 from fleetd.errors import ControlLinkError, HerdrError, TargetNotFoundError
 from fleetd.herdr.model import AgentInfo, AgentStatus, ReadSource
@@ -42,9 +52,6 @@ _log = logging.getLogger("fleetd.bridge")
 #: How long after a trusted boundary a member's own fleet_reply may still win over the fallback.
 REPLY_GRACE = timedelta(seconds=1)
 _AT_PROMPT = frozenset({AgentStatus.IDLE, AgentStatus.DONE})
-_RETRY_LATER = frozenset({"agent_blocked", "agent_not_ready", "agent_prompt_failed"})
-#: Link failures that happen before a request is written: the prompt surely did not arrive.
-_NOT_SENT = frozenset({"connect_failed", "connect_timeout"})
 
 
 class Deliverer:
@@ -127,7 +134,8 @@ class Deliverer:
         """Deliver the head of the session's queue if the session can take it now.
 
         ``status`` is herdr's live status when the caller has just read it; otherwise it is read
-        here. Nothing is typed into a member that herdr does not show at its prompt.
+        here. Nothing is typed into a member that herdr does not show at its prompt, and a
+        refused prompt waits out its backoff.
         """
         bridge = self._bridge
         sid = session.session_id
@@ -141,35 +149,41 @@ class Deliverer:
         ):
             return
         ticket = queue[0]
-        prompt = ticket.prompt or ""
+        if ticket.retry_at is not None and bridge.clock.now() < ticket.retry_at:
+            return
         bridge.roster.delivering.add(sid)  # one prompt at a time per target: never typed twice
         try:
             if status is None:
-                status = (await bridge.control.get_agent(session.name)).agent_status
+                try:
+                    status = (await bridge.control.get_agent(session.name)).agent_status
+                except TargetNotFoundError:
+                    await bridge.on_target_not_found(session)
+                    return
+                except HerdrError:
+                    return  # nothing was sent: stays at the head of the queue
             if status not in _AT_PROMPT:
                 return
-            await bridge.control.prompt(session.name, prompt)
-        except TargetNotFoundError:
-            await bridge.on_target_not_found(session)
-            return
-        except ControlLinkError as exc:
-            if exc.code in _NOT_SENT:
-                return  # nothing reached herdr: stays at the head of the queue
-            # The request left, the answer did not come back: herdr may have typed the prompt.
-            # Typing it again could run the task twice, so the turn opens as delivered.
-            _log.warning("session %s: prompt delivery uncertain (%s)", sid, exc.code)
-        except HerdrError as exc:
-            if exc.code not in _RETRY_LATER:
-                _log.warning("session %s: prompt refused: %s", sid, exc.code)
-            return  # stays at the head of the queue; retried on a later pass
+            outcome, code = await self._prompt(session, ticket.prompt or "")
         finally:
             bridge.roster.delivering.discard(sid)
+        if outcome is PromptOutcome.NOT_SENT:
+            return  # nothing reached herdr: stays at the head of the queue
+        if outcome is PromptOutcome.TARGET_LOST:
+            await bridge.on_target_not_found(session)
+        if outcome in (PromptOutcome.REFUSED, PromptOutcome.TARGET_LOST):
+            self._refused(session, ticket, code)
+            return
         if not queue or queue[0] is not ticket or ticket.terminal:
             return  # the send was cancelled while the prompt was in flight
+        if outcome is PromptOutcome.UNCERTAIN:
+            # herdr may have typed the prompt: typing it again could run the task twice, so the
+            # turn opens as delivered, and the ticket says the delivery is uncertain.
+            _log.warning("session %s: prompt delivery uncertain (%s)", sid, code)
         queue.popleft()
         now = bridge.clock.now()
         session.apply(SessionEvent.DELIVERED, now)
-        bridge.tasks.mark_delivered(ticket, turn=session.turn, now=now)
+        delivery = Delivery.UNCERTAIN if outcome is PromptOutcome.UNCERTAIN else Delivery.CONFIRMED
+        bridge.tasks.mark_delivered(ticket, turn=session.turn, now=now, delivery=delivery)
         token = TurnToken(
             token_id=f"turn-{secrets.token_hex(6)}",
             session_id=sid,
@@ -179,6 +193,47 @@ class Deliverer:
         turn = InFlightTurn(token=token, delivered_at=now)
         bridge.roster.inflight[sid] = turn
         turn.baseline = await self._capture_baseline(session, token)
+
+    async def _prompt(self, session: Session, prompt: str) -> tuple[PromptOutcome, str]:
+        """One ``agent.prompt`` and what its answer means (see :mod:`~.prompt_policy`)."""
+        try:
+            await self._bridge.control.prompt(session.name, prompt)
+        except HerdrError as exc:
+            link = isinstance(exc, ControlLinkError)
+            return classify_prompt_error(exc.code, link=link), exc.code
+        return PromptOutcome.DELIVERED, "ok"
+
+    def _refused(self, session: Session, ticket: Ticket, code: str) -> None:
+        """herdr typed nothing: try again after a backoff, or fail the ticket past the budget."""
+        bridge = self._bridge
+        queue = bridge.roster.queues.get(session.session_id)
+        if ticket.terminal or not queue or queue[0] is not ticket:
+            return  # failed with its target, or cancelled meanwhile
+        config = bridge.settings().bridge
+        budget = RetryBudget(retries=config.prompt_retries, base=config.prompt_retry_base)
+        now = bridge.clock.now()
+        ticket.refusals += 1
+        delay = retry_delay(ticket.refusals, budget)
+        if delay is not None:
+            ticket.retry_at = now + delay
+            return
+        queue.popleft()
+        _log.warning(
+            "session %s: prompt refused %d times (%s); ticket failed, nothing typed",
+            session.session_id,
+            ticket.refusals,
+            code,
+        )
+        bridge.tasks.fail(
+            ticket.ticket_id,
+            reason="prompt_refused",
+            now=now,
+            hint=(
+                f"herdr refused the prompt {ticket.refusals} times ({code}) before typing it; "
+                "nothing was typed. Check the member with "
+                f'fleet_status(sessionId="{session.session_id}") and send the task again.'
+            ),
+        )
 
     async def _capture_baseline(self, session: Session, token: TurnToken) -> DeliveryBaseline:
         bridge = self._bridge

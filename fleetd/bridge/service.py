@@ -34,6 +34,7 @@ from fleetd.errors import (
     FleetdError,
     HerdrError,
     InvalidArgumentsError,
+    NoOpenTaskError,
     UnknownTargetError,
 )
 from fleetd.herdr.control import AgentControl
@@ -49,6 +50,9 @@ __all__ = ["Bridge", "MuteEvent"]
 _log = logging.getLogger("fleetd.bridge")
 
 _MUTES_KEPT = 1000
+
+_MSG_PREFIX = {ReplySource.LATE: "late"}  # a late reply never shares the ticket's reply id
+_FALLBACKS = frozenset({ResultSource.FALLBACK, ResultSource.RAW_FALLBACK})
 
 _REPLY_SOURCES = {
     ResultSource.REPLY: ReplySource.REPLY,
@@ -111,11 +115,19 @@ class Bridge:
         """Accept a send; with ``wait`` > 0 wait that long for the result."""
         limit = self.settings().api.max_prompt_chars
         if not prompt.strip():
-            raise InvalidArgumentsError("prompt is empty")
+            raise InvalidArgumentsError("prompt is only whitespace", path="prompt", rule="blank")
         if len(prompt) > limit:
-            raise InvalidArgumentsError(f"prompt is longer than {limit} characters")
+            raise InvalidArgumentsError(
+                f"prompt is longer than api.maxPromptChars ({limit} characters)",
+                path="prompt",
+                rule="string_too_long",
+            )
         if not _encodable(prompt):
-            raise InvalidArgumentsError("prompt is not valid Unicode text (lone surrogate)")
+            raise InvalidArgumentsError(
+                "prompt is not valid Unicode text (lone surrogate)",
+                path="prompt",
+                rule="invalid_unicode",
+            )
         session = self.find_owned(owner, target)
         if session.session_id in self.roster.gates:
             raise ConflictError(f"session {session.session_id} is being released")
@@ -144,9 +156,20 @@ class Bridge:
 
     # ---------------------------------------------------------------- replies
     async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
-        """A member's ``fleet_reply``: resolves its open turn, or is kept as a late reply."""
+        """A member's ``fleet_reply``: resolves its open turn.
+
+        With no open turn the reply answers nothing, and is refused (:class:`NoOpenTaskError`,
+        hinting at the member's last ticket) — with one exception: the member's last delivered
+        ticket was resolved by the completion fallback, so the member's own words arrive after
+        fleetd read them from the pane. That one reply is kept for the lead as a ``late`` reply
+        to that ticket (``source: late``); the ticket itself keeps its fallback result.
+        """
         if not _encodable(content):
-            raise InvalidArgumentsError("content is not valid Unicode text (lone surrogate)")
+            raise InvalidArgumentsError(
+                "content is not valid Unicode text (lone surrogate)",
+                path="content",
+                rule="invalid_unicode",
+            )
         session = self.roster.get(session_id)
         if session is None or not session.live:
             raise ConflictError("this session is no longer live")
@@ -155,8 +178,19 @@ class Bridge:
             session, turn.token, content=content, source=ResultSource.REPLY
         ):
             return {"accepted": True, "ticket": turn.token.ticket_id, "late": False}
-        await self._publish_reply(session, ticket=None, content=content, source=ReplySource.LATE)
-        return {"accepted": True, "ticket": None, "late": True}
+        last = self.tasks.last_delivered(session_id)
+        if last is None or last.source not in _FALLBACKS or last.late_reply:
+            raise NoOpenTaskError(
+                "no task of yours is open: fleet_reply answers the task your lead sent, once",
+                hint={
+                    "lastTicket": last.ticket_id if last else None,
+                    "lastTicketStatus": last.outcome.value if last else None,
+                    "lastTicketSource": last.source.value if last and last.source else None,
+                },
+            )
+        last.late_reply = True
+        await self._publish_reply(session, ticket=last, content=content, source=ReplySource.LATE)
+        return {"accepted": True, "ticket": last.ticket_id, "late": True}
 
     async def complete_turn(
         self, session: Session, token: TurnToken, *, content: str, source: ResultSource
@@ -189,14 +223,15 @@ class Bridge:
     ) -> None:
         now = self.clock.now()
         millis = int(now.timestamp() * 1000)
+        ticket_id = ticket.ticket_id if ticket else None
         record = InboxRecord(
             kind=MessageKind.REPLY,
-            msg_id=f"reply-{ticket.ticket_id if ticket else secrets.token_hex(8)}",
+            msg_id=f"{_MSG_PREFIX.get(source, 'reply')}-{ticket_id or secrets.token_hex(8)}",
             target=session.name,
             recipient_lead=session.owner,
             created_at_epoch_millis=millis,
             content=content,
-            ticket=ticket.ticket_id if ticket else None,
+            ticket=ticket_id,
             source=source,
         )
         await self.keep_for_lead(record)

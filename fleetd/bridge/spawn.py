@@ -68,12 +68,14 @@ async def spawn_member(
     profile = config.profiles.get(request.profile)
     if profile is None:
         raise InvalidArgumentsError(
-            f"unknown profile {request.profile!r}", hint=sorted(config.profiles)
+            "profile is not configured; configured profiles: " + ", ".join(sorted(config.profiles)),
+            path="profile",
+            rule="unknown_profile",
         )
     name = request.name or _default_name(bridge, request.profile)
     if not _NAME.match(name):
         raise InvalidArgumentsError(
-            "name must match [a-z][a-z0-9_-]{0,31}", hint={"name": "[a-z][a-z0-9_-]{0,31}"}
+            "name must match [a-z][a-z0-9_-]{0,31}", path="name", rule="string_pattern_mismatch"
         )
     if bridge.name_taken(name):
         raise ConflictError(f"a live member or an orphan is already named {name!r}")
@@ -178,7 +180,8 @@ def _as_tool_error(exc: BaseException) -> BaseException:
         if exc.reason == "invalid_argument":
             return InvalidArgumentsError(
                 "repo must be an absolute path to a git repository and base a ref name",
-                hint={"repo": "absolute path", "base": "branch, tag or commit"},
+                path="repo",
+                rule="invalid_repository",
             )
         return ConflictError(f"the worktree could not be provisioned ({exc})")
     if isinstance(exc, ControlLinkError):

@@ -5,7 +5,11 @@ reply, and where it came from), ``failed`` (with a reason code) or ``cancelled``
 counted once. :meth:`TaskBook.fail_target` is the one idempotent target-wide failure operation:
 stop, gone, never-ready and release all call it, and calling it twice fails nothing twice.
 
-The prompt is held only until delivery, then dropped: no path can replay a delivered task.
+The prompt is held only until delivery, then dropped: no path can replay a delivered task. A
+delivered ticket says how sure the delivery is (:class:`Delivery`): ``uncertain`` when herdr's
+answer could have come after the prompt was typed. A prompt herdr refused before typing it is kept
+with a count of refusals and the earliest time to try again; past the budget the ticket fails,
+with a hint.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from enum import StrEnum
 
 from fleetd.runs import new_run_id, ticket_id
 
-__all__ = ["ResultSource", "TaskBook", "Ticket", "TicketOutcome"]
+__all__ = ["Delivery", "ResultSource", "TaskBook", "Ticket", "TicketOutcome"]
 
 
 class TicketOutcome(StrEnum):
@@ -38,6 +42,13 @@ class ResultSource(StrEnum):
     REPAIRED = "repaired"  # lost boundary reconciled under strict gates
 
 
+class Delivery(StrEnum):
+    """How sure fleetd is that a delivered prompt reached the member; the lead sees it."""
+
+    CONFIRMED = "confirmed"  # herdr answered ok: the bytes reached the PTY
+    UNCERTAIN = "uncertain"  # herdr's answer may have come after typing: never typed again
+
+
 @dataclass(slots=True, kw_only=True)
 class Ticket:
     """One accepted send and its single outcome."""
@@ -51,10 +62,15 @@ class Ticket:
     source: ResultSource | None = None
     content: str | None = None
     reason: str | None = None
+    hint: str | None = None
+    delivery: Delivery | None = None
+    refusals: int = 0  # prompts herdr refused before typing anything
+    retry_at: datetime | None = None  # no new attempt before this
     delivered_at: datetime | None = None
     resolved_at: datetime | None = None
     turn: int | None = None
     collected_sync: bool = False
+    late_reply: bool = False  # a fleet_reply after the fallback resolved it was kept (once)
     done_event: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
@@ -71,6 +87,10 @@ class Ticket:
         }
         if self.delivered_at is not None:
             view["deliveredAt"] = self.delivered_at.isoformat()
+        if self.delivery is not None:
+            view["delivery"] = self.delivery.value
+        if self.refusals:
+            view["promptRefusals"] = self.refusals
         if self.terminal:
             view["resolvedAt"] = self.resolved_at.isoformat() if self.resolved_at else None
         if self.source is not None:
@@ -79,6 +99,8 @@ class Ticket:
             view["content"] = self.content
         if self.reason is not None:
             view["reason"] = self.reason
+        if self.hint is not None:
+            view["hint"] = self.hint
         return view
 
 
@@ -114,12 +136,26 @@ class TaskBook:
     def pending_for(self, target: str) -> list[Ticket]:
         return [t for t in self._tickets.values() if t.target == target and not t.terminal]
 
+    def last_delivered(self, target: str) -> Ticket | None:
+        """The ticket most recently typed into ``target``, if any."""
+        delivered = [t for t in self._tickets.values() if t.target == target and t.turn is not None]
+        return max(delivered, key=lambda t: t.turn or 0, default=None)
+
     def all(self) -> list[Ticket]:
         return list(self._tickets.values())
 
-    def mark_delivered(self, ticket: Ticket, *, turn: int, now: datetime) -> None:
+    def mark_delivered(
+        self,
+        ticket: Ticket,
+        *,
+        turn: int,
+        now: datetime,
+        delivery: Delivery = Delivery.CONFIRMED,
+    ) -> None:
         ticket.delivered_at = now
         ticket.turn = turn
+        ticket.delivery = delivery
+        ticket.retry_at = None
         ticket.prompt = None
 
     def resolve(self, ticket_id: str, *, content: str, source: ResultSource, now: datetime) -> bool:
@@ -128,8 +164,8 @@ class TaskBook:
             ticket_id, TicketOutcome.DONE, now=now, content=content, source=source, reason=None
         )
 
-    def fail(self, ticket_id: str, *, reason: str, now: datetime) -> bool:
-        return self._finish(ticket_id, TicketOutcome.FAILED, now=now, reason=reason)
+    def fail(self, ticket_id: str, *, reason: str, now: datetime, hint: str | None = None) -> bool:
+        return self._finish(ticket_id, TicketOutcome.FAILED, now=now, reason=reason, hint=hint)
 
     def cancel(self, ticket_id: str, *, reason: str, now: datetime) -> bool:
         return self._finish(ticket_id, TicketOutcome.CANCELLED, now=now, reason=reason)
@@ -151,6 +187,7 @@ class TaskBook:
         content: str | None = None,
         source: ResultSource | None = None,
         reason: str | None,
+        hint: str | None = None,
     ) -> bool:
         ticket = self._tickets.get(ticket_id)
         if ticket is None or ticket.terminal:
@@ -159,6 +196,8 @@ class TaskBook:
         ticket.content = content
         ticket.source = source
         ticket.reason = reason
+        ticket.hint = hint
+        ticket.retry_at = None
         ticket.resolved_at = now
         ticket.prompt = None
         ticket.done_event.set()

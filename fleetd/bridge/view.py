@@ -50,9 +50,12 @@ def session_row(bridge: Bridge, session: Session, *, now: datetime) -> dict[str,
         "stateAgeSeconds": _age(session.state_since, now),
     }
     if turn is not None:
+        open_ticket = bridge.tasks.get(turn.token.ticket_id)
+        delivery = open_ticket.delivery if open_ticket is not None else None
         row["openTurn"] = {
             "ticket": turn.token.ticket_id,
             "turn": turn.token.turn,
+            "delivery": delivery.value if delivery is not None else None,
             "deliveredAgeSeconds": _age(turn.delivered_at, now),
             "sawWorking": turn.saw_working,
             "baseline": turn.baseline.capture.value if turn.baseline else None,

@@ -173,6 +173,8 @@ class BridgeConfig(ConfigModel):
     readiness_grace_seconds: Annotated[StrictInt, floored("bridge.readinessGraceSeconds")] = 120
     submit_retry_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 1500
     max_scrape_chars: Annotated[StrictInt, Field(ge=1)] = 4000
+    prompt_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 8
+    prompt_retry_base_ms: Annotated[StrictInt, Field(ge=50, le=30_000)] = 250
     push: PushConfig = PushConfig()
 
     @property
@@ -182,6 +184,10 @@ class BridgeConfig(ConfigModel):
     @property
     def submit_retry(self) -> timedelta:
         return timedelta(milliseconds=self.submit_retry_ms)
+
+    @property
+    def prompt_retry_base(self) -> timedelta:
+        return timedelta(milliseconds=self.prompt_retry_base_ms)
 
 
 class AmqpConfig(ConfigModel):

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleetd.errors import HerdrError
+from fleetd.errors import InvalidResponseError
 from fleetd.herdr.events import Subscription
 from fleetd.herdr.model import (
     AgentInfo,
@@ -105,7 +105,7 @@ def _process_info(result: Wire) -> ProcessInfo:
 
 def _subscription_started(result: Wire) -> None:
     if result.get("type") != "subscription_started":
-        raise HerdrError("invalid_response", "expected subscription_started")
+        raise InvalidResponseError("invalid_response", "expected subscription_started")
 
 
 def _drop_none(params: Mapping[str, Any]) -> dict[str, Any]:

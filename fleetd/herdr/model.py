@@ -3,7 +3,7 @@
 herdr's docs ask clients to "handle unknown fields gracefully", and the JSON API grows fields
 between releases (protocol 20 -> 22 added several). So every ``from_wire`` here reads only the
 fields fleetd uses, ignores the rest, fills documented defaults for optional ones, and raises
-:class:`~fleetd.errors.HerdrError` with code ``invalid_response`` only when a field fleetd
+:class:`~fleetd.errors.InvalidResponseError` (code ``invalid_response``) only when a field fleetd
 cannot do without is missing or has the wrong type. An unknown ``agent_status`` spelling maps
 to :attr:`AgentStatus.UNKNOWN` rather than failing: ``unknown`` is never proof of anything, so
 a future status can only make fleetd more careful, not crash it.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from fleetd.errors import HerdrError
+from fleetd.errors import InvalidResponseError
 
 __all__ = [
     "AgentInfo",
@@ -79,8 +79,8 @@ class SplitDirection(StrEnum):
     DOWN = "down"
 
 
-def _bad(key: str, want: str) -> HerdrError:
-    return HerdrError("invalid_response", f"field {key!r} must be {want}")
+def _bad(key: str, want: str) -> InvalidResponseError:
+    return InvalidResponseError("invalid_response", f"field {key!r} must be {want}")
 
 
 def req_str(data: Wire, key: str) -> str:

@@ -24,7 +24,9 @@ Errors are classified here, once:
 An answer that is not a JSON object with ``result`` or ``error`` means we are not talking to
 herdr's JSON API at all (for instance the binary ``herdr-client.sock``): that is a link failure,
 :class:`~fleetd.errors.ControlLinkError` with code ``invalid_response``. A well-formed answer whose
-result lacks a field fleetd needs is a :class:`~fleetd.errors.HerdrError` ``invalid_response``.
+result fleetd cannot read (``{}``, a missing or mistyped field) is an
+:class:`~fleetd.errors.InvalidResponseError` ``invalid_response``: herdr did answer this request, so
+whatever the request does may have happened. No parser failure escapes as anything else.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from fleetd.errors import ControlLinkError, HerdrError, TargetNotFoundError
+from fleetd.errors import ControlLinkError, HerdrError, InvalidResponseError, TargetNotFoundError
 from fleetd.herdr.events import (
     AgentStatusChanged,
     Event,
@@ -197,7 +199,14 @@ class Call(Generic[T]):
         return encode_request(request_id, self.method, self.params)
 
     def parse_response(self, line: bytes | str, request_id: str) -> T:
-        return self.parse(decode_response(line, request_id=request_id, method=self.method))
+        result = decode_response(line, request_id=request_id, method=self.method)
+        try:
+            return self.parse(result)
+        except InvalidResponseError as exc:
+            raise InvalidResponseError(exc.code, exc.message, method=self.method) from None
+        except (LookupError, TypeError, ValueError, AttributeError) as exc:
+            detail = f"result could not be read ({type(exc).__name__})"
+            raise InvalidResponseError("invalid_response", detail, method=self.method) from None
 
     @staticmethod
     def ok(method: str, params: Mapping[str, Any]) -> Call[None]:

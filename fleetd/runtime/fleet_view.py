@@ -73,7 +73,7 @@ class FleetViewBuilder:
         view: dict[str, Any] = {
             "version": VIEW_VERSION,
             "generatedAt": now.isoformat(),
-            "controlLink": self.link.view(),
+            "controlLink": self.link.view(self.health.classified_link() if self.health else None),
             "agents": live,
             "members": [self._member(s, now, statuses) for s in visible]
             + [_orphan(o, now, statuses) for o in orphans],

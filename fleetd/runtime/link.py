@@ -1,10 +1,16 @@
 """The control link to herdr, as fleetd experiences it.
 
-:class:`ObservedControl` wraps the :class:`~fleetd.herdr.control.AgentControl` port and records the
-outcome of every call in a :class:`LinkState`: a call that answered (even with an error frame such
-as ``agent_not_found``) proves the link works; a :class:`~fleetd.errors.ControlLinkError` counts as
-a link failure. The fleet view and ``/healthz`` show the state; the health monitor draws its own
-CONTROL_LINK_DOWN verdict from two failed fleet lists plus a failed ping, not from this record.
+:class:`ObservedControl` wraps the :class:`~fleetd.herdr.control.AgentControl` port — the one place
+every herdr call of the service goes through — counts each call in
+``fleetd_herdr_requests_total`` and records its outcome in a :class:`LinkState`: a call that
+answered (even with an error frame such as ``agent_not_found``) proves the link works; a
+:class:`~fleetd.errors.ControlLinkError` counts as a link failure.
+
+One failed call is not a dead link. The health monitor classifies the link (CONTROL_LINK_DOWN needs
+two failed fleet lists plus a failed ping, M4 §4.3), and :meth:`LinkState.view` — what
+``fleet_list.controlLink`` and the ``/healthz`` component show — reports that classification as
+``state`` and the last call's own outcome as ``lastCall``. Only while health is off (or has not
+ticked yet) does ``state`` follow the last call, and ``classifiedBy`` says so.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import TypeVar
 
 from fleetd.clock import Clock
 from fleetd.errors import ControlLinkError, HerdrError
+from fleetd.health.states import ControlLinkState
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import (
     AgentInfo,
@@ -28,6 +35,7 @@ from fleetd.herdr.model import (
     ReadSource,
     SplitDirection,
 )
+from fleetd.metrics import Metrics
 
 __all__ = ["LinkState", "LinkStatus", "ObservedControl"]
 
@@ -52,9 +60,18 @@ class LinkState:
     herdr_version: str | None = None
     herdr_protocol: int | None = None
 
-    def view(self) -> dict[str, object]:
+    def view(self, classified: ControlLinkState | None = None) -> dict[str, object]:
+        """The link for ``fleet_list`` and ``/healthz``; ``classified`` is health's verdict."""
+        if classified is None:
+            state, source = self.status, "lastCall"
+        elif classified is ControlLinkState.CONTROL_LINK_DOWN:
+            state, source = LinkStatus.DOWN, "health"
+        else:
+            state, source = LinkStatus.UP, "health"
         return {
-            "state": self.status.value,
+            "state": state.value,
+            "classifiedBy": source,
+            "lastCall": _LAST_CALL[self.status],
             "lastOkAt": self.last_ok_at.isoformat() if self.last_ok_at else None,
             "lastFailureAt": self.last_failure_at.isoformat() if self.last_failure_at else None,
             "lastFailureCode": self.last_failure_code,
@@ -64,28 +81,47 @@ class LinkState:
         }
 
 
-class ObservedControl:
-    """:class:`AgentControl` that records link outcomes; behaviour is the inner port's."""
+_LAST_CALL = {LinkStatus.UNKNOWN: None, LinkStatus.UP: "ok", LinkStatus.DOWN: "failed"}
 
-    def __init__(self, inner: AgentControl, *, clock: Clock, state: LinkState | None = None):
+
+class ObservedControl:
+    """:class:`AgentControl` that counts calls and records link outcomes; behaviour is the inner
+    port's."""
+
+    def __init__(
+        self,
+        inner: AgentControl,
+        *,
+        clock: Clock,
+        state: LinkState | None = None,
+        metrics: Metrics | None = None,
+    ):
         self.inner = inner
         self.clock = clock
         self.state = state if state is not None else LinkState()
+        self.metrics = metrics
 
-    async def _observe(self, call: Awaitable[T]) -> T:
+    async def _observe(self, method: str, call: Awaitable[T]) -> T:
         try:
             result = await call
         except ControlLinkError as exc:
+            self._count(method, "link_failed")
             self.state.status = LinkStatus.DOWN
             self.state.last_failure_at = self.clock.now()
             self.state.last_failure_code = exc.code
             self.state.consecutive_failures += 1
             raise
         except HerdrError:
+            self._count(method, "error")
             self._ok()  # herdr answered with an error frame: the link itself works
             raise
+        self._count(method, "ok")
         self._ok()
         return result
+
+    def _count(self, method: str, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.herdr_requests_total.labels(method=method, outcome=outcome).inc()
 
     def _ok(self) -> None:
         self.state.status = LinkStatus.UP
@@ -93,30 +129,30 @@ class ObservedControl:
         self.state.consecutive_failures = 0
 
     async def ping(self) -> Pong:
-        pong = await self._observe(self.inner.ping())
+        pong = await self._observe("ping", self.inner.ping())
         self.state.herdr_version = pong.version
         self.state.herdr_protocol = pong.protocol
         return pong
 
     async def list_agents(self) -> tuple[AgentInfo, ...]:
-        return await self._observe(self.inner.list_agents())
+        return await self._observe("list_agents", self.inner.list_agents())
 
     async def get_agent(self, target: str) -> AgentInfo:
-        return await self._observe(self.inner.get_agent(target))
+        return await self._observe("get_agent", self.inner.get_agent(target))
 
     async def read(
         self, pane_id: str, source: ReadSource = ReadSource.VISIBLE, lines: int | None = None
     ) -> ReadResult:
-        return await self._observe(self.inner.read(pane_id, source, lines))
+        return await self._observe("read", self.inner.read(pane_id, source, lines))
 
     async def prompt(self, target: str, text: str) -> AgentInfo:
-        return await self._observe(self.inner.prompt(target, text))
+        return await self._observe("prompt", self.inner.prompt(target, text))
 
     async def send_input(self, pane_id: str, text: str = "", keys: Sequence[str] = ()) -> None:
-        await self._observe(self.inner.send_input(pane_id, text, keys))
+        await self._observe("send_input", self.inner.send_input(pane_id, text, keys))
 
     async def send_keys(self, target: str, keys: Sequence[str]) -> None:
-        await self._observe(self.inner.send_keys(target, keys))
+        await self._observe("send_keys", self.inner.send_keys(target, keys))
 
     async def start_agent(
         self,
@@ -128,9 +164,10 @@ class ObservedControl:
         timeout_ms: int | None = None,
     ) -> AgentStarted:
         return await self._observe(
+            "start_agent",
             self.inner.start_agent(
                 name=name, kind=kind, pane_id=pane_id, args=args, timeout_ms=timeout_ms
-            )
+            ),
         )
 
     async def create_pane(
@@ -143,13 +180,14 @@ class ObservedControl:
         direction: SplitDirection = SplitDirection.RIGHT,
     ) -> PaneInfo:
         return await self._observe(
+            "create_pane",
             self.inner.create_pane(
                 cwd=cwd, env=env, label=label, split_from=split_from, direction=direction
-            )
+            ),
         )
 
     async def close_pane(self, pane_id: str) -> None:
-        await self._observe(self.inner.close_pane(pane_id))
+        await self._observe("close_pane", self.inner.close_pane(pane_id))
 
     async def process_info(self, pane_id: str) -> ProcessInfo:
-        return await self._observe(self.inner.process_info(pane_id))
+        return await self._observe("process_info", self.inner.process_info(pane_id))

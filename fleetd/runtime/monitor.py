@@ -44,7 +44,7 @@ from fleetd.health.effects import (
 from fleetd.health.evidence import HealthState
 from fleetd.health.incidents import Incident, suggested_tool_calls
 from fleetd.health.snapshot import ProbeResult
-from fleetd.health.states import Scope, spec_of
+from fleetd.health.states import ControlLinkState, Scope, spec_of
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import ReadSource
 from fleetd.inbox.records import InboxRecord, MessageKind, Severity
@@ -279,6 +279,10 @@ class FleetHealthMonitor:
                 else "notifications disabled: no person is told when no lead can act"
             ),
         }
+
+    def classified_link(self) -> ControlLinkState | None:
+        """The control link as the last tick classified it; None while health is off or unticked."""
+        return self.state.link.state if self.enabled and self.ticks else None
 
     def member_health(self, session_id: str) -> dict[str, Any] | None:
         evidence = self.state.members.get(session_id)

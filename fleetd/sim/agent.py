@@ -87,6 +87,7 @@ class SimAgent:
         self.interactive_ready = True
         self.state_change_seq = 0
         self.turns = 0
+        self.prompt_requests = 0  # agent.prompt requests past herdr's own checks
         self.frame = 0
         self.last_prompt = ""
         self.next_turn_faults: set[Fault] = set()

@@ -6,7 +6,9 @@ code, which the server turns into an error frame. Blocking waits and subscriptio
 server's (:mod:`fleetd.sim.server`): they hold their connection.
 
 herdr rules kept here: ``agent.prompt`` refuses an empty text (``empty_agent_prompt``), a
-launching agent (``agent_not_ready``) and a blocked one (``agent_blocked``); ``agent.start``
+launching agent (``agent_not_ready``) and a blocked one (``agent_blocked``) before typing, and the
+scenario's prompt knobs refuse before typing or fail after it (:meth:`Dispatcher.type_prompt`);
+``agent.start``
 needs an idle shell pane and answers at once with ``launch_pending``; ``agent.read`` of more
 ``recent`` lines than the screen holds is refused while the agent is not idle
 (``agent_not_idle``); focusing marks an agent seen (``done`` becomes ``idle``); reading does not.
@@ -33,13 +35,25 @@ from fleetd.sim.scenario import Scenario
 from fleetd.sim.state import AgentState, JsonObject, Pane
 from fleetd.sim.world import World
 
-__all__ = ["VISIBLE_ROWS", "Dispatcher", "read_pane"]
+__all__ = ["UNPARSEABLE", "VISIBLE_ROWS", "Dispatcher", "answer_after_typing", "read_pane"]
 
 VISIBLE_ROWS = 40
 _RECENT_DEFAULT = 80
 _RECENT_CAP = 1000
 
+#: The ``prompt_failure`` value that answers a typed prompt with an empty result, ``{}``.
+UNPARSEABLE = "unparseable"
+
 Handler = Callable[[Params], JsonObject]
+
+
+def answer_after_typing(failure: str | None, result: JsonObject) -> JsonObject:
+    """``result``, or the scenario's failure for a prompt that was already typed."""
+    if failure == UNPARSEABLE:
+        return {}
+    if failure is not None:
+        raise HerdrError(failure, "simulated failure after the prompt was typed")
+    return result
 
 
 def read_pane(pane: Pane, source: ReadSource, lines: int | None, fmt: str = "text") -> JsonObject:
@@ -208,13 +222,24 @@ class Dispatcher:
         if agent.status is AgentStatus.BLOCKED:
             raise HerdrError("agent_blocked", "the agent is waiting for an approval")
 
-    def agent_prompt(self, p: Params) -> JsonObject:
-        agent = self.world.resolve_agent(p.text("target"))
-        text = p.text("text")
+    def type_prompt(self, agent: SimAgent, text: str) -> str | None:
+        """herdr's checks, then the prompt and Enter typed; the failure to answer after, if any.
+
+        A scenario ``prompt_refusal`` is raised before anything is typed, as herdr's own refusals.
+        """
         self.check_promptable(agent, text)
+        agent.prompt_requests += 1
+        faulted = agent.profile.prompt_faulted(agent.prompt_requests)
+        if faulted and agent.profile.prompt_refusal is not None:
+            raise HerdrError(agent.profile.prompt_refusal, "simulated refusal, nothing typed")
         agent.type(text)
         agent.press(["enter"])
-        return self._agent_info(agent, "agent_prompted")
+        return agent.profile.prompt_failure if faulted else None
+
+    def agent_prompt(self, p: Params) -> JsonObject:
+        agent = self.world.resolve_agent(p.text("target"))
+        failure = self.type_prompt(agent, p.text("text"))
+        return answer_after_typing(failure, self._agent_info(agent, "agent_prompted"))
 
     # -- panes --------------------------------------------------------------------------
 

@@ -2,6 +2,11 @@
 
 :func:`run_sim` serves until cancelled (Ctrl-C / SIGTERM) on the system clock; :func:`main` is
 the argv entry the CLI calls and returns a process exit code. Nothing starts at import.
+
+Its members behave as in ``fleetd demo``: one started with fleetd's ``FLEETD_URL`` /
+``FLEETD_TOKEN`` in its environment calls fleetd back (MCP ``initialize`` once ready, then
+``fleet_reply`` at the end of each turn), so a ``fleetd serve`` pointed at this socket sees its
+members become ready and answer. Agents started without those variables act as plain scripted ones.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from fleetd.clock import SystemClock
 from fleetd.errors import ConfigError
+from fleetd.sim.callback import FleetdCallbackBehaviour
 from fleetd.sim.scenario import Scenario, load_scenario
 from fleetd.sim.server import HerdrSimulator
 
@@ -51,7 +57,12 @@ async def run_sim(
     ``scenario_path`` is a YAML file or the name of a bundled scenario (``demo``, ``faults``);
     ``None`` starts an empty session. ``ready`` is set once the socket accepts connections.
     """
-    simulator = HerdrSimulator(socket_path, _resolve(scenario_path), clock=SystemClock())
+    simulator = HerdrSimulator(
+        socket_path,
+        _resolve(scenario_path),
+        clock=SystemClock(),
+        behaviour=FleetdCallbackBehaviour(),
+    )
     await simulator.start()
     if ready is not None:
         ready.set()

@@ -24,12 +24,19 @@ Profile fields (all optional): ``start_seconds`` (launch to interactive), ``reac
 ``error_signature`` (which fatal screen ``error_screen`` shows), ``fault_from_turn`` (first turn
 the turn faults hit) and ``faults``, a list of :class:`Fault` names. Unknown keys are refused
 with a :class:`~fleetd.errors.ConfigError` naming the key, so a typo never silently does nothing.
+
+Prompt answers (herdr's side of ``agent.prompt``): ``prompt_refusal`` is an error code answered
+*before* typing (as herdr's ``agent_blocked``); ``prompt_failure`` is an error code answered *after*
+the prompt and Enter were typed (as herdr's ``agent_prompt_failed`` when a write fails part way), or
+``unparseable`` for an answer whose result is ``{}``. ``prompt_fault_count`` limits both to the
+agent's first N ``agent.prompt`` requests (``null``, the default, is every request).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -85,9 +92,16 @@ class AgentProfile:
     error_signature: str | None = None
     fault_from_turn: int = 1
     faults: frozenset[Fault] = frozenset()
+    prompt_refusal: str | None = None
+    prompt_failure: str | None = None
+    prompt_fault_count: int | None = None
 
     def has(self, fault: Fault) -> bool:
         return fault in self.faults
+
+    def prompt_faulted(self, request: int) -> bool:
+        """Whether the prompt knobs hit ``agent.prompt`` request number ``request`` (1-based)."""
+        return self.prompt_fault_count is None or request <= self.prompt_fault_count
 
     def turn_faults(self, turn: int) -> frozenset[Fault]:
         """The turn faults active on turn number ``turn`` (1-based)."""
@@ -141,6 +155,7 @@ class Scenario:
 
 
 _PROFILE_FIELDS = {f.name for f in dataclasses.fields(AgentProfile)}
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _EXISTING_KEYS = {"name", "kind", "cwd", "label", "status", "env", "shell"}
 
 
@@ -187,6 +202,15 @@ def _profile(fields: Mapping[str, Any], where: str) -> AgentProfile:
         elif key == "fault_from_turn":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{where}.{key}", "must be a turn number (1 or more)")
+            values[key] = value
+        elif key in ("prompt_refusal", "prompt_failure"):
+            if value is not None and (not isinstance(value, str) or not _CODE.fullmatch(value)):
+                raise ConfigError(f"{where}.{key}", "must be an error code like agent_blocked")
+            values[key] = value
+        elif key == "prompt_fault_count":
+            counted = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            if value is not None and not counted:
+                raise ConfigError(f"{where}.{key}", "must be a count (1 or more) or null")
             values[key] = value
         elif key in ("answer", "error_signature"):
             if not isinstance(value, str) and not (key == "error_signature" and value is None):

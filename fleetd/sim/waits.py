@@ -19,7 +19,7 @@ from fleetd.clock import Clock
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
 from fleetd.sim.agent import SimAgent
-from fleetd.sim.handlers import Dispatcher
+from fleetd.sim.handlers import Dispatcher, answer_after_typing
 from fleetd.sim.requests import Params
 from fleetd.sim.state import JsonObject
 from fleetd.sim.world import World
@@ -76,9 +76,9 @@ class Waits:
         wait = Params(p.obj("wait") or {})
         until = set(wait.statuses("until") or DEFAULT_UNTIL)
         timeout_ms = wait.opt_int("timeout_ms")
-        self.dispatcher.check_promptable(agent, text)
-        agent.type(text)
-        agent.press(["enter"])
+        failure = self.dispatcher.type_prompt(agent, text)
+        if failure is not None:
+            return answer_after_typing(failure, {})
         baseline = agent.state_change_seq
         started = self.clock.monotonic()
         if agent.status is not AgentStatus.WORKING:

@@ -145,9 +145,11 @@ async def start_e2e(
     tmp_path: Path,
     overrides: dict[str, Any] | None = None,
     *,
+    agents: dict[str, Any] | None = None,
     restart_of: E2EFleet | None = None,
 ) -> AsyncIterator[E2EFleet]:
-    """Simulator + fleetd on uvicorn; ``overrides`` replace top-level config sections.
+    """Simulator + fleetd on uvicorn; ``overrides`` replace top-level config sections, ``agents``
+    adds scenario profiles by agent-name pattern (applied after the default ones).
 
     ``restart_of`` starts a new fleetd on the herdr, clock, port and state that an earlier one
     (stopped or crashed) left; the simulator then stays up for the earlier fleet to stop.
@@ -156,8 +158,9 @@ async def start_e2e(
         clock = FakeClock()
         short = Path(tempfile.mkdtemp(prefix="fe2e"))
         socket_path = short / "herdr.sock"
+        scenario = parse_scenario({**SCENARIO, "agents": {**SCENARIO["agents"], **(agents or {})}})
         simulator = HerdrSimulator(
-            socket_path, parse_scenario(SCENARIO), clock=clock, behaviour=FleetdCallbackBehaviour()
+            socket_path, scenario, clock=clock, behaviour=FleetdCallbackBehaviour()
         )
         await simulator.start()
         port = _free_port()

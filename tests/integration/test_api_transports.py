@@ -361,3 +361,29 @@ async def test_tokens_never_reach_logs_or_responses(
     assert caplog.records
     for token in tokens:
         assert token not in text
+
+
+@pytest.mark.parametrize("path", ["/v1/tools/echo", "/mcp"])
+async def test_a_client_gone_mid_body_is_one_log_line(
+    served: Served, caplog: pytest.LogCaptureFixture, path: str
+) -> None:
+    """A caller that hangs up halfway through its body is one log line, with no traceback."""
+    host, port = served.base_url.removeprefix("http://").split(":")
+    with caplog.at_level(logging.INFO):
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: fleetd.test\r\nAuthorization: Bearer {LEAD_TOKEN}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            'Content-Length: 100\r\n\r\n{"text":'.encode()
+        )
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        assert await reader.read() == b""
+        # The server notices on its next read; one more request proves it has moved on.
+        async with httpx.AsyncClient(base_url=served.base_url) as http:
+            assert (await http.get("/v1/fleet")).status_code == 401
+    noisy = [r for r in caplog.records if r.exc_info or "\n" in r.getMessage()]
+    assert noisy == [], [r.getMessage() for r in noisy]
+    gone = [r for r in caplog.records if "disconnected" in r.getMessage()]
+    assert len(gone) == 1, [r.getMessage() for r in caplog.records]

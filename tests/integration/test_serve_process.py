@@ -10,10 +10,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -115,5 +117,96 @@ def test_fleet_view_shows_the_simulated_agents_and_sigterm_stops_cleanly(
         assert unauthenticated.status_code == 401
         metrics = client.get(f"{base}/metrics")
         assert "fleetd_tool_calls_total" in metrics.text or "fleet_health_incidents" in metrics.text
+    assert _stop(serve) == 0
+    assert _stop(sim) == 0
+
+
+LEAD_TOKEN = "serve-test-lead-token-0123456789"
+
+
+def _git_repo(path: Path) -> Path:
+    path.mkdir()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@fleetd.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@fleetd.invalid",
+    }
+    (path / "README.md").write_text("x\n", encoding="utf-8")
+    for args in (["init", "-q", "-b", "main"], ["add", "README.md"], ["commit", "-qm", "start"]):
+        subprocess.run(["git", *args], cwd=path, env=env, check=True)
+    return path
+
+
+@pytest.fixture
+def fleet_processes(
+    tmp_path: Path,
+) -> Iterator[tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
+    sock = Path(tempfile.mkdtemp(prefix="fsrv")) / "herdr.sock"
+    port = _free_port()
+    repo = _git_repo(tmp_path / "repo")
+    config = tmp_path / "fleetd.yaml"
+    config.write_text(
+        f"api:\n  host: 127.0.0.1\n  port: {port}\n"
+        f"herdr:\n  socketPath: {sock}\n"
+        "leads:\n  - name: lead\n    agent: lead\n    tokenEnv: SERVE_TEST_LEAD\n"
+        "profiles:\n  sonnet:\n    kind: claude\n"
+        f"worktrees:\n  root: {tmp_path / 'worktrees'}\n  defaultRepo: {repo}\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "SERVE_TEST_LEAD": LEAD_TOKEN}
+    sim = _fleetd("sim", "--socket", str(sock), "--scenario", "demo", env=env)
+    _wait_for_line(sim, b"listening on")
+    serve = _fleetd("serve", "--config", str(config), env=env)
+    try:
+        yield f"http://127.0.0.1:{port}", sim, serve
+    finally:
+        for proc in (serve, sim):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+
+def _poll_until(probe: Callable[[], Any], done: Callable[[Any], bool], limit: float = 30) -> Any:
+    """Call ``probe`` until ``done`` holds (real processes: wall-clock bounded)."""
+    deadline = time.monotonic() + limit
+    while True:
+        value = probe()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+def test_a_member_spawned_against_fleetd_sim_becomes_ready_and_replies(
+    fleet_processes: tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]],
+) -> None:
+    """`fleetd sim` members call fleetd back: spawned over HTTP, ready, and a send gets a reply."""
+    base, sim, serve = fleet_processes
+    _wait_for_line(serve, b"listening on")
+    for proc in (serve, sim):
+        threading.Thread(target=_drain, args=(proc,), daemon=True).start()
+    auth = {"Authorization": f"Bearer {LEAD_TOKEN}"}
+    with httpx.Client(base_url=base, headers=auth, timeout=10) as client:
+
+        def call(tool: str, **args: Any) -> dict[str, Any]:
+            body: dict[str, Any] = client.post(f"/v1/tools/{tool}", json=args).json()
+            assert body["ok"], body
+            result: dict[str, Any] = body["result"]
+            return result
+
+        session = call("fleet_spawn", profile="sonnet")["sessionId"]
+        state = _poll_until(
+            lambda: call("fleet_status", sessionId=session)["state"], lambda s: s == "ready"
+        )
+        assert state == "ready"
+        ticket = call("fleet_send", target=session, prompt="say hello")["ticket"]
+        result = _poll_until(
+            lambda: call("fleet_poll", ticket=ticket), lambda r: r["status"] != "pending"
+        )
+        assert result["status"] == "done"
+        assert result["source"] == "reply"
     assert _stop(serve) == 0
     assert _stop(sim) == 0

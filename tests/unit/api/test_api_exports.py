@@ -13,6 +13,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "INTERNAL_ERROR_CODE",
         "Caller",
         "ContactHook",
+        "ResultHook",
         "Role",
         "ToolFailure",
         "ToolParams",

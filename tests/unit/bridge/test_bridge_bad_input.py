@@ -100,7 +100,8 @@ async def test_member_cannot_reply_for_another_session(fleet: TestFleet) -> None
     second = await fleet.spawn_ready("codex")
     ticket = (await fleet.ok("fleet_send", target=second, prompt="x"))["ticket"]
     result = await fleet.call("fleet_reply", fleet.member(first), content="not mine")
-    assert result.ok
+    assert result.error is not None
+    assert result.error.code == "no_open_task"  # the first member has no task of its own
     assert (await fleet.ok("fleet_poll", ticket=ticket))["status"] == "pending"
 
 

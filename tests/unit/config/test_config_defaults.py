@@ -45,6 +45,8 @@ EXPECTED_DEFAULTS = {
     "bridge.readinessGraceSeconds": 120,
     "bridge.submitRetryMs": 1500,
     "bridge.maxScrapeChars": 4000,
+    "bridge.promptRetries": 8,
+    "bridge.promptRetryBaseMs": 250,
     "bridge.push.maxNudgesPerItem": 3,
     "bridge.push.heartbeatIntervalSeconds": 600,
     "bridge.push.heartbeatMax": 3,

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetd.errors import ControlLinkError, HerdrError, TargetNotFoundError
+from fleetd.errors import ControlLinkError, HerdrError, InvalidResponseError, TargetNotFoundError
 from fleetd.herdr import calls
 from fleetd.herdr.protocol import (
+    Call,
     decode_response,
     decode_stream_line,
     encode_request,
@@ -98,6 +99,33 @@ def test_garbage_or_foreign_answer_is_a_link_error(line: bytes) -> None:
     with pytest.raises(ControlLinkError) as info:
         decode_response(line, request_id="r1", method="ping")
     assert info.value.code == "invalid_response"
+
+
+@pytest.mark.parametrize(
+    "result",
+    [{}, {"type": "agent_prompted"}, {"type": "agent_prompted", "agent": {"pane_id": 3}}],
+)
+def test_a_result_that_cannot_be_read_is_an_invalid_response_naming_the_method(
+    result: dict[str, object],
+) -> None:
+    """herdr answered, but not with an agent: InvalidResponseError, never a link error or crash."""
+    line = json.dumps({"id": "r1", "result": result})
+    with pytest.raises(InvalidResponseError) as info:
+        calls.agent_prompt("m-1", "task").parse_response(line, "r1")
+    assert not isinstance(info.value, ControlLinkError)
+    assert (info.value.code, info.value.method) == ("invalid_response", "agent.prompt")
+
+
+def test_a_parser_that_trips_becomes_an_invalid_response() -> None:
+    """Any parser failure on a result is translated here, once, into InvalidResponseError."""
+
+    def brittle(result: object) -> int:
+        return int({}["missing"])
+
+    call = Call(method="agent.get", params={}, parse=brittle)
+    with pytest.raises(InvalidResponseError) as info:
+        call.parse_response('{"id":"r1","result":{"type":"x"}}', "r1")
+    assert info.value.method == "agent.get"
 
 
 def test_unknown_fields_everywhere_are_ignored() -> None:

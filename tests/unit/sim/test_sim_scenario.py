@@ -38,6 +38,24 @@ def test_turn_faults_start_at_fault_from_turn() -> None:
     assert profile.turn_faults(2) == {Fault.STALL}
 
 
+def test_prompt_knobs_hit_the_first_n_requests_or_every_one() -> None:
+    """`prompt_fault_count` limits the prompt knobs to the first N requests; null means all."""
+    scenario = parse_scenario(
+        {
+            "agents": {
+                "m-*": {"prompt_failure": "unparseable"},
+                "m-two": {"prompt_refusal": "agent_blocked", "prompt_fault_count": 2},
+            }
+        }
+    )
+    every = scenario.profile_for(name="m-one", kind="claude")
+    assert every.prompt_failure == "unparseable"
+    assert all(every.prompt_faulted(n) for n in (1, 2, 100))
+    two = scenario.profile_for(name="m-two", kind="claude")
+    assert two.prompt_refusal == "agent_blocked"
+    assert [two.prompt_faulted(n) for n in (1, 2, 3)] == [True, True, False]
+
+
 @pytest.mark.parametrize(
     ("data", "key"),
     [
@@ -59,6 +77,10 @@ def test_turn_faults_start_at_fault_from_turn() -> None:
         ({"existing": [{"name": "a", "status": "busy"}]}, "existing[0].status"),
         ({"existing": [{"name": "a", "speed": 1}]}, "existing[0].speed"),
         ({"existing": [{"name": "a"}, {"name": "a"}]}, "existing"),
+        ({"defaults": {"prompt_refusal": "Agent Blocked"}}, "defaults.prompt_refusal"),
+        ({"defaults": {"prompt_failure": 7}}, "defaults.prompt_failure"),
+        ({"defaults": {"prompt_fault_count": 0}}, "defaults.prompt_fault_count"),
+        ({"defaults": {"prompt_fault_count": True}}, "defaults.prompt_fault_count"),
     ],
 )
 def test_bad_scenarios_name_the_key(data: dict[str, Any], key: str) -> None:

@@ -1,0 +1,70 @@
+"""fleet_reply with no open task: refused with a hint, unless it follows a fallback resolution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetd.herdr.model import AgentStatus
+from fleetd.testing import TestFleet, build_test_fleet
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> TestFleet:
+    built = build_test_fleet(tmp_path)
+    await built.service.own_lead_keys()
+    return built
+
+
+async def test_a_member_with_no_task_is_refused_and_the_lead_hears_nothing(
+    fleet: TestFleet,
+) -> None:
+    """A reply from an idle member is no_open_task with a hint; nothing reaches the lead's inbox."""
+    sid = await fleet.spawn_ready()
+    answer = (await fleet.call("fleet_reply", fleet.member(sid), content="unasked")).to_json()
+    assert answer["ok"] is False
+    assert answer["error"]["code"] == "no_open_task"
+    assert answer["error"]["hint"]["lastTicket"] is None
+    assert (await fleet.ok("fleet_poll"))["messages"] == []
+
+
+async def test_a_second_reply_to_an_answered_task_is_refused(fleet: TestFleet) -> None:
+    """The task's one reply resolves it; a second one is refused and names the answered ticket."""
+    sid = await fleet.spawn_ready()
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="do it"))["ticket"]
+    await fleet.ok("fleet_reply", fleet.member(sid), content="first")
+    answer = (await fleet.call("fleet_reply", fleet.member(sid), content="second")).to_json()
+    assert answer["error"]["code"] == "no_open_task"
+    assert answer["error"]["hint"] == {
+        "lastTicket": ticket,
+        "lastTicketStatus": "done",
+        "lastTicketSource": "reply",
+    }
+    messages = (await fleet.ok("fleet_poll"))["messages"]
+    assert [m["content"] for m in messages] == ["first"]
+
+
+async def test_a_reply_after_the_fallback_is_a_late_reply_to_that_ticket(
+    fleet: TestFleet,
+) -> None:
+    """A member that replies after the fallback resolved its turn reaches the lead once, marked."""
+    sid = await fleet.spawn_ready()
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="do it"))["ticket"]
+    fleet.set_status(sid, AgentStatus.WORKING)
+    await fleet.poll()
+    fleet.set_status(sid, AgentStatus.DONE)
+    await fleet.poll()
+    await fleet.poll(1.0)
+    assert (await fleet.ok("fleet_poll", ticket=ticket))["source"] in ("fallback", "raw_fallback")
+    late = await fleet.ok("fleet_reply", fleet.member(sid), content="the real answer")
+    assert late == {"accepted": True, "ticket": ticket, "late": True}
+    again = await fleet.call("fleet_reply", fleet.member(sid), content="once more")
+    assert again.error is not None
+    assert again.error.code == "no_open_task"
+    messages = (await fleet.ok("fleet_poll"))["messages"]
+    assert [(m["ticket"], m["source"]) for m in messages] == [
+        (ticket, "fallback"),
+        (ticket, "late"),
+    ]
+    assert messages[1]["content"] == "the real answer"
