@@ -8,6 +8,7 @@ socket, the configured inbox, git worktrees, the system clock), tests pass fakes
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,7 +18,9 @@ from typing import Any
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
 from fleetd.api.tools import Caller, Role, ToolRegistry, ToolResult
+from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.push import PushLoop
+from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.spawn import SpawnRequest, spawn_member
 from fleetd.bridge.view import session_row
@@ -30,6 +33,7 @@ from fleetd.herdr.discovery import resolve_socket_path
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry, build_inbox
 from fleetd.metrics import Metrics
+from fleetd.runs import Runs, remember_run
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkState, ObservedControl
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -41,6 +45,7 @@ _log = logging.getLogger("fleetd")
 
 PUSH_INTERVAL_SECONDS = 2.0
 CONFIG_CHECK_SECONDS = 2.0
+ORPHAN_CHECK_SECONDS = 10.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -64,19 +69,31 @@ class Fleetd:
     started: bool = False
 
     async def start(self) -> None:
-        """Own the leads' inbox keys, say hello to herdr, start the loops."""
+        """Record this run, own the leads' inbox keys, say hello to herdr, find the members a
+        previous run left running, start the loops."""
+        runs = self.bridge.runs
+        try:
+            runs.previous = await asyncio.to_thread(
+                remember_run, self.bridge.manifest_root, runs.current
+            )
+        except FleetdError as exc:
+            _log.warning("run %s not recorded: %s", runs.current, exc)
+        _log.info("run %s starts", runs.current)
         await self.own_lead_keys()
         try:
             pong = await self.control.ping()
             _log.info("herdr %s (protocol %s) answers", pong.version, pong.protocol)
         except FleetdError as exc:
             _log.warning("herdr does not answer yet: %s", exc)
+        await self.bridge.orphans.check()
         self.scheduler.start()
         self.started = True
 
     async def stop(self) -> None:
-        """Stop the loops and close connections; live members keep running in herdr."""
+        """Stop the loops, release every live member (SHUTDOWN: stop, preserve, manifest; M4
+        §5.3) and close connections."""
         await self.scheduler.stop()
+        await self.bridge.release_all(ReleaseCause.SHUTDOWN)
         await self.inbox.close()
         self.started = False
 
@@ -133,9 +150,12 @@ def build_service(
     lead_inboxes = LeadInboxRegistry(
         inbox, lambda: [lead.name for lead in config.current.leads], clock=clock
     )
+    runs = Runs()
     authenticator = Authenticator(
         lead_tokens=_lead_tokens(settings, environ),
         operator_token=environ.get(settings.operator_token_env or "") or None,
+        run=runs.current,
+        ended_run=runs.ended,
     )
     manifest_root = settings.worktrees.root
     bridge = Bridge(
@@ -148,6 +168,7 @@ def build_service(
         manifest_root=manifest_root,
         lead_inboxes=lead_inboxes,
         revoke=authenticator.revoke,
+        runs=runs,
     )
     push = PushLoop(bridge)
     health = FleetHealthMonitor(
@@ -169,7 +190,7 @@ def build_service(
             request,
             mint_token=authenticator.mint_member_token,
             base_url=config.current.api.base_url,
-            session_root=manifest_root / ".fleetd-sessions",
+            session_root=manifest_root / SESSIONS_DIR,
         )
         return session_row(bridge, session, now=clock.now())
 
@@ -212,6 +233,14 @@ def build_service(
         Loop(name="config", step=service.check_config, interval=lambda: CONFIG_CHECK_SECONDS)
     )
     service.scheduler.add(Loop(name="health", step=health.tick, interval=health.interval))
+    service.scheduler.add(
+        Loop(
+            name="orphans",
+            step=bridge.orphans.check,
+            interval=lambda: ORPHAN_CHECK_SECONDS,
+            run_first_immediately=False,  # start() has just checked
+        )
+    )
     return service
 
 

@@ -17,6 +17,7 @@
     │   ├── PermissionDeniedError   authenticated, not allowed (403)
     │   ├── InvalidArgumentsError   arguments do not match the tool's schema (``hint``)
     │   ├── UnknownTargetError      the target is not a live session (``hint``: valid targets)
+    │   ├── UnknownTicketError      no such ticket in this run (``hint``: if of a previous run)
     │   ├── UnknownToolError        no such tool (``hint``: the tool names)
     │   ├── CapacityError           placement refused: the profile is at ``maxLoad``
     │   ├── ConflictError           the session's state forbids the call
@@ -59,6 +60,7 @@ __all__ = [
     "ToolError",
     "UnavailableError",
     "UnknownTargetError",
+    "UnknownTicketError",
     "UnknownToolError",
     "WorktreeError",
 ]
@@ -168,6 +170,11 @@ class InvalidArgumentsError(ToolError):
 class UnknownTargetError(ToolError):
     status = 404
     code = "unknown_target"
+
+
+class UnknownTicketError(ToolError):
+    status = 404
+    code = "unknown_ticket"
 
 
 class UnknownToolError(ToolError):

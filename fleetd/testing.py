@@ -125,16 +125,22 @@ def build_test_fleet(
     document: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     inbox: ReplyInbox | None = None,
+    control: FakeAgentControl | None = None,
 ) -> TestFleet:
-    """A fleet on fakes, built by the production composition root."""
+    """A fleet on fakes, built by the production composition root.
+
+    Pass the ``control`` of an earlier fleet on the same ``root`` to restart fleetd against the
+    herdr (and the state directory) that outlived the first process.
+    """
     clock = FakeClock()
     env = {"T_LEAD": LEAD_TOKEN, "T_LEAD_B": LEAD_TOKEN + "-b", "T_OPERATOR": OPERATOR_TOKEN}
     env.update(environ or {})
     loaded = parse_config(dict(document or sample_document(root)), env, base_dir=root)
     ref = ConfigRef(loaded, environ=env, now=clock.now())
-    control = FakeAgentControl()
-    control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
-    control.add_agent("lead-b", kind="codex", status=AgentStatus.IDLE)
+    if control is None:
+        control = FakeAgentControl()
+        control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
+        control.add_agent("lead-b", kind="codex", status=AgentStatus.IDLE)
     inbox = inbox if inbox is not None else InMemoryInbox()
     worktrees = FakeWorktrees()
     service = build_service(

@@ -3,7 +3,9 @@
 Three kinds of token reach fleetd: one per lead (configured; the values come from environment
 variables the config names), one operator token (read-only: the tool registry lets it call
 ``fleet_list`` and nothing else), and one per member, minted when the bridge spawns the member and
-revoked when the member's session ends.
+revoked when the member's session ends. A member token begins with the id of the run that minted
+it (:mod:`fleetd.runs`): a token of a run that is over authenticates no one, but its caller is told
+that fleetd restarted instead of getting a bare "not recognised".
 
 Tokens are compared in constant time: the presented token is checked against *every* known token
 with :func:`hmac.compare_digest` on SHA-256 digests, with no early exit, so neither which token
@@ -16,16 +18,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from fleetd.api.tools import Caller, Role
 from fleetd.errors import AuthError, ConfigError
+from fleetd.runs import new_run_id, run_of_token
 
 __all__ = ["OPERATOR_NAME", "Authenticator", "bearer_challenge", "bearer_token"]
 
 OPERATOR_NAME = "operator"
 _MEMBER_TOKEN_BYTES = 32
+_PREVIOUS_RUN = (
+    "this member token was issued by a previous run of fleetd: fleetd restarted, the session it "
+    "names and the results of that run are gone, and nothing was replayed; this member can no "
+    "longer reply, and its lead sees it as orphaned in fleet_list"
+)
 
 
 def _digest(token: str) -> bytes:
@@ -67,10 +75,17 @@ class Authenticator:
     """Resolves bearer tokens to callers; mints and revokes member tokens."""
 
     def __init__(
-        self, *, lead_tokens: Mapping[str, str], operator_token: str | None = None
+        self,
+        *,
+        lead_tokens: Mapping[str, str],
+        operator_token: str | None = None,
+        run: str | None = None,
+        ended_run: Callable[[str], bool] = lambda _run: False,
     ) -> None:
         self._fixed: list[_Identity] = []
         self._members: dict[str, _Identity] = {}
+        self._run = run or new_run_id()
+        self._ended_run = ended_run
         self.set_fixed(lead_tokens=lead_tokens, operator_token=operator_token)
 
     def set_fixed(
@@ -97,6 +112,9 @@ class Authenticator:
             if hmac.compare_digest(digest, identity.digest):
                 found = identity.caller
         if found is None:
+            run = run_of_token(token)
+            if run is not None and self._ended_run(run):
+                raise AuthError(_PREVIOUS_RUN)
             raise AuthError("the bearer token is not recognised")
         return found
 
@@ -104,7 +122,7 @@ class Authenticator:
         """A fresh token for a spawned member; replaces any earlier token of that session."""
         if not session_id or not member_name:
             raise ValueError("a member token needs a session id and a member name")
-        token = secrets.token_urlsafe(_MEMBER_TOKEN_BYTES)
+        token = f"{self._run}.{secrets.token_urlsafe(_MEMBER_TOKEN_BYTES)}"
         caller = Caller(role=Role.MEMBER, name=member_name, session_id=session_id)
         self._members[session_id] = _Identity(digest=_digest(token), caller=caller)
         return token

@@ -20,8 +20,9 @@ from fleetd.bridge.release import stop_cause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.view import session_row
-from fleetd.errors import InvalidArgumentsError, PermissionDeniedError, UnknownTargetError
+from fleetd.errors import InvalidArgumentsError, PermissionDeniedError, UnknownTicketError
 from fleetd.inbox.records import InboxRecord
+from fleetd.runs import run_of_ticket
 
 __all__ = ["MAX_WAIT_SECONDS", "register_fleet_tools"]
 
@@ -124,7 +125,7 @@ def register_fleet_tools(
         if p.ticket is not None:
             ticket = bridge.tasks.get(p.ticket)
             if ticket is None or ticket.owner != caller.name:
-                raise UnknownTargetError(f"no ticket {p.ticket!r} for this lead")
+                raise _unknown_ticket(bridge, p.ticket)
             return ticket.public()
         key = p.target or caller.name
         if key != caller.name:
@@ -147,6 +148,9 @@ def register_fleet_tools(
             raise InvalidArgumentsError(
                 "give exactly one of sessionId or paneId", rule="session_or_pane"
             )
+        orphan = bridge.orphans.find(target)
+        if orphan is not None and orphan.mark.owner == caller.name:
+            return await bridge.orphans.stop(orphan)
         session = bridge.find_owned(caller.name, target)
         pending = bool(bridge.tasks.pending_for(session.session_id))
         cause = stop_cause(session.state.value, pending)
@@ -203,8 +207,8 @@ def register_fleet_tools(
         ToolSpec(
             name="fleet_stop",
             description=(
-                "Stop one of your members (give exactly one of sessionId or paneId); its pending "
-                "tasks fail once, never replayed."
+                "Stop one of your members, or an orphan of a previous run (give exactly one of "
+                "sessionId or paneId); its pending tasks fail once, never replayed."
             ),
             params=StopParams,
             roles=_LEAD,
@@ -226,6 +230,26 @@ def register_fleet_tools(
     ]
     for spec in specs:
         registry.register(spec)
+
+
+def _unknown_ticket(bridge: Bridge, ticket: str) -> UnknownTicketError:
+    """No such ticket for this lead; a ticket of a previous run says that fleetd restarted."""
+    if bridge.runs.ended(run_of_ticket(ticket)):
+        return UnknownTicketError(
+            f"ticket {ticket!r} is from a previous run of fleetd: fleetd restarted, the results "
+            "of that run are gone, and nothing was replayed",
+            hint={
+                "restarted": True,
+                "resultsKept": False,
+                "replayed": False,
+                "next": [
+                    "fleet_list() shows members of that run still running as orphaned, and "
+                    "preserved worktrees",
+                    "fleet_send(...) again if the task is still wanted",
+                ],
+            },
+        )
+    return UnknownTicketError(f"no ticket {ticket!r} for this lead in this run of fleetd")
 
 
 def _message(record: InboxRecord) -> dict[str, Any]:

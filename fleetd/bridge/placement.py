@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fleetd.bridge.sessions import Session
 from fleetd.errors import CapacityError
-from fleetd.health.capacity import live_count
+from fleetd.health.capacity import CountsTowardCapacity, live_count
 
 __all__ = ["admit"]
 
 
-def admit(profile: str, max_load: int | None, sessions: Iterable[Session]) -> None:
-    """Raise :class:`CapacityError` when ``profile`` is already at ``max_load``."""
+def admit(profile: str, max_load: int | None, sessions: Iterable[CountsTowardCapacity]) -> None:
+    """Raise :class:`CapacityError` when ``profile`` is already at ``max_load``.
+
+    ``sessions`` are the live sessions and the orphans of a previous run: both hold a slot.
+    """
     if max_load is None:
         return
     live = live_count(profile, sessions)

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from fleetd.bridge.delivery import Deliverer
+from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.replies import Replies, encodable, reply_record
 from fleetd.bridge.roster import Roster
@@ -44,6 +45,7 @@ from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.records import InboxRecord, ReplySource
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
+from fleetd.runs import Runs
 
 __all__ = ["Bridge", "MuteEvent"]
 
@@ -84,6 +86,7 @@ class Bridge:
         manifest_root: Path,
         lead_inboxes: LeadInboxRegistry,
         revoke: Callable[[str], None] = lambda _session_id: None,
+        runs: Runs | None = None,
     ) -> None:
         self.clock = clock
         self.control = control
@@ -94,8 +97,9 @@ class Bridge:
         self.manifest_root = manifest_root
         self.lead_inboxes = lead_inboxes
         self.revoke = revoke
+        self.runs = runs or Runs()
         self.roster = Roster()
-        self.tasks = TaskBook(on_terminal=self._count_terminal)
+        self.tasks = TaskBook(on_terminal=self._count_terminal, run=self.runs.current)
         self.mutes: list[MuteEvent] = []
         self.unpublished: list[InboxRecord] = []
         self.mutes_total = 0
@@ -105,6 +109,7 @@ class Bridge:
         self.deliverer = Deliverer(self)
         self.replies = Replies(self)
         self.teardown = Teardown(self)
+        self.orphans = OrphanBook(self)
 
     # ------------------------------------------------------------------ sends
     async def send(self, *, owner: str, target: str, prompt: str, wait: float | None) -> Ticket:
@@ -267,6 +272,10 @@ class Bridge:
             raise UnknownTargetError(f"no live member {target!r} for this lead", hint=valid)
         return session
 
+    def name_taken(self, name: str) -> bool:
+        """True while a live member or an orphan of a previous run has the agent name."""
+        return self.roster.name_taken(name) or self.orphans.name_taken(name)
+
     # -------------------------------------------------------------- teardown
     def fail_target_work(self, session: Session, *, reason: str) -> list[Ticket]:
         """Fail every queued, accepted and async task of a target exactly once (idempotent)."""
@@ -287,6 +296,18 @@ class Bridge:
     ) -> dict[str, object]:
         """Stop a member and settle its work and worktree (see :class:`Teardown`)."""
         return await self.teardown.release(session, cause, code=code)
+
+    async def release_all(self, cause: ReleaseCause) -> None:
+        """Release every live member with ``cause`` (a clean stop: SHUTDOWN), all at once."""
+        live = self.roster.live()
+        outcomes = await asyncio.gather(
+            *(self.release(session, cause) for session in live), return_exceptions=True
+        )
+        for session, outcome in zip(live, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                _log.warning("session %s: release failed: %s", session.session_id, outcome)
+        if live:
+            _log.info("released %d members (%s)", len(live), cause.value)
 
     async def on_target_not_found(self, session: Session, code: str | None = None) -> None:
         """herdr says the target is gone; confirm the link works, then fail its work once.

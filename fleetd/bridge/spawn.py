@@ -3,11 +3,15 @@
 The session exists (``SPAWNING``) from the moment placement admits it, so concurrent spawns count
 against ``maxLoad``. Anything that fails before the member registers rolls the spawn back
 (``SPAWN_ROLLBACK``): the pane is closed and a provisioned worktree removed. The member's first
-authenticated contact — not herdr's ``interactive_ready`` — makes it ``READY``.
+authenticated contact — not herdr's ``interactive_ready`` — makes it ``READY``. Once herdr has
+created the pane, the member's mark is written (:mod:`fleetd.bridge.marks`); orphans of a previous
+run count against ``maxLoad`` and keep their names.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 import secrets
 from collections.abc import Callable
@@ -16,12 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleetd.bridge.launch import model_args, plan_launch, write_launch_files
+from fleetd.bridge.marks import MemberMark, write_mark
 from fleetd.bridge.placement import admit
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.sessions import Session, SessionEvent
 from fleetd.errors import (
     ConflictError,
     ControlLinkError,
+    FleetdError,
     HerdrError,
     InvalidArgumentsError,
     ToolError,
@@ -33,6 +39,8 @@ if TYPE_CHECKING:
     from fleetd.bridge.service import Bridge
 
 __all__ = ["SpawnRequest", "spawn_member"]
+
+_log = logging.getLogger("fleetd.bridge")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
@@ -69,9 +77,9 @@ async def spawn_member(
         raise InvalidArgumentsError(
             "name must match [a-z][a-z0-9_-]{0,31}", path="name", rule="string_pattern_mismatch"
         )
-    if bridge.roster.name_taken(name):
-        raise ConflictError(f"a live member is already named {name!r}")
-    admit(request.profile, profile.max_load, bridge.roster.live())
+    if bridge.name_taken(name):
+        raise ConflictError(f"a live member or an orphan is already named {name!r}")
+    admit(request.profile, profile.max_load, [*bridge.roster.live(), *bridge.orphans.members()])
 
     session_id = f"s-{secrets.token_hex(4)}"
     now = bridge.clock.now()
@@ -105,6 +113,7 @@ async def spawn_member(
             raise ConflictError("the member was stopped while it was starting")
         session.pane_id = pane.pane_id
         session.terminal_id = pane.terminal_id
+        await _mark(bridge, session, session_root)
         await bridge.control.start_agent(
             name=name,
             kind=profile.kind,
@@ -128,6 +137,27 @@ async def spawn_member(
             raise
         raise translated from exc
     return session
+
+
+async def _mark(bridge: Bridge, session: Session, session_root: Path) -> None:
+    """Write the member's mark, so that a run after a crash finds it (see ``marks``)."""
+    assert session.pane_id is not None
+    mark = MemberMark(
+        run=bridge.runs.current,
+        session_id=session.session_id,
+        name=session.name,
+        profile=session.profile,
+        kind=session.kind,
+        role=session.role,
+        owner=session.owner,
+        pane_id=session.pane_id,
+        created_at=session.created_at,
+        worktree=session.worktree,
+    )
+    try:
+        await asyncio.to_thread(write_mark, session_root, mark)
+    except FleetdError as exc:
+        _log.warning("session %s: %s; a crash would leave it unmanaged", session.session_id, exc)
 
 
 def _still_wanted(bridge: Bridge, session: Session) -> None:
@@ -181,6 +211,6 @@ def _default_name(bridge: Bridge, profile: str) -> str:
         stem = f"m-{stem}"
     stem = stem[:24]
     n = 1
-    while bridge.roster.name_taken(f"{stem}-{n}"):
+    while bridge.name_taken(f"{stem}-{n}"):
         n += 1
     return f"{stem}-{n}"

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from fleetd.runs import new_run_id, ticket_id
+
 __all__ = ["Delivery", "ResultSource", "TaskBook", "Ticket", "TicketOutcome"]
 
 
@@ -107,16 +109,19 @@ OnTerminal = Callable[[Ticket], None]
 
 @dataclass(slots=True)
 class TaskBook:
-    """All tickets of this process. Terminal outcomes happen here and only here."""
+    """All tickets of this process. Terminal outcomes happen here and only here.
+
+    Ticket ids end in ``run``, the id of this run of fleetd (see :mod:`fleetd.runs`).
+    """
 
     on_terminal: OnTerminal = lambda _ticket: None
     _tickets: dict[str, Ticket] = field(default_factory=dict)
+    run: str = field(default_factory=new_run_id)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
-    _prefix: str = "t"
 
     def accept(self, *, target: str, owner: str, prompt: str, now: datetime, nonce: str) -> Ticket:
         ticket = Ticket(
-            ticket_id=f"{self._prefix}{next(self._ids)}-{nonce}",
+            ticket_id=ticket_id(self.run, next(self._ids), nonce),
             target=target,
             owner=owner,
             accepted_at=now,

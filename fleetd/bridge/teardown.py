@@ -4,10 +4,12 @@ A release fails the target's work through the bridge's one idempotent target-wid
 operation, stops the process, settles the worktree by its release cause (M4 §5.3 as corrected:
 only SPAWN_ROLLBACK and a COMPLETED release of a clean worktree remove it; a dirty worktree, a
 failed dirty-check and every abnormal cause preserve it), writes an atomic manifest for a
-preserved worktree before the live session goes, revokes the member's token, records a target
-loss for health (:mod:`fleetd.bridge.evidence`) and retires the session. A second release of the
-same session — a retried stop, the poller, the monitor — joins the one under way instead of
-running again with a different cause.
+preserved worktree before the live session goes, removes the member's mark once its pane is
+closed or known gone (a pane herdr could not close keeps its mark, so the next run finds the
+member), revokes the member's token, records a target loss for health
+(:mod:`fleetd.bridge.evidence`) and retires the session. A second release of the same session — a
+retried stop, the poller, the monitor — joins the one under way instead of running again with a
+different cause.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from typing import TYPE_CHECKING
 
 from fleetd.bridge.evidence import target_lost
 from fleetd.bridge.manifests import PreservedWorktree, write_manifest
+from fleetd.bridge.marks import SESSIONS_DIR, remove_mark
 from fleetd.bridge.release import ReleaseCause, WorktreeAction
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.worktrees import Worktree, release_worktree
-from fleetd.errors import FleetdError, HerdrError
+from fleetd.errors import FleetdError, HerdrError, TargetNotFoundError
 
 if TYPE_CHECKING:
     from fleetd.bridge.service import Bridge
@@ -70,10 +73,14 @@ class Teardown:
         lost = target_lost(
             cause, code, at=self._bridge.clock.now(), failed=[t.ticket_id for t in failed]
         )
+        closed = True
         if session.pane_id is not None:
             try:
                 await self._bridge.control.close_pane(session.pane_id)
+            except TargetNotFoundError:
+                pass  # already gone
             except HerdrError as exc:
+                closed = False  # it may still run: its mark stays for the next run to find
                 _log.info("session %s: close pane: %s", session.session_id, exc.code)
         outcome: dict[str, object] = {"sessionId": session.session_id, "cause": cause.value}
         if session.worktree is not None:
@@ -83,12 +90,21 @@ class Teardown:
                 session.preserved = True
                 session.commits_ahead = await self._commits_ahead(session.worktree)
                 await self._write_manifest(session, cause, state_before, pending)
+        if closed:
+            await self._unmark(session)
         self._bridge.revoke(session.session_id)
         session.lost = lost
         session.released_cause = cause.value
         session.apply(SessionEvent.RELEASE, self._bridge.clock.now())
         self._bridge.roster.retire(session)
         return outcome
+
+    async def _unmark(self, session: Session) -> None:
+        sessions = self._bridge.manifest_root / SESSIONS_DIR
+        try:
+            await asyncio.to_thread(remove_mark, sessions, session.session_id)
+        except FleetdError as exc:
+            _log.warning("session %s: %s", session.session_id, exc)
 
     async def _commits_ahead(self, worktree: Worktree) -> int | None:
         """Work on the branch after its base, for WORK_PRODUCT_AT_RISK; None when git cannot say."""
@@ -126,7 +142,9 @@ class Teardown:
         except (FleetdError, ValueError) as exc:
             self._bridge.teardown_failures.append(f"manifest:{session.session_id}")
             _log.warning("session %s: manifest not written: %s", session.session_id, exc)
-        _log.warning(
+        # A clean stop preserves every worktree by design (§5.3): said, but not as a warning.
+        _log.log(
+            logging.INFO if cause is ReleaseCause.SHUTDOWN else logging.WARNING,
             "session %s: worktree preserved at %s (%s)",
             session.session_id,
             worktree.path,

@@ -180,11 +180,12 @@ def health_settings(config: FleetdConfig) -> HealthSettings:
 def capacity_view(
     bridge: Bridge, backlogs: Mapping[str, MemberBacklog] | None = None
 ) -> list[dict[str, Any]]:
-    """Per-profile capacity, from the same live count placement uses."""
+    """Per-profile capacity, from the same live count placement uses (orphans included)."""
     backlogs = backlogs or {}
     rows = capacity_rows(
         profile_inputs(bridge.settings()),
         [member_view(bridge, s, backlog=backlogs.get(s.session_id)) for s in bridge.roster.live()],
+        orphans=bridge.orphans.members(),
     )
     return [
         {
@@ -193,6 +194,7 @@ def capacity_view(
             "live": row.live,
             "free": row.free,
             "reclaimable": row.reclaimable,
+            "orphaned": row.orphaned,
         }
         for row in rows
     ]

@@ -7,7 +7,8 @@ placement imports it from here. The rule is deliberately simple:
     A member counts toward its profile's load from registration until its session is RELEASED.
 
 SPAWNING, READY, BUSY, DONE and FAILED all count — a failed member still holds its pane and
-process until teardown releases it; only a released session frees the slot. ``free`` is
+process until teardown releases it; only a released session frees the slot. An orphan (a member a
+previous run of fleetd left running) counts too, until it is stopped or gone. ``free`` is
 ``max(0, max_load - live)`` for a capped profile and ``None`` for an unlimited one.
 ``reclaimable`` counts live members that hold capacity without open bridge work (no turn, no
 queued send, no pending task, no uncollected reply); it is a fact for the lead, not a suggestion.
@@ -110,6 +111,8 @@ class CapacityRow:
     live: int
     free: int | None
     reclaimable: int
+    orphaned: int = 0
+    """Of ``live``, the orphans of a previous run."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,7 +135,9 @@ class CapacitySummary:
 
 
 def capacity_rows(
-    profiles: Iterable[ProfileCapacityInput], members: Sequence[MemberView]
+    profiles: Iterable[ProfileCapacityInput],
+    members: Sequence[MemberView],
+    orphans: Sequence[CountsTowardCapacity] = (),
 ) -> tuple[CapacityRow, ...]:
     """One row per configured profile, plus unlimited rows for profiles only members name."""
     limits: dict[str, int | None] = {p.profile: p.max_load for p in profiles}
@@ -140,10 +145,13 @@ def capacity_rows(
     for member in members:
         limits.setdefault(member.profile, None)
         by_profile.setdefault(member.profile, []).append(member)
+    for orphan in orphans:
+        limits.setdefault(orphan.profile, None)
     rows = []
     for profile in sorted(limits):
         mine = by_profile.get(profile, [])
-        live = live_count(profile, mine)
+        orphaned = live_count(profile, orphans)
+        live = live_count(profile, mine) + orphaned
         cap = limits[profile]
         rows.append(
             CapacityRow(
@@ -154,6 +162,7 @@ def capacity_rows(
                 reclaimable=sum(
                     1 for m in mine if holds_capacity(m.session_state) and is_reclaimable(m)
                 ),
+                orphaned=orphaned,
             )
         )
     return tuple(rows)

@@ -1,10 +1,11 @@
 """``fleet_list``: the one view of the whole fleet.
 
 It joins the control link, herdr's live agents (one ``agent.list``), the bridge's sessions and
-capacity, the leads and their push outcomes, inbox decode failures and the records held in memory
-for an unreachable inbox (counts), the config status and — once the health monitor runs — member
-and lead health, open incidents and ``healthCoverage``. It never carries pane content, prompts,
-replies or tokens. Preserved worktrees (paths included) are shown to leads only.
+capacity, the orphans a previous run left running (state ``orphaned``), the leads and their push
+outcomes, inbox decode failures and the records held in memory for an unreachable inbox (counts),
+the config status and — once the health monitor runs — member and lead health, open incidents and
+``healthCoverage``. It never carries pane content, prompts, replies or tokens. Preserved worktrees
+(paths included) are shown to leads only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from fleetd.api.tools import Caller, Role
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
 from fleetd.bridge.manifests import load_manifests
+from fleetd.bridge.orphans import ORPHANED, Orphan
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session
@@ -70,12 +72,18 @@ class FleetViewBuilder:
             self.bridge.inbox, [lead.name for lead in self.config.current.leads]
         )
         backlogs = member_backlogs(stats, self.bridge.roster.sessions.values())
+        orphans = [
+            o
+            for o in self.bridge.orphans.members()
+            if caller.role is Role.OPERATOR or o.mark.owner == caller.name
+        ]
         view: dict[str, Any] = {
             "version": VIEW_VERSION,
             "generatedAt": now.isoformat(),
             "controlLink": self.link.view(self.health.classified_link() if self.health else None),
             "agents": live,
-            "members": [self._member(s, now, statuses, backlogs) for s in visible],
+            "members": [self._member(s, now, statuses, backlogs) for s in visible]
+            + [_orphan(o, now, statuses) for o in orphans],
             "capacity": capacity_view(self.bridge, backlogs),
             "leads": self._leads(),
             "inbox": {
@@ -176,6 +184,28 @@ class FleetViewBuilder:
             for m in result.manifests
             if m.owner == lead
         ]
+
+
+def _orphan(orphan: Orphan, now: datetime, statuses: dict[str, str]) -> dict[str, Any]:
+    """A member of a previous run that still runs: nothing to send it, only to stop it."""
+    mark = orphan.mark
+    row: dict[str, Any] = {
+        "sessionId": mark.session_id,
+        "name": mark.name,
+        "profile": mark.profile,
+        "kind": mark.kind,
+        "role": mark.role,
+        "owner": mark.owner,
+        "paneId": mark.pane_id,
+        "state": ORPHANED,
+        "run": mark.run,
+        "liveStatus": statuses.get(mark.name),
+        "orphanedForSeconds": round((now - orphan.found_at).total_seconds(), 3),
+        "suggestedToolCalls": [f'fleet_stop(paneId="{mark.pane_id}")'],
+    }
+    if mark.worktree is not None:
+        row["branch"] = mark.worktree.branch
+    return row
 
 
 def _failure(failure: DecodeFailure) -> dict[str, Any]:

@@ -70,6 +70,19 @@ class E2EFleet:
     service: Fleetd
     simulator: HerdrSimulator
     base_url: str
+    server: _Server
+    serving: asyncio.Task[None]
+
+    async def stop(self) -> None:
+        """A clean stop, as SIGTERM asks for one: uvicorn's lifespan stops the service."""
+        self.server.should_exit = True
+        await asyncio.wait_for(self.serving, timeout=15)  # uvicorn shuts down on real time
+
+    async def crash(self) -> None:
+        """The process dies: the API and the loops end, and nothing is released or failed."""
+        self.server.force_exit = True  # uvicorn then skips the lifespan shutdown
+        await self.stop()
+        await self.service.scheduler.stop()
 
     async def run(self, aw: Awaitable[T], *, max_seconds: float = 120.0) -> T:
         return await drive(self.clock, aw, max_seconds=max_seconds)
@@ -108,6 +121,8 @@ def _free_port() -> int:
 
 
 def _repo(path: Path) -> Path:
+    if path.exists():
+        return path  # a restart on the same state
     path.mkdir()
     env = {
         **os.environ,
@@ -134,18 +149,28 @@ async def start_e2e(
     overrides: dict[str, Any] | None = None,
     *,
     agents: dict[str, Any] | None = None,
+    restart_of: E2EFleet | None = None,
 ) -> AsyncIterator[E2EFleet]:
     """Simulator + fleetd on uvicorn; ``overrides`` replace top-level config sections, ``agents``
-    adds scenario profiles by agent-name pattern (applied after the default ones)."""
-    clock = FakeClock()
-    short = Path(tempfile.mkdtemp(prefix="fe2e"))
-    socket_path = short / "herdr.sock"
-    scenario = parse_scenario({**SCENARIO, "agents": {**SCENARIO["agents"], **(agents or {})}})
-    simulator = HerdrSimulator(
-        socket_path, scenario, clock=clock, behaviour=FleetdCallbackBehaviour()
-    )
-    await simulator.start()
-    port = _free_port()
+    adds scenario profiles by agent-name pattern (applied after the default ones).
+
+    ``restart_of`` starts a new fleetd on the herdr, clock, port and state that an earlier one
+    (stopped or crashed) left; the simulator then stays up for the earlier fleet to stop.
+    """
+    if restart_of is None:
+        clock = FakeClock()
+        short = Path(tempfile.mkdtemp(prefix="fe2e"))
+        socket_path = short / "herdr.sock"
+        scenario = parse_scenario({**SCENARIO, "agents": {**SCENARIO["agents"], **(agents or {})}})
+        simulator = HerdrSimulator(
+            socket_path, scenario, clock=clock, behaviour=FleetdCallbackBehaviour()
+        )
+        await simulator.start()
+        port = _free_port()
+    else:
+        clock, simulator = restart_of.clock, restart_of.simulator
+        socket_path = simulator.socket_path
+        port = int(restart_of.base_url.rsplit(":", 1)[1])
     env = {"T_LEAD": LEAD_TOKEN, "T_OP": OPERATOR_TOKEN}
     document = {
         "api": {"host": "127.0.0.1", "port": port},
@@ -170,11 +195,18 @@ async def start_e2e(
             await asyncio.sleep(0)
 
     await drive(clock, started(), max_seconds=30)
+    fleet = E2EFleet(
+        clock=clock,
+        service=service,
+        simulator=simulator,
+        base_url=f"http://127.0.0.1:{port}",
+        server=server,
+        serving=serving,
+    )
     try:
-        yield E2EFleet(
-            clock=clock, service=service, simulator=simulator, base_url=f"http://127.0.0.1:{port}"
-        )
+        yield fleet
     finally:
-        server.should_exit = True
-        await asyncio.wait_for(serving, timeout=15)  # uvicorn shuts down on real time
-        await simulator.stop()
+        if not serving.done():
+            await fleet.stop()
+        if restart_of is None:
+            await simulator.stop()

@@ -10,6 +10,7 @@ from api_doubles import LEAD_TOKEN, OPERATOR_TOKEN, OTHER_LEAD_TOKEN
 from fleetd.api.auth import Authenticator, bearer_token
 from fleetd.api.tools import Caller, Role
 from fleetd.errors import AuthError, ConfigError
+from fleetd.runs import Runs
 
 
 @pytest.mark.parametrize(
@@ -123,3 +124,20 @@ def test_tokens_never_reach_logs_or_reprs(
     text = caplog.text + repr(callers) + repr(vars(authenticator))
     for secret in (token, LEAD_TOKEN, OPERATOR_TOKEN, OTHER_LEAD_TOKEN):
         assert secret not in text
+
+
+def test_a_member_token_of_a_previous_run_says_fleetd_restarted() -> None:
+    """A token minted by an ended run grants nothing, and its refusal names the restart."""
+    before = Runs()
+    old = Authenticator(lead_tokens={}, run=before.current).mint_member_token("s-1", "m1")
+    now = Runs(previous=frozenset({before.current}))
+    auth = Authenticator(lead_tokens={}, run=now.current, ended_run=now.ended)
+    fresh = auth.mint_member_token("s-2", "m2")
+    assert fresh.startswith(f"{now.current}.")
+    with pytest.raises(AuthError, match="fleetd restarted") as refused:
+        auth.resolve(old)
+    assert refused.value.status == 401
+    assert "nothing was replayed" in refused.value.message
+    for unknown in (f"{now.current}.forged", "r00000000.forged", "no-run-here"):
+        with pytest.raises(AuthError, match="not recognised"):
+            auth.resolve(unknown)

@@ -47,7 +47,7 @@ def _state(fleet: TestFleet) -> tuple[Any, ...]:
         ("fleet_send", {"target": "SID", "prompt": "x" * 100_001}, 422, "invalid_arguments"),
         ("fleet_send", {"target": "SID", "prompt": "x", "wait": -1}, 422, "invalid_arguments"),
         ("fleet_stop", {"sessionId": "a", "paneId": "b"}, 422, "invalid_arguments"),
-        ("fleet_poll", {"ticket": "t-unknown"}, 404, "unknown_target"),
+        ("fleet_poll", {"ticket": "t-unknown"}, 404, "unknown_ticket"),
         ("fleet_poll", {"target": "lead-b"}, 403, "forbidden"),
         ("fleet_reply", {"content": "x"}, 403, "forbidden"),
         ("fleet_spawn", {"profile": "no-such"}, 422, "invalid_arguments"),

@@ -315,14 +315,33 @@ async def test_placement_refuses_past_max_load(fleet: TestFleet) -> None:
 
 
 async def test_restart_loses_waiters_and_replays_nothing(tmp_path: Path) -> None:
-    """A new process knows no old tickets and sends no prompt it did not accept itself."""
+    """A second run on the herdr the first left knows no old ticket, says why, sends nothing."""
     first = build_test_fleet(tmp_path)
-    await first.service.own_lead_keys()
-    _sid, ticket = await _busy(first)
-    second = build_test_fleet(tmp_path)
-    second.control = first.control
-    result = await second.call("fleet_poll", ticket=ticket)
-    assert result.error is not None
-    assert result.error.code == "unknown_target"
-    await second.poll()
-    assert len(first.control.calls_to("prompt")) == 1
+    await first.service.start()
+    sid, ticket = await _busy(first)
+    waiter = asyncio.ensure_future(first.ok("fleet_send", target=sid, prompt="queued", wait=60))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    await first.service.scheduler.stop()  # the process dies: nothing is released or failed
+    waiter.cancel()
+    second = build_test_fleet(tmp_path, control=first.control)
+    await second.service.start()
+    try:
+        first.set_status(sid, AgentStatus.IDLE)  # the old turn ends; the queued send is ready
+        await second.clock.run(30)
+        for _ in range(4):
+            await second.poll()
+        name = first.bridge.roster.get(sid).name  # type: ignore[union-attr]
+        prompts = [c.args for c in first.control.calls_to("prompt")]
+        assert [p["text"] for p in prompts if p["target"] == name] == ["do the thing"], prompts
+        result = await second.call("fleet_poll", ticket=ticket)
+        assert result.error is not None
+        assert (result.error.code, result.error.http_status) == ("unknown_ticket", 404)
+        assert "fleetd restarted" in result.error.message
+        assert "nothing was replayed" in result.error.message
+        assert result.error.hint["restarted"] is True
+        assert result.error.hint["replayed"] is False
+        [row] = (await second.ok("fleet_list"))["members"]
+        assert (row["sessionId"], row["state"]) == (sid, "orphaned")
+    finally:
+        await second.service.stop()

@@ -86,6 +86,23 @@ def test_rows_report_cap_live_free_and_reclaimable() -> None:
     )
 
 
+def test_orphans_of_a_previous_run_fill_slots_and_are_never_reclaimable() -> None:
+    """An orphan counts toward its profile's live figure, even a profile no longer configured."""
+    orphans = [
+        PlacementSession("opus", "orphaned"),
+        PlacementSession("gone", "orphaned"),
+    ]
+    rows = capacity_rows(
+        [ProfileCapacityInput(profile="opus", max_load=2)],
+        [member("a", profile="opus", state=S.READY)],
+        orphans=orphans,
+    )
+    assert rows == (
+        CapacityRow(profile="gone", max_load=None, live=1, free=None, reclaimable=0, orphaned=1),
+        CapacityRow(profile="opus", max_load=2, live=2, free=0, reclaimable=1, orphaned=1),
+    )
+
+
 def test_cap_must_be_positive() -> None:
     """A zero cap is a config error, not a profile that can never run."""
     with pytest.raises(ValueError, match="max_load"):
