@@ -7,6 +7,11 @@ naming the dotted key (or the file and line for YAML that does not parse). Error
 never carries a value that might be a secret: pydantic inputs are hidden, YAML errors keep only
 their problem and line.
 
+YAML nested deeper than :data:`MAX_NESTING` levels is refused while it is read (no config key is
+more than a few levels deep, and the YAML reader would otherwise recurse until Python gives up);
+so is a document of more than :data:`MAX_VALUES` values once its aliases are expanded (a few
+nested aliases would otherwise stand for billions of values).
+
 :func:`load_config` is the edge: it logs the warnings. The ``parse_*`` functions do the same
 work silently for callers that report warnings themselves (``check-config``, reloads).
 """
@@ -31,6 +36,8 @@ from fleetd.config.model import FleetdConfig, NotificationMode
 from fleetd.errors import ConfigError
 
 __all__ = [
+    "MAX_NESTING",
+    "MAX_VALUES",
     "FileFingerprint",
     "LoadedConfig",
     "load_config",
@@ -42,6 +49,12 @@ __all__ = [
 
 _log = logging.getLogger("fleetd.config")
 _NO_FILE = "<config>"
+
+MAX_NESTING = 32
+"""Deepest nesting of mappings and lists a config file may have."""
+
+MAX_VALUES = 10_000
+"""Most values (mappings, lists, scalars; an alias counts each time) a config file may hold."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +115,7 @@ def parse_config_bytes(
 ) -> LoadedConfig:
     """Validate the YAML ``data`` of the file at ``path``; relative paths resolve beside it."""
     document = _parse_yaml(data, str(path))
+    _check_shape(document, str(path))
     if document is not None and not isinstance(document, Mapping):
         raise ConfigError(str(path), "the top level must be a mapping of sections")
     loaded = parse_config(document, environ, base_dir=path.absolute().parent)
@@ -138,7 +152,21 @@ def parse_config(
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key repeated in one mapping instead of keeping the last."""
+    """SafeLoader that refuses a key repeated in one mapping instead of keeping the last, and
+    nesting deeper than :data:`MAX_NESTING`."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING + 1:  # the document itself is the first node
+                mark = parent.start_mark if parent is not None else None
+                problem = f"nested deeper than {MAX_NESTING} levels"
+                raise yaml.composer.ComposerError(None, None, problem, mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -167,6 +195,24 @@ def _parse_yaml(data: bytes, name: str) -> Any:
         raise ConfigError(name, f"{where}{exc.problem or 'malformed YAML'}") from None
     except yaml.YAMLError:
         raise ConfigError(name, "not readable as YAML text") from None
+
+
+def _check_shape(document: Any, name: str) -> None:
+    """Refuse a document deeper than :data:`MAX_NESTING` or larger than :data:`MAX_VALUES` as its
+    aliases expand it (a recursive alias is infinitely deep). Stops at the first excess."""
+    pending: list[tuple[Any, int]] = [(document, 0)]
+    count = 0
+    while pending:
+        node, depth = pending.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise ConfigError(name, f"more than {MAX_VALUES} values once aliases are expanded")
+        if depth > MAX_NESTING:
+            raise ConfigError(name, f"nested deeper than {MAX_NESTING} levels")
+        if isinstance(node, Mapping):
+            pending.extend((child, depth + 1) for pair in node.items() for child in pair)
+        elif isinstance(node, list):
+            pending.extend((child, depth + 1) for child in node)
 
 
 def _drop_empty_sections(raw: dict[str, Any], model: type[ConfigModel]) -> None:
