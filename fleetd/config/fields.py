@@ -14,9 +14,8 @@ can never overflow; a count is at most a bound no fleet approaches, so it stays 
 integer. A value above its bound is an error naming the key, never clamped.
 
 Validation receives a :class:`LoadContext` that carries what the file alone cannot: the
-environment (webhook mode needs its variable present, each token variable must hold a usable
-token), the directory relative paths are resolved against, and the list that floor clamps append
-their one warning to.
+environment (webhook mode needs its variable present), the directory relative paths are resolved
+against, and the list that floor clamps append their one warning to.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ more than a few levels deep, and the YAML reader would otherwise recurse until P
 so is a document of more than :data:`MAX_VALUES` values once its aliases are expanded (a few
 nested aliases would otherwise stand for billions of values).
 
+Each token variable the config names (``leads[i].tokenEnv``, ``operatorTokenEnv``) must hold a
+token: set, without whitespace, and not shared with another identity. Otherwise that caller could
+never authenticate, or two callers would be one, so the config is refused naming the key.
+
 :func:`load_config` is the edge: it logs the warnings. The ``parse_*`` functions do the same
 work silently for callers that report warnings themselves (``check-config``, reloads).
 """
@@ -112,10 +116,17 @@ def parse_config_bytes(
     *,
     path: Path,
     fingerprint: FileFingerprint | None = None,
+    allow_empty: bool = True,
 ) -> LoadedConfig:
-    """Validate the YAML ``data`` of the file at ``path``; relative paths resolve beside it."""
+    """Validate the YAML ``data`` of the file at ``path``; relative paths resolve beside it.
+
+    An empty document (no bytes, or only comments) means the defaults, unless ``allow_empty`` is
+    false (a reload: a file caught mid-write must not replace the running config).
+    """
     document = _parse_yaml(data, str(path))
     _check_shape(document, str(path))
+    if document is None and not allow_empty:
+        raise ConfigError(str(path), "the file holds no settings (empty, or caught mid-write)")
     if document is not None and not isinstance(document, Mapping):
         raise ConfigError(str(path), "the top level must be a mapping of sections")
     loaded = parse_config(document, environ, base_dir=path.absolute().parent)
@@ -141,6 +152,7 @@ def parse_config(
     except ValidationError as exc:
         raise _config_error(exc) from None
     _check_leads(config)
+    _check_tokens(config, environ)
     warnings = list(context.warnings)
     health = config.health
     if health.enabled and health.notifications.mode is NotificationMode.DISABLED:
@@ -260,3 +272,20 @@ def _check_leads(config: FleetdConfig) -> None:
             raise ConfigError(f"leads[{index}].agent", f"agent {lead.agent!r} is another lead's")
         names.add(lead.name)
         agents.add(lead.agent)
+
+
+def _check_tokens(config: FleetdConfig, environ: Mapping[str, str]) -> None:
+    """Every named token variable holds a usable token of its own (the value is never shown)."""
+    named = [(f"leads[{i}].tokenEnv", lead.token_env) for i, lead in enumerate(config.leads)]
+    if config.operator_token_env is not None:
+        named.append(("operatorTokenEnv", config.operator_token_env))
+    holders: dict[str, str] = {}
+    for key, variable in named:
+        token = environ.get(variable)
+        if not token:
+            raise ConfigError(key, f"environment variable {variable} is not set")
+        if any(ch.isspace() for ch in token):
+            raise ConfigError(key, f"the token in {variable} contains whitespace")
+        other = holders.setdefault(token, key)
+        if other != key:
+            raise ConfigError(key, f"the token in {variable} is also {other}'s; tokens must differ")
