@@ -70,10 +70,10 @@ def _serve(argv: list[str]) -> int:
 
     try:
         ref = ConfigRef.load(args.config, dict(os.environ), now=SystemClock().now())
+        asyncio.run(serve(ref))
     except ConfigError as exc:
         print(f"config error: {exc.key}: {exc.reason}", file=sys.stderr)
         return 2
-    asyncio.run(serve(ref))
     return 0
 
 

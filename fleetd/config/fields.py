@@ -8,6 +8,11 @@ Integers and booleans are strict: YAML already types them, and ``port: "8765"`` 
 is more likely a mistake than an intent. Environment overrides arrive as text and are converted
 to the target type before validation (see :mod:`fleetd.config.env`).
 
+Every number has an upper bound as well as a lower one. A duration is at most :data:`HOUR` or
+:data:`DAY` (whichever still makes sense for its rule), so ``timedelta`` arithmetic in the loops
+can never overflow; a count is at most a bound no fleet approaches, so it stays a plain JSON
+integer. A value above its bound is an error naming the key, never clamped.
+
 Validation receives a :class:`LoadContext` that carries what the file alone cannot: the
 environment (webhook mode needs its variable present), the directory relative paths are resolved
 against, and the list that floor clamps append their one warning to.
@@ -27,6 +32,8 @@ from pydantic.alias_generators import to_camel
 from fleetd.config.floors import FLOORS
 
 __all__ = [
+    "DAY",
+    "HOUR",
     "AgentName",
     "ConfigModel",
     "EnvName",
@@ -39,6 +46,12 @@ __all__ = [
     "mask_url",
     "scheme_check",
 ]
+
+HOUR = 3600
+"""Upper bound, in seconds, of a cadence or a grace period (a tick, a probe, readiness)."""
+
+DAY = 86_400
+"""Upper bound, in seconds, of a waiting period or a repeat interval."""
 
 StrictInt = Annotated[int, Strict()]
 StrictBool = Annotated[bool, Strict()]

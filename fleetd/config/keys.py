@@ -26,6 +26,7 @@ __all__ = [
     "iter_keys",
     "replace_value",
     "section_of",
+    "upper_bound",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -48,6 +49,21 @@ def section_of(annotation: Any) -> type[ConfigModel] | None:
         found = section_of(arg)
         if found is not None:
             return found
+    return None
+
+
+def upper_bound(field: FieldInfo) -> int | None:
+    """The largest value a numeric key accepts (its ``le``), or ``None`` when it has none."""
+    pending: list[Any] = [*field.metadata, field.annotation]
+    while pending:
+        item = pending.pop()
+        bound = getattr(item, "le", None)  # pydantic keeps Field(le=...) as annotated_types.Le
+        if isinstance(bound, int):
+            return bound
+        if isinstance(item, FieldInfo):
+            pending.extend(item.metadata)
+        else:
+            pending.extend(typing.get_args(item))
     return None
 
 

@@ -7,6 +7,15 @@ naming the dotted key (or the file and line for YAML that does not parse). Error
 never carries a value that might be a secret: pydantic inputs are hidden, YAML errors keep only
 their problem and line.
 
+YAML nested deeper than :data:`MAX_NESTING` levels is refused while it is read (no config key is
+more than a few levels deep, and the YAML reader would otherwise recurse until Python gives up);
+so is a document of more than :data:`MAX_VALUES` values once its aliases are expanded (a few
+nested aliases would otherwise stand for billions of values).
+
+Each token variable the config names (``leads[i].tokenEnv``, ``operatorTokenEnv``) must hold a
+token: set, without whitespace, and not shared with another identity. Otherwise that caller could
+never authenticate, or two callers would be one, so the config is refused naming the key.
+
 :func:`load_config` is the edge: it logs the warnings. The ``parse_*`` functions do the same
 work silently for callers that report warnings themselves (``check-config``, reloads).
 """
@@ -31,6 +40,8 @@ from fleetd.config.model import FleetdConfig, NotificationMode
 from fleetd.errors import ConfigError
 
 __all__ = [
+    "MAX_NESTING",
+    "MAX_VALUES",
     "FileFingerprint",
     "LoadedConfig",
     "load_config",
@@ -42,6 +53,12 @@ __all__ = [
 
 _log = logging.getLogger("fleetd.config")
 _NO_FILE = "<config>"
+
+MAX_NESTING = 32
+"""Deepest nesting of mappings and lists a config file may have."""
+
+MAX_VALUES = 10_000
+"""Most values (mappings, lists, scalars; an alias counts each time) a config file may hold."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,9 +116,17 @@ def parse_config_bytes(
     *,
     path: Path,
     fingerprint: FileFingerprint | None = None,
+    allow_empty: bool = True,
 ) -> LoadedConfig:
-    """Validate the YAML ``data`` of the file at ``path``; relative paths resolve beside it."""
+    """Validate the YAML ``data`` of the file at ``path``; relative paths resolve beside it.
+
+    An empty document (no bytes, or only comments) means the defaults, unless ``allow_empty`` is
+    false (a reload: a file caught mid-write must not replace the running config).
+    """
     document = _parse_yaml(data, str(path))
+    _check_shape(document, str(path))
+    if document is None and not allow_empty:
+        raise ConfigError(str(path), "the file holds no settings (empty, or caught mid-write)")
     if document is not None and not isinstance(document, Mapping):
         raise ConfigError(str(path), "the top level must be a mapping of sections")
     loaded = parse_config(document, environ, base_dir=path.absolute().parent)
@@ -127,6 +152,7 @@ def parse_config(
     except ValidationError as exc:
         raise _config_error(exc) from None
     _check_leads(config)
+    _check_tokens(config, environ)
     warnings = list(context.warnings)
     health = config.health
     if health.enabled and health.notifications.mode is NotificationMode.DISABLED:
@@ -138,7 +164,21 @@ def parse_config(
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key repeated in one mapping instead of keeping the last."""
+    """SafeLoader that refuses a key repeated in one mapping instead of keeping the last, and
+    nesting deeper than :data:`MAX_NESTING`."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING + 1:  # the document itself is the first node
+                mark = parent.start_mark if parent is not None else None
+                problem = f"nested deeper than {MAX_NESTING} levels"
+                raise yaml.composer.ComposerError(None, None, problem, mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -167,6 +207,24 @@ def _parse_yaml(data: bytes, name: str) -> Any:
         raise ConfigError(name, f"{where}{exc.problem or 'malformed YAML'}") from None
     except yaml.YAMLError:
         raise ConfigError(name, "not readable as YAML text") from None
+
+
+def _check_shape(document: Any, name: str) -> None:
+    """Refuse a document deeper than :data:`MAX_NESTING` or larger than :data:`MAX_VALUES` as its
+    aliases expand it (a recursive alias is infinitely deep). Stops at the first excess."""
+    pending: list[tuple[Any, int]] = [(document, 0)]
+    count = 0
+    while pending:
+        node, depth = pending.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise ConfigError(name, f"more than {MAX_VALUES} values once aliases are expanded")
+        if depth > MAX_NESTING:
+            raise ConfigError(name, f"nested deeper than {MAX_NESTING} levels")
+        if isinstance(node, Mapping):
+            pending.extend((child, depth + 1) for pair in node.items() for child in pair)
+        elif isinstance(node, list):
+            pending.extend((child, depth + 1) for child in node)
 
 
 def _drop_empty_sections(raw: dict[str, Any], model: type[ConfigModel]) -> None:
@@ -214,3 +272,20 @@ def _check_leads(config: FleetdConfig) -> None:
             raise ConfigError(f"leads[{index}].agent", f"agent {lead.agent!r} is another lead's")
         names.add(lead.name)
         agents.add(lead.agent)
+
+
+def _check_tokens(config: FleetdConfig, environ: Mapping[str, str]) -> None:
+    """Every named token variable holds a usable token of its own (the value is never shown)."""
+    named = [(f"leads[{i}].tokenEnv", lead.token_env) for i, lead in enumerate(config.leads)]
+    if config.operator_token_env is not None:
+        named.append(("operatorTokenEnv", config.operator_token_env))
+    holders: dict[str, str] = {}
+    for key, variable in named:
+        token = environ.get(variable)
+        if not token:
+            raise ConfigError(key, f"environment variable {variable} is not set")
+        if any(ch.isspace() for ch in token):
+            raise ConfigError(key, f"the token in {variable} contains whitespace")
+        other = holders.setdefault(token, key)
+        if other != key:
+            raise ConfigError(key, f"the token in {variable} is also {other}'s; tokens must differ")

@@ -16,6 +16,8 @@ from typing import Annotated, Final
 from pydantic import Field, ValidationInfo, field_validator
 
 from fleetd.config.fields import (
+    DAY,
+    HOUR,
     ConfigModel,
     EnvName,
     ProfileName,
@@ -89,22 +91,27 @@ class NotificationsConfig(ConfigModel):
 
 
 class HealthConfig(ConfigModel):
-    """M4 §11. Floors clamp with a warning; see :mod:`fleetd.config.floors`."""
+    """M4 §11. Floors clamp with a warning (see :mod:`fleetd.config.floors`); a duration above
+    its upper bound (an hour for a cadence, a day for a waiting period) is an error."""
 
     enabled: StrictBool = False
-    snapshot_interval_seconds: Annotated[StrictInt, floored("health.snapshotIntervalSeconds")] = 30
+    snapshot_interval_seconds: Annotated[
+        StrictInt, Field(le=HOUR), floored("health.snapshotIntervalSeconds")
+    ] = 30
     working_suspect_after_seconds: Annotated[
-        StrictInt, floored("health.workingSuspectAfterSeconds")
+        StrictInt, Field(le=DAY), floored("health.workingSuspectAfterSeconds")
     ] = 600
     pane_probe_interval_seconds: Annotated[
-        StrictInt, floored("health.paneProbeIntervalSeconds")
+        StrictInt, Field(le=HOUR), floored("health.paneProbeIntervalSeconds")
     ] = 60
     lead_unresponsive_after_seconds: Annotated[
-        StrictInt, floored("health.leadUnresponsiveAfterSeconds")
+        StrictInt, Field(le=DAY), floored("health.leadUnresponsiveAfterSeconds")
     ] = 300
-    human_repeat_seconds: Annotated[StrictInt, floored("health.humanRepeatSeconds")] = 3600
+    human_repeat_seconds: Annotated[
+        StrictInt, Field(le=DAY), floored("health.humanRepeatSeconds")
+    ] = 3600
     capacity_long_idle_after_seconds: Annotated[
-        StrictInt, floored("health.capacityLongIdleAfterSeconds")
+        StrictInt, Field(le=DAY), floored("health.capacityLongIdleAfterSeconds")
     ] = 900
     include_pane_excerpt: StrictBool = False
     notifications: NotificationsConfig = NotificationsConfig()

@@ -7,7 +7,11 @@ moved (or :meth:`ConfigRef.request_reload` asked, e.g. on SIGHUP), and re-parsed
 content hash differs from both the running version and the last rejected one, so an edit is
 applied or reported exactly once.
 
-A new version is validated completely before anything changes. An invalid one leaves the running
+A new version is validated completely before anything changes. It must also be a plausible edit
+of a running fleet: a file that holds no settings (empty, or caught mid-write) or that lists no
+lead while leads are running is refused, since applying it would lock every caller out; a
+restart is the way to run without leads. A token variable that is unset or unusable is refused
+like any invalid key (see :mod:`fleetd.config.loader`). An invalid version leaves the running
 config in place and is reported: a ``REJECTED`` result, :attr:`ConfigRef.last_reload_error`, the
 :attr:`ConfigRef.reload_failures` counter, and one WARN. A valid one applies its hot keys at once;
 a changed restart-only key (:data:`~fleetd.config.model.RESTART_KEYS`) keeps the value fleetd
@@ -37,6 +41,10 @@ from fleetd.errors import ConfigError
 __all__ = ["ConfigRef", "ConfigStatus", "ReloadResult", "ReloadStatus"]
 
 _log = logging.getLogger("fleetd.config")
+_NO_LEADS = (
+    "a reload may not remove every lead, which would lock them all out; "
+    "restart fleetd to run without leads"
+)
 
 
 class ReloadStatus(StrEnum):
@@ -168,7 +176,11 @@ class ConfigRef:
         if not forced and fingerprint.sha256 == self._rejected_sha:
             return self._unchanged()
         try:
-            loaded = parse_config_bytes(data, self._environ, path=path, fingerprint=fingerprint)
+            loaded = parse_config_bytes(
+                data, self._environ, path=path, fingerprint=fingerprint, allow_empty=False
+            )
+            if self._current.leads and not loaded.config.leads:
+                raise ConfigError("leads", _NO_LEADS)
         except ConfigError as exc:
             return self._reject(exc, sha=fingerprint.sha256)
         return self._apply(loaded, fingerprint, now)

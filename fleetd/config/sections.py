@@ -2,7 +2,8 @@
 inbox and journal.
 
 Each class is one YAML section (camelCase keys there, snake_case here). Defaults are the spec's;
-bounds that make a value meaningless are validation errors, while the safety floors listed in
+bounds that make a value meaningless are validation errors (every number has an upper bound,
+see :mod:`fleetd.config.fields`), while the safety floors listed in
 :mod:`fleetd.config.floors` clamp with a warning instead. Which keys need a restart is declared in
 :data:`fleetd.config.model.RESTART_KEYS`; the rest apply live.
 """
@@ -25,6 +26,8 @@ from pydantic import (
 )
 
 from fleetd.config.fields import (
+    DAY,
+    HOUR,
     AgentName,
     ConfigModel,
     EnvName,
@@ -53,6 +56,12 @@ __all__ = [
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 JOURNAL_FILE = "fleetd-journal.sqlite"
 NO_FILE_STATE_DIR = Path("var")
+MAX_CHARS = 1_000_000
+"""Upper bound of a character limit (a prompt, a pane scrape)."""
+MAX_LOAD = 1000
+"""Upper bound of a profile's ``maxLoad``."""
+MAX_REPEATS = 100
+"""Upper bound of a nudge or heartbeat count."""
 
 
 class AgentKind(StrEnum):
@@ -101,7 +110,7 @@ class ApiConfig(ConfigModel):
     host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
     port: Annotated[StrictInt, Field(ge=0, le=65535)] = 8765
     public_url: Annotated[str | None, AfterValidator(scheme_check("http", "https"))] = None
-    max_prompt_chars: Annotated[StrictInt, Field(ge=1)] = 100_000
+    max_prompt_chars: Annotated[StrictInt, Field(ge=1, le=MAX_CHARS)] = 100_000
 
     @property
     def base_url(self) -> str:
@@ -148,7 +157,7 @@ class ProfileConfig(ConfigModel):
     args: tuple[str, ...] = ()
     model: str | None = None
     provider: str | None = None
-    max_load: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_load: Annotated[StrictInt, Field(ge=1, le=MAX_LOAD)] | None = None
 
 
 class WorktreesConfig(ConfigModel):
@@ -158,11 +167,13 @@ class WorktreesConfig(ConfigModel):
 
 
 class PushConfig(ConfigModel):
-    max_nudges_per_item: Annotated[StrictInt, floored("bridge.push.maxNudgesPerItem")] = 3
+    max_nudges_per_item: Annotated[
+        StrictInt, Field(le=MAX_REPEATS), floored("bridge.push.maxNudgesPerItem")
+    ] = 3
     heartbeat_interval_seconds: Annotated[
-        StrictInt, floored("bridge.push.heartbeatIntervalSeconds")
+        StrictInt, Field(le=DAY), floored("bridge.push.heartbeatIntervalSeconds")
     ] = 600
-    heartbeat_max: Annotated[StrictInt, Field(ge=0)] = 3
+    heartbeat_max: Annotated[StrictInt, Field(ge=0, le=MAX_REPEATS)] = 3
 
     @property
     def heartbeat_interval(self) -> timedelta:
@@ -170,9 +181,11 @@ class PushConfig(ConfigModel):
 
 
 class BridgeConfig(ConfigModel):
-    readiness_grace_seconds: Annotated[StrictInt, floored("bridge.readinessGraceSeconds")] = 120
+    readiness_grace_seconds: Annotated[
+        StrictInt, Field(le=HOUR), floored("bridge.readinessGraceSeconds")
+    ] = 120
     submit_retry_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 1500
-    max_scrape_chars: Annotated[StrictInt, Field(ge=1)] = 4000
+    max_scrape_chars: Annotated[StrictInt, Field(ge=1, le=MAX_CHARS)] = 4000
     prompt_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 8
     prompt_retry_base_ms: Annotated[StrictInt, Field(ge=50, le=30_000)] = 250
     push: PushConfig = PushConfig()

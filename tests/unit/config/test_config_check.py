@@ -46,6 +46,10 @@ def test_warnings_go_to_stderr(tmp_path: Path) -> None:
     [
         ("health:\n  bogus: 1\n", "config error: health.bogus: unknown key\n"),
         ("api:\n  port: x\n", "config error: api.port: Input should be a valid integer\n"),
+        (
+            "leads:\n  - name: alpha\n    tokenEnv: ALPHA_TOKEN\n",
+            "config error: leads[0].tokenEnv: environment variable ALPHA_TOKEN is not set\n",
+        ),
     ],
 )
 def test_invalid_file_exits_2(tmp_path: Path, text: str, expected: str) -> None:
@@ -107,6 +111,7 @@ def test_render_masks_amqp_passwords(url: str, shown: str) -> None:
 
 def test_example_checks_clean() -> None:
     """The shipped example passes check-config with no warnings."""
-    code, out, err = _run([str(EXAMPLE)])
+    environ = {"FLEETD_LEAD_TOKEN": "lead-token-1", "FLEETD_OPERATOR_TOKEN": "op-token-1"}
+    code, out, err = _run([str(EXAMPLE)], environ)
     assert (code, err) == (0, "")
     assert "guest:***@" in out

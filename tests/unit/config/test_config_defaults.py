@@ -146,7 +146,7 @@ def test_lead_agent_defaults_to_its_name() -> None:
             {"name": "beta", "agent": "beta-claude", "tokenEnv": "BETA_TOKEN"},
         ]
     }
-    config = parse_config(document, {}).config
+    config = parse_config(document, {"ALPHA_TOKEN": "a-token", "BETA_TOKEN": "b-token"}).config
     assert [(lead.name, lead.agent) for lead in config.leads] == [
         ("alpha", "alpha"),
         ("beta", "beta-claude"),

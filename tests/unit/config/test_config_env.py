@@ -39,6 +39,7 @@ def test_overrides_take_their_key_type() -> None:
         "FLEETD_API__HOST": "0.0.0.0",
         "FLEETD_HERDR__SOCKET_PATH": "/run/herdr.sock",
         "FLEETD_OPERATOR_TOKEN_ENV": "OPS_TOKEN",
+        "OPS_TOKEN": "ops-token",
         "FLEETD_HEALTH__NOTIFICATIONS__MODE": "webhook",
         "FLEETD_HEALTH__NOTIFICATIONS__WEBHOOK_URL_ENV": "HOOK",
         "HOOK": "https://hooks.example/x",

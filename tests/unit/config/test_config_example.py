@@ -14,6 +14,7 @@ from fleetd.config.fields import ConfigModel
 from fleetd.config.keys import section_of
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "fleetd.example.yaml"
+EXAMPLE_ENV = {"FLEETD_LEAD_TOKEN": "lead-token-1", "FLEETD_OPERATOR_TOKEN": "op-token-1"}
 
 
 def _model_keys(model: type[ConfigModel], prefix: str = "") -> Iterator[str]:
@@ -45,7 +46,7 @@ def _document_keys(node: Any, prefix: str = "") -> Iterator[str]:
 
 def test_example_loads_without_warnings() -> None:
     """The example is valid as shipped and triggers no floor or coverage warning."""
-    loaded = load_config(EXAMPLE, {})
+    loaded = load_config(EXAMPLE, EXAMPLE_ENV)
     assert loaded.warnings == ()
     config = loaded.config
     assert config.inbox.backend is InboxBackend.MEMORY
@@ -56,7 +57,7 @@ def test_example_loads_without_warnings() -> None:
 
 def test_example_values_are_the_defaults() -> None:
     """Apart from the sample lead, profiles and variable names, the example shows the defaults."""
-    config = load_config(EXAMPLE, {}).config
+    config = load_config(EXAMPLE, EXAMPLE_ENV).config
     defaults = load_config(None, {}).config
     assert config.health == defaults.health.model_copy(
         update={"notifications": config.health.notifications}

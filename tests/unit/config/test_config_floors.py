@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fleetd.config import FLOORS, HealthConfig, load_config, parse_config
 from fleetd.config.env import env_name
-from fleetd.config.keys import get_value, iter_keys
+from fleetd.config.keys import get_value, iter_keys, upper_bound
 
 SPECS = {spec.dotted: spec for spec in iter_keys()}
 
@@ -76,7 +76,11 @@ def test_load_config_logs_each_warning(caplog: pytest.LogCaptureFixture, tmp_pat
 
 
 floor_values = st.fixed_dictionaries(
-    {}, optional={key: st.integers(min_value=-(10**9), max_value=10**9) for key in FLOORS}
+    {},
+    optional={
+        key: st.integers(min_value=-(10**9), max_value=upper_bound(SPECS[key].field))
+        for key in FLOORS
+    },
 )
 
 

@@ -170,7 +170,7 @@ def test_secret_restart_key_is_named_not_shown(file: ConfigFile, clock: FakeCloc
 
 def test_leads_and_profiles_apply_live(file: ConfigFile, clock: FakeClock) -> None:
     """Adding a lead and a profile is a hot change."""
-    ref = _ref(file, clock)
+    ref = _ref(file, clock, {"ALPHA_TOKEN": "alpha-token"})
     file.write(
         BASE
         + "leads:\n  - name: alpha\n    tokenEnv: ALPHA_TOKEN\n"

@@ -70,3 +70,52 @@ async def test_reload_applies_hot_keys_owns_new_lead_keys_and_reports_bad_files(
     assert view["config"]["reloadFailures"] == 1
     rejected = service.metrics.config_reloads_total.labels(outcome="rejected")
     assert rejected._value.get() == 1
+
+
+async def test_no_file_version_written_over_a_running_config_locks_callers_out(
+    tmp_path: Path,
+) -> None:
+    """Every prefix of the running file (a truncated or half-written save), a file without
+    leads, and one naming an unset token variable: the lead and the operator still authenticate,
+    and each refused version is counted and shown in the fleet view."""
+    path = tmp_path / "fleetd.yaml"
+    text = (
+        "operatorTokenEnv: T_OP\n"
+        "profiles:\n  codex:\n    kind: codex\n"
+        "bridge:\n  submitRetryMs: 900\n"
+        "leads:\n  - name: lead\n    agent: lead\n    tokenEnv: T_LEAD\n"
+    )
+    path.write_text(text, encoding="utf-8")
+    clock = FakeClock()
+    ref = ConfigRef.load(path, ENV, now=clock.now())
+    service = build_service(
+        ref,
+        environ=ENV,
+        clock=clock,
+        control=FakeAgentControl(),
+        inbox=InMemoryInbox(),
+        worktrees=FakeWorktrees(),
+    )
+    await service.own_lead_keys()
+    operator = Caller(role=Role.OPERATOR, name="operator")
+    versions = [text[:end] for end in range(len(text))]
+    versions += [
+        "bridge:\n  submitRetryMs: 900\n",
+        text.replace("T_LEAD", "T_UNSET"),
+        text.replace("900", str(10**300)),
+    ]
+    for stamp, version in enumerate(versions, start=2_000):
+        path.write_text(version, encoding="utf-8")
+        os.utime(path, (stamp, stamp))
+        await service.check_config()
+        lead = service.authenticator.authenticate("Bearer lead-token-0001")
+        assert (lead.role, lead.name) == (Role.LEAD, "lead"), repr(version)
+        ops = service.authenticator.authenticate("Bearer op-token-0001")
+        assert ops.role is Role.OPERATOR, repr(version)
+        assert service.config.current.lead("lead") is not None
+        assert service.bridge.lead_inboxes.owned == {"lead"}
+    rejected = service.metrics.config_reloads_total.labels(outcome="rejected")._value.get()
+    assert rejected == service.config.reload_failures >= 3
+    view = await service.view.build(operator)
+    assert view["config"]["lastReloadErrorKey"] == "bridge.submitRetryMs"
+    assert view["config"]["reloadFailures"] == rejected
