@@ -28,6 +28,11 @@ __all__ = ["SimHarness", "drive"]
 
 T = TypeVar("T")
 _SPINS = 30
+#: Every this many steps, and once more before giving up, work outside the event loop (a file read
+#: in a worker thread) gets a moment of real time; simulated time alone never lets a thread finish.
+_REAL_EVERY = 100
+_REAL_WAIT = 0.002
+_REAL_GRACE = 5.0
 
 
 async def _spin() -> None:
@@ -41,12 +46,19 @@ async def drive(
     """Await ``aw`` while advancing ``clock`` by ``step`` whenever nothing else can move."""
     task = asyncio.ensure_future(aw)
     moved = 0.0
+    steps = 0
     try:
         while True:
             await _spin()
+            steps += 1
+            if not task.done() and steps % _REAL_EVERY == 0:
+                await asyncio.wait({task}, timeout=_REAL_WAIT)
             if task.done():
                 return task.result()
             if moved >= max_seconds:
+                await asyncio.wait({task}, timeout=_REAL_GRACE)
+                if task.done():
+                    return task.result()
                 raise AssertionError(f"still pending after {max_seconds:g} simulated seconds")
             clock.advance(step)
             moved += step
