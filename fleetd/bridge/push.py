@@ -121,6 +121,7 @@ class PushLoop:
             ),
             now,
             owner=lead,
+            orphans=self.bridge.orphans.members(),
         )
         if summary.fingerprint != outcome.heartbeat_fingerprint:
             outcome.heartbeat_fingerprint = summary.fingerprint
@@ -187,6 +188,7 @@ def heartbeat_text(summary: CapacitySummary) -> str:
     rows = "; ".join(
         f"{r.profile} live {r.live}/{'unlimited' if r.max_load is None else r.max_load}, "
         f"free {'-' if r.free is None else r.free}, reclaimable {r.reclaimable}"
+        + (f", orphaned {r.orphaned}" if r.orphaned else "")
         for r in summary.rows
     )
     idle = ", ".join(f"{m.name} ({m.idle_for_seconds // 60} min)" for m in summary.long_idle)

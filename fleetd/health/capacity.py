@@ -169,14 +169,18 @@ def capacity_rows(
 
 
 def capacity_summary(
-    snapshot: FleetSnapshot, now: datetime, *, owner: str | None = None
+    snapshot: FleetSnapshot,
+    now: datetime,
+    *,
+    owner: str | None = None,
+    orphans: Sequence[CountsTowardCapacity] = (),
 ) -> CapacitySummary:
     """Rows, the longest-idle members (at most three) and a duration-free fingerprint.
 
-    Rows count every member of the snapshot; with ``owner``, only that lead's members are
-    listed as long idle.
+    Rows count every member of the snapshot and every orphan of a previous run, as placement
+    does; with ``owner``, only that lead's members are listed as long idle.
     """
-    rows = capacity_rows(snapshot.profiles, snapshot.members)
+    rows = capacity_rows(snapshot.profiles, snapshot.members, orphans)
     threshold: timedelta = Effective.of(snapshot.config).long_idle_after
     idle = []
     for member in snapshot.members:

@@ -140,3 +140,27 @@ def test_unreadable_marks_are_skipped(tmp_path: Path) -> None:
     )
     assert load_marks(sessions) == ()
     assert load_marks(tmp_path / "absent") == ()
+
+
+async def test_the_idle_lead_heartbeat_counts_orphans_as_placement_does(tmp_path: Path) -> None:
+    """An orphan's slot is not shown free to an idle lead: placement refuses it too."""
+    first, _ = await _crashed(tmp_path)
+    second = build_test_fleet(tmp_path, control=first.control)
+    await second.service.start()
+    try:
+        await second.service.scheduler.stop()  # the push loop is driven by hand below
+        await second.spawn_ready()
+        before = len(second.control.calls_to("prompt"))  # herdr is shared with the first run
+        await second.service.push.push_once()
+        beats = [
+            c.args["text"]
+            for c in second.control.calls_to("prompt")[before:]
+            if c.args["target"] == "lead" and "Capacity:" in c.args["text"]
+        ]
+        assert len(beats) == 1
+        assert "sonnet live 2/2, free 0, reclaimable 1, orphaned 1" in beats[0]
+        refused = await second.call("fleet_spawn", profile="sonnet")
+        assert refused.error is not None
+        assert refused.error.code == "capacity_exceeded"
+    finally:
+        await second.service.stop()
