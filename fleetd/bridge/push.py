@@ -18,6 +18,11 @@ its own long-idle members. A heartbeat sequence is at most ``push.heartbeatMax``
 idle durations — re-arms it, so a static idle fleet cannot keep a lead busy. Reply pushes come
 first: no heartbeat while anything waits. The heartbeat reports facts; it never spawns, stops or
 assigns anything.
+
+A nudge or heartbeat whose ``agent.prompt`` answer may have come after herdr typed it (an unknown
+code, an unreadable answer, a broken link: :mod:`~fleetd.bridge.prompt_policy` says *uncertain*)
+counts as sent, exactly like a task's prompt: it is never typed again on the next pass, so the
+caps hold.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs
+from fleetd.bridge.prompt_policy import PromptOutcome, classify_prompt_error
 from fleetd.bridge.view import health_settings, member_view, profile_inputs
-from fleetd.errors import FleetdError, HerdrError
+from fleetd.errors import ControlLinkError, FleetdError, HerdrError
 from fleetd.health.capacity import CapacitySummary, capacity_summary
 from fleetd.health.snapshot import FleetSnapshot, LiveView
 from fleetd.herdr.model import AgentStatus
@@ -148,7 +154,8 @@ class PushLoop:
             await self.bridge.control.prompt(agent, heartbeat_text(summary))
         except HerdrError as exc:
             outcome.last_error = exc.code
-            return
+            if not _maybe_typed(exc):
+                return
         outcome.last_heartbeat_at = now
         outcome.heartbeats_in_sequence += 1
 
@@ -172,8 +179,10 @@ class PushLoop:
             await self.bridge.control.prompt(agent, text)
         except HerdrError as exc:
             outcome.last_error = exc.code
-            return
-        outcome.last_error = None
+            if not _maybe_typed(exc):
+                return
+        else:
+            outcome.last_error = None
         outcome.last_nudge_at = now
         outcome.nudges_for_head += 1
         outcome.nudges_total += 1
@@ -181,6 +190,12 @@ class PushLoop:
         if outcome.nudges_for_head >= cap:
             outcome.cap_reached_at = now
             _log.warning("lead %s: inbox nudge cap reached with %d waiting", lead, outcome.depth)
+
+
+def _maybe_typed(exc: HerdrError) -> bool:
+    """True when herdr may have typed the text before failing: it counts as sent."""
+    link = isinstance(exc, ControlLinkError)
+    return classify_prompt_error(exc.code, link=link) is PromptOutcome.UNCERTAIN
 
 
 def heartbeat_text(summary: CapacitySummary) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from fleetd.api.tools import Caller, Role
+from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
 from fleetd.testing import TestFleet, build_test_fleet
 
@@ -121,3 +122,21 @@ async def test_heartbeat_counts_every_lead_s_members_as_placement_does(fleet: Te
     refused = await fleet.call("fleet_spawn", profile="sonnet")
     assert refused.error is not None
     assert refused.error.code == "capacity_exceeded"
+
+
+@pytest.mark.parametrize(
+    ("code", "typed_at_most"),
+    [("agent_prompt_failed", 1), ("internal_error", 1), ("unheard_of", 1), ("agent_blocked", 3)],
+)
+async def test_a_nudge_herdr_may_have_typed_counts_as_sent(
+    fleet: TestFleet, code: str, typed_at_most: int
+) -> None:
+    """A nudge whose answer may have come after typing is never typed again on the next pass;
+    a refusal before typing is tried again."""
+    await _reply_waiting(fleet)
+    fleet.control.fail("prompt", HerdrError(code, "answered after the text was written"))
+    for _ in range(3):
+        await fleet.service.push.push_once()
+        fleet.clock.advance(5)
+    assert len(_lead_prompts(fleet)) == typed_at_most
+    assert fleet.service.push.outcomes["lead"].last_error == code
