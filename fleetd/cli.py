@@ -13,7 +13,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,7 +121,15 @@ async def serve(ref: ConfigRef) -> None:
     app = create_app(service)
     api = ref.current.api
     server = _Server(
-        uvicorn.Config(app, host=api.host, port=api.port, log_level="warning", lifespan="on")
+        uvicorn.Config(
+            app,
+            host=api.host,
+            port=api.port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=_GRACEFUL_SECONDS,
+        ),
+        on_exit=service.stop_requested,
     )
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError):
@@ -132,14 +140,23 @@ async def serve(ref: ConfigRef) -> None:
     logging.getLogger("fleetd").info("stopped")
 
 
+#: How long a stop waits for open requests (sync waiters are let go at once; this bounds the rest).
+_GRACEFUL_SECONDS = 10
+
+
 class _Server(uvicorn.Server):
     """uvicorn whose signals fleetd owns: SIGTERM and SIGINT stop it, and the exit status is 0."""
+
+    def __init__(self, config: uvicorn.Config, *, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
 
     def request_exit(self) -> None:
+        self._on_exit()
         self.should_exit = True
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:

@@ -110,18 +110,22 @@ class FakeClock:
                 await asyncio.sleep(0)
 
 
-async def wait_event(clock: Clock, event: asyncio.Event, seconds: float) -> bool:
-    """Wait for ``event`` at most ``seconds`` of ``clock`` time; True when it was set."""
+async def wait_event(
+    clock: Clock, event: asyncio.Event, seconds: float, *, unless: asyncio.Event | None = None
+) -> bool:
+    """Wait for ``event`` at most ``seconds`` of ``clock`` time, or until ``unless`` is set;
+    True when ``event`` was set."""
     if event.is_set():
         return True
-    if seconds <= 0:
+    if seconds <= 0 or (unless is not None and unless.is_set()):
         return False
-    waiter = asyncio.ensure_future(event.wait())
-    timer = asyncio.ensure_future(clock.sleep(seconds))
+    tasks = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(clock.sleep(seconds))}
+    if unless is not None:
+        tasks.add(asyncio.ensure_future(unless.wait()))
     try:
-        await asyncio.wait({waiter, timer}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (waiter, timer):
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(waiter, timer, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
     return event.is_set()

@@ -89,6 +89,11 @@ class Fleetd:
         self.scheduler.start()
         self.started = True
 
+    def stop_requested(self) -> None:
+        """SIGTERM/SIGINT arrived: synchronous ``fleet_send`` callers get their ticket now, so
+        the server's wait for open requests never waits out a long ``wait``."""
+        self.bridge.stopping.set()
+
     async def stop(self) -> None:
         """Stop the loops, release every live member (SHUTDOWN: stop, preserve, manifest; M4
         §5.3) and close connections."""

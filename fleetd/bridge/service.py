@@ -102,6 +102,7 @@ class Bridge:
         self.tasks = TaskBook(on_terminal=self._count_terminal, run=self.runs.current)
         self.mutes: list[MuteEvent] = []
         self.unpublished: list[InboxRecord] = []
+        self.stopping = asyncio.Event()  # set when fleetd is asked to stop: waiters let go
         self.mutes_total = 0
         self._flush_lock = asyncio.Lock()
         self._carried: dict[str, list[InboxRecord]] = {}
@@ -147,10 +148,11 @@ class Bridge:
         return ticket
 
     async def wait_for(self, ticket: Ticket, seconds: float) -> None:
-        """Hold a synchronous caller until the ticket ends or ``seconds`` pass."""
+        """Hold a synchronous caller until the ticket ends, ``seconds`` pass, or fleetd is asked
+        to stop (the caller then gets the ticket as it stands, so a stop never waits on it)."""
         ticket.collected_sync = True
         try:
-            await wait_event(self.clock, ticket.done_event, seconds)
+            await wait_event(self.clock, ticket.done_event, seconds, unless=self.stopping)
         finally:
             if not ticket.terminal:
                 ticket.collected_sync = False

@@ -140,8 +140,19 @@ def _git_repo(path: Path) -> Path:
 
 
 @pytest.fixture
+def scenario(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The simulator's scenario: the bundled demo, or the YAML text a test passes (indirect)."""
+    text: str | None = getattr(request, "param", None)
+    if text is None:
+        return "demo"
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture
 def fleet_processes(
-    tmp_path: Path,
+    tmp_path: Path, scenario: str
 ) -> Iterator[tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
     sock = Path(tempfile.mkdtemp(prefix="fsrv")) / "herdr.sock"
     port = _free_port()
@@ -156,7 +167,7 @@ def fleet_processes(
         encoding="utf-8",
     )
     env = {**os.environ, "SERVE_TEST_LEAD": LEAD_TOKEN}
-    sim = _fleetd("sim", "--socket", str(sock), "--scenario", "demo", env=env)
+    sim = _fleetd("sim", "--socket", str(sock), "--scenario", scenario, env=env)
     _wait_for_line(sim, b"listening on")
     serve = _fleetd("serve", "--config", str(config), env=env)
     try:
@@ -209,4 +220,56 @@ def test_a_member_spawned_against_fleetd_sim_becomes_ready_and_replies(
         assert result["status"] == "done"
         assert result["source"] == "reply"
     assert _stop(serve) == 0
+    assert _stop(sim) == 0
+
+
+SLOW_TURNS = """\
+version: 1
+defaults: {start_seconds: 0.5, react_seconds: 0.2, turn_seconds: 3600}
+existing:
+  - {name: lead, kind: claude, cwd: /tmp/fleetd-serve-test/lead, label: lead}
+"""
+
+
+@pytest.mark.parametrize("scenario", [SLOW_TURNS], indirect=True)
+def test_sigterm_lets_a_long_synchronous_send_go_and_stops_promptly(
+    fleet_processes: tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]],
+) -> None:
+    """A lead waiting 600 s in fleet_send gets its ticket back at SIGTERM; fleetd exits 0 at once
+    and the ticket fails once with the shutdown cause (nothing replayed)."""
+    base, sim, serve = fleet_processes
+    _wait_for_line(serve, b"listening on")
+    for proc in (serve, sim):
+        threading.Thread(target=_drain, args=(proc,), daemon=True).start()
+    auth = {"Authorization": f"Bearer {LEAD_TOKEN}"}
+    with httpx.Client(base_url=base, headers=auth, timeout=60) as client:
+        session = client.post("/v1/tools/fleet_spawn", json={"profile": "sonnet"}).json()
+        sid = session["result"]["sessionId"]
+        _poll_until(
+            lambda: client.post("/v1/tools/fleet_status", json={"sessionId": sid}).json(),
+            lambda body: body["result"]["state"] == "ready",
+        )
+        answers: list[dict[str, Any]] = []
+        sender = threading.Thread(
+            target=lambda: answers.append(
+                client.post(
+                    "/v1/tools/fleet_send", json={"target": sid, "prompt": "work", "wait": 600}
+                ).json()
+            ),
+            daemon=True,
+        )
+        sender.start()
+        status = _poll_until(
+            lambda: client.post("/v1/tools/fleet_status", json={"sessionId": sid}).json(),
+            lambda body: body["result"]["state"] == "busy",
+        )
+        assert status["result"]["state"] == "busy"
+        started = time.monotonic()
+        serve.send_signal(signal.SIGTERM)
+        sender.join(timeout=15)
+        assert answers, "the waiting fleet_send was not let go"
+        assert answers[0]["ok"], answers[0]
+        assert answers[0]["result"]["status"] == "pending"
+        assert serve.wait(timeout=15) == 0
+        assert time.monotonic() - started < 15
     assert _stop(sim) == 0
