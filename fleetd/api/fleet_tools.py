@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from fleetd.api.tools import Caller, Role, ToolParams, ToolRegistry, ToolSpec
@@ -54,6 +54,9 @@ class SendParams(ToolParams):
 class PollParams(ToolParams):
     """Give ticket to look up one ticket, or nothing (or target) to drain your inbox; not both."""
 
+    # "not both" in the schema itself, without a top-level combinator (which tool clients refuse)
+    model_config = ConfigDict(json_schema_extra={"maxProperties": 1})
+
     ticket: str | None = Field(default=None, max_length=128, description="A ticket to look up.")
     target: str | None = Field(
         default=None, max_length=128, description="Inbox to drain (your own lead name)."
@@ -79,6 +82,9 @@ class ListParams(ToolParams):
 
 class StopParams(ToolParams):
     """Give exactly one of sessionId or paneId."""
+
+    # "exactly one" in the schema itself, without a top-level combinator (which clients refuse)
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})
 
     session_id: str | None = Field(default=None, alias="sessionId", max_length=128)
     pane_id: str | None = Field(default=None, alias="paneId", max_length=128)

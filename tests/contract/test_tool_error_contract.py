@@ -74,3 +74,24 @@ def test_params_schemas_have_no_root_composition() -> None:
         schema = json.loads(path.read_text())
         assert not {"oneOf", "anyOf", "allOf", "not", "if"} & set(schema), path.name
         assert schema["type"] == "object", path.name
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "allowed"),
+    [
+        ("fleet_poll", {}, True),
+        ("fleet_poll", {"ticket": "t1"}, True),
+        ("fleet_poll", {"target": "lead"}, True),
+        ("fleet_poll", {"ticket": "t1", "target": "lead"}, False),
+        ("fleet_stop", {"sessionId": "s-1"}, True),
+        ("fleet_stop", {"paneId": "w1:p1"}, True),
+        ("fleet_stop", {}, False),
+        ("fleet_stop", {"sessionId": "s-1", "paneId": "w1:p1"}, False),
+    ],
+)
+def test_params_schemas_express_the_cross_field_rules(
+    tool: str, args: dict[str, Any], allowed: bool
+) -> None:
+    """A request the service refuses for a cross-field rule is refused by its schema too."""
+    schema = json.loads((CONTRACTS / f"{tool}.params.schema.json").read_text())
+    assert Draft202012Validator(schema).is_valid(args) is allowed
