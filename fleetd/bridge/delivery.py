@@ -62,12 +62,17 @@ class Deliverer:
 
     def __init__(self, bridge: Bridge) -> None:
         self._bridge = bridge
+        self._unreadable: dict[str, str] = {}  # session -> the error its lookup answers (live)
 
     async def poll_once(self) -> None:
         bridge = self._bridge
-        for session in bridge.roster.needs_poll():
-            if not session.live:
-                continue
+        polled = [s for s in bridge.roster.needs_poll() if s.live]
+        self._unreadable = {
+            sid: code
+            for sid, code in self._unreadable.items()
+            if sid in {s.session_id for s in polled}
+        }
+        for session in polled:
             try:
                 info = await bridge.control.get_agent(session.name)
             except TargetNotFoundError as exc:
@@ -75,9 +80,25 @@ class Deliverer:
                 continue
             except ControlLinkError:
                 return  # the link is down: nothing can be judged this pass
+            except HerdrError as exc:
+                self._skip(session, exc.code)  # one unreadable agent never stalls the others
+                continue
+            if self._unreadable.pop(session.session_id, None) is not None:
+                _log.info("session %s: herdr answers for it again", session.session_id)
             bridge.roster.live_status[session.session_id] = info.agent_status.value
             await self._step(session, info)
         await bridge.check_readiness()
+
+    def _skip(self, session: Session, code: str) -> None:
+        """herdr answered this agent's lookup with an error that is not target loss: nothing is
+        judged for it this pass (said once per code, not four times a second)."""
+        if self._unreadable.get(session.session_id) != code:
+            _log.warning(
+                "session %s: herdr answers its lookup with %s; skipped until it reads again",
+                session.session_id,
+                code,
+            )
+        self._unreadable[session.session_id] = code
 
     async def _step(self, session: Session, info: AgentInfo) -> None:
         bridge = self._bridge

@@ -65,7 +65,7 @@ class FakeAgentControl:
         self._panes: dict[str, _Pane] = {}
         self._workspaces = itertools.count(1)
         self._terminals = itertools.count(1)
-        self._failures: dict[str | None, FleetdError] = {}
+        self._failures: dict[str | tuple[str, str] | None, FleetdError] = {}
 
     # -- test controls --------------------------------------------------------------------
 
@@ -156,12 +156,14 @@ class FakeAgentControl:
     def link_up(self) -> None:
         self._failures.pop(None, None)
 
-    def fail(self, method: str, error: FleetdError | None) -> None:
-        """Make one port method (``"prompt"``, ``"list_agents"``, ...) raise ``error``."""
+    def fail(self, method: str, error: FleetdError | None, *, target: str | None = None) -> None:
+        """Make one port method (``"prompt"``, ``"list_agents"``, ...) raise ``error`` — for
+        every call, or with ``target`` only for calls on that target."""
+        key: str | tuple[str, str] = method if target is None else (method, target)
         if error is None:
-            self._failures.pop(method, None)
+            self._failures.pop(key, None)
         else:
-            self._failures[method] = error
+            self._failures[key] = error
 
     def calls_to(self, method: str) -> list[FakeCall]:
         return [c for c in self.calls if c.method == method]
@@ -170,7 +172,11 @@ class FakeAgentControl:
 
     def _record(self, method: str, **args: Any) -> None:
         self.calls.append(FakeCall(method=method, args=args))
-        error = self._failures.get(None) or self._failures.get(method)
+        error = (
+            self._failures.get(None)
+            or self._failures.get((method, str(args.get("target"))))
+            or self._failures.get(method)
+        )
         if error is not None:
             raise error
 
