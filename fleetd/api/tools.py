@@ -241,7 +241,8 @@ class ToolRegistry:
             spec = self._authorised(caller, name)
             params = _validate(spec, raw_args)
         except ToolError as error:
-            logger.info("tool %s refused for a %s caller: %s", name, caller.role, error.code)
+            shown = name if name in self._specs else "an unknown tool"  # never echo caller text
+            logger.info("%s refused for a %s caller: %s", shown, caller.role, error.code)
             return ToolResult.failure(failure_from_error(error))
         try:
             output = await spec.handler(caller, params)

@@ -273,3 +273,15 @@ def test_tool_result_is_either_success_or_failure() -> None:
         ToolResult(ok=True, error=failure)
     with pytest.raises(ValueError, match="either"):
         ToolResult(ok=False)
+
+
+async def test_an_unknown_tool_name_never_reaches_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """A caller cannot write its own text (a forged log line) into fleetd's log via a tool name."""
+    registry = ToolRegistry()
+    forged = "a\n2026-12-01 ERROR fleetd FORGED"
+    with caplog.at_level(logging.INFO, logger="fleetd.api"):
+        result = await registry.call(Caller(role=Role.OPERATOR, name="operator"), forged, {})
+    assert result.error is not None
+    assert result.error.code == "unknown_tool"
+    assert "FORGED" not in caplog.text
+    assert "an unknown tool refused" in caplog.text
