@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime
@@ -143,9 +144,16 @@ def write_mark(sessions: Path, mark: MemberMark) -> None:
 
 
 def remove_mark(sessions: Path, session_id: str) -> None:
-    """Remove the mark of one session; a missing mark is fine."""
+    """Remove one session's directory: its mark and the launch files fleetd wrote beside it (the
+    member's MCP config), which nothing needs once its pane is closed or gone. A missing
+    directory is fine; so the sessions directory holds live members and orphans only."""
+    directory = sessions / session_id
+    if directory.parent != sessions or directory.name in ("", ".", ".."):
+        raise FleetdError("member mark not removed: not a session directory")
     try:
-        (sessions / session_id / _MARK_FILE).unlink(missing_ok=True)
+        shutil.rmtree(directory)
+    except FileNotFoundError:
+        return
     except OSError as exc:
         raise FleetdError("member mark not removed") from exc
 

@@ -24,12 +24,16 @@ def _marks(fleet: TestFleet) -> list[str]:
 
 
 async def test_a_release_removes_the_mark_of_a_closed_pane(tmp_path: Path) -> None:
-    """A member that is stopped normally leaves no mark behind."""
+    """A member that is stopped normally leaves no mark, and no session directory, behind: the
+    sessions directory does not grow with every member ever spawned."""
     fleet = build_test_fleet(tmp_path)
     sid = await fleet.spawn_ready()
+    sessions = fleet.root / "worktrees" / SESSIONS_DIR
     assert _marks(fleet) == [sid]
+    assert (sessions / sid).is_dir()
     await fleet.ok("fleet_stop", sessionId=sid)
     assert _marks(fleet) == []
+    assert list(sessions.iterdir()) == []
 
 
 async def test_a_pane_herdr_could_not_close_is_an_orphan_of_the_next_run(tmp_path: Path) -> None:
