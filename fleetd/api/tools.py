@@ -279,6 +279,13 @@ def _handler_failure(spec: ToolSpec[Any], error: ToolError) -> ToolFailure:
 
 def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
     """Validate ``raw_args`` as strict JSON against the tool's params model."""
+    broken = _lone_surrogate_at(raw_args, "")
+    if broken is not None:  # valid JSON, but not text that can travel (herdr, AMQP: UTF-8)
+        error = InvalidArgumentsError(
+            "text is not valid Unicode (a lone surrogate)", path=broken, rule="invalid_unicode"
+        )
+        error.hint = {"schema": spec.params_schema(), "errors": [error.field_error()]}
+        raise error
     try:
         document = json.dumps(dict(raw_args))
     except (TypeError, ValueError):
@@ -294,6 +301,29 @@ def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
             f"arguments do not match the parameters of {spec.name}",
             hint={"schema": spec.params_schema(), "errors": _field_errors(error)},
         ) from None
+
+
+def _lone_surrogate_at(value: object, path: str) -> str | None:
+    """The dotted path of the first string that cannot be encoded as UTF-8, if any."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+        return None
+    items: list[tuple[str, object]] = []
+    if isinstance(value, Mapping):
+        items = [(str(k), v) for k, v in value.items()]
+    elif isinstance(value, list | tuple):
+        items = [(str(i), v) for i, v in enumerate(value)]
+    for key, item in items:
+        where = f"{path}.{key}" if path else key
+        if _lone_surrogate_at(key, where) is not None:
+            return path  # a key we cannot even name: the object that holds it
+        found = _lone_surrogate_at(item, where)
+        if found is not None:
+            return found
+    return None
 
 
 def _field_errors(error: ValidationError) -> list[dict[str, str]]:

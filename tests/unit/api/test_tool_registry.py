@@ -285,3 +285,14 @@ async def test_an_unknown_tool_name_never_reaches_the_log(caplog: pytest.LogCapt
     assert result.error.code == "unknown_tool"
     assert "FORGED" not in caplog.text
     assert "an unknown tool refused" in caplog.text
+
+
+async def test_a_lone_surrogate_is_named_as_such_not_as_invalid_json() -> None:
+    """Valid JSON carrying a lone surrogate is refused as invalid_unicode at its field."""
+    registry = build_registry(Calls())
+    result = await registry.call(LEAD, "echo", {"text": "half \ud800 a pair"})
+    assert result.error is not None
+    assert result.error.code == "invalid_arguments"
+    [error] = result.error.hint["errors"]
+    assert (error["path"], error["type"]) == ("text", "invalid_unicode")
+    assert "surrogate" in error["message"]
