@@ -54,6 +54,10 @@ _log = logging.getLogger("fleetd.bridge")
 
 #: How long after a trusted boundary a member's own fleet_reply may still win over the fallback.
 REPLY_GRACE = timedelta(seconds=1)
+#: After a turn is read from the pane, how long the next queued send waits, so that a member's
+#: fleet_reply arriving just after the fallback is kept as a late reply to *that* ticket instead of
+#: answering the next one (a reply always answers the turn open when it arrives).
+LATE_REPLY_WINDOW = timedelta(seconds=2)
 _AT_PROMPT = frozenset({AgentStatus.IDLE, AgentStatus.DONE})
 
 
@@ -157,6 +161,7 @@ class Deliverer:
             ResultSource.FALLBACK if extraction.marker_recognised else ResultSource.RAW_FALLBACK
         )
         if await bridge.complete_turn(session, turn.token, content=content, source=source):
+            session.fallback_at = bridge.clock.now()
             bridge.metrics.mute_total.labels(profile=session.profile).inc()
             bridge.note_mute(session)
             if fatal is not None:
@@ -183,8 +188,11 @@ class Deliverer:
         ):
             return
         ticket = queue[0]
-        if ticket.retry_at is not None and bridge.clock.now() < ticket.retry_at:
+        now = bridge.clock.now()
+        if ticket.retry_at is not None and now < ticket.retry_at:
             return
+        if session.fallback_at is not None and now - session.fallback_at < LATE_REPLY_WINDOW:
+            return  # a late reply to the turn just read from the pane may still be on its way
         bridge.roster.delivering.add(sid)  # one prompt at a time per target: never typed twice
         try:
             if status is None:

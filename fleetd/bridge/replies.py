@@ -120,6 +120,7 @@ class Replies:
         except InboxRetryError:
             last.late_reply = False  # not stored: the member may call again
             raise
+        session.fallback_at = None  # the late reply is in: the next send need not wait for it
         return {"accepted": True, "ticket": last.ticket_id, "late": True}
 
     async def _store(

@@ -104,6 +104,7 @@ class Session:
     commits_edge: tuple[SessionState, int] | None = None  # (state, turn) of the edge measured
     lost: TargetLost | None = None  # the bridge released it for a target loss (for health)
     fatal_screen: FatalScreenSeen | None = None  # a turn boundary read showed a fatal error
+    fallback_at: datetime | None = None  # its last turn was read from the pane: late-reply window
     history: list[tuple[SessionState, SessionEvent, SessionState]] = field(default_factory=list)
 
     def apply(self, event: SessionEvent, now: datetime) -> SessionState:

@@ -68,3 +68,48 @@ async def test_a_reply_after_the_fallback_is_a_late_reply_to_that_ticket(
         (ticket, "late"),
     ]
     assert messages[1]["content"] == "the real answer"
+
+
+async def test_a_late_reply_never_answers_the_next_queued_task(fleet: TestFleet) -> None:
+    """With a second task queued, the next send waits a moment after a fallback resolution, so
+    a reply arriving then is kept as the late reply to the first ticket, not as the second's
+    result; the second is typed once the late reply is in (or the window has passed)."""
+    sid = await fleet.spawn_ready()
+    first = (await fleet.ok("fleet_send", target=sid, prompt="task A"))["ticket"]
+    second = (await fleet.ok("fleet_send", target=sid, prompt="task B"))["ticket"]
+    fleet.set_status(sid, AgentStatus.WORKING)
+    await fleet.poll()
+    fleet.set_status(sid, AgentStatus.DONE)
+    await fleet.poll()
+    await fleet.poll(1.0)  # the fallback resolves task A from the pane
+    await fleet.poll()  # the member is at its prompt, task B is queued
+    name = fleet.bridge.roster.get(sid).name  # type: ignore[union-attr]
+    typed = [c.args["text"] for c in fleet.control.calls_to("prompt") if c.args["target"] == name]
+    assert typed == ["task A"]
+    late = await fleet.ok("fleet_reply", fleet.member(sid), content="answer for task A")
+    assert late == {"accepted": True, "ticket": first, "late": True}
+    await fleet.poll()
+    typed = [c.args["text"] for c in fleet.control.calls_to("prompt") if c.args["target"] == name]
+    assert typed == ["task A", "task B"]
+    answer = await fleet.ok("fleet_reply", fleet.member(sid), content="answer for task B")
+    assert answer == {"accepted": True, "ticket": second, "late": False}
+    assert (await fleet.ok("fleet_poll", ticket=second))["content"] == "answer for task B"
+
+
+async def test_without_a_late_reply_the_next_task_is_typed_after_the_window(
+    fleet: TestFleet,
+) -> None:
+    """A mute member does not hold its queue for long: the next task goes after the window."""
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=sid, prompt="task A")
+    await fleet.ok("fleet_send", target=sid, prompt="task B")
+    fleet.set_status(sid, AgentStatus.WORKING)
+    await fleet.poll()
+    fleet.set_status(sid, AgentStatus.DONE)
+    await fleet.poll()
+    await fleet.poll(1.0)
+    name = fleet.bridge.roster.get(sid).name  # type: ignore[union-attr]
+    for _ in range(8):  # two seconds of poller passes
+        await fleet.poll()
+    typed = [c.args["text"] for c in fleet.control.calls_to("prompt") if c.args["target"] == name]
+    assert typed == ["task A", "task B"]
