@@ -273,7 +273,7 @@ def _feed_metrics(
             metrics.sessions.labels(profile=profile, state=state).set(count)
 
     def link_up() -> float:
-        return 1.0 if link.view(health.classified_link())["state"] == "up" else 0.0
+        return 1.0 if health.link_view(link)["state"] == "up" else 0.0
 
     registry.on_result.append(count_call)
     metrics.before_scrape.append(count_sessions)

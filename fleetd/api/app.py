@@ -66,7 +66,7 @@ def create_app(service: Fleetd) -> FastAPI:
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
         components: dict[str, Any] = {
-            "controlLink": service.link.view(service.health.classified_link()),
+            "controlLink": service.health.link_view(service.link),
             "inbox": service.view.inbox_component(),
             "config": {
                 "status": "warn" if service.config.status.last_error_key else "pass",

@@ -80,7 +80,7 @@ class FleetViewBuilder:
         view: dict[str, Any] = {
             "version": VIEW_VERSION,
             "generatedAt": now.isoformat(),
-            "controlLink": self.link.view(self.health.classified_link() if self.health else None),
+            "controlLink": self.health.link_view(self.link) if self.health else self.link.view(),
             "agents": live,
             "members": [self._member(s, now, statuses, backlogs) for s in visible]
             + [_orphan(o, now, statuses) for o in orphans],

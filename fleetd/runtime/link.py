@@ -9,15 +9,17 @@ answered (even with an error frame such as ``agent_not_found``) proves the link 
 One failed call is not a dead link. The health monitor classifies the link (CONTROL_LINK_DOWN needs
 two failed fleet lists plus a failed ping, M4 §4.3), and :meth:`LinkState.view` — what
 ``fleet_list.controlLink`` and the ``/healthz`` component show — reports that classification as
-``state`` and the last call's own outcome as ``lastCall``. Only while health is off (or has not
-ticked yet) does ``state`` follow the last call, and ``classifiedBy`` says so.
+``state`` and the last call's own outcome as ``lastCall``. While health is off (or has not ticked
+yet) the calls themselves decide, with the same patience: ``state`` turns ``down`` only once at
+least two consecutive calls failed over the classification window (two snapshot intervals), and
+``classifiedBy`` says ``calls``. Until then it keeps the last known state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
 
@@ -57,13 +59,21 @@ class LinkState:
     last_failure_at: datetime | None = None
     last_failure_code: str | None = None
     consecutive_failures: int = 0
+    failing_since: datetime | None = None  # the first failure of the current streak
     herdr_version: str | None = None
     herdr_protocol: int | None = None
 
-    def view(self, classified: ControlLinkState | None = None) -> dict[str, object]:
-        """The link for ``fleet_list`` and ``/healthz``; ``classified`` is health's verdict."""
+    def view(
+        self,
+        classified: ControlLinkState | None = None,
+        *,
+        now: datetime | None = None,
+        window: timedelta = timedelta(0),
+    ) -> dict[str, object]:
+        """The link for ``fleet_list`` and ``/healthz``; ``classified`` is health's verdict, else
+        the calls decide once a failure streak has lasted ``window`` (at ``now``)."""
         if classified is None:
-            state, source = self.status, "lastCall"
+            state, source = self._from_calls(now, window), "calls"
         elif classified is ControlLinkState.CONTROL_LINK_DOWN:
             state, source = LinkStatus.DOWN, "health"
         else:
@@ -80,7 +90,20 @@ class LinkState:
             "herdrProtocol": self.herdr_protocol,
         }
 
+    def _from_calls(self, now: datetime | None, window: timedelta) -> LinkStatus:
+        if self.status is not LinkStatus.DOWN:
+            return self.status
+        lasted = (
+            now is not None
+            and self.failing_since is not None
+            and now - self.failing_since >= window
+        )
+        if self.consecutive_failures >= _FAILED_CALLS_FOR_DOWN and (lasted or not window):
+            return LinkStatus.DOWN
+        return LinkStatus.UP if self.last_ok_at is not None else LinkStatus.UNKNOWN
 
+
+_FAILED_CALLS_FOR_DOWN = 2
 _LAST_CALL = {LinkStatus.UNKNOWN: None, LinkStatus.UP: "ok", LinkStatus.DOWN: "failed"}
 
 
@@ -106,6 +129,8 @@ class ObservedControl:
             result = await call
         except ControlLinkError as exc:
             self._count(method, "link_failed")
+            if self.state.consecutive_failures == 0:
+                self.state.failing_since = self.clock.now()
             self.state.status = LinkStatus.DOWN
             self.state.last_failure_at = self.clock.now()
             self.state.last_failure_code = exc.code
@@ -127,6 +152,7 @@ class ObservedControl:
         self.state.status = LinkStatus.UP
         self.state.last_ok_at = self.clock.now()
         self.state.consecutive_failures = 0
+        self.state.failing_since = None
 
     async def ping(self) -> Pong:
         pong = await self._observe("ping", self.inner.ping())

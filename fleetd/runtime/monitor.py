@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from fleetd.bridge.push import PushLoop
@@ -25,6 +26,7 @@ from fleetd.bridge.sessions import TRANSITIONS, SessionEvent, SessionState
 from fleetd.bridge.work_product import measure_terminal_edges
 from fleetd.clock import Clock
 from fleetd.config import ConfigRef, NotificationMode
+from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.errors import FleetdError, HerdrError, TargetNotFoundError
 from fleetd.health.decide import decide
 from fleetd.health.effects import (
@@ -50,6 +52,7 @@ from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import ReadSource
 from fleetd.inbox.records import InboxRecord, MessageKind, Severity
 from fleetd.metrics import Metrics
+from fleetd.runtime.link import LinkState
 from fleetd.runtime.snapshot import take_snapshot
 from fleetd.screens import digest, match_fatal, parse_agent_kind
 
@@ -285,6 +288,12 @@ class FleetHealthMonitor:
     def classified_link(self) -> ControlLinkState | None:
         """The control link as the last tick classified it; None while health is off or unticked."""
         return self.state.link.state if self.enabled and self.ticks else None
+
+    def link_view(self, link: LinkState) -> dict[str, Any]:
+        """The control link for ``fleet_list``, ``/healthz`` and the link gauge: health's verdict,
+        or (health off) the calls judged over the same two-snapshot window."""
+        window = timedelta(seconds=TWO_SNAPSHOTS * self.interval())
+        return link.view(self.classified_link(), now=self.clock.now(), window=window)
 
     def member_health(self, session_id: str) -> dict[str, Any] | None:
         evidence = self.state.members.get(session_id)

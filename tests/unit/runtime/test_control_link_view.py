@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from fleetd.api.app import create_app
+from fleetd.errors import ControlLinkError
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
 
 
@@ -45,9 +47,37 @@ async def test_one_failed_call_is_not_a_down_link(tmp_path: Path) -> None:
         assert (view["state"], view["lastCall"]) == ("up", "ok")
 
 
-async def test_without_health_the_state_is_the_last_call_and_says_so(tmp_path: Path) -> None:
-    """With health off nothing classifies the link: state follows the last call, marked as such."""
+async def test_without_health_the_calls_decide_with_the_same_patience(tmp_path: Path) -> None:
+    """With health off the calls classify the link: one failed call, or failures younger than two
+    snapshot intervals, leave it up (lastCall shows the failure); a streak that lasts turns it down,
+    and the link gauge agrees with the surfaces throughout."""
     fleet = _fleet(tmp_path, health=False)
-    await fleet.service.control.ping()
-    for view in await _surfaces(fleet):
-        assert (view["state"], view["classifiedBy"], view["lastCall"]) == ("up", "lastCall", "ok")
+    control = fleet.service.control
+    window = 2 * fleet.service.health.interval()
+
+    async def states() -> set[tuple[object, object, object]]:
+        return {(v["state"], v["classifiedBy"], v["lastCall"]) for v in await _surfaces(fleet)}
+
+    await control.ping()
+    assert await states() == {("up", "calls", "ok")}
+    fleet.control.link_down()
+    for _ in range(3):
+        with contextlib.suppress(ControlLinkError):
+            await control.ping()
+        fleet.clock.advance(1)
+    assert await states() == {("up", "calls", "failed")}
+    assert _link_gauge(fleet) == 1.0
+    fleet.clock.advance(window)
+    with contextlib.suppress(ControlLinkError):
+        await control.ping()
+    assert await states() == {("down", "calls", "failed")}
+    assert _link_gauge(fleet) == 0.0
+    fleet.control.link_up()
+    await control.ping()
+    assert await states() == {("up", "calls", "ok")}
+
+
+def _link_gauge(fleet: TestFleet) -> float:
+    value = fleet.service.metrics.registry.get_sample_value("fleetd_control_link_up")
+    assert value is not None
+    return value
