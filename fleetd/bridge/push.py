@@ -15,9 +15,10 @@ it has: per-profile live, cap, free and reclaimable counts — over every live m
 live count placement uses, so a free slot shown is one placement grants — plus at most three of
 its own long-idle members. A heartbeat sequence is at most ``push.heartbeatMax`` beats
 ``push.heartbeatIntervalSeconds`` apart, and only a changed capacity fingerprint — which ignores
-idle durations — re-arms it, so a static idle fleet cannot keep a lead busy. Reply pushes come
-first: no heartbeat while anything waits. The heartbeat reports facts; it never spawns, stops or
-assigns anything.
+idle durations — re-arms it, so a static idle fleet cannot keep a lead busy; even a re-armed
+sequence keeps the interval, so capacity churn elsewhere in the fleet cannot flood a lead. Reply
+pushes come first: no heartbeat while anything waits. The heartbeat reports facts; it never
+spawns, stops or assigns anything.
 
 A nudge or heartbeat whose ``agent.prompt`` answer may have come after herdr typed it (an unknown
 code, an unreadable answer, a broken link: :mod:`~fleetd.bridge.prompt_policy` says *uncertain*)
@@ -130,9 +131,10 @@ class PushLoop:
             orphans=self.bridge.orphans.members(),
         )
         if summary.fingerprint != outcome.heartbeat_fingerprint:
+            # a new sequence, but still one beat per interval: a busy fleet elsewhere changes the
+            # fingerprint every few seconds and must not turn the heartbeat into a flood
             outcome.heartbeat_fingerprint = summary.fingerprint
             outcome.heartbeats_in_sequence = 0
-            outcome.last_heartbeat_at = None
         if outcome.heartbeats_in_sequence >= push.heartbeat_max:
             return
         if (

@@ -42,16 +42,18 @@ from fleetd.errors import (
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.port import ReplyInbox
-from fleetd.inbox.records import InboxRecord, ReplySource
+from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs
 
-__all__ = ["Bridge", "MuteEvent"]
+__all__ = ["HELD_MAX", "Bridge", "MuteEvent"]
 
 _log = logging.getLogger("fleetd.bridge")
 
 _MUTES_KEPT = 1000
+#: At most this many records wait in memory for an unreachable inbox.
+HELD_MAX = 10_000
 
 
 _REPLY_SOURCES = {
@@ -102,6 +104,8 @@ class Bridge:
         self.tasks = TaskBook(on_terminal=self._count_terminal, run=self.runs.current)
         self.mutes: list[MuteEvent] = []
         self.unpublished: list[InboxRecord] = []
+        self.held_dropped = 0  # records that gave way past HELD_MAX
+        self._held_ids: set[str] = set()
         self.stopping = asyncio.Event()  # set when fleetd is asked to stop: waiters let go
         self.mutes_total = 0
         self._flush_lock = asyncio.Lock()
@@ -208,8 +212,31 @@ class Bridge:
         return True
 
     async def keep_for_lead(self, record: InboxRecord) -> None:
-        """Hand a reply or health record to its lead's inbox; held and retried until it is taken."""
+        """Hand a reply or health record to its lead's inbox; held and retried until it is taken.
+
+        What is held lives in memory, so it is bounded: a record already held is not held twice,
+        and past :data:`HELD_MAX` the oldest health record (else the oldest record) gives way,
+        counted in :attr:`held_dropped` and warned. Nothing a member sent is ever held here (its
+        ``fleet_reply`` is refused until stored), and a fallback result dropped here stays on its
+        ticket for ``fleet_poll(ticket)``.
+        """
+        if record.msg_id in self._held_ids:
+            return
+        if len(self.unpublished) >= HELD_MAX:
+            victim = next(
+                (r for r in self.unpublished if r.kind is MessageKind.HEALTH), self.unpublished[0]
+            )
+            self.unpublished.remove(victim)
+            self._held_ids.discard(victim.msg_id)
+            self.held_dropped += 1
+            _log.warning(
+                "inbox unreachable with %d records held: the oldest %s record for %s gave way",
+                HELD_MAX,
+                victim.kind.value,
+                victim.recipient_lead,
+            )
         self.unpublished.append(record)
+        self._held_ids.add(record.msg_id)
         await self.flush_unpublished()
 
     async def flush_unpublished(self) -> None:
@@ -228,6 +255,7 @@ class Bridge:
                     )
                     return
                 self.unpublished.remove(record)
+                self._held_ids.discard(record.msg_id)
 
     async def drain_inbox(self, key: str) -> list[InboxRecord]:
         """Collect a lead's inbox for ``fleet_poll``; a cancelled poll loses nothing.

@@ -123,6 +123,7 @@ class FleetViewBuilder:
             "byLead": dict(sorted(Counter(r.recipient_lead for r in held).items())),
             "byKind": dict(sorted(Counter(r.kind.value for r in held).items())),
             "oldestCreatedEpochMillis": min(created) if created else None,
+            "gaveWay": self.bridge.held_dropped,
         }
 
     def _member(

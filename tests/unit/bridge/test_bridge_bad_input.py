@@ -10,7 +10,7 @@ import pytest
 
 from fleetd.api.app import create_app
 from fleetd.errors import InboxUnavailableError
-from fleetd.inbox.records import InboxRecord
+from fleetd.inbox.records import InboxRecord, MessageKind, Severity
 from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet
 
 
@@ -139,3 +139,54 @@ async def test_publication_to_a_lead_owns_its_key_first(tmp_path: Path) -> None:
     await fleet.ok("fleet_reply", fleet.member(sid), content="kept")
     assert fleet.bridge.unpublished == []
     assert "lead" in fleet.bridge.lead_inboxes.owned
+
+
+async def test_records_held_for_an_unreachable_inbox_are_bounded(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long outage cannot grow memory without end: a record is held once, and past the bound
+    the oldest health record gives way (counted and shown), never a reply while health remains."""
+    import fleetd.bridge.service as service_module  # noqa: PLC0415 — the bound is patched small
+
+    async def broker_down(record: InboxRecord) -> bool:
+        raise InboxUnavailableError("broker down")
+
+    monkeypatch.setattr(fleet.inbox, "publish", broker_down)
+    monkeypatch.setattr(service_module, "HELD_MAX", 3)
+
+    def record(msg_id: str, kind: MessageKind) -> InboxRecord:
+        fields: dict[str, Any] = {}
+        if kind is MessageKind.HEALTH:
+            fields = {
+                "subject_terminal": "m",
+                "severity": Severity.WARNING,
+                "state": "MUTE",
+                "evidence": {},
+                "first_seen_epoch_millis": 1,
+                "last_seen_epoch_millis": 1,
+                "recovery_tried": False,
+                "suggested_tool_calls": [],
+            }
+        return InboxRecord(
+            msg_id=msg_id,
+            kind=kind,
+            target="m",
+            recipient_lead="lead",
+            content=msg_id,
+            created_at_epoch_millis=1,
+            **fields,
+        )
+
+    for msg_id, kind in [
+        ("reply-1", MessageKind.REPLY),
+        ("health-1", MessageKind.HEALTH),
+        ("health-1", MessageKind.HEALTH),
+        ("reply-2", MessageKind.REPLY),
+        ("reply-3", MessageKind.REPLY),
+        ("reply-4", MessageKind.REPLY),
+    ]:
+        await fleet.bridge.keep_for_lead(record(msg_id, kind))
+    assert [r.msg_id for r in fleet.bridge.unpublished] == ["reply-2", "reply-3", "reply-4"]
+    assert fleet.bridge.held_dropped == 2
+    held = (await fleet.ok("fleet_list"))["inbox"]["heldInMemory"]
+    assert (held["records"], held["gaveWay"]) == (3, 2)

@@ -140,3 +140,30 @@ async def test_a_nudge_herdr_may_have_typed_counts_as_sent(
         fleet.clock.advance(5)
     assert len(_lead_prompts(fleet)) == typed_at_most
     assert fleet.service.push.outcomes["lead"].last_error == code
+
+
+async def test_capacity_churn_elsewhere_never_floods_a_lead_with_heartbeats(
+    fleet: TestFleet,
+) -> None:
+    """Another lead's member turning busy and done every few seconds changes the fingerprint each
+    pass; the idle lead still gets at most one heartbeat per interval."""
+    await fleet.spawn_ready()
+    lead_b = Caller(role=Role.LEAD, name="lead-b")
+    other = (await fleet.ok("fleet_spawn", lead_b, profile="codex"))["sessionId"]
+    await fleet.service.registry.contact(fleet.member(other))
+    interval = fleet.bridge.settings().bridge.push.heartbeat_interval.total_seconds()
+    passes = 16
+    for turn in range(passes):  # one pass every 4 s, a changed capacity fact each time
+        await fleet.ok("fleet_send", lead_b, target=other, prompt=f"task {turn}")
+        fleet.set_status(other, AgentStatus.WORKING)
+        await fleet.poll()
+        await fleet.service.push.push_once()  # busy: codex has nothing reclaimable
+        fleet.clock.advance(2)
+        await fleet.ok("fleet_reply", fleet.member(other), content="done")
+        fleet.set_status(other, AgentStatus.IDLE)
+        await fleet.poll()
+        await fleet.ok("fleet_poll", lead_b)
+        await fleet.service.push.push_once()  # done: one reclaimable again
+        fleet.clock.advance(2)
+    beats = [t for t in _lead_prompts(fleet) if "Capacity:" in t]
+    assert 1 <= len(beats) <= 1 + (passes * 4) // interval
