@@ -20,7 +20,12 @@ from fleetd.bridge.release import stop_cause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.view import session_row
-from fleetd.errors import InvalidArgumentsError, PermissionDeniedError, UnknownTicketError
+from fleetd.errors import (
+    HerdrError,
+    InvalidArgumentsError,
+    PermissionDeniedError,
+    UnknownTicketError,
+)
 from fleetd.inbox.records import InboxRecord
 from fleetd.runs import run_of_ticket
 
@@ -143,7 +148,15 @@ def register_fleet_tools(
         session = bridge.find_owned(caller.name, p.session_id)
         stats = await read_lead_stats(bridge.inbox, [session.owner])
         backlog = member_backlogs(stats, bridge.roster.sessions.values()).get(session.session_id)
-        return session_row(bridge, session, now=bridge.clock.now(), backlog=backlog)
+        row = session_row(bridge, session, now=bridge.clock.now(), backlog=backlog)
+        if session.live:  # herdr's status now, not what the poller saw while it last watched
+            try:
+                row["liveStatus"] = (
+                    await bridge.control.get_agent(session.name)
+                ).agent_status.value
+            except HerdrError:
+                row["liveStatus"] = None  # herdr cannot say right now
+        return row
 
     async def fleet_list(caller: Caller, p: ListParams) -> dict[str, Any]:
         return await fleet_view(caller)

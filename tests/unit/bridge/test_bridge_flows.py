@@ -345,3 +345,19 @@ async def test_restart_loses_waiters_and_replays_nothing(tmp_path: Path) -> None
         assert (row["sessionId"], row["state"]) == (sid, "orphaned")
     finally:
         await second.service.stop()
+
+
+async def test_fleet_status_shows_herdr_s_status_now_not_the_last_one_watched(
+    tmp_path: Path,
+) -> None:
+    """After a turn ends the poller stops watching; fleet_status still says what herdr says now."""
+    fleet = build_test_fleet(tmp_path)
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=sid, prompt="x")
+    fleet.set_status(sid, AgentStatus.WORKING)
+    await fleet.poll()
+    await fleet.ok("fleet_reply", fleet.member(sid), content="done")
+    fleet.set_status(sid, AgentStatus.DONE)
+    assert (await fleet.ok("fleet_status", sessionId=sid))["liveStatus"] == "done"
+    fleet.control.link_down()
+    assert (await fleet.ok("fleet_status", sessionId=sid))["liveStatus"] is None
