@@ -16,7 +16,7 @@
     │   ├── AuthError               missing or bad bearer token (401)
     │   ├── PermissionDeniedError   authenticated, not allowed (403)
     │   ├── InvalidArgumentsError   arguments do not match the tool's schema (``hint``)
-    │   ├── UnknownTargetError      the target is not a live session (``hint``: valid targets)
+    │   ├── UnknownTargetError      the target is not a live session (``hint``: live members)
     │   ├── UnknownTicketError      no such ticket in this run (``hint``: if of a previous run)
     │   ├── UnknownToolError        no such tool (``hint``: the tool names)
     │   ├── CapacityError           placement refused: the profile is at ``maxLoad``

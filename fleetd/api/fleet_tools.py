@@ -145,7 +145,7 @@ def register_fleet_tools(
         return {"inbox": key, "messages": [_message(r) for r in records]}
 
     async def fleet_status(caller: Caller, p: StatusParams) -> dict[str, Any]:
-        session = bridge.find_owned(caller.name, p.session_id)
+        session = bridge.find_owned(caller.name, p.session_id, released=True)
         stats = await read_lead_stats(bridge.inbox, [session.owner])
         backlog = member_backlogs(stats, bridge.roster.sessions.values()).get(session.session_id)
         row = session_row(bridge, session, now=bridge.clock.now(), backlog=backlog)

@@ -294,12 +294,19 @@ class Bridge:
         session.apply(SessionEvent.PRESENCE, self.clock.now())
 
     # --------------------------------------------------------------- lookups
-    def find_owned(self, owner: str, target: str) -> Session:
-        """A live session the caller owns, or an error listing the valid targets."""
+    def find_owned(self, owner: str, target: str, *, released: bool = False) -> Session:
+        """A live session the caller owns, or an error listing the valid targets. With
+        ``released``, a session id of the caller's among the recently released (kept bounded) is
+        found too, so the lead can read how it ended."""
         session = self.roster.find(target)
+        if session is None and released:
+            kept = self.roster.get(target)
+            session = kept if kept is not None and not kept.live else None
         if session is None or session.owner != owner:
             valid = sorted(s.session_id for s in self.roster.live() if s.owner == owner)
-            raise UnknownTargetError(f"no live member {target!r} for this lead", hint=valid)
+            raise UnknownTargetError(
+                f"no live member {target!r} for this lead", hint={"liveMembers": valid}
+            )
         return session
 
     def name_taken(self, name: str) -> bool:
@@ -371,6 +378,12 @@ class Bridge:
             session.apply(SessionEvent.NEVER_READY, self.clock.now())
             await self.release(session, ReleaseCause.NEVER_READY, code="launch_failed")
         else:
+            _log.warning(
+                "session %s (%s): herdr gave up on its launch before anything was sent; "
+                "the spawn is rolled back (fleet_status shows releasedCause spawn_rollback)",
+                session.session_id,
+                session.name,
+            )
             session.apply(SessionEvent.START_FAILED, self.clock.now())
             await self.release(session, ReleaseCause.SPAWN_ROLLBACK)
 

@@ -86,6 +86,23 @@ async def test_never_ready_handled_by_the_bridge_reaches_health_and_the_lead(
     assert any(f"NEVER_READY ({code})" in line for line in warned)
 
 
+async def test_a_launch_herdr_gives_up_with_nothing_sent_rolls_back_with_a_warning(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing waits (no NEVER_READY by M4 §4.2): the spawn rolls back, said once in the log."""
+    caplog.set_level(logging.WARNING, logger="fleetd.bridge")
+    async with start_e2e(tmp_path, {"health": HEALTH}) as e2e, e2e.http() as lead:
+        sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-never-2"))["sessionId"]
+        session = e2e.service.bridge.roster.get(sid)
+        assert session is not None
+        await e2e.until(lambda: session.state is SessionState.RELEASED)
+        assert session.released_cause == "spawn_rollback"
+        status = await e2e.tool(lead, "fleet_status", sessionId=sid)
+        assert status["state"] == "released"
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sum("gave up on its launch" in line and sid in line for line in warned) == 1
+
+
 async def test_pane_lost_mid_turn_reaches_health_and_the_lead(
     tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

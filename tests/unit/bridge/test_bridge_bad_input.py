@@ -72,7 +72,7 @@ async def test_unknown_target_lists_the_valid_targets(fleet: TestFleet) -> None:
     sid = await fleet.spawn_ready()
     async with _client(fleet) as client:
         response = await client.post("/v1/tools/fleet_status", json={"sessionId": "nobody"})
-    assert response.json()["error"]["hint"] == [sid]
+    assert response.json()["error"]["hint"] == {"liveMembers": [sid]}
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token"])
