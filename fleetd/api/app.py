@@ -1,8 +1,9 @@
 """The HTTP service shell: probes, metrics, the tool routes and MCP.
 
 * ``/livez`` — the event loop answers and every scheduler loop still runs. No dependency checks.
-* ``/readyz`` — ``application/health+json``; only what serving needs (the service has started and
-  its tools are registered). herdr being down does not make fleetd unready: it must still answer
+* ``/readyz`` — ``application/health+json``; only what serving needs (the service has started,
+  its tools are registered, and the reply inbox is reachable: without it no reply can be stored
+  and no poll answered). herdr being down does not make fleetd unready: it must still answer
   ``fleet_list`` and say so.
 * ``/healthz`` — HTTP 200 while alive, with nested component status (``controlLink``, ``inbox``
   — records held in memory for an unreachable inbox and decode failures, counts only —
@@ -56,9 +57,10 @@ def create_app(service: Fleetd) -> FastAPI:
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        ready = service.started and bool(service.registry.names())
+        inbox = service.bridge.inbox.reachable()
+        ready = service.started and bool(service.registry.names()) and inbox
         return JSONResponse(
-            {"status": "pass" if ready else "fail"},
+            {"status": "pass" if ready else "fail", "inboxReachable": inbox},
             status_code=200 if ready else 503,
             media_type=_HEALTH_JSON,
         )

@@ -69,6 +69,10 @@ logger = logging.getLogger("fleetd.inbox")
 
 _T = TypeVar("_T")
 _SETTLE_POLL_SECONDS = 0.01
+#: After a failed connect, calls fail fast for this long before the next connect is tried.
+RECONNECT_SECONDS = 5.0
+#: How long a call waits for a reconnecting connection before it is refused.
+RIDE_OUT_SECONDS = 1.0
 
 
 @dataclass(slots=True)
@@ -118,6 +122,8 @@ class AmqpInbox:
         self._connection: AbstractRobustConnection | None = None
         self._channels: _Channels | None = None
         self._closed = False
+        self._reachable = True  # until an attempt says otherwise
+        self._connect_failed_at: float | None = None  # monotonic, of the last failed connect
 
     # -- the port ------------------------------------------------------------------------------
 
@@ -259,6 +265,9 @@ class AmqpInbox:
     def failures(self) -> list[DecodeFailure]:
         return self._failures.summaries()
 
+    def reachable(self) -> bool:
+        return self._reachable and not self._closed
+
     async def close(self) -> None:
         self._closed = True
         channels, connection = self._channels, self._connection
@@ -306,7 +315,11 @@ class AmqpInbox:
     async def _attempt(
         self, name: str, channel: AbstractRobustChannel, action: Callable[[], Awaitable[_T]]
     ) -> _T:
-        return await attempt(name, channel, action, within=self._timeout, clock=self._clock)
+        try:
+            return await attempt(name, channel, action, within=self._timeout, clock=self._clock)
+        except InboxUnavailableError:
+            self._reachable = False
+            raise
 
     def _require_owned(self, key: str) -> None:
         if self._closed:
@@ -315,33 +328,70 @@ class AmqpInbox:
             raise InboxOwnershipError(f"inbox key {key!r} is not owned")
 
     async def _connected(self) -> _Channels:
+        """The channels of a live connection, or soon :class:`InboxUnavailableError`.
+
+        While the broker is away — the robust connection is reconnecting, or a connect failed
+        less than :data:`RECONNECT_SECONDS` ago — a call waits at most :data:`RIDE_OUT_SECONDS`
+        for the connection (or not at all) instead of its whole operation timeout, so a broker
+        outage never makes ``fleet_reply``, ``fleet_poll``, ``fleet_list`` or the fleet tick take
+        tens of seconds, while a short blip is still ridden out.
+        """
         if self._closed:
             raise InboxUnavailableError("the inbox is closed")
+        failed_at = self._connect_failed_at
+        if failed_at is not None and self._clock.monotonic() - failed_at < RECONNECT_SECONDS:
+            raise InboxUnavailableError("connect: the broker was unreachable moments ago")
         async with self._connect_lock:
             if self._channels is not None:
+                await self._ride_out()
+                self._reachable = True
                 return self._channels
-            with translated("connect"):
-                connection = await aio_pika.connect_robust(
-                    self._url,
-                    timeout=self._timeout,
-                    client_properties={"connection_name": "fleetd-inbox"},
-                )
-                try:
-                    channels = _Channels(
-                        admin=await connection.channel(publisher_confirms=False),
-                        publisher=await connection.channel(
-                            publisher_confirms=True, on_return_raises=True
-                        ),
-                        consumer=await connection.channel(publisher_confirms=False),
-                        browser=await connection.channel(publisher_confirms=False),
-                        lane=self._lane_factory(connection, self._timeout),
-                    )
-                except BaseException:
-                    await connection.close()
-                    raise
-            if self._closed:  # close() ran while we connected: do not leave this one open
-                await connection.close()
-                raise InboxUnavailableError("the inbox is closed")
-            logger.info("inbox connected to %s", redact_url(self._url))
-            self._connection, self._channels = connection, channels
+            try:
+                channels = await self._connect()
+            except InboxUnavailableError:
+                self._connect_failed_at = self._clock.monotonic()
+                self._reachable = False
+                raise
+            self._connect_failed_at = None
+            self._reachable = True
             return channels
+
+    async def _ride_out(self) -> None:
+        """Wait (briefly) for a robust connection that is reconnecting."""
+        connection = self._connection
+        if connection is None or connection.connected.is_set():
+            return
+        try:
+            async with asyncio.timeout(min(self._timeout, RIDE_OUT_SECONDS)):
+                await connection.connected.wait()
+        except TimeoutError:
+            self._reachable = False
+            raise InboxUnavailableError("the broker connection is down (reconnecting)") from None
+
+    async def _connect(self) -> _Channels:
+        """Open the connection and its channels (the caller holds the connect lock)."""
+        with translated("connect"):
+            connection = await aio_pika.connect_robust(
+                self._url,
+                timeout=self._timeout,
+                client_properties={"connection_name": "fleetd-inbox"},
+            )
+            try:
+                channels = _Channels(
+                    admin=await connection.channel(publisher_confirms=False),
+                    publisher=await connection.channel(
+                        publisher_confirms=True, on_return_raises=True
+                    ),
+                    consumer=await connection.channel(publisher_confirms=False),
+                    browser=await connection.channel(publisher_confirms=False),
+                    lane=self._lane_factory(connection, self._timeout),
+                )
+            except BaseException:
+                await connection.close()
+                raise
+        if self._closed:  # close() ran while we connected: do not leave this one open
+            await connection.close()
+            raise InboxUnavailableError("the inbox is closed")
+        logger.info("inbox connected to %s", redact_url(self._url))
+        self._connection, self._channels = connection, channels
+        return channels

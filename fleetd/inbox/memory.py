@@ -81,6 +81,9 @@ class InMemoryInbox:
     def failures(self) -> list[DecodeFailure]:
         return []
 
+    def reachable(self) -> bool:
+        return not self._closed
+
     async def close(self) -> None:
         self._closed = True
 

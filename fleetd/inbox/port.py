@@ -55,6 +55,10 @@ class ReplyInbox(Protocol):
         """Redacted summaries of entries that could not be decoded, oldest first."""
         ...
 
+    def reachable(self) -> bool:
+        """False while the store is known to be unreachable (its last attempt failed to)."""
+        ...
+
     async def close(self) -> None:
         """Release connections; the inbox refuses further calls."""
         ...

@@ -87,6 +87,7 @@ class FleetViewBuilder:
             "capacity": capacity_view(self.bridge, backlogs),
             "leads": self._leads(),
             "inbox": {
+                "reachable": self.bridge.inbox.reachable(),
                 "failures": [_failure(f) for f in self.bridge.inbox.failures()],
                 "heldInMemory": self._held(),
             },
@@ -102,13 +103,17 @@ class FleetViewBuilder:
     def inbox_component(self) -> dict[str, Any]:
         """The nested ``inbox`` component of ``/healthz``: counts only, never content.
 
-        ``warn`` while a record waits in memory for the inbox (a kill would lose it) or an
-        entry could not be decoded.
+        ``fail`` while the inbox is known to be unreachable (replies are refused, polls answer
+        ``inbox_unavailable``); ``warn`` while a record waits in memory for the inbox (a kill
+        would lose it) or an entry could not be decoded.
         """
         held = self._held()
         failures = self.bridge.inbox.failures()
+        reachable = self.bridge.inbox.reachable()
+        status = "fail" if not reachable else "warn" if held["records"] or failures else "pass"
         return {
-            "status": "warn" if held["records"] or failures else "pass",
+            "status": status,
+            "reachable": reachable,
             "backend": self.config.current.inbox.backend.value,
             "heldInMemory": held,
             "decodeFailures": len(failures),

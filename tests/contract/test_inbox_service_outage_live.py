@@ -3,6 +3,7 @@ refuse with a retryable error, and what is held in memory shows on fleet_list an
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,11 +144,60 @@ async def test_records_held_in_memory_show_on_fleet_list_and_healthz(outage: Out
         {"reply": 1},
     )
     health = (await outage.http.get("/healthz")).json()["components"]["inbox"]
-    assert (health["status"], health["heldInMemory"]["records"]) == ("warn", 1)
+    assert (health["status"], health["reachable"], health["heldInMemory"]["records"]) == (
+        "fail",
+        False,
+        1,
+    )
+    ready = await outage.http.get("/readyz")
+    assert (ready.status_code, ready.json()["inboxReachable"]) == (503, False)
+    await fleet.service.start()  # readiness needs a started service; the inbox still refuses it
+    ready = await outage.http.get("/readyz")
+    assert (ready.status_code, ready.json()["inboxReachable"]) == (503, False)
 
     outage.proxy.restore()
     await fleet.service.push.push_once()
     health = (await outage.http.get("/healthz")).json()["components"]["inbox"]
     assert (health["status"], health["heldInMemory"]["records"]) == ("pass", 0)
+    ready = await outage.http.get("/readyz")
+    assert (ready.status_code, ready.json()["inboxReachable"]) == (200, True)
     messages = (await fleet.ok("fleet_poll", outage.lead))["messages"]
     assert [m["ticket"] for m in messages] == [ticket]
+    await fleet.service.scheduler.stop()
+
+
+async def test_a_broker_outage_never_makes_a_call_wait_out_its_operation_timeout(
+    tmp_path: Path,
+    inbox_proxy: TcpProxy,
+    inbox_broker: RawBroker,
+    inbox_new_key: Callable[[], str],
+) -> None:
+    """With the default 10 s operation timeout, replies, polls, fleet_list and a fleet tick each
+    answer within about a second while the broker is away (they used to take 10-60 s)."""
+    name = inbox_broker.track(inbox_new_key())
+    document = sample_document(tmp_path)
+    document["leads"] = [{"name": name, "agent": "lead", "tokenEnv": "T_LEAD"}]
+    document["health"] = {"enabled": True}
+    url = f"amqp://guest:guest@127.0.0.1:{inbox_proxy.port}/"  # aio-pika's 5 s reconnect
+    inbox = AmqpInbox(url)
+    fleet = build_test_fleet(tmp_path, document=document, inbox=inbox)
+    lead = Caller(role=Role.LEAD, name=name)
+    try:
+        await fleet.service.own_lead_keys()
+        sid = (await fleet.ok("fleet_spawn", lead, profile="codex"))["sessionId"]
+        await fleet.service.registry.contact(fleet.member(sid))
+        await fleet.ok("fleet_send", lead, target=sid, prompt="x")
+        inbox_proxy.cut()
+        for call in (
+            fleet.call("fleet_reply", fleet.member(sid), content="kept by the member"),
+            fleet.call("fleet_poll", lead),
+            fleet.call("fleet_list", lead),
+            fleet.service.health.tick(),
+            fleet.call("fleet_reply", fleet.member(sid), content="kept by the member"),
+        ):
+            started = time.monotonic()
+            await call
+            assert time.monotonic() - started < 3.0
+        assert not inbox.reachable()
+    finally:
+        await inbox.close()

@@ -51,6 +51,9 @@ class RecordingInbox:
     def failures(self) -> list[DecodeFailure]:
         return []
 
+    def reachable(self) -> bool:
+        return self.inner.reachable()
+
     async def close(self) -> None:
         await self.inner.close()
 
