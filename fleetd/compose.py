@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,16 @@ class Fleetd:
         §5.3) and close connections."""
         await self.scheduler.stop()
         await self.bridge.release_all(ReleaseCause.SHUTDOWN)
+        await self.bridge.flush_unpublished()  # a last try for what waits in memory
+        held = self.bridge.unpublished
+        if held:
+            kinds = Counter(record.kind.value for record in held)
+            _log.warning(
+                "stopping with %d records the inbox could not take (%s): they are lost with "
+                "this process; their tickets' results were not stored in any inbox",
+                len(held),
+                ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())),
+            )
         await self.inbox.close()
         self.started = False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from fleetd.api.app import create_app
 from fleetd.errors import InboxUnavailableError
+from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.records import InboxRecord, MessageKind, Severity
 from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet
 
@@ -190,3 +192,31 @@ async def test_records_held_for_an_unreachable_inbox_are_bounded(
     assert fleet.bridge.held_dropped == 2
     held = (await fleet.ok("fleet_list"))["inbox"]["heldInMemory"]
     assert (held["records"], held["gaveWay"]) == (3, 2)
+
+
+async def test_a_stop_tries_the_held_records_once_more_and_names_what_it_loses(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A clean stop flushes what waits in memory; what the inbox still cannot take is warned of
+    (counts by kind), never dropped silently."""
+    publish = fleet.inbox.publish
+
+    async def broker_down(record: InboxRecord) -> bool:
+        raise InboxUnavailableError("broker down")
+
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=sid, prompt="x")
+    monkeypatch.setattr(fleet.inbox, "publish", broker_down)
+    fleet.set_status(sid, AgentStatus.WORKING)
+    await fleet.poll()
+    fleet.set_status(sid, AgentStatus.DONE)
+    await fleet.poll()
+    await fleet.poll(1.0)  # resolved from the pane: the result waits in memory
+    assert len(fleet.bridge.unpublished) == 1
+    with caplog.at_level(logging.WARNING, logger="fleetd"):
+        await fleet.service.stop()
+    assert any(
+        "stopping with 1 records the inbox could not take (1 reply)" in r.getMessage()
+        for r in caplog.records
+    )
+    monkeypatch.setattr(fleet.inbox, "publish", publish)
