@@ -230,7 +230,7 @@ class FleetHealthMonitor:
         now_ms = int(self.clock.now().timestamp() * 1000)
         opened_ms = int(incident.opened_at.timestamp() * 1000)
         return InboxRecord(
-            msg_id=f"health-{incident.id}",
+            msg_id=f"health-{incident.id}-{self.bridge.runs.current}",  # unique per run
             kind=MessageKind.HEALTH,
             target=incident.target or incident.subject,
             recipient_lead=lead,

@@ -79,3 +79,40 @@ async def test_bad_entries_open_an_incident_and_tell_the_owning_lead_without_con
         assert (await fleet.ok("fleet_poll", lead))["messages"] == []
     finally:
         await inbox.close()
+
+
+async def test_a_health_record_of_a_new_run_is_never_taken_for_the_last_run_s(
+    tmp_path: Path,
+    inbox_amqp_url: str,
+    inbox_broker: RawBroker,
+    inbox_new_key: Callable[[], str],
+) -> None:
+    """Incident ids repeat across a restart (same key, cause, generation); the record a new run
+    publishes is still delivered next to the one the crashed run left, not acked as a duplicate."""
+    name = inbox_broker.track(inbox_new_key())
+    document = sample_document(tmp_path)
+    document["leads"] = [{"name": name, "agent": "lead", "tokenEnv": "T_LEAD"}]
+    document["health"] = {"enabled": True}
+    lead = Caller(role=Role.LEAD, name=name)
+    unknown = "application/x-unknown"
+
+    first_inbox = AmqpInbox(inbox_amqp_url)
+    first = build_test_fleet(tmp_path / "one", document=document, inbox=first_inbox)
+    await first.service.own_lead_keys()
+    await inbox_broker.publish(name, b"?", content_type=unknown, message_id="mid-u-one")
+    assert (await first.ok("fleet_poll", lead))["messages"] == []
+    await first.service.health.tick()  # its record waits in the queue; then the run dies
+    await first_inbox.close()
+
+    second_inbox = AmqpInbox(inbox_amqp_url)
+    second = build_test_fleet(tmp_path / "two", document=document, inbox=second_inbox)
+    try:
+        await second.service.own_lead_keys()
+        await inbox_broker.publish(name, b"?", content_type=unknown, message_id="mid-u-two")
+        polled = (await second.ok("fleet_poll", lead))["messages"]
+        await second.service.health.tick()
+        polled += (await second.ok("fleet_poll", lead))["messages"]
+        named = sorted(m["evidence"]["messageIds"] for m in polled if m["kind"] == "health")
+        assert named == ["mid-u-one", "mid-u-two"]
+    finally:
+        await second_inbox.close()
