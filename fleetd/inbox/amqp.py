@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel, AbstractRobustConnection
@@ -73,6 +74,8 @@ _SETTLE_POLL_SECONDS = 0.01
 RECONNECT_SECONDS = 5.0
 #: How long a call waits for a reconnecting connection before it is refused.
 RIDE_OUT_SECONDS = 1.0
+#: How often the robust connection tries to reconnect (aio-pika's default is 5 s).
+RECONNECT_INTERVAL = 1.0
 
 
 @dataclass(slots=True)
@@ -330,11 +333,13 @@ class AmqpInbox:
     async def _connected(self) -> _Channels:
         """The channels of a live connection, or soon :class:`InboxUnavailableError`.
 
-        While the broker is away — the robust connection is reconnecting, or a connect failed
-        less than :data:`RECONNECT_SECONDS` ago — a call waits at most :data:`RIDE_OUT_SECONDS`
-        for the connection (or not at all) instead of its whole operation timeout, so a broker
-        outage never makes ``fleet_reply``, ``fleet_poll``, ``fleet_list`` or the fleet tick take
-        tens of seconds, while a short blip is still ridden out.
+        While the broker is away — the robust connection is reconnecting (every
+        :data:`RECONNECT_INTERVAL` seconds unless the URL says otherwise), or a connect failed
+        less than :data:`RECONNECT_SECONDS` ago — the first call to notice waits at most
+        :data:`RIDE_OUT_SECONDS` for the connection and later ones not at all, instead of each
+        waiting its whole operation timeout. So a broker outage never makes ``fleet_reply``,
+        ``fleet_poll``, ``fleet_list`` or the loops take seconds per lead, while a short blip is
+        still ridden out.
         """
         if self._closed:
             raise InboxUnavailableError("the inbox is closed")
@@ -356,11 +361,21 @@ class AmqpInbox:
             self._reachable = True
             return channels
 
+    async def wait_connected(self) -> None:
+        """Wait until the connection is up (again); for tooling and tests that must not race
+        the robust reconnect. Bound it with a timeout of your own."""
+        connection = self._connection
+        if connection is not None:
+            await connection.connected.wait()
+
     async def _ride_out(self) -> None:
-        """Wait (briefly) for a robust connection that is reconnecting."""
+        """Wait (briefly) for a robust connection that is reconnecting — once: while the broker
+        is known to be away, calls fail at once until the connection is back."""
         connection = self._connection
         if connection is None or connection.connected.is_set():
             return
+        if not self._reachable:
+            raise InboxUnavailableError("the broker connection is down (reconnecting)")
         try:
             async with asyncio.timeout(min(self._timeout, RIDE_OUT_SECONDS)):
                 await connection.connected.wait()
@@ -370,11 +385,13 @@ class AmqpInbox:
 
     async def _connect(self) -> _Channels:
         """Open the connection and its channels (the caller holds the connect lock)."""
+        query = parse_qs(urlsplit(self._url).query)
         with translated("connect"):
             connection = await aio_pika.connect_robust(
                 self._url,
                 timeout=self._timeout,
                 client_properties={"connection_name": "fleetd-inbox"},
+                reconnect_interval=None if "reconnect_interval" in query else RECONNECT_INTERVAL,
             )
             try:
                 channels = _Channels(
