@@ -14,11 +14,12 @@ When nothing waits for a lead and it sits at its prompt, the heartbeat may tell 
 it has: per-profile live, cap, free and reclaimable counts — over every live member, with the
 live count placement uses, so a free slot shown is one placement grants — plus at most three of
 its own long-idle members. A heartbeat sequence is at most ``push.heartbeatMax`` beats
-``push.heartbeatIntervalSeconds`` apart, and only a changed capacity fingerprint — which ignores
-idle durations — re-arms it, so a static idle fleet cannot keep a lead busy; even a re-armed
-sequence keeps the interval, so capacity churn elsewhere in the fleet cannot flood a lead. Reply
-pushes come first: no heartbeat while anything waits. The heartbeat reports facts; it never
-spawns, stops or assigns anything.
+``push.heartbeatIntervalSeconds`` apart. Only capacity facts that differ from the last beat sent
+(a fingerprint that ignores idle durations) and have held for a whole interval re-arm it, so a
+static idle fleet cannot keep a lead busy and churn elsewhere in the fleet, which never settles,
+cannot either; a re-armed sequence keeps the interval. Reply pushes come first: no heartbeat while
+anything waits.
+The heartbeat reports facts; it never spawns, stops or assigns anything.
 
 A nudge or heartbeat whose ``agent.prompt`` answer may have come after herdr typed it (an unknown
 code, an unreadable answer, a broken link: :mod:`~fleetd.bridge.prompt_policy` says *uncertain*)
@@ -66,7 +67,9 @@ class PushOutcome:
     last_status: str | None = None
     last_error: str | None = None
     nudges_total: int = 0
-    heartbeat_fingerprint: str | None = None
+    heartbeat_fingerprint: str | None = None  # the facts of the current sequence (last told)
+    pending_fingerprint: str | None = None  # other facts seen since, and since when
+    pending_since: datetime | None = None
     heartbeats_in_sequence: int = 0
     last_heartbeat_at: datetime | None = None
 
@@ -130,17 +133,26 @@ class PushLoop:
             owner=lead,
             orphans=self.bridge.orphans.members(),
         )
-        if summary.fingerprint != outcome.heartbeat_fingerprint:
-            # a new sequence, but still one beat per interval: a busy fleet elsewhere changes the
-            # fingerprint every few seconds and must not turn the heartbeat into a flood
-            outcome.heartbeat_fingerprint = summary.fingerprint
-            outcome.heartbeats_in_sequence = 0
-        if outcome.heartbeats_in_sequence >= push.heartbeat_max:
-            return
+        # A sequence is the beats that tell the lead one set of capacity facts. Facts that differ
+        # from the last beat sent re-arm a new sequence only once they have held for a whole
+        # interval: churn elsewhere in the fleet (members spawned and stopped every few seconds)
+        # never settles, so it re-arms nothing, and a static idle fleet cannot reset the cap.
+        fingerprint = summary.fingerprint
+        if fingerprint == outcome.heartbeat_fingerprint:
+            outcome.pending_fingerprint = outcome.pending_since = None
+        elif fingerprint != outcome.pending_fingerprint:
+            outcome.pending_fingerprint, outcome.pending_since = fingerprint, now
         if (
             outcome.last_heartbeat_at is not None
             and now - outcome.last_heartbeat_at < push.heartbeat_interval
         ):
+            return
+        settled = (
+            outcome.pending_since is not None
+            and now - outcome.pending_since >= push.heartbeat_interval
+        )
+        fresh = outcome.heartbeat_fingerprint is None or settled
+        if not fresh and outcome.heartbeats_in_sequence >= push.heartbeat_max:
             return
         if any(self.bridge.tasks.pending_for(s.session_id) for s in owned):
             return  # work is in flight: its replies will reach the lead, no heartbeat needed
@@ -159,6 +171,10 @@ class PushLoop:
             if not _maybe_typed(exc):
                 return
         outcome.last_heartbeat_at = now
+        if fresh:
+            outcome.heartbeat_fingerprint = fingerprint
+            outcome.pending_fingerprint = outcome.pending_since = None
+            outcome.heartbeats_in_sequence = 0
         outcome.heartbeats_in_sequence += 1
 
     async def _maybe_nudge(self, lead: str, agent: str, outcome: PushOutcome, cap: int) -> None:

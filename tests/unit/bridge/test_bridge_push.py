@@ -9,7 +9,7 @@ import pytest
 from fleetd.api.tools import Caller, Role
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
-from fleetd.testing import TestFleet, build_test_fleet
+from fleetd.testing import TestFleet, build_test_fleet, sample_document
 
 
 @pytest.fixture
@@ -81,13 +81,17 @@ async def test_heartbeat_is_bounded_and_rearmed_only_by_a_capacity_change(
         await fleet.service.push.push_once()
         fleet.clock.advance(601)
     settled = len([t for t in _lead_prompts(fleet) if "Capacity:" in t])
-    # two beats, then the member turned long idle (a capacity fact): one re-armed sequence of three
-    assert settled == 5
+    # the first sequence runs to its cap of three; the member turning long idle (a capacity fact)
+    # re-arms one more sequence of three once that fact has held for an interval
+    assert settled == 6
     for _ in range(12):
         await fleet.service.push.push_once()
         fleet.clock.advance(601)
     assert len([t for t in _lead_prompts(fleet) if "Capacity:" in t]) == settled
     await fleet.spawn_ready("codex")
+    await fleet.service.push.push_once()  # new facts: they re-arm once they have held an interval
+    assert len([t for t in _lead_prompts(fleet) if "Capacity:" in t]) == settled
+    fleet.clock.advance(fleet.bridge.settings().bridge.push.heartbeat_interval.total_seconds())
     await fleet.service.push.push_once()
     assert len([t for t in _lead_prompts(fleet) if "Capacity:" in t]) == settled + 1
 
@@ -167,3 +171,24 @@ async def test_capacity_churn_elsewhere_never_floods_a_lead_with_heartbeats(
         fleet.clock.advance(2)
     beats = [t for t in _lead_prompts(fleet) if "Capacity:" in t]
     assert 1 <= len(beats) <= 1 + (passes * 4) // interval
+
+
+async def test_churn_elsewhere_that_never_settles_re_arms_nothing(tmp_path: Path) -> None:
+    """Another lead spawns and stops a member every 15 s for four minutes: those capacity facts
+    never hold for an interval, so the idle lead gets heartbeatMax beats, not one a minute for as
+    long as the churn lasts."""
+    document = sample_document(tmp_path)
+    document["bridge"] = {"push": {"heartbeatIntervalSeconds": 60, "heartbeatMax": 2}}
+    fleet = build_test_fleet(tmp_path, document=document)
+    await fleet.service.own_lead_keys()
+    await fleet.spawn_ready()
+    lead_b = Caller(role=Role.LEAD, name="lead-b")
+    for _ in range(16):
+        other = (await fleet.ok("fleet_spawn", lead_b, profile="codex"))["sessionId"]
+        await fleet.service.registry.contact(fleet.member(other))
+        await fleet.service.push.push_once()
+        fleet.clock.advance(7.5)
+        await fleet.ok("fleet_stop", lead_b, sessionId=other)
+        await fleet.service.push.push_once()
+        fleet.clock.advance(7.5)
+    assert len([t for t in _lead_prompts(fleet) if "Capacity:" in t]) == 2
