@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from fleetd.bridge.delivery import Deliverer
+from fleetd.bridge.held import HeldRecords
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.replies import Replies, encodable, reply_record
@@ -32,7 +33,6 @@ from fleetd.clock import Clock, wait_event
 from fleetd.config import FleetdConfig
 from fleetd.errors import (
     ConflictError,
-    FleetdError,
     HerdrError,
     InboxError,
     InboxRetryError,
@@ -42,18 +42,16 @@ from fleetd.errors import (
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.port import ReplyInbox
-from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
+from fleetd.inbox.records import InboxRecord, ReplySource
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs
 
-__all__ = ["HELD_MAX", "Bridge", "MuteEvent"]
+__all__ = ["Bridge", "MuteEvent"]
 
 _log = logging.getLogger("fleetd.bridge")
 
 _MUTES_KEPT = 1000
-#: At most this many records wait in memory for an unreachable inbox.
-HELD_MAX = 10_000
 
 
 _REPLY_SOURCES = {
@@ -103,12 +101,9 @@ class Bridge:
         self.roster = Roster()
         self.tasks = TaskBook(on_terminal=self._count_terminal, run=self.runs.current)
         self.mutes: list[MuteEvent] = []
-        self.unpublished: list[InboxRecord] = []
-        self.held_dropped = 0  # records that gave way past HELD_MAX
-        self._held_ids: set[str] = set()
+        self.held = HeldRecords(lead_inboxes.publish)
         self.stopping = asyncio.Event()  # set when fleetd is asked to stop: waiters let go
         self.mutes_total = 0
-        self._flush_lock = asyncio.Lock()
         self._carried: dict[str, list[InboxRecord]] = {}
         self.teardown_failures: list[str] = []
         self.deliverer = Deliverer(self)
@@ -212,50 +207,23 @@ class Bridge:
         return True
 
     async def keep_for_lead(self, record: InboxRecord) -> None:
-        """Hand a reply or health record to its lead's inbox; held and retried until it is taken.
-
-        What is held lives in memory, so it is bounded: a record already held is not held twice,
-        and past :data:`HELD_MAX` the oldest health record (else the oldest record) gives way,
-        counted in :attr:`held_dropped` and warned. Nothing a member sent is ever held here (its
-        ``fleet_reply`` is refused until stored), and a fallback result dropped here stays on its
-        ticket for ``fleet_poll(ticket)``.
-        """
-        if record.msg_id in self._held_ids:
-            return
-        if len(self.unpublished) >= HELD_MAX:
-            victim = next(
-                (r for r in self.unpublished if r.kind is MessageKind.HEALTH), self.unpublished[0]
-            )
-            self.unpublished.remove(victim)
-            self._held_ids.discard(victim.msg_id)
-            self.held_dropped += 1
-            _log.warning(
-                "inbox unreachable with %d records held: the oldest %s record for %s gave way",
-                HELD_MAX,
-                victim.kind.value,
-                victim.recipient_lead,
-            )
-        self.unpublished.append(record)
-        self._held_ids.add(record.msg_id)
-        await self.flush_unpublished()
+        """Hand a reply or health record to its lead's inbox; held (bounded) and retried until it
+        is taken (see :mod:`fleetd.bridge.held`)."""
+        await self.held.keep(record)
 
     async def flush_unpublished(self) -> None:
-        """Publish held records oldest first, one flush at a time; keep what still fails."""
-        async with self._flush_lock:
-            while self.unpublished:
-                record = self.unpublished[0]
-                try:
-                    await self.lead_inboxes.publish(record)
-                except FleetdError as exc:
-                    _log.warning(
-                        "record for %s waits for the inbox (%d held): %s",
-                        record.recipient_lead,
-                        len(self.unpublished),
-                        type(exc).__name__,
-                    )
-                    return
-                self.unpublished.remove(record)
-                self._held_ids.discard(record.msg_id)
+        """Publish held records oldest first; keep what still fails."""
+        await self.held.flush()
+
+    @property
+    def unpublished(self) -> list[InboxRecord]:
+        """The records waiting in memory for the inbox, oldest first."""
+        return self.held.records
+
+    @property
+    def held_dropped(self) -> int:
+        """How many held records gave way to the bound."""
+        return self.held.gave_way
 
     async def drain_inbox(self, key: str) -> list[InboxRecord]:
         """Collect a lead's inbox for ``fleet_poll``; a cancelled poll loses nothing.
