@@ -33,7 +33,6 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -44,6 +43,7 @@ from fleetd.errors import (
     ToolError,
     UnknownToolError,
 )
+from fleetd.identity import Caller, Role
 
 __all__ = [
     "INTERNAL_ERROR_CODE",
@@ -68,23 +68,6 @@ _HINTLESS_CODES = frozenset({"unauthenticated", "forbidden", "rate_limited", INT
 # pydantic error types whose message may quote the rejected value (custom validators).
 _FREE_TEXT_ERROR_TYPES = frozenset({"value_error", "assertion_error"})
 _TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-
-
-class Role(StrEnum):
-    """Who is calling: a planning lead, a delegated member, or a read-only operator."""
-
-    LEAD = "lead"
-    MEMBER = "member"
-    OPERATOR = "operator"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Caller:
-    """An authenticated caller. Carries no credential."""
-
-    role: Role
-    name: str
-    session_id: str | None = None
 
 
 class ToolParams(BaseModel):

@@ -16,7 +16,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fleetd.api.tools import Caller, Role
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
 from fleetd.bridge.manifests import load_manifests
 from fleetd.bridge.orphans import ORPHANED, Orphan
@@ -26,6 +25,7 @@ from fleetd.bridge.sessions import Session
 from fleetd.bridge.view import capacity_view, session_row
 from fleetd.config import ConfigRef
 from fleetd.errors import HerdrError
+from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
