@@ -25,15 +25,18 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from fleetd.api.http_tools import install_tool_routes
 from fleetd.api.mcp_server import install_mcp
-from fleetd.compose import Fleetd
+from fleetd.api.service import FleetService
 
 __all__ = ["create_app"]
 
 _HEALTH_JSON = "application/health+json"
 
 
-def create_app(service: Fleetd) -> FastAPI:
-    """The ASGI app of one service; its lifespan starts and stops the service."""
+def create_app(service: FleetService) -> FastAPI:
+    """The ASGI app of one service; its lifespan starts and stops the service.
+
+    ``service`` is the composition root's ``Fleetd`` in production, or any :class:`FleetService`.
+    """
     mcp_running = None
 
     @asynccontextmanager

@@ -1,0 +1,76 @@
+"""What the HTTP shell needs of the service it serves, as a port.
+
+:func:`~fleetd.api.app.create_app` takes any :class:`FleetService`; it never imports the
+composition root. :class:`fleetd.compose.Fleetd` satisfies the protocol structurally, and so can a
+test double. The members are exactly the ones the app reads: the lifecycle (``start``/``stop``,
+``started``), the probes' sources (the scheduler, the inbox, the control link and its health
+classification, the fleet view's inbox component, the config status, the metrics) and what the tool
+routes are built from (the registry and the authenticator).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from fleetd.api.auth import Authenticator
+from fleetd.api.tools import ToolRegistry
+from fleetd.config import ConfigRef
+from fleetd.inbox.port import ReplyInbox
+from fleetd.metrics import Metrics
+from fleetd.runtime.fleet_view import FleetViewBuilder
+from fleetd.runtime.link import LinkState
+from fleetd.runtime.scheduler import Scheduler
+
+__all__ = ["FleetService", "HealthReport", "InboxHolder"]
+
+
+class InboxHolder(Protocol):
+    """The part of the bridge ``/readyz`` reads: its reply inbox."""
+
+    @property
+    def inbox(self) -> ReplyInbox: ...
+
+
+class HealthReport(Protocol):
+    """The part of the health monitor ``/healthz`` reads."""
+
+    def link_view(self, link: LinkState) -> dict[str, Any]:
+        """The control link component: classification and the last herdr call."""
+        ...
+
+    def component(self) -> dict[str, Any]:
+        """The ``fleetHealth`` component."""
+        ...
+
+
+class FleetService(Protocol):
+    """One running fleetd, as the HTTP shell sees it."""
+
+    @property
+    def started(self) -> bool: ...
+    @property
+    def scheduler(self) -> Scheduler: ...
+    @property
+    def bridge(self) -> InboxHolder: ...
+    @property
+    def registry(self) -> ToolRegistry: ...
+    @property
+    def authenticator(self) -> Authenticator: ...
+    @property
+    def health(self) -> HealthReport: ...
+    @property
+    def link(self) -> LinkState: ...
+    @property
+    def view(self) -> FleetViewBuilder: ...
+    @property
+    def config(self) -> ConfigRef: ...
+    @property
+    def metrics(self) -> Metrics: ...
+
+    async def start(self) -> None:
+        """Start the loops; the app's lifespan calls it before serving."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop the loops; the app's lifespan calls it after serving."""
+        ...
