@@ -28,7 +28,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.health.effects import (
     Effect,
     RecordTransition,
@@ -37,6 +36,7 @@ from fleetd.health.effects import (
     effect_order,
 )
 from fleetd.health.evidence import HealthState, LeadEvidence, MemberEvidence
+from fleetd.health.floors import TWO_SNAPSHOTS
 from fleetd.health.inboxes import step_inboxes
 from fleetd.health.incidents import IncidentBook, IncidentKey, ResolveReason
 from fleetd.health.leads import retained_view, step_lead, step_lead_blind

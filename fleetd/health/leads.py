@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.health.effects import RequestTargetLookup
 from fleetd.health.evidence import EMPTY_PROBE, LeadEvidence
+from fleetd.health.floors import TWO_SNAPSHOTS
 from fleetd.health.incidents import IncidentKey
 from fleetd.health.pane_budget import ProbeCandidate, ProbeReason
 from fleetd.health.snapshot import AT_PROMPT, LeadView, LiveStatus, ProbeSource

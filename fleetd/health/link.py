@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.health.evidence import LinkEvidence
+from fleetd.health.floors import TWO_SNAPSHOTS
 from fleetd.health.incidents import IncidentKey
 from fleetd.health.snapshot import LiveView
 from fleetd.health.states import ControlLinkState, Scope

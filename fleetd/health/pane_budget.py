@@ -5,11 +5,11 @@ sustained BLOCKED or UNKNOWN, work older than the suspect threshold, or one fina
 a confirmed fault — so a healthy fleet yields no candidates and no reads. Candidates then pass the
 compiled brakes:
 
-* a per-target cooldown of at least :data:`~fleetd.config.floors.PANE_COOLDOWN_FLOOR`
+* a per-target cooldown of at least :data:`~fleetd.health.floors.PANE_COOLDOWN_FLOOR`
   (``max(config, 60 s)``), counted from the last *grant* and kept per target name by the budget
   itself — not in a subject's evidence — so a failing read is not retried faster and a subject
   that leaves and comes back cannot reset it;
-* at most :data:`~fleetd.config.floors.MAX_PANE_READS_PER_TICK` reads per tick, one per target;
+* at most :data:`~fleetd.health.floors.MAX_PANE_READS_PER_TICK` reads per tick, one per target;
 * fair rotation: eligible targets are served in name order starting just after the last target
   served (a round-robin cursor kept in the health state), so no pane can starve another.
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from fleetd.config.floors import MAX_PANE_READS_PER_TICK
+from fleetd.health.floors import MAX_PANE_READS_PER_TICK
 from fleetd.health.snapshot import ProbeSource
 from fleetd.health.states import Scope
 

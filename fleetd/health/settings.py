@@ -2,7 +2,7 @@
 
 The runtime copies the current ``health`` config block into a :class:`HealthSettings` value for
 every snapshot, so a reload takes effect on the next tick without any state here. The compiled
-floors come from :mod:`fleetd.config.floors` (stdlib only, safe for pure code) and are applied
+floors come from :mod:`fleetd.health.floors` (health owns them; config reads them) and are applied
 again in :class:`Effective`: even a settings value built by hand, below what the config loader
 would accept, cannot make health probe sooner, read more panes or give up on a lead faster than
 the design allows.
@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
 
-from fleetd.config.floors import FIRST_PROBE_FLOOR, FLOORS, PANE_COOLDOWN_FLOOR
+from fleetd.health.floors import (
+    FIRST_PROBE_FLOOR,
+    LEAD_UNRESPONSIVE_FLOOR,
+    LONG_IDLE_FLOOR,
+    PANE_COOLDOWN_FLOOR,
+    READINESS_GRACE_FLOOR,
+)
 
 __all__ = [
     "LEAD_UNRESPONSIVE_FLOOR",
@@ -24,10 +30,6 @@ __all__ = [
     "Effective",
     "HealthSettings",
 ]
-
-LEAD_UNRESPONSIVE_FLOOR: Final = timedelta(seconds=FLOORS["health.leadUnresponsiveAfterSeconds"])
-LONG_IDLE_FLOOR: Final = timedelta(seconds=FLOORS["health.capacityLongIdleAfterSeconds"])
-READINESS_GRACE_FLOOR: Final = timedelta(seconds=FLOORS["bridge.readinessGraceSeconds"])
 
 TEARDOWN_GRACE: Final = timedelta(seconds=60)
 """Reconciliation grace after a terminal edge before surviving tasks count as orphaned (§4.2).
