@@ -1,0 +1,209 @@
+"""``EffectDispatcher``: the one place effects from ``decide`` become adapter calls.
+
+:meth:`EffectDispatcher.apply` holds the only ``match`` over :data:`~fleetd.health.effects.Effect`
+in fleetd, closed by ``assert_never``: an effect added to the union without a case here fails
+``mypy --strict`` (and raises at run time). Each case is one short handler; the journal and the
+human sink plug in here, beside the metrics and the log.
+
+Effects are applied in the order ``decide`` gave them; an adapter failure (any ``FleetdError``) is
+logged and the next effect still runs. Pane reads and target lookups do not feed back at once:
+their results wait here until the next tick takes them (:meth:`take_evidence`) for its snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from fleetd.bridge.release import ReleaseCause
+from fleetd.bridge.service import Bridge
+from fleetd.bridge.sessions import TRANSITIONS, SessionEvent, SessionState
+from fleetd.clock import Clock
+from fleetd.errors import FleetdError, HerdrError, TargetNotFoundError
+from fleetd.health.effects import (
+    CountMute,
+    Effect,
+    FailCause,
+    FailTargetWork,
+    OpenIncident,
+    PublishHealthRecord,
+    RecordTransition,
+    RequestLostBoundaryRepair,
+    RequestPaneProbe,
+    RequestRouting,
+    RequestTargetLookup,
+    ResolveIncident,
+    UpdateIncident,
+)
+from fleetd.health.incidents import Incident
+from fleetd.health.snapshot import ProbeResult
+from fleetd.health.states import Scope
+from fleetd.herdr.control import AgentControl
+from fleetd.herdr.model import ReadSource
+from fleetd.metrics import Metrics
+from fleetd.runtime.records import health_record
+from fleetd.screens import digest, match_fatal, parse_agent_kind
+
+__all__ = ["EffectDispatcher", "RoutingNote"]
+
+_log = logging.getLogger("fleetd.health")
+
+_FAIL_CAUSES = {
+    FailCause.GONE: ReleaseCause.GONE,
+    FailCause.NEVER_READY: ReleaseCause.NEVER_READY,
+}
+_EVENTS = {
+    FailCause.GONE: SessionEvent.TARGET_GONE,
+    FailCause.NEVER_READY: SessionEvent.NEVER_READY,
+}
+
+
+@dataclass(slots=True, kw_only=True)
+class RoutingNote:
+    """Why an incident is not with its owning lead, and what happened instead."""
+
+    reason: str
+    outcome: str
+
+
+@dataclass(slots=True, kw_only=True)
+class EffectDispatcher:
+    """Applies effects; keeps routing notes (one per open incident) and next tick's evidence."""
+
+    clock: Clock
+    control: AgentControl
+    bridge: Bridge
+    metrics: Metrics
+    pane_reads: int = 0
+    routing: dict[str, RoutingNote] = field(default_factory=dict)
+    _probes: list[ProbeResult] = field(default_factory=list)
+    _targeted: dict[str, str] = field(default_factory=dict)
+
+    def take_evidence(self) -> tuple[list[ProbeResult], dict[str, str]]:
+        """Probe results and per-target lookup errors gathered since the last call, handed over."""
+        probes, self._probes = self._probes, []
+        targeted, self._targeted = self._targeted, {}
+        return probes, targeted
+
+    async def dispatch(self, effects: Iterable[Effect]) -> None:
+        """Turn effects into adapter calls, in the order ``decide`` gave them."""
+        for effect in effects:
+            try:
+                await self.apply(effect)
+            except FleetdError as exc:
+                _log.warning("health effect %s failed: %s", type(effect).__name__, exc)
+
+    async def apply(self, effect: Effect) -> None:
+        """One effect; the only ``match`` over effects, exhaustive."""
+        match effect:
+            case OpenIncident(incident=incident):
+                self._opened(incident)
+            case UpdateIncident():
+                self.metrics.health_incidents_total.labels(event="updated").inc()
+            case ResolveIncident():
+                self._resolved(effect)
+            case PublishHealthRecord(recipient_lead=lead, incident=incident):
+                await self._publish(lead, incident)
+            case RequestRouting(incident=incident, reason=reason):
+                self.routing[incident.id] = RoutingNote(
+                    reason=reason.value, outcome="no_peer_routing_or_sink_in_this_build"
+                )
+            case RequestPaneProbe():
+                await self._probe(effect)
+            case RequestTargetLookup(target=target):
+                await self._lookup(target)
+            case FailTargetWork():
+                await self._fail_target(effect)
+            case RequestLostBoundaryRepair():
+                self._lost_boundary(effect)
+            case CountMute():
+                pass  # the bridge counts fleet_health_mute_total at each fallback resolution
+            case RecordTransition():
+                self._transition(effect)
+            case _:
+                assert_never(effect)
+
+    def _opened(self, incident: Incident) -> None:
+        self.metrics.health_incidents_total.labels(event="opened").inc()
+        _log.warning(
+            "incident %s opened: %s %s (%s)",
+            incident.id,
+            incident.scope.value,
+            incident.state,
+            incident.key.cause,
+        )
+
+    def _resolved(self, effect: ResolveIncident) -> None:
+        self.metrics.health_incidents_total.labels(event="resolved").inc()
+        self.routing.pop(effect.incident.id, None)
+        _log.info("incident %s resolved (%s)", effect.incident.id, effect.reason.value)
+
+    async def _publish(self, lead: str, incident: Incident) -> None:
+        record = health_record(
+            incident, lead=lead, now=self.clock.now(), run=self.bridge.runs.current
+        )
+        await self.bridge.keep_for_lead(record)
+
+    async def _probe(self, request: RequestPaneProbe) -> None:
+        session = self.bridge.roster.find(request.target)
+        kind = parse_agent_kind(session.kind if session else None)
+        self.pane_reads += 1
+        try:
+            read = await self.control.read(request.pane_id, ReadSource(request.source.value))
+        except HerdrError as exc:
+            self.metrics.pane_reads_total.labels(outcome="failed").inc()
+            self._probes.append(
+                ProbeResult(
+                    target=request.target, source=request.source, ok=False, error_code=exc.code
+                )
+            )
+            return
+        self.metrics.pane_reads_total.labels(outcome="ok").inc()
+        signature = match_fatal(kind, read.text)
+        self._probes.append(
+            ProbeResult(
+                target=request.target,
+                source=request.source,
+                ok=True,
+                digest=digest(read.text),
+                fatal_signature_id=signature.id if signature else None,
+            )
+        )
+
+    async def _lookup(self, target: str) -> None:
+        try:
+            await self.control.get_agent(target)
+        except TargetNotFoundError as exc:
+            self._targeted[target] = exc.code
+        except HerdrError:
+            return
+
+    async def _fail_target(self, effect: FailTargetWork) -> None:
+        session = self.bridge.roster.get(effect.session_id)
+        if session is None or self.bridge.releasing(session.session_id):
+            return
+        if session.state is SessionState.RELEASED or effect.cause not in _FAIL_CAUSES:
+            self.bridge.fail_target_work(session, reason=effect.cause.value)
+            return
+        event = _EVENTS[effect.cause]
+        if (session.state, event) in TRANSITIONS:
+            session.apply(event, self.clock.now())
+        await self.bridge.release(session, _FAIL_CAUSES[effect.cause])
+
+    @staticmethod
+    def _lost_boundary(effect: RequestLostBoundaryRepair) -> None:
+        _log.warning(
+            "session %s: lost boundary on %s; repair is not available in this build, "
+            "the ticket stays pending and nothing was reconstructed",
+            effect.session_id,
+            effect.token,
+        )
+
+    def _transition(self, effect: RecordTransition) -> None:
+        if effect.scope is not Scope.LEAD:
+            return
+        if effect.previous is not None:
+            self.metrics.lead_health.labels(lead=effect.subject, state=effect.previous).set(0)
+        self.metrics.lead_health.labels(lead=effect.subject, state=effect.current).set(1)
