@@ -12,6 +12,7 @@ from fleetd.health import (
     FleetSnapshot,
     HealthSettings,
     HealthState,
+    InboxFailureView,
     InboxView,
     LiveAgent,
     LiveStatus,
@@ -30,6 +31,17 @@ from fleetd.health.incidents import IncidentKey
 from fleetd.health.states import Scope
 
 S, L, M = SessionState, LiveStatus, MemberState
+
+
+def undecodable(*, occurrences: int) -> InboxFailureView:
+    return InboxFailureView(
+        key="lead-a",
+        reason="malformed_json",
+        message_id="m-1",
+        unsettled=True,
+        occurrences=occurrences,
+        last_seen_at=T0,
+    )
 
 
 def test_unchanged_member_keeps_the_very_same_evidence_object() -> None:
@@ -178,11 +190,16 @@ def test_failed_read_with_another_error_keeps_evidence() -> None:
         lambda: ProbeResult(target="m1", source=ProbeSource.VISIBLE, ok=False, digest="d"),
         lambda: InboxView(key="k", depth=-1),
         lambda: OpenTurn(token="t", number=1, accepted_at=T0) and member(mute_events=-2),
+        lambda: undecodable(occurrences=0),
+        lambda: undecodable(occurrences=-1),
     ],
 )
 def test_snapshot_values_reject_impossible_facts(build: object) -> None:
-    """Negative counts, agents from a failed list and contradictory probe results are refused."""
-    with pytest.raises(ValueError, match=r"must not be negative|no agents|no error|no digest"):
+    """Negative counts, agents from a failed list, contradictory probe results and a decode
+    failure seen zero times are refused."""
+    with pytest.raises(
+        ValueError, match=r"must not be negative|no agents|no error|no digest|at least 1"
+    ):
         build()
 
 
