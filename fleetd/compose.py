@@ -36,7 +36,7 @@ from fleetd.inbox.registry import LeadInboxRegistry, build_inbox
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs, remember_run
 from fleetd.runtime.fleet_view import FleetViewBuilder
-from fleetd.runtime.link import LinkState, ObservedControl
+from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
 from fleetd.runtime.scheduler import Loop, Scheduler
 
@@ -57,7 +57,7 @@ class Fleetd:
     clock: Clock
     metrics: Metrics
     link: LinkState
-    control: ObservedControl
+    control: AgentControl
     inbox: ReplyInbox
     bridge: Bridge
     push: PushLoop
@@ -152,9 +152,8 @@ def build_service(
     metrics = metrics or Metrics()
     settings = config.current
     link = LinkState()
-    observed = ObservedControl(
-        control or _herdr(settings, environ, clock), clock=clock, state=link, metrics=metrics
-    )
+    observed = control or _herdr(settings, environ, clock)
+    observed.observe(LinkObserver(clock=clock, state=link, metrics=metrics))
     inbox = inbox or build_inbox(
         settings.inbox.backend.value,
         settings.inbox.amqp.url.get_secret_value(),

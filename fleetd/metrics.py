@@ -1,7 +1,7 @@
 """Prometheus series of fleetd, on an injected registry.
 
 Every declared series is fed: counters where the event happens (herdr requests in
-:class:`~fleetd.runtime.link.ObservedControl`, tool calls in the tool registry's result hook), and
+:class:`~fleetd.runtime.link.LinkObserver`, tool calls in the tool registry's result hook), and
 gauges of live state (sessions, the control link) are read from that state at scrape time.
 
 Every series lives on the :class:`~prometheus_client.CollectorRegistry` handed to :class:`Metrics`,

@@ -9,7 +9,9 @@ before an answer, deadline passed — becomes :class:`~fleetd.errors.ControlLink
 place (:meth:`HerdrSocketClient.call`). Deadlines run on the injected :class:`~fleetd.clock.Clock`.
 
 Frames are built and parsed by :mod:`fleetd.herdr.protocol` / :mod:`fleetd.herdr.calls`; the
-long-lived subscription connection is :mod:`fleetd.herdr.stream`.
+long-lived subscription connection is :mod:`fleetd.herdr.stream`. fleetd's port sends through
+:meth:`HerdrSocketClient.short` only; the typed per-method wrappers below it are protocol coverage
+for the tests.
 """
 
 from __future__ import annotations
@@ -108,54 +110,61 @@ class HerdrSocketClient:
             raise ControlLinkError("connection_lost", "closed before answering", method=call.method)
         return call.parse_response(answer, request_id)
 
-    async def _short(self, call: Call[T]) -> T:
+    async def short(self, call: Call[T]) -> T:
+        """:meth:`call` bounded by ``request_timeout``: what every port call of
+        :class:`~fleetd.herdr.control.HerdrAgentControl` sends through."""
         return await self.call(call, limit=self._request_timeout)
+
+    # -- protocol coverage ----------------------------------------------------------------
+    # One typed method per herdr method, for the tests that drive the whole protocol against the
+    # simulator (tests/integration). fleetd itself never calls them: its port builds the
+    # :mod:`~fleetd.herdr.calls` and sends them through :meth:`short`.
 
     # -- health and listing ---------------------------------------------------------------
 
     async def ping(self) -> Pong:
-        return await self._short(calls.ping())
+        return await self.short(calls.ping())
 
     async def agent_list(self) -> tuple[AgentInfo, ...]:
-        return await self._short(calls.agent_list())
+        return await self.short(calls.agent_list())
 
     async def agent_get(self, target: str) -> AgentInfo:
-        return await self._short(calls.agent_get(target))
+        return await self.short(calls.agent_get(target))
 
     async def agent_focus(self, target: str) -> AgentInfo:
-        return await self._short(calls.agent_focus(target))
+        return await self.short(calls.agent_focus(target))
 
     async def pane_list(self, workspace_id: str | None = None) -> tuple[PaneInfo, ...]:
-        return await self._short(calls.pane_list(workspace_id))
+        return await self.short(calls.pane_list(workspace_id))
 
     async def pane_get(self, pane_id: str) -> PaneInfo:
-        return await self._short(calls.pane_get(pane_id))
+        return await self.short(calls.pane_get(pane_id))
 
     async def session_snapshot(self) -> SessionSnapshot:
-        return await self._short(calls.session_snapshot())
+        return await self.short(calls.session_snapshot())
 
     # -- reading --------------------------------------------------------------------------
 
     async def pane_read(
         self, pane_id: str, source: ReadSource, lines: int | None = None
     ) -> ReadResult:
-        return await self._short(calls.pane_read(pane_id, source, lines))
+        return await self.short(calls.pane_read(pane_id, source, lines))
 
     async def agent_read(
         self, target: str, source: ReadSource, lines: int | None = None
     ) -> ReadResult:
-        return await self._short(calls.agent_read(target, source, lines))
+        return await self.short(calls.agent_read(target, source, lines))
 
     # -- input ----------------------------------------------------------------------------
 
     async def pane_send_text(self, pane_id: str, text: str) -> None:
-        await self._short(calls.pane_send_text(pane_id, text))
+        await self.short(calls.pane_send_text(pane_id, text))
 
     async def pane_send_keys(self, pane_id: str, keys: Sequence[str]) -> None:
-        await self._short(calls.pane_send_keys(pane_id, keys))
+        await self.short(calls.pane_send_keys(pane_id, keys))
 
     async def pane_send_input(self, pane_id: str, text: str = "", keys: Sequence[str] = ()) -> None:
-        await self._short(calls.pane_send_input(pane_id, text, keys))
+        await self.short(calls.pane_send_input(pane_id, text, keys))
 
     async def agent_prompt(
         self,
@@ -170,7 +179,7 @@ class HerdrSocketClient:
         return await self.call(calls.agent_prompt(target, text, wait), limit=limit)
 
     async def agent_send_keys(self, target: str, keys: Sequence[str]) -> None:
-        await self._short(calls.agent_send_keys(target, keys))
+        await self.short(calls.agent_send_keys(target, keys))
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -182,7 +191,7 @@ class HerdrSocketClient:
         args: Sequence[str] = (),
         timeout_ms: int | None = None,
     ) -> AgentStarted:
-        return await self._short(calls.agent_start(name, kind, pane_id, args, timeout_ms))
+        return await self.short(calls.agent_start(name, kind, pane_id, args, timeout_ms))
 
     async def workspace_create(
         self,
@@ -191,7 +200,7 @@ class HerdrSocketClient:
         env: Mapping[str, str] | None = None,
         focus: bool = False,
     ) -> WorkspaceCreated:
-        return await self._short(calls.workspace_create(cwd, label, env, focus))
+        return await self.short(calls.workspace_create(cwd, label, env, focus))
 
     async def tab_create(
         self,
@@ -201,7 +210,7 @@ class HerdrSocketClient:
         env: Mapping[str, str] | None = None,
         focus: bool = False,
     ) -> TabCreated:
-        return await self._short(calls.tab_create(workspace_id, cwd, label, env, focus))
+        return await self.short(calls.tab_create(workspace_id, cwd, label, env, focus))
 
     async def pane_split(
         self,
@@ -221,13 +230,13 @@ class HerdrSocketClient:
             env=env,
             focus=focus,
         )
-        return await self._short(call)
+        return await self.short(call)
 
     async def pane_close(self, pane_id: str) -> None:
-        await self._short(calls.pane_close(pane_id))
+        await self.short(calls.pane_close(pane_id))
 
     async def pane_process_info(self, pane_id: str) -> ProcessInfo:
-        return await self._short(calls.pane_process_info(pane_id))
+        return await self.short(calls.pane_process_info(pane_id))
 
     # -- waiting and events ---------------------------------------------------------------
 

@@ -3,9 +3,14 @@
 The core (bridge, health, runtime) needs a small slice of herdr — list and get agents, ping, read
 a pane, prompt / type / press keys, start an agent, make and close panes, ask what process runs
 in a pane — and nothing about sockets, ids or frames. :class:`HerdrAgentControl` maps that slice
-onto :class:`~fleetd.herdr.client.HerdrSocketClient` one call each, without business branching;
-:class:`~fleetd.herdr.fake.FakeAgentControl` is the in-memory double. Both run the same contract
-tests (``tests/contract/test_herdr_control_contract.py``).
+onto the sans-IO :mod:`~fleetd.herdr.calls`, without business branching, and sends every one
+through a single chokepoint, :meth:`HerdrAgentControl.call`;
+:class:`~fleetd.herdr.fake.FakeAgentControl` is the in-memory double with its own single
+chokepoint. Both run the same contract tests (``tests/contract/test_herdr_control_contract.py``).
+
+Whatever must see every call — the control link's observer
+(:class:`~fleetd.runtime.link.LinkObserver`) — is given to :meth:`AgentControl.observe` once and
+runs :class:`Around` that chokepoint, labelled with the port method's name.
 
 Errors raised through the port are the fleetd tree only:
 :class:`~fleetd.errors.TargetNotFoundError` (target gone), :class:`~fleetd.errors.ControlLinkError`
@@ -15,11 +20,12 @@ Errors raised through the port are the fleetd tree only:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from fleetd.clock import Clock
+from fleetd.herdr import calls
 from fleetd.herdr.client import HerdrSocketClient
 from fleetd.herdr.model import (
     AgentInfo,
@@ -31,8 +37,28 @@ from fleetd.herdr.model import (
     ReadSource,
     SplitDirection,
 )
+from fleetd.herdr.protocol import Call
 
-__all__ = ["AgentControl", "HerdrAgentControl"]
+__all__ = ["AgentControl", "Around", "HerdrAgentControl", "HerdrCall", "direct"]
+
+T = TypeVar("T")
+
+
+class Around(Protocol):
+    """What runs around every port call: ``method`` is the port method's name (``"prompt"``)."""
+
+    async def __call__(self, method: str, call: Awaitable[T], /) -> T: ...
+
+
+async def direct(method: str, call: Awaitable[T], /) -> T:
+    """The :class:`Around` of an unobserved port: the call itself."""
+    return await call
+
+
+class HerdrCall(Protocol):
+    """Send one herdr :class:`~fleetd.herdr.protocol.Call` and return its parsed result."""
+
+    async def __call__(self, call: Call[T], /) -> T: ...
 
 
 @runtime_checkable
@@ -101,41 +127,61 @@ class AgentControl(Protocol):
         """Foreground processes of a pane."""
         ...
 
+    def observe(self, around: Around) -> None:
+        """Run every later call through ``around`` (at the adapter's one chokepoint)."""
+        ...
+
 
 class HerdrAgentControl:
-    """:class:`AgentControl` over the real socket client, one herdr call per port call."""
+    """:class:`AgentControl` over herdr: every port method builds one
+    :class:`~fleetd.herdr.protocol.Call` and runs it through :meth:`call`."""
 
-    def __init__(self, client: HerdrSocketClient) -> None:
-        self.client = client
+    def __init__(self, send: HerdrCall) -> None:
+        self._send = send
+        self._around: Around = direct
+
+    @classmethod
+    def over(cls, client: HerdrSocketClient) -> HerdrAgentControl:
+        """Port calls on ``client``, each bounded by its request timeout."""
+        return cls(client.short)
 
     @classmethod
     def for_socket(
         cls, socket_path: str | Path, *, clock: Clock, request_timeout: float
     ) -> HerdrAgentControl:
-        return cls(HerdrSocketClient(socket_path, clock=clock, request_timeout=request_timeout))
+        return cls.over(
+            HerdrSocketClient(socket_path, clock=clock, request_timeout=request_timeout)
+        )
+
+    def observe(self, around: Around) -> None:
+        self._around = around
+
+    async def call(self, method: str, call: Call[T]) -> T:
+        """The chokepoint: port ``method`` sends ``call``, seen once by the observer."""
+        return await self._around(method, self._send(call))
 
     async def ping(self) -> Pong:
-        return await self.client.ping()
+        return await self.call("ping", calls.ping())
 
     async def list_agents(self) -> tuple[AgentInfo, ...]:
-        return await self.client.agent_list()
+        return await self.call("list_agents", calls.agent_list())
 
     async def get_agent(self, target: str) -> AgentInfo:
-        return await self.client.agent_get(target)
+        return await self.call("get_agent", calls.agent_get(target))
 
     async def read(
         self, pane_id: str, source: ReadSource = ReadSource.VISIBLE, lines: int | None = None
     ) -> ReadResult:
-        return await self.client.pane_read(pane_id, source, lines)
+        return await self.call("read", calls.pane_read(pane_id, source, lines))
 
     async def prompt(self, target: str, text: str) -> AgentInfo:
-        return await self.client.agent_prompt(target, text)
+        return await self.call("prompt", calls.agent_prompt(target, text))
 
     async def send_input(self, pane_id: str, text: str = "", keys: Sequence[str] = ()) -> None:
-        await self.client.pane_send_input(pane_id, text, keys)
+        await self.call("send_input", calls.pane_send_input(pane_id, text, keys))
 
     async def send_keys(self, target: str, keys: Sequence[str]) -> None:
-        await self.client.agent_send_keys(target, keys)
+        await self.call("send_keys", calls.agent_send_keys(target, keys))
 
     async def start_agent(
         self,
@@ -146,7 +192,9 @@ class HerdrAgentControl:
         args: Sequence[str] = (),
         timeout_ms: int | None = None,
     ) -> AgentStarted:
-        return await self.client.agent_start(name, kind, pane_id, args, timeout_ms)
+        return await self.call(
+            "start_agent", calls.agent_start(name, kind, pane_id, args, timeout_ms)
+        )
 
     async def create_pane(
         self,
@@ -158,12 +206,15 @@ class HerdrAgentControl:
         direction: SplitDirection = SplitDirection.RIGHT,
     ) -> PaneInfo:
         if split_from is None:
-            created = await self.client.workspace_create(cwd=cwd, label=label, env=env)
+            created = await self.call(
+                "create_pane", calls.workspace_create(cwd=cwd, label=label, env=env)
+            )
             return created.root_pane
-        return await self.client.pane_split(direction, target_pane_id=split_from, cwd=cwd, env=env)
+        split = calls.pane_split(direction, target_pane_id=split_from, cwd=cwd, env=env)
+        return await self.call("create_pane", split)
 
     async def close_pane(self, pane_id: str) -> None:
-        await self.client.pane_close(pane_id)
+        await self.call("close_pane", calls.pane_close(pane_id))
 
     async def process_info(self, pane_id: str) -> ProcessInfo:
-        return await self.client.pane_process_info(pane_id)
+        return await self.call("process_info", calls.pane_process_info(pane_id))

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from fleetd.errors import ControlLinkError, FleetdError, HerdrError, TargetNotFoundError
+from fleetd.herdr.control import Around, direct
 from fleetd.herdr.model import (
     AgentInfo,
     AgentStarted,
@@ -38,6 +39,9 @@ from fleetd.herdr.rules import (
 
 __all__ = ["FakeAgentControl", "FakeCall"]
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FakeCall:
@@ -55,6 +59,20 @@ class _Pane:
     agent: AgentInfo | None = None
 
 
+def _port(
+    body: Callable[Concatenate[FakeAgentControl, P], T],
+) -> Callable[Concatenate[FakeAgentControl, P], Coroutine[Any, Any, T]]:
+    """A port method of the fake: its body runs through the one chokepoint, :meth:`_call`."""
+
+    async def run(fake: FakeAgentControl, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return body(fake, *args, **kwargs)
+
+    async def method(fake: FakeAgentControl, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await fake._call(body.__name__, run(fake, *args, **kwargs))
+
+    return method
+
+
 class FakeAgentControl:
     """In-memory herdr for tests; see the module docstring."""
 
@@ -66,6 +84,7 @@ class FakeAgentControl:
         self._workspaces = itertools.count(1)
         self._terminals = itertools.count(1)
         self._failures: dict[str | tuple[str, str] | None, FleetdError] = {}
+        self._around: Around = direct
 
     # -- test controls --------------------------------------------------------------------
 
@@ -195,21 +214,32 @@ class FakeAgentControl:
 
     # -- the port -------------------------------------------------------------------------
 
-    async def ping(self) -> Pong:
+    def observe(self, around: Around) -> None:
+        self._around = around
+
+    async def _call(self, method: str, body: Coroutine[Any, Any, T]) -> T:
+        """The chokepoint every port method runs through, seen once by the observer."""
+        return await self._around(method, body)
+
+    @_port
+    def ping(self) -> Pong:
         self._record("ping")
         return Pong(version=self._version, protocol=20)
 
-    async def list_agents(self) -> tuple[AgentInfo, ...]:
+    @_port
+    def list_agents(self) -> tuple[AgentInfo, ...]:
         self._record("list_agents")
         return tuple(p.agent for p in self._panes.values() if p.agent is not None)
 
-    async def get_agent(self, target: str) -> AgentInfo:
+    @_port
+    def get_agent(self, target: str) -> AgentInfo:
         self._record("get_agent", target=target)
         agent = self._agent_pane(target).agent
         assert agent is not None
         return agent
 
-    async def read(
+    @_port
+    def read(
         self, pane_id: str, source: ReadSource = ReadSource.VISIBLE, lines: int | None = None
     ) -> ReadResult:
         self._record("read", pane_id=pane_id, source=source, lines=lines)
@@ -219,7 +249,8 @@ class FakeAgentControl:
             pane_id=pane_id, source=source, text="\n".join(kept), truncated=len(kept) < len(rows)
         )
 
-    async def prompt(self, target: str, text: str) -> AgentInfo:
+    @_port
+    def prompt(self, target: str, text: str) -> AgentInfo:
         self._record("prompt", target=target, text=text)
         agent = self._agent_pane(target).agent
         assert agent is not None
@@ -231,15 +262,18 @@ class FakeAgentControl:
             raise HerdrError("agent_blocked", "agent is blocked", method="agent.prompt")
         return agent
 
-    async def send_input(self, pane_id: str, text: str = "", keys: Sequence[str] = ()) -> None:
+    @_port
+    def send_input(self, pane_id: str, text: str = "", keys: Sequence[str] = ()) -> None:
         self._record("send_input", pane_id=pane_id, text=text, keys=tuple(keys))
         self._pane(pane_id)
 
-    async def send_keys(self, target: str, keys: Sequence[str]) -> None:
+    @_port
+    def send_keys(self, target: str, keys: Sequence[str]) -> None:
         self._record("send_keys", target=target, keys=tuple(keys))
         self._agent_pane(target)
 
-    async def start_agent(
+    @_port
+    def start_agent(
         self,
         *,
         name: str,
@@ -280,7 +314,8 @@ class FakeAgentControl:
             )
         return AgentStarted(agent=started, argv=(label, *args))
 
-    async def create_pane(
+    @_port
+    def create_pane(
         self,
         *,
         cwd: str | None = None,
@@ -311,12 +346,14 @@ class FakeAgentControl:
         self._panes[info.pane_id] = _Pane(info=info, env=dict(env or {}))
         return info
 
-    async def close_pane(self, pane_id: str) -> None:
+    @_port
+    def close_pane(self, pane_id: str) -> None:
         self._record("close_pane", pane_id=pane_id)
         self._pane(pane_id)
         del self._panes[pane_id]
 
-    async def process_info(self, pane_id: str) -> ProcessInfo:
+    @_port
+    def process_info(self, pane_id: str) -> ProcessInfo:
         self._record("process_info", pane_id=pane_id)
         pane = self._pane(pane_id)
         shell = ForegroundProcess(pid=1000, name="bash", argv=("bash",), cwd=pane.info.cwd)

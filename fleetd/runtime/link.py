@@ -1,7 +1,8 @@
 """The control link to herdr, as fleetd experiences it.
 
-:class:`ObservedControl` wraps the :class:`~fleetd.herdr.control.AgentControl` port — the one place
-every herdr call of the service goes through — counts each call in
+:class:`LinkObserver` runs around the one chokepoint of the
+:class:`~fleetd.herdr.control.AgentControl` port that every herdr call of the service goes
+through (:meth:`~fleetd.herdr.control.AgentControl.observe`), counts each call in
 ``fleetd_herdr_requests_total`` and records its outcome in a :class:`LinkState`: a call that
 answered (even with an error frame such as ``agent_not_found``) proves the link works; a
 :class:`~fleetd.errors.ControlLinkError` counts as a link failure.
@@ -17,7 +18,7 @@ least two consecutive calls failed over the classification window (two snapshot 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -26,20 +27,10 @@ from typing import TypeVar
 from fleetd.clock import Clock
 from fleetd.errors import ControlLinkError, HerdrError
 from fleetd.health.states import ControlLinkState
-from fleetd.herdr.control import AgentControl
-from fleetd.herdr.model import (
-    AgentInfo,
-    AgentStarted,
-    PaneInfo,
-    Pong,
-    ProcessInfo,
-    ReadResult,
-    ReadSource,
-    SplitDirection,
-)
+from fleetd.herdr.model import Pong
 from fleetd.metrics import Metrics
 
-__all__ = ["LinkState", "LinkStatus", "ObservedControl"]
+__all__ = ["LinkObserver", "LinkState", "LinkStatus"]
 
 T = TypeVar("T")
 
@@ -107,24 +98,23 @@ _FAILED_CALLS_FOR_DOWN = 2
 _LAST_CALL = {LinkStatus.UNKNOWN: None, LinkStatus.UP: "ok", LinkStatus.DOWN: "failed"}
 
 
-class ObservedControl:
-    """:class:`AgentControl` that counts calls and records link outcomes; behaviour is the inner
-    port's."""
+class LinkObserver:
+    """The :class:`~fleetd.herdr.control.Around` of the control link: given to
+    :meth:`~fleetd.herdr.control.AgentControl.observe`, it sees every port call once, counts it and
+    records its outcome; behaviour is the port's."""
 
     def __init__(
         self,
-        inner: AgentControl,
         *,
         clock: Clock,
         state: LinkState | None = None,
         metrics: Metrics | None = None,
     ):
-        self.inner = inner
         self.clock = clock
         self.state = state if state is not None else LinkState()
         self.metrics = metrics
 
-    async def _observe(self, method: str, call: Awaitable[T]) -> T:
+    async def __call__(self, method: str, call: Awaitable[T], /) -> T:
         try:
             result = await call
         except ControlLinkError as exc:
@@ -142,6 +132,9 @@ class ObservedControl:
             raise
         self._count(method, "ok")
         self._ok()
+        if isinstance(result, Pong):
+            self.state.herdr_version = result.version
+            self.state.herdr_protocol = result.protocol
         return result
 
     def _count(self, method: str, outcome: str) -> None:
@@ -153,67 +146,3 @@ class ObservedControl:
         self.state.last_ok_at = self.clock.now()
         self.state.consecutive_failures = 0
         self.state.failing_since = None
-
-    async def ping(self) -> Pong:
-        pong = await self._observe("ping", self.inner.ping())
-        self.state.herdr_version = pong.version
-        self.state.herdr_protocol = pong.protocol
-        return pong
-
-    async def list_agents(self) -> tuple[AgentInfo, ...]:
-        return await self._observe("list_agents", self.inner.list_agents())
-
-    async def get_agent(self, target: str) -> AgentInfo:
-        return await self._observe("get_agent", self.inner.get_agent(target))
-
-    async def read(
-        self, pane_id: str, source: ReadSource = ReadSource.VISIBLE, lines: int | None = None
-    ) -> ReadResult:
-        return await self._observe("read", self.inner.read(pane_id, source, lines))
-
-    async def prompt(self, target: str, text: str) -> AgentInfo:
-        return await self._observe("prompt", self.inner.prompt(target, text))
-
-    async def send_input(self, pane_id: str, text: str = "", keys: Sequence[str] = ()) -> None:
-        await self._observe("send_input", self.inner.send_input(pane_id, text, keys))
-
-    async def send_keys(self, target: str, keys: Sequence[str]) -> None:
-        await self._observe("send_keys", self.inner.send_keys(target, keys))
-
-    async def start_agent(
-        self,
-        *,
-        name: str,
-        kind: str,
-        pane_id: str,
-        args: Sequence[str] = (),
-        timeout_ms: int | None = None,
-    ) -> AgentStarted:
-        return await self._observe(
-            "start_agent",
-            self.inner.start_agent(
-                name=name, kind=kind, pane_id=pane_id, args=args, timeout_ms=timeout_ms
-            ),
-        )
-
-    async def create_pane(
-        self,
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        label: str | None = None,
-        split_from: str | None = None,
-        direction: SplitDirection = SplitDirection.RIGHT,
-    ) -> PaneInfo:
-        return await self._observe(
-            "create_pane",
-            self.inner.create_pane(
-                cwd=cwd, env=env, label=label, split_from=split_from, direction=direction
-            ),
-        )
-
-    async def close_pane(self, pane_id: str) -> None:
-        await self._observe("close_pane", self.inner.close_pane(pane_id))
-
-    async def process_info(self, pane_id: str) -> ProcessInfo:
-        return await self._observe("process_info", self.inner.process_info(pane_id))

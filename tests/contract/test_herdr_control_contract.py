@@ -56,7 +56,7 @@ class FakeBackend:
 class SimBackend:
     def __init__(self, harness: SimHarness) -> None:
         self.h = harness
-        self.port: AgentControl = HerdrAgentControl(harness.client)
+        self.port: AgentControl = HerdrAgentControl.over(harness.client)
 
     async def run(self, aw: Awaitable[T]) -> T:
         return await self.h.run(aw)
@@ -267,3 +267,47 @@ async def test_broken_link_is_control_link_error(backend: Backend, method: str) 
     call: Any = getattr(backend.port, method)
     with pytest.raises(ControlLinkError):
         await backend.run(call())
+
+
+async def test_every_port_method_passes_the_one_chokepoint_once(backend: Backend) -> None:
+    """What is given to observe() sees each port call exactly once, under the port method's name,
+    whether it answers or fails; every method of the port is covered."""
+    seen: list[str] = []
+
+    async def around(method: str, call: Awaitable[T], /) -> T:
+        seen.append(method)
+        return await call
+
+    port = backend.port
+    port.observe(around)
+    m1 = await _pane_of(backend, "m1")
+    await backend.run(port.ping())
+    await backend.run(port.list_agents())
+    await backend.run(port.read(m1))
+    await backend.run(port.prompt("lead", "hello"))
+    await backend.run(port.send_input(m1, "x"))
+    await backend.run(port.send_keys("m1", ["esc"]))
+    pane = await backend.run(port.create_pane(cwd="/tmp/new"))
+    await backend.run(port.create_pane(cwd="/tmp/split", split_from=pane.pane_id))
+    await backend.run(port.start_agent(name="m2", kind="claude", pane_id=pane.pane_id))
+    await backend.run(port.process_info(pane.pane_id))
+    await backend.run(port.close_pane(pane.pane_id))
+    with pytest.raises(TargetNotFoundError):
+        await backend.run(port.get_agent("ghost"))
+    assert seen == [
+        "get_agent",
+        "ping",
+        "list_agents",
+        "read",
+        "prompt",
+        "send_input",
+        "send_keys",
+        "create_pane",
+        "create_pane",
+        "start_agent",
+        "process_info",
+        "close_pane",
+        "get_agent",
+    ]
+    methods = {name for name in vars(AgentControl) if not name.startswith("_")}
+    assert set(seen) == methods - {"observe"}

@@ -92,7 +92,7 @@ async def test_healthy_fifty_member_simulated_fleet_lists_once_per_tick_and_read
         bridge = e2e.service.bridge
         await e2e.until(lambda: all(s.state is SessionState.READY for s in bridge.roster.live()))
         assert len(bridge.roster.live()) == 50
-        herdr = e2e.service.control.inner
+        herdr = e2e.service.control
         calls: list[str] = []
         for method in ("list_agents", "read", "get_agent", "ping"):
             original = getattr(herdr, method)
