@@ -1,11 +1,11 @@
 """The bridge: leads delegate, members reply.
 
 :class:`Bridge` owns the roster, the tickets and the turn machinery, and is what the fleet tools
-call. It talks to herdr through the :class:`~fleetd.herdr.control.AgentControl` port, keeps replies
-in the :class:`~fleetd.inbox.port.ReplyInbox` port, and provisions worktrees through the
-:class:`~fleetd.bridge.worktrees.Worktrees` port. Every terminal cause for a target — stop, gone,
-never-ready, release — goes through :meth:`Bridge.fail_target_work`, the one idempotent
-target-wide failure operation.
+call. It talks to herdr through the :class:`~fleetd.herdr.control.AgentControl` port, hands
+records to leads and drains their inboxes through the :class:`~fleetd.inbox.outbox.LeadOutbox`,
+and provisions worktrees through the :class:`~fleetd.bridge.worktrees.Worktrees` port. Every
+terminal cause for a target — stop, gone, never-ready, release — goes through
+:meth:`Bridge.fail_target_work`, the one idempotent target-wide failure operation.
 """
 
 from __future__ import annotations
