@@ -28,11 +28,14 @@ from fleetd.bridge.view import session_row
 from fleetd.bridge.worktrees import GitWorktrees, Worktrees
 from fleetd.clock import Clock, SystemClock
 from fleetd.config import ConfigRef, FleetdConfig, ReloadStatus
-from fleetd.errors import FleetdError
+from fleetd.errors import ConfigError, FleetdError
 from fleetd.herdr.control import AgentControl, HerdrAgentControl
 from fleetd.herdr.discovery import resolve_socket_path
+from fleetd.inbox.amqp import AmqpInbox
+from fleetd.inbox.failures import DecodeFailureHook
+from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
-from fleetd.inbox.registry import LeadInboxRegistry, build_inbox
+from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs, remember_run
 from fleetd.runtime.fleet_view import FleetViewBuilder
@@ -40,7 +43,7 @@ from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
 from fleetd.runtime.scheduler import Loop, Scheduler
 
-__all__ = ["Fleetd", "build_service"]
+__all__ = ["Fleetd", "build_inbox", "build_service"]
 
 _log = logging.getLogger("fleetd")
 
@@ -257,6 +260,23 @@ def build_service(
         )
     )
     return service
+
+
+def build_inbox(
+    backend: str,
+    amqp_url: str | None = None,
+    *,
+    clock: Clock | None = None,
+    on_decode_failure: DecodeFailureHook | None = None,
+) -> ReplyInbox:
+    """The inbox adapter named by ``inbox.backend`` (``memory`` or ``amqp``)."""
+    if backend == "memory":
+        return InMemoryInbox()
+    if backend == "amqp":
+        if not amqp_url:
+            raise ConfigError("inbox.amqp.url", "required when inbox.backend is amqp")
+        return AmqpInbox(amqp_url, clock=clock, on_decode_failure=on_decode_failure)
+    raise ConfigError("inbox.backend", "must be memory or amqp")
 
 
 def _feed_metrics(

@@ -131,9 +131,8 @@ class Replies:
         record = reply_record(
             session, ticket=ticket, content=content, source=source, now=bridge.clock.now()
         )
-        await bridge.flush_unpublished()  # records held earlier go first
         try:
-            return await bridge.lead_inboxes.publish(record)
+            return await bridge.outbox.store(record)  # records held earlier go first
         except InboxError as exc:
             _log.warning(
                 "reply of %s refused: the inbox of %s cannot store it (%s)",

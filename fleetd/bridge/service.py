@@ -1,11 +1,11 @@
 """The bridge: leads delegate, members reply.
 
 :class:`Bridge` owns the roster, the tickets and the turn machinery, and is what the fleet tools
-call. It talks to herdr through the :class:`~fleetd.herdr.control.AgentControl` port, keeps replies
-in the :class:`~fleetd.inbox.port.ReplyInbox` port, and provisions worktrees through the
-:class:`~fleetd.bridge.worktrees.Worktrees` port. Every terminal cause for a target — stop, gone,
-never-ready, release — goes through :meth:`Bridge.fail_target_work`, the one idempotent
-target-wide failure operation.
+call. It talks to herdr through the :class:`~fleetd.herdr.control.AgentControl` port, hands
+records to leads and drains their inboxes through the :class:`~fleetd.inbox.outbox.LeadOutbox`,
+and provisions worktrees through the :class:`~fleetd.bridge.worktrees.Worktrees` port. Every
+terminal cause for a target — stop, gone, never-ready, release — goes through
+:meth:`Bridge.fail_target_work`, the one idempotent target-wide failure operation.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from fleetd.bridge.delivery import Deliverer
-from fleetd.bridge.held import HeldRecords
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.replies import Replies, encodable, reply_record
@@ -34,13 +33,12 @@ from fleetd.config import FleetdConfig
 from fleetd.errors import (
     ConflictError,
     HerdrError,
-    InboxError,
-    InboxRetryError,
     InvalidArgumentsError,
     UnknownTargetError,
 )
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
+from fleetd.inbox.outbox import LeadOutbox
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.records import InboxRecord, ReplySource
 from fleetd.inbox.registry import LeadInboxRegistry
@@ -101,10 +99,9 @@ class Bridge:
         self.roster = Roster()
         self.tasks = TaskBook(on_terminal=self._count_terminal, run=self.runs.current)
         self.mutes: list[MuteEvent] = []
-        self.held = HeldRecords(lead_inboxes.publish)
+        self.outbox = LeadOutbox(lead_inboxes, inbox)
         self.stopping = asyncio.Event()  # set when fleetd is asked to stop: waiters let go
         self.mutes_total = 0
-        self._carried: dict[str, list[InboxRecord]] = {}
         self.teardown_failures: list[str] = []
         self.deliverer = Deliverer(self)
         self.replies = Replies(self)
@@ -207,51 +204,26 @@ class Bridge:
         return True
 
     async def keep_for_lead(self, record: InboxRecord) -> None:
-        """Hand a reply or health record to its lead's inbox; held (bounded) and retried until it
-        is taken (see :mod:`fleetd.bridge.held`)."""
-        await self.held.keep(record)
+        """Hand a reply or health record to its lead's inbox, held until it is taken."""
+        await self.outbox.keep(record)
 
     async def flush_unpublished(self) -> None:
         """Publish held records oldest first; keep what still fails."""
-        await self.held.flush()
+        await self.outbox.flush()
 
     @property
     def unpublished(self) -> list[InboxRecord]:
         """The records waiting in memory for the inbox, oldest first."""
-        return self.held.records
+        return self.outbox.held
 
     @property
     def held_dropped(self) -> int:
         """How many held records gave way to the bound."""
-        return self.held.gave_way
+        return self.outbox.gave_way
 
     async def drain_inbox(self, key: str) -> list[InboxRecord]:
-        """Collect a lead's inbox for ``fleet_poll``; a cancelled poll loses nothing.
-
-        The collect itself is shielded: if the caller goes away mid-collect (a dropped HTTP or
-        MCP request), the collect still finishes and its records are carried to the next poll
-        instead of being acknowledged for nobody. An inbox that cannot be reached is refused
-        with ``inbox_unavailable``: nothing was taken, the lead polls again.
-        """
-        try:
-            await self.lead_inboxes.ensure_owned(key)  # a key the start could not own yet
-            task = asyncio.ensure_future(self.inbox.collect(key))
-            try:
-                records = await asyncio.shield(task)
-            except asyncio.CancelledError:
-                task.add_done_callback(lambda done: self._carry_over(key, done))
-                raise
-        except InboxError as exc:
-            _log.warning("inbox of %s cannot be drained now: %s", key, type(exc).__name__)
-            raise InboxRetryError(
-                "the inbox cannot be reached right now; nothing was taken from it",
-                action="retry fleet_poll later; every reply stays in your inbox",
-            ) from exc
-        return self._carried.pop(key, []) + records
-
-    def _carry_over(self, key: str, done: asyncio.Future[list[InboxRecord]]) -> None:
-        if not done.cancelled() and done.exception() is None:
-            self._carried.setdefault(key, []).extend(done.result())
+        """Collect a lead's inbox for ``fleet_poll``; a cancelled poll loses nothing."""
+        return await self.outbox.drain(key)
 
     # ------------------------------------------------------------ presence
     def presence(self, session_id: str) -> None:

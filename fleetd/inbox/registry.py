@@ -1,4 +1,4 @@
-"""Lead inbox ownership (M4 §7.5), and the one place an inbox adapter is chosen.
+"""Lead inbox ownership (M4 §7.5).
 
 ``LeadInboxRegistry`` decides which inbox keys are owned. It is driven by the same expected-lead
 supplier as the caller resolver, and ownership is never a side effect of authorising a caller:
@@ -23,14 +23,11 @@ import dataclasses
 from collections.abc import Callable, Iterable
 
 from fleetd.clock import Clock, SystemClock
-from fleetd.errors import ConfigError, InboxOwnershipError
-from fleetd.inbox.amqp import AmqpInbox
-from fleetd.inbox.failures import DecodeFailureHook
-from fleetd.inbox.memory import InMemoryInbox
+from fleetd.errors import InboxOwnershipError
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.records import SCHEMA_VERSION, InboxRecord
 
-__all__ = ["LeadInboxRegistry", "build_inbox"]
+__all__ = ["LeadInboxRegistry"]
 
 ExpectedLeads = Callable[[], Iterable[str]]
 
@@ -132,20 +129,3 @@ class LeadInboxRegistry:
             schema_version=SCHEMA_VERSION,
             created_at_epoch_millis=created,
         )
-
-
-def build_inbox(
-    backend: str,
-    amqp_url: str | None = None,
-    *,
-    clock: Clock | None = None,
-    on_decode_failure: DecodeFailureHook | None = None,
-) -> ReplyInbox:
-    """The inbox adapter named by ``inbox.backend`` (``memory`` or ``amqp``)."""
-    if backend == "memory":
-        return InMemoryInbox()
-    if backend == "amqp":
-        if not amqp_url:
-            raise ConfigError("inbox.amqp.url", "required when inbox.backend is amqp")
-        return AmqpInbox(amqp_url, clock=clock, on_decode_failure=on_decode_failure)
-    raise ConfigError("inbox.backend", "must be memory or amqp")

@@ -96,7 +96,7 @@ async def test_a_poll_cancelled_mid_collect_loses_no_reply(
         proceed.set()
 
         async def carried() -> None:
-            while lead not in fleet.bridge._carried:  # noqa: ASYNC110 — no event to await here
+            while lead not in fleet.bridge.outbox._carried:  # noqa: ASYNC110 — no event to await here
                 await asyncio.sleep(0)
 
         await asyncio.wait_for(carried(), 10)  # the shielded collect finished on its own

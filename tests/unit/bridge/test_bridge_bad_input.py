@@ -148,13 +148,13 @@ async def test_records_held_for_an_unreachable_inbox_are_bounded(
 ) -> None:
     """A long outage cannot grow memory without end: a record is held once, and past the bound
     the oldest health record gives way (counted and shown), never a reply while health remains."""
-    import fleetd.bridge.held as held_module  # noqa: PLC0415 — the bound is patched small
+    import fleetd.inbox.outbox as outbox_module  # noqa: PLC0415 — the bound is patched small
 
     async def broker_down(record: InboxRecord) -> bool:
         raise InboxUnavailableError("broker down")
 
     monkeypatch.setattr(fleet.inbox, "publish", broker_down)
-    monkeypatch.setattr(held_module, "HELD_MAX", 3)
+    monkeypatch.setattr(outbox_module, "HELD_MAX", 3)
 
     def record(msg_id: str, kind: MessageKind) -> InboxRecord:
         fields: dict[str, Any] = {}

@@ -7,12 +7,13 @@ from typing import Any
 import pytest
 
 from fleetd.clock import FakeClock
+from fleetd.compose import build_inbox
 from fleetd.errors import ConfigError, InboxOwnershipError, InboxUnavailableError
 from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord, InboxStats, MessageKind
-from fleetd.inbox.registry import LeadInboxRegistry, build_inbox
+from fleetd.inbox.registry import LeadInboxRegistry
 
 
 class RecordingInbox:

@@ -1,0 +1,153 @@
+"""LeadOutbox holds what the inbox cannot take (bounded), flushes it oldest first, and drains a
+lead's inbox so that a cancelled drain loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import fleetd.inbox.outbox as outbox_module
+from fleetd.errors import InboxRetryError, InboxUnavailableError
+from fleetd.inbox.memory import InMemoryInbox
+from fleetd.inbox.outbox import LeadOutbox
+from fleetd.inbox.records import InboxRecord, MessageKind, Severity
+from fleetd.inbox.registry import LeadInboxRegistry
+
+
+class FlakyInbox(InMemoryInbox):
+    """An InMemoryInbox that can be down, and whose next collect can be held open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.collecting = asyncio.Event()
+        self.gate: asyncio.Event | None = None
+
+    async def publish(self, record: InboxRecord) -> bool:
+        if self.down:
+            raise InboxUnavailableError("broker down")
+        return await super().publish(record)
+
+    async def collect(self, key: str, limit: int | None = None) -> list[InboxRecord]:
+        if self.down:
+            raise InboxUnavailableError("broker down")
+        gate, self.gate = self.gate, None
+        if gate is not None:
+            self.collecting.set()
+            await gate.wait()
+        return await super().collect(key, limit)
+
+
+def _outbox() -> tuple[LeadOutbox, FlakyInbox]:
+    inbox = FlakyInbox()
+    return LeadOutbox(LeadInboxRegistry(inbox, lambda: ["lead"]), inbox), inbox
+
+
+def _record(msg_id: str, kind: MessageKind = MessageKind.REPLY) -> InboxRecord:
+    fields: dict[str, Any] = {}
+    if kind is MessageKind.HEALTH:
+        fields = {
+            "subject_terminal": "m",
+            "severity": Severity.WARNING,
+            "state": "MUTE",
+            "evidence": {},
+            "first_seen_epoch_millis": 1,
+            "last_seen_epoch_millis": 1,
+            "recovery_tried": False,
+            "suggested_tool_calls": [],
+        }
+    return InboxRecord(
+        msg_id=msg_id,
+        kind=kind,
+        target="m",
+        recipient_lead="lead",
+        content=msg_id,
+        created_at_epoch_millis=1,
+        **fields,
+    )
+
+
+def _ids(records: list[InboxRecord]) -> list[str]:
+    return [record.msg_id for record in records]
+
+
+async def test_a_record_is_held_once_and_past_the_bound_health_gives_way_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Held records are deduplicated by id; past HELD_MAX the oldest health record gives way,
+    then the oldest record, each counted in gave_way."""
+    monkeypatch.setattr(outbox_module, "HELD_MAX", 3)
+    outbox, inbox = _outbox()
+    inbox.down = True
+    for msg_id, kind in [
+        ("reply-1", MessageKind.REPLY),
+        ("health-1", MessageKind.HEALTH),
+        ("health-1", MessageKind.HEALTH),
+        ("reply-2", MessageKind.REPLY),
+        ("reply-3", MessageKind.REPLY),
+    ]:
+        await outbox.keep(_record(msg_id, kind))
+    assert (_ids(outbox.held), outbox.gave_way) == (["reply-1", "reply-2", "reply-3"], 1)
+    await outbox.keep(_record("reply-4"))
+    assert (_ids(outbox.held), outbox.gave_way) == (["reply-2", "reply-3", "reply-4"], 2)
+
+
+async def test_held_records_reach_the_inbox_oldest_first_once_it_is_back() -> None:
+    """A flush publishes what waits in order and keeps nothing once the inbox takes it."""
+    outbox, inbox = _outbox()
+    inbox.down = True
+    await outbox.keep(_record("reply-1"))
+    await outbox.keep(_record("health-1", MessageKind.HEALTH))
+    await outbox.flush()
+    assert _ids(outbox.held) == ["reply-1", "health-1"]
+    inbox.down = False
+    await outbox.flush()
+    assert outbox.held == []
+    assert _ids(await outbox.drain("lead")) == ["reply-1", "health-1"]
+
+
+async def test_a_stored_reply_goes_after_what_was_held_and_is_never_held_itself() -> None:
+    """store() flushes held records first, and while the inbox is down it raises, holding
+    nothing: the member is refused and retries."""
+    outbox, inbox = _outbox()
+    inbox.down = True
+    await outbox.keep(_record("reply-1"))
+    with pytest.raises(InboxUnavailableError):
+        await outbox.store(_record("reply-2"))
+    assert _ids(outbox.held) == ["reply-1"]
+    inbox.down = False
+    assert await outbox.store(_record("reply-2"))
+    assert not await outbox.store(_record("reply-2"))  # its id is taken already
+    assert _ids(await outbox.drain("lead")) == ["reply-1", "reply-2"]
+
+
+async def test_a_drain_cancelled_mid_collect_carries_its_records_to_the_next_drain() -> None:
+    """The collect is shielded: a caller gone mid-collect loses nothing, the next drain gets it
+    first."""
+    outbox, inbox = _outbox()
+    await outbox.store(_record("reply-1"))
+    await outbox.store(_record("reply-2"))
+    inbox.gate = gate = asyncio.Event()
+    draining = asyncio.ensure_future(outbox.drain("lead"))
+    await inbox.collecting.wait()
+    draining.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await draining
+    gate.set()
+    await outbox.store(_record("reply-3"))
+    assert _ids(await outbox.drain("lead")) == ["reply-1", "reply-2", "reply-3"]
+    assert await outbox.drain("lead") == []
+
+
+async def test_an_unreachable_inbox_refuses_the_drain_and_takes_nothing() -> None:
+    """A drain the inbox cannot serve is inbox_unavailable and retryable; the records stay."""
+    outbox, inbox = _outbox()
+    await outbox.store(_record("reply-1"))
+    inbox.down = True
+    with pytest.raises(InboxRetryError) as refused:
+        await outbox.drain("lead")
+    assert refused.value.code == "inbox_unavailable"
+    inbox.down = False
+    assert _ids(await outbox.drain("lead")) == ["reply-1"]
