@@ -14,6 +14,14 @@ from typing import Any
 from pydantic import ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from fleetd.api.results import (
+    FleetListResult,
+    PollResult,
+    ReleaseResult,
+    ReplyResult,
+    SessionRow,
+    TicketResult,
+)
 from fleetd.api.tools import Caller, Role, ToolParams, ToolRegistry, ToolSpec
 from fleetd.bridge.backlog import member_backlogs, read_lead_stats
 from fleetd.bridge.release import stop_cause
@@ -187,6 +195,7 @@ def register_fleet_tools(
             params=SpawnParams,
             roles=_LEAD,
             handler=fleet_spawn,
+            result=SessionRow,
         ),
         ToolSpec(
             name="fleet_send",
@@ -197,6 +206,7 @@ def register_fleet_tools(
             params=SendParams,
             roles=_LEAD,
             handler=fleet_send,
+            result=TicketResult,
         ),
         ToolSpec(
             name="fleet_poll",
@@ -208,6 +218,7 @@ def register_fleet_tools(
             params=PollParams,
             roles=_LEAD,
             handler=fleet_poll,
+            result=PollResult,
         ),
         ToolSpec(
             name="fleet_status",
@@ -215,6 +226,7 @@ def register_fleet_tools(
             params=StatusParams,
             roles=_LEAD,
             handler=fleet_status,
+            result=SessionRow,
         ),
         ToolSpec(
             name="fleet_list",
@@ -222,6 +234,7 @@ def register_fleet_tools(
             params=ListParams,
             roles=frozenset({Role.LEAD, Role.OPERATOR}),
             handler=fleet_list,
+            result=FleetListResult,
         ),
         ToolSpec(
             name="fleet_stop",
@@ -232,6 +245,7 @@ def register_fleet_tools(
             params=StopParams,
             roles=_LEAD,
             handler=fleet_stop,
+            result=ReleaseResult,
         ),
         ToolSpec(
             name="fleet_reply",
@@ -245,6 +259,7 @@ def register_fleet_tools(
             params=ReplyParams,
             roles=frozenset({Role.MEMBER}),
             handler=fleet_reply,
+            result=ReplyResult,
         ),
     ]
     for spec in specs:

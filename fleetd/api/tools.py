@@ -87,8 +87,9 @@ ResultHook = Callable[[str | None, "ToolResult"], None]
 class ToolSpec(Generic[P]):
     """One fleet tool: its name, what it does, its params model, who may call it, and its handler.
 
-    ``result`` optionally names a model the handler's output must satisfy; it is what
-    ``contracts/api/<name>.result.schema.json`` is generated from.
+    ``result`` optionally names a model the handler's output must satisfy (an output that does
+    not is ``internal_error``); it is what ``contracts/api/<name>.result.schema.json`` is
+    generated from. Validation only checks: the caller receives the handler's output unchanged.
     """
 
     name: str
@@ -229,8 +230,8 @@ class ToolRegistry:
             return ToolResult.failure(failure_from_error(error))
         try:
             output = await spec.handler(caller, params)
-            if spec.result is not None:
-                output = spec.result.model_validate(output).model_dump(mode="json")
+            if spec.result is not None:  # a check only: the caller gets the output as built
+                spec.result.model_validate(output)
         except ToolError as error:
             logger.info("tool %s failed for a %s caller: %s", name, caller.role, error.code)
             return ToolResult.failure(_handler_failure(spec, error))

@@ -10,7 +10,7 @@ import pytest
 from api_doubles import LEAD, MEMBER, OPERATOR, SECRET_IN_HANDLER, Calls, NoParams, build_registry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleetd.api.tools import (
     Caller,
@@ -178,6 +178,37 @@ async def test_result_model_is_enforced(registry: ToolRegistry) -> None:
     assert good.to_json() == {"ok": True, "result": {"sessions": ["s-1", "s-2"]}}
     assert bad.error is not None
     assert bad.error.code == "internal_error"
+
+
+class _AliasedResult(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=False)
+
+    session_id: str = Field(alias="sessionId")
+    ratio: float
+    branch: str | None = None
+
+
+async def test_result_model_checks_but_never_reshapes_the_output() -> None:
+    """The caller gets the handler's output as built: no renamed keys, no added defaults."""
+    built = {"sessionId": "s-1", "ratio": 2}
+
+    async def handler(caller: Caller, params: NoParams) -> dict[str, Any]:
+        return dict(built)
+
+    registry = ToolRegistry()
+    registry.register(
+        ToolSpec(
+            name="row",
+            description="One row.",
+            params=NoParams,
+            roles=frozenset({Role.LEAD}),
+            handler=handler,
+            result=_AliasedResult,
+        )
+    )
+    outcome = await registry.call(LEAD, "row", {})
+    assert outcome.to_json() == {"ok": True, "result": built}
+    assert json.dumps(outcome.to_json()["result"]) == json.dumps(built)
 
 
 async def test_contact_hooks_run_on_every_call_even_refused_ones(registry: ToolRegistry) -> None:

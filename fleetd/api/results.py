@@ -1,0 +1,212 @@
+"""What each fleet tool answers: one result model per tool, the source of its result contract.
+
+``contracts/api/<tool>.result.schema.json`` is generated from these models (see
+:mod:`fleetd.api.schemas`), and the registry validates every handler's output against its tool's
+model. The models describe the payloads the handlers build (``Ticket.public``, ``session_row``,
+the release outcome, the fleet view); they do not build them, so validating changes nothing a
+caller receives. Field names are camelCase on the wire.
+
+A field that is *absent* when there is nothing to say is typed ``X | _Absent`` (never ``null`` in
+the schema); a field that is always present but may be unknown is ``X | None`` with no default.
+Models refuse unknown fields, except where the payload is genuinely open (inbox evidence) or is
+still owned by another view (the nested health, inbox and config parts of ``fleet_list``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
+
+from fleetd.bridge.release import ReleaseCause, WorktreeAction
+from fleetd.bridge.sessions import SessionState
+from fleetd.bridge.tasks import Delivery, ResultSource, TicketOutcome
+from fleetd.inbox.records import MessageKind, ReplySource, Severity
+
+__all__ = [
+    "FleetListResult",
+    "InboxDrainResult",
+    "PollResult",
+    "ReleaseResult",
+    "ReplyResult",
+    "SessionRow",
+    "TicketResult",
+]
+
+# Absent from the payload when there is nothing to say; the schema does not offer null.
+_Absent = SkipJsonSchema[None]
+
+
+class _Result(BaseModel):
+    """A closed wire object: camelCase names, unknown fields refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel)
+
+
+class TicketResult(_Result):
+    """A ticket (``fleet_send``, ``fleet_poll`` with ``ticket``): never the prompt."""
+
+    ticket: str
+    target: str
+    status: TicketOutcome
+    accepted_at: str
+    delivered_at: str | _Absent = None
+    delivery: Delivery | _Absent = None
+    prompt_refusals: int | _Absent = None
+    resolved_at: str | None = None  # present once terminal; null only if no time was kept
+    source: ResultSource | _Absent = None
+    content: str | _Absent = None
+    reason: str | _Absent = None
+    hint: str | _Absent = None
+
+
+class InboxMessage(_Result):
+    """One drained inbox record: a member's reply or a health report."""
+
+    msg_id: str
+    kind: MessageKind
+    target: str
+    content: str
+    created_at_epoch_millis: int | _Absent = None
+    ticket: str | _Absent = None
+    source: ReplySource | _Absent = None
+    severity: Severity | _Absent = None
+    state: str | _Absent = None
+    subject_terminal: str | _Absent = None
+    suggested_tool_calls: list[str] | _Absent = None
+    evidence: dict[str, str | int | float | bool | None] | _Absent = None  # open: flat facts
+
+
+class InboxDrainResult(_Result):
+    """``fleet_poll`` without a ticket: what was taken from the caller's inbox, oldest first."""
+
+    inbox: str
+    messages: list[InboxMessage]
+
+
+class PollResult(RootModel[TicketResult | InboxDrainResult]):
+    """``fleet_poll``: one ticket, or an inbox drain."""
+
+
+class OpenTurn(_Result):
+    ticket: str
+    turn: int
+    delivery: Delivery | None
+    delivered_age_seconds: float | None
+    saw_working: bool
+    baseline: str | None
+
+
+class SessionRow(_Result):
+    """One member (``fleet_spawn``, ``fleet_status``): states, counts and ages, no pane text."""
+
+    session_id: str
+    name: str
+    profile: str
+    kind: str
+    role: str | None
+    owner: str
+    pane_id: str | None
+    state: SessionState
+    presence: bool
+    turn: int
+    live_status: str | None
+    queued: int
+    pending_tickets: list[str]
+    state_age_seconds: float | None
+    open_turn: OpenTurn | _Absent = None
+    idle_for_seconds: float | _Absent = None
+    released_cause: str | _Absent = None
+    branch: str | _Absent = None
+
+
+class ReleaseResult(_Result):
+    """``fleet_stop``: how the member (or orphan) was released."""
+
+    session_id: str
+    cause: ReleaseCause
+    already: bool | _Absent = None
+    orphaned: bool | _Absent = None
+    worktree: WorktreeAction | _Absent = None
+
+
+class ReplyResult(_Result):
+    """``fleet_reply``: the reply is stored for the lead; ``ticket`` is null for a second reply."""
+
+    accepted: Literal[True]
+    ticket: str | None
+    late: bool
+
+
+class FleetMember(SessionRow):
+    """A member of this run in ``fleet_list``, with its health once a tick has seen it."""
+
+    health: dict[str, Any] | _Absent | None = None
+
+
+class OrphanMember(_Result):
+    """A member a previous run left running: nothing to send it, only to stop it."""
+
+    session_id: str
+    name: str
+    profile: str
+    kind: str
+    role: str | None
+    owner: str
+    pane_id: str
+    state: Literal["orphaned"]
+    run: str
+    live_status: str | None
+    orphaned_for_seconds: float
+    suggested_tool_calls: list[str]
+    branch: str | _Absent = None
+
+
+class LiveAgent(_Result):
+    """An agent as herdr's ``agent.list`` shows it."""
+
+    name: str | None
+    pane_id: str
+    agent: str | None
+    status: str
+
+
+class CapacityRow(_Result):
+    """One profile's capacity; ``maxLoad`` and ``free`` are null for an uncapped profile."""
+
+    profile: str
+    max_load: int | None
+    live: int
+    free: int | None
+    reclaimable: int
+    orphaned: int
+
+
+class LeadRow(_Result):
+    name: str
+    agent: str
+    inbox_depth: int | None
+    nudges_for_head: int
+    nudge_cap_reached: bool
+    live_status: str | None
+
+
+class FleetListResult(_Result):
+    """``fleet_list`` v1: the top level is closed; nested health and link views stay open."""
+
+    version: Literal[1]
+    generated_at: str
+    control_link: dict[str, Any]
+    agents: list[LiveAgent] | None  # null while herdr cannot list them
+    members: list[FleetMember | OrphanMember]
+    capacity: list[CapacityRow]
+    leads: list[LeadRow]
+    inbox: dict[str, Any]
+    teardown_failures: list[str]
+    config: dict[str, Any]
+    health: dict[str, Any] | _Absent = None
+    incidents: list[dict[str, Any]] | _Absent = None
+    health_coverage: dict[str, Any] | _Absent = None
+    preserved_worktrees: list[dict[str, Any]] | _Absent = None  # leads only
