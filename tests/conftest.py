@@ -10,6 +10,7 @@ bridge) is checked against the contract, not only the ones a contract test think
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from fleetd.api.tools import ToolResult
+from fleetd.api.tools import RESULT_BREACH, ToolResult
 
 ENVELOPE = Path(__file__).resolve().parents[1] / "contracts" / "api" / "tool-result.v1.schema.json"
 
@@ -61,3 +62,35 @@ def envelope_guard(
     monkeypatch.setattr(ToolResult, "to_json", checked)
     yield guard
     assert guard.violations == [], "tool answers break tool-result.v1.schema.json"
+
+
+class ResultBreaches(logging.Handler):
+    """Every tool result a test produced outside its declared result model (the registry logs it
+    and answers anyway, so a caller never repeats work it was told failed)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.seen: list[str] = []
+        self.expected = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == RESULT_BREACH:
+            self.seen.append(record.getMessage())
+
+    def expect(self) -> None:
+        """This test provokes a breach on purpose."""
+        self.expected = True
+
+
+@pytest.fixture(autouse=True)
+def result_breaches() -> Iterator[ResultBreaches]:
+    """Fail any test in which a real tool answered outside its result schema."""
+    handler = ResultBreaches()
+    logger = logging.getLogger("fleetd.api")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+    if not handler.expected:
+        assert handler.seen == [], "tool results break their contracts/api result schemas"

@@ -27,9 +27,10 @@ def envelope() -> Draft202012Validator:
 
 
 async def test_registry_answers_match_the_contract(
-    registry: ToolRegistry, envelope: Draft202012Validator
+    registry: ToolRegistry, envelope: Draft202012Validator, result_breaches: Any
 ) -> None:
     """Successes and every failure kind the registry produces validate against the contract."""
+    result_breaches.expect()  # bad_shape answers outside its result model on purpose
     calls: list[tuple[Any, str, dict[str, Any]]] = [
         (LEAD, "echo", {"text": "hi"}),
         (LEAD, "nope", {}),
