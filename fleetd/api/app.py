@@ -32,6 +32,21 @@ __all__ = ["create_app"]
 _HEALTH_JSON = "application/health+json"
 
 
+class _HealthJSON(JSONResponse):
+    """How ``/openapi.json`` names the health probes' media type (they build their answers)."""
+
+    media_type = _HEALTH_JSON
+
+
+class _Exposition(Response):
+    """How ``/openapi.json`` names the metrics media type."""
+
+    media_type = CONTENT_TYPE_LATEST
+
+
+_UNHEALTHY: dict[int | str, dict[str, Any]] = {503: {"description": "not alive, or not ready"}}
+
+
 def create_app(service: FleetService) -> FastAPI:
     """The ASGI app of one service; its lifespan starts and stops the service.
 
@@ -51,14 +66,14 @@ def create_app(service: FleetService) -> FastAPI:
 
     app = FastAPI(title="fleetd", lifespan=lifespan, docs_url=None, redoc_url=None)
 
-    @app.get("/livez")
+    @app.get("/livez", responses=_UNHEALTHY)
     async def livez() -> JSONResponse:
         alive = service.scheduler.alive()
         return JSONResponse(
             {"status": "ok" if alive else "fail"}, status_code=200 if alive else 503
         )
 
-    @app.get("/readyz")
+    @app.get("/readyz", response_class=_HealthJSON, responses=_UNHEALTHY)
     async def readyz() -> JSONResponse:
         inbox = service.bridge.inbox.reachable()
         ready = service.started and bool(service.registry.names()) and inbox
@@ -68,7 +83,7 @@ def create_app(service: FleetService) -> FastAPI:
             media_type=_HEALTH_JSON,
         )
 
-    @app.get("/healthz")
+    @app.get("/healthz", response_class=_HealthJSON)
     async def healthz() -> JSONResponse:
         components: dict[str, Any] = {
             "controlLink": service.health.link_view(service.link),
@@ -85,7 +100,7 @@ def create_app(service: FleetService) -> FastAPI:
         }
         return JSONResponse({"status": "pass", "components": components}, media_type=_HEALTH_JSON)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=_Exposition)
     async def metrics() -> Response:
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 

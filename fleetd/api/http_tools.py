@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fleetd.api.auth import Authenticator, bearer_challenge
+from fleetd.api.openapi import install_tool_openapi
 from fleetd.api.tools import Caller, ToolFailure, ToolRegistry, ToolResult, failure_from_error
 from fleetd.errors import AuthError
 
@@ -140,9 +141,12 @@ def install_tool_routes(
     *,
     max_body_bytes: int = DEFAULT_TOOL_BODY_LIMIT,
 ) -> None:
-    """Add ``POST /v1/tools/{name}`` and ``GET /v1/fleet`` to ``app``."""
+    """Add ``POST /v1/tools/{name}`` and ``GET /v1/fleet`` to ``app`` and its ``/openapi.json``."""
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
     routes = _ToolRoutes(registry, authenticator, max_body_bytes)
     app.router.routes.append(Route(TOOLS_PATH, endpoint=routes.call_tool, methods=["POST"]))
     app.router.routes.append(Route(FLEET_PATH, endpoint=routes.fleet, methods=["GET"]))
+    install_tool_openapi(
+        app, registry, tools_path=TOOLS_PATH, fleet_path=FLEET_PATH, fleet_tool=_FLEET_TOOL
+    )

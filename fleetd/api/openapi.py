@@ -1,0 +1,228 @@
+"""The fleet tools in ``/openapi.json``: one operation per tool, built from the registry.
+
+The tool routes are generic (``POST /v1/tools/{name}`` dispatches by name), so FastAPI cannot see
+what each tool takes or answers. :func:`install_tool_openapi` adds to the app's document, for every
+registered tool, ``POST /v1/tools/<tool>`` (and ``GET /v1/fleet`` for ``fleet_list``) with:
+
+* the request body: the tool's params schema (``contracts/api/<tool>.params.schema.json``),
+* ``200``: the success envelope ``{"ok": true, "result": <tool>.result.schema.json}``,
+* every error status the HTTP transport answers (:mod:`fleetd.api.http_tools`), each with the
+  failure envelope of ``contracts/api/tool-result.v1.schema.json``,
+* the bearer scheme as ``components.securitySchemes.bearer``.
+
+Each contract schema becomes ``components.schemas["<tool>.params"]`` / ``["<tool>.result"]``; its
+``$defs`` move beside it as ``"<tool>.params.<Name>"`` with the references rewritten, so the
+schemas stay those of the contract files (a test rebuilds the files from the document). The
+failure envelope is written here, not read from ``contracts/`` (an installed fleetd has no
+``contracts/`` directory); a test pins it to the file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from fleetd.api.tools import ToolRegistry, ToolSpec
+
+__all__ = ["ERROR_STATUSES", "FAILURE_PREFIX", "install_tool_openapi", "tool_operations"]
+
+FAILURE_PREFIX = "tool-result"
+_COMPONENTS = "#/components/schemas/"
+_BEARER = "bearer"
+
+#: Every error status of a tool call over HTTP, as :mod:`fleetd.api.http_tools` documents them.
+ERROR_STATUSES: dict[int, str] = {
+    400: "the body is not JSON, or not a JSON object (invalid_body)",
+    401: "missing or unknown bearer token (unauthenticated)",
+    403: "the caller's role may not call the tool (forbidden)",
+    404: "no such tool, target or ticket (unknown_tool, unknown_target, unknown_ticket)",
+    409: "the session's state or capacity refuses the call (conflict, capacity_exceeded, ...)",
+    413: "the body is larger than the limit (body_too_large)",
+    422: "the arguments do not match the tool's schema (invalid_arguments)",
+    500: "the tool failed inside fleetd (internal_error; no exception text)",
+    503: "a dependency (herdr, the inbox) cannot be reached now (unavailable, ...)",
+}
+# GET /v1/fleet reads no body and names its tool: no 400, 404, 413 or 422.
+_FLEET_STATUSES = (401, 403, 409, 500, 503)
+
+_HINTLESS = ["unauthenticated", "forbidden", "rate_limited", "internal_error"]
+
+
+def _hint_when(code: str, hint: str) -> dict[str, Any]:
+    return {
+        "if": {"properties": {"code": {"const": code}}},
+        "then": {"required": ["hint"], "properties": {"hint": {"$ref": f"#/$defs/{hint}"}}},
+    }
+
+
+def _closed(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": required,
+        "additionalProperties": False,
+        "properties": properties,
+    }
+
+
+#: ``tool-result.v1.schema.json``'s failure branch and its ``$defs`` (pinned to the file by a test).
+FAILURE_ENVELOPE: dict[str, Any] = _closed(
+    ["ok", "error"], {"ok": {"const": False}, "error": {"$ref": "#/$defs/error"}}
+)
+FAILURE_DEFS: dict[str, dict[str, Any]] = {
+    "error": {
+        **_closed(
+            ["code", "message"],
+            {
+                "code": {"type": "string", "pattern": "^[a-z][a-z_]*$"},
+                "message": {"type": "string", "minLength": 1},
+                "hint": {},
+            },
+        ),
+        "allOf": [
+            {
+                "if": {"properties": {"code": {"enum": _HINTLESS}}},
+                "then": {"not": {"required": ["hint"]}},
+            },
+            _hint_when("unknown_tool", "unknownToolHint"),
+            _hint_when("invalid_arguments", "invalidArgumentsHint"),
+            _hint_when("body_too_large", "bodyTooLargeHint"),
+            _hint_when("invalid_body", "invalidBodyHint"),
+        ],
+    },
+    "unknownToolHint": _closed(
+        ["tools"],
+        {
+            "tools": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "the tools the caller's role may call",
+            }
+        },
+    ),
+    "invalidArgumentsHint": _closed(
+        ["schema", "errors"],
+        {
+            "schema": {"type": "object", "description": "the tool's params JSON Schema"},
+            "errors": {
+                "type": "array",
+                "items": _closed(
+                    ["path", "type", "message"],
+                    {
+                        "path": {
+                            "type": "string",
+                            "description": "dotted field path; empty for the whole object",
+                        },
+                        "type": {"type": "string"},
+                        "message": {"type": "string"},
+                    },
+                ),
+            },
+        },
+    ),
+    "bodyTooLargeHint": _closed(["maxBytes"], {"maxBytes": {"type": "integer", "minimum": 1}}),
+    "invalidBodyHint": _closed(["expected"], {"expected": {"type": "string"}}),
+}
+
+
+def _relocated(value: Any, prefix: str) -> Any:
+    """``value`` with every ``#/$defs/<Name>`` reference pointing at ``<prefix>.<Name>``."""
+    if isinstance(value, dict):
+        return {
+            key: (
+                _COMPONENTS + prefix + "." + item.removeprefix("#/$defs/")
+                if key == "$ref" and isinstance(item, str) and item.startswith("#/$defs/")
+                else _relocated(item, prefix)
+            )
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_relocated(item, prefix) for item in value]
+    return value
+
+
+def _component(schemas: dict[str, Any], name: str, schema: dict[str, Any]) -> dict[str, str]:
+    """Store ``schema`` as component ``name`` (its ``$defs`` beside it); a reference to it."""
+    body = {key: value for key, value in schema.items() if key != "$defs"}
+    schemas[name] = _relocated(body, name)
+    for def_name, definition in schema.get("$defs", {}).items():
+        schemas[f"{name}.{def_name}"] = _relocated(definition, name)
+    return {"$ref": _COMPONENTS + name}
+
+
+def _responses(success: dict[str, Any], statuses: tuple[int, ...]) -> dict[str, Any]:
+    failure = {"application/json": {"schema": {"$ref": _COMPONENTS + FAILURE_PREFIX}}}
+    responses: dict[str, Any] = {
+        "200": {"description": "ok", "content": {"application/json": {"schema": success}}}
+    }
+    for status in statuses:
+        responses[str(status)] = {"description": ERROR_STATUSES[status], "content": failure}
+    responses["401"]["headers"] = {
+        "WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}
+    }
+    return responses
+
+
+def _operation(spec: ToolSpec[Any], schemas: dict[str, Any], *, body: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {"type": "object"}
+    if spec.result is not None:
+        result = _component(schemas, spec.name + ".result", spec.result.model_json_schema())
+    success = _closed(["ok", "result"], {"ok": {"const": True}, "result": result})
+    roles = ", ".join(sorted(spec.roles))
+    operation: dict[str, Any] = {
+        "operationId": spec.name if body else spec.name + "_get",
+        "summary": spec.name,
+        "description": f"{spec.description}\n\nCallers: {roles}.",
+        "tags": ["tools"],
+        "security": [{_BEARER: []}],
+    }
+    if body:
+        params = _component(schemas, spec.name + ".params", spec.params_schema())
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": params}},
+        }
+        operation["responses"] = _responses(success, tuple(ERROR_STATUSES))
+    else:
+        operation["responses"] = _responses(success, _FLEET_STATUSES)
+    return operation
+
+
+def tool_operations(
+    registry: ToolRegistry, *, tools_path: str, fleet_path: str, fleet_tool: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``paths`` and ``components.schemas`` entries of every tool in ``registry``."""
+    schemas: dict[str, Any] = {}
+    _component(schemas, FAILURE_PREFIX, {**FAILURE_ENVELOPE, "$defs": FAILURE_DEFS})
+    paths: dict[str, Any] = {}
+    for spec in registry.specs():
+        path = tools_path.replace("{name}", spec.name)
+        paths[path] = {"post": _operation(spec, schemas, body=True)}
+        if spec.name == fleet_tool:
+            paths[fleet_path] = {"get": _operation(spec, schemas, body=False)}
+    return paths, schemas
+
+
+def install_tool_openapi(
+    app: FastAPI, registry: ToolRegistry, *, tools_path: str, fleet_path: str, fleet_tool: str
+) -> None:
+    """Make ``app.openapi()`` document the tools of ``registry`` beside FastAPI's own routes."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = FastAPI.openapi(app)
+            paths, schemas = tool_operations(
+                registry, tools_path=tools_path, fleet_path=fleet_path, fleet_tool=fleet_tool
+            )
+            document.setdefault("paths", {}).update(paths)
+            components = document.setdefault("components", {})
+            components.setdefault("schemas", {}).update(schemas)
+            components.setdefault("securitySchemes", {})[_BEARER] = {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "a lead's, the operator's or a member's token (FLEETD_TOKEN)",
+            }
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
