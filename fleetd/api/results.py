@@ -26,6 +26,7 @@ from fleetd.bridge.tasks import Delivery, ResultSource, TicketOutcome
 from fleetd.inbox.records import MessageKind, ReplySource, Severity
 
 __all__ = [
+    "FleetHealthBlock",
     "FleetListResult",
     "InboxDrainResult",
     "PollResult",
@@ -184,13 +185,31 @@ class CapacityRow(_Result):
     orphaned: int
 
 
+class LeadHealth(_Result):
+    """A lead's health state and how long it has held it."""
+
+    state: str
+    age_seconds: float
+
+
 class LeadRow(_Result):
+    """A configured lead; push and inbox counts only for the operator and the lead itself."""
+
     name: str
     agent: str
-    inbox_depth: int | None
-    nudges_for_head: int
-    nudge_cap_reached: bool
     live_status: str | None
+    inbox_depth: int | _Absent | None = None
+    nudges_for_head: int | _Absent = None
+    nudge_cap_reached: bool | _Absent = None
+    health: LeadHealth | _Absent | None = None  # null until a tick has seen the lead
+
+
+class FleetHealthBlock(_Result):
+    """The monitor itself; the link's verdict and the leads' health live in their own rows."""
+
+    enabled: bool
+    ticks: int
+    pane_reads: int
 
 
 class FleetListResult(_Result):
@@ -206,7 +225,7 @@ class FleetListResult(_Result):
     inbox: dict[str, Any]
     teardown_failures: list[str]
     config: dict[str, Any]
-    health: dict[str, Any] | _Absent = None
+    health: FleetHealthBlock | _Absent = None
     incidents: list[dict[str, Any]] | _Absent = None
     health_coverage: dict[str, Any] | _Absent = None
     preserved_worktrees: list[dict[str, Any]] | _Absent = None  # leads only

@@ -25,6 +25,7 @@ from fleetd.bridge.sessions import Session
 from fleetd.bridge.view import capacity_view, session_row
 from fleetd.config import ConfigRef
 from fleetd.errors import HerdrError
+from fleetd.health.states import Scope
 from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.runtime.link import LinkState
@@ -77,6 +78,10 @@ class FleetViewBuilder:
             for o in self.bridge.orphans.members()
             if caller.role is Role.OPERATOR or o.mark.owner == caller.name
         ]
+        if caller.role is Role.LEAD:
+            seen = {s.name for s in visible} | {o.mark.name for o in orphans}
+            seen |= {lead.agent for lead in self.config.current.leads}
+            live = None if live is None else [a for a in live if a["name"] in seen]
         view: dict[str, Any] = {
             "version": VIEW_VERSION,
             "generatedAt": now.isoformat(),
@@ -85,7 +90,7 @@ class FleetViewBuilder:
             "members": [self._member(s, now, statuses, backlogs) for s in visible]
             + [_orphan(o, now, statuses) for o in orphans],
             "capacity": capacity_view(self.bridge, backlogs),
-            "leads": self._leads(),
+            "leads": self._leads(caller),
             "inbox": {
                 "reachable": self.bridge.inbox.reachable(),
                 "failures": [_failure(f) for f in self.bridge.inbox.failures()],
@@ -96,6 +101,7 @@ class FleetViewBuilder:
         }
         if self.health is not None:
             view.update(self.health.view())
+            view["incidents"] = [i for i in view["incidents"] if _sees_incident(caller, i)]
         if caller.role is Role.LEAD:
             view["preservedWorktrees"] = self._preserved(caller.name)
         return view
@@ -145,20 +151,24 @@ class FleetViewBuilder:
             row["health"] = self.health.member_health(session.session_id)
         return row
 
-    def _leads(self) -> list[dict[str, Any]]:
+    def _leads(self, caller: Caller) -> list[dict[str, Any]]:
+        """Every configured lead; a lead sees its own push and inbox counts, of a peer only
+        its name, agent, herdr status and health (what peer routing weighs, §7.4)."""
         rows = []
         for lead in self.config.current.leads:
             outcome = self.push.outcomes.get(lead.name)
-            rows.append(
-                {
-                    "name": lead.name,
-                    "agent": lead.agent,
-                    "inboxDepth": outcome.depth if outcome else None,
-                    "nudgesForHead": outcome.nudges_for_head if outcome else 0,
-                    "nudgeCapReached": bool(outcome and outcome.cap_reached_at),
-                    "liveStatus": outcome.last_status if outcome else None,
-                }
-            )
+            row: dict[str, Any] = {
+                "name": lead.name,
+                "agent": lead.agent,
+                "liveStatus": outcome.last_status if outcome else None,
+            }
+            if caller.role is Role.OPERATOR or caller.name == lead.name:
+                row["inboxDepth"] = outcome.depth if outcome else None
+                row["nudgesForHead"] = outcome.nudges_for_head if outcome else 0
+                row["nudgeCapReached"] = bool(outcome and outcome.cap_reached_at)
+            if self.health is not None:
+                row["health"] = self.health.lead_health(lead.name)
+            rows.append(row)
         return rows
 
     def _config_status(self) -> dict[str, Any]:
@@ -212,6 +222,21 @@ def _orphan(orphan: Orphan, now: datetime, statuses: dict[str, str]) -> dict[str
     if mark.worktree is not None:
         row["branch"] = mark.worktree.branch
     return row
+
+
+def _sees_incident(caller: Caller, row: dict[str, Any]) -> bool:
+    """The operator sees every incident; a lead those it owns, receives or is the subject of,
+    and the fleet-wide ones (control link, profile) that bear on every lead."""
+    if caller.role is Role.OPERATOR:
+        return True
+    if caller.name in (row["owner"], row["recipient"]):
+        return True
+    if row["scope"] == Scope.LEAD.value:
+        return bool(row["subject"] == caller.name)
+    return row["scope"] in _FLEET_WIDE
+
+
+_FLEET_WIDE = frozenset({Scope.CONTROL_LINK.value, Scope.PROFILE.value})
 
 
 def _failure(failure: DecodeFailure) -> dict[str, Any]:

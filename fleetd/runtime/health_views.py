@@ -24,6 +24,7 @@ __all__ = [
     "fleet_health",
     "healthz_component",
     "incident_row",
+    "lead_health",
     "link_view",
     "member_health",
 ]
@@ -69,6 +70,17 @@ def member_health(state: HealthState, session_id: str, *, now: datetime) -> dict
     }
 
 
+def lead_health(state: HealthState, name: str, *, now: datetime) -> dict[str, Any] | None:
+    """One lead's health for its ``fleet_list`` lead row; None until a tick has seen it."""
+    evidence = state.leads.get(name)
+    if evidence is None:
+        return None
+    return {
+        "state": str(evidence.state),
+        "ageSeconds": round((now - evidence.since).total_seconds(), 3),
+    }
+
+
 def fleet_health(
     state: HealthState,
     *,
@@ -78,22 +90,13 @@ def fleet_health(
     routing: Mapping[str, RoutingNote],
     now: datetime,
 ) -> dict[str, Any]:
-    """The health part of ``fleet_list``: leads, incidents, link, coverage — no pane content."""
+    """The health part of ``fleet_list``: monitor counters, incidents, coverage — no pane content.
+
+    The link's verdict lives in the top-level ``controlLink`` and each lead's health in its
+    top-level lead row, so neither appears here a second time.
+    """
     return {
-        "health": {
-            "enabled": health.enabled,
-            "ticks": ticks,
-            "paneReads": pane_reads,
-            "controlLink": str(state.link.state),
-            "leads": [
-                {
-                    "name": lead.name,
-                    "state": str(lead.state),
-                    "ageSeconds": round((now - lead.since).total_seconds(), 3),
-                }
-                for lead in sorted(state.leads.values(), key=lambda e: e.name)
-            ],
-        },
+        "health": {"enabled": health.enabled, "ticks": ticks, "paneReads": pane_reads},
         "incidents": [
             incident_row(i, now=now, note=routing.get(i.id)) for i in state.open_incidents()
         ],

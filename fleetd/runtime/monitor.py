@@ -134,6 +134,9 @@ class FleetHealthMonitor:
     def member_health(self, session_id: str) -> dict[str, Any] | None:
         return health_views.member_health(self.state, session_id, now=self.clock.now())
 
+    def lead_health(self, name: str) -> dict[str, Any] | None:
+        return health_views.lead_health(self.state, name, now=self.clock.now())
+
     def view(self) -> dict[str, Any]:
         """The health part of ``fleet_list``."""
         return health_views.fleet_health(

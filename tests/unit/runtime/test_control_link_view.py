@@ -40,7 +40,7 @@ async def test_one_failed_call_is_not_a_down_link(tmp_path: Path) -> None:
     await fleet.service.health.tick()
     for view in await _surfaces(fleet):
         assert (view["state"], view["lastCall"]) == ("down", "failed")
-    assert fleet.service.health.view()["health"]["controlLink"] == "CONTROL_LINK_DOWN"
+    assert str(fleet.service.health.state.link.state) == "CONTROL_LINK_DOWN"
     fleet.control.link_up()
     await fleet.service.health.tick()
     for view in await _surfaces(fleet):

@@ -99,8 +99,8 @@ async def test_a_lead_absent_from_one_list_keeps_its_state(tmp_path: Path) -> No
     fleet = await _fleet(tmp_path)
 
     def lead_state(listed: dict[str, Any]) -> str:
-        [row] = [lead for lead in listed["health"]["leads"] if lead["name"] == "lead"]
-        return str(row["state"])
+        [row] = [lead for lead in listed["leads"] if lead["name"] == "lead"]
+        return str(row["health"]["state"])
 
     await _step(fleet)
     assert lead_state(await fleet.ok("fleet_list")) == "LEAD_IDLE"

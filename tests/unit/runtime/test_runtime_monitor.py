@@ -89,7 +89,9 @@ async def test_link_down_opens_one_control_link_incident_and_no_member_fault(
         await fleet.service.health.tick()
     view = fleet.service.health.view()
     assert [i["state"] for i in view["incidents"]] == ["CONTROL_LINK_DOWN"]
-    assert view["health"]["controlLink"] == "CONTROL_LINK_DOWN"
+    assert str(fleet.service.health.state.link.state) == "CONTROL_LINK_DOWN"
+    link = (await fleet.ok("fleet_list"))["controlLink"]
+    assert (link["state"], link["classifiedBy"]) == ("down", "health")
     assert str(fleet.service.health.state.members[sid].state) == "IDLE"
 
 
