@@ -28,7 +28,7 @@ _ANSI = re.compile(
     r"|\x1b[ -/]*[0-~]"  # two-byte escapes and charset selection
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 (but tab, newline), DEL, C1
 
 # Lines that only say "still working".
 _CLAUDE_TIP = re.compile(r"^\s+⎿\s+Tip:")
@@ -58,7 +58,12 @@ _OPENCODE_COUNTERS: tuple[tuple[re.Pattern[str], str], ...] = (
 def clean_lines(text: str) -> list[str]:
     """Split pane text into display lines: no escapes, no control characters, no trailing blanks."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _CONTROL.sub("", _ANSI.sub("", text)).replace("\u00a0", " ")
+    while True:  # dropping a control character can join the pieces of an escape: go again
+        stripped = _CONTROL.sub("", _ANSI.sub("", text))
+        if stripped == text:
+            break
+        text = stripped
+    text = text.replace("\u00a0", " ")
     return [line.expandtabs(8).rstrip() for line in text.split("\n")]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fleetd.screens import AgentKind
@@ -129,6 +129,8 @@ _NOISY = st.sampled_from(
 )
 
 
+@example("\x9b\x00@")  # a control character inside an 8-bit CSI: removing it makes a new one
+@example("\x9b\t@")  # a tab inside one: expanding it to spaces would make a new one
 @given(st.text() | st.lists(_NOISY, max_size=40).map("".join))
 def test_normalise_is_idempotent_and_total(text: str) -> None:
     """Normalising twice changes nothing, for any text."""
