@@ -18,7 +18,7 @@ from typing import Any
 
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
-from fleetd.api.tools import Caller, Role, ToolRegistry, ToolResult
+from fleetd.api.tools import ToolRegistry, ToolResult
 from fleetd.bridge.git_worktrees import GitWorktrees
 from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.push import PushLoop
@@ -32,6 +32,7 @@ from fleetd.config import ConfigRef, FleetdConfig, ReloadStatus
 from fleetd.errors import ConfigError, FleetdError
 from fleetd.herdr.control import AgentControl, HerdrAgentControl
 from fleetd.herdr.discovery import resolve_socket_path
+from fleetd.identity import Caller, Role
 from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.failures import DecodeFailureHook
 from fleetd.inbox.memory import InMemoryInbox
