@@ -18,19 +18,21 @@ from typing import Any
 
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
-from fleetd.api.tools import Caller, Role, ToolRegistry, ToolResult
+from fleetd.api.tools import ToolRegistry, ToolResult
+from fleetd.bridge.git_worktrees import GitWorktrees
 from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.spawn import SpawnRequest, spawn_member
 from fleetd.bridge.view import session_row
-from fleetd.bridge.worktrees import GitWorktrees, Worktrees
+from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock, SystemClock
 from fleetd.config import ConfigRef, FleetdConfig, ReloadStatus
 from fleetd.errors import ConfigError, FleetdError
 from fleetd.herdr.control import AgentControl, HerdrAgentControl
 from fleetd.herdr.discovery import resolve_socket_path
+from fleetd.identity import Caller, Role
 from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.failures import DecodeFailureHook
 from fleetd.inbox.memory import InMemoryInbox

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleetd.api.tools import Caller, Role, ToolRegistry, ToolResult
+from fleetd.api.tools import ToolRegistry, ToolResult
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.worktrees import FakeWorktrees
 from fleetd.clock import FakeClock
@@ -25,6 +25,7 @@ from fleetd.config import ConfigRef
 from fleetd.config.loader import parse_config
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.herdr.model import AgentStatus
+from fleetd.identity import Caller, Role
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
 

@@ -58,7 +58,6 @@ REPLY_GRACE = timedelta(seconds=1)
 #: fleet_reply arriving just after the fallback is kept as a late reply to *that* ticket instead of
 #: answering the next one (a reply always answers the turn open when it arrives).
 LATE_REPLY_WINDOW = timedelta(seconds=2)
-_AT_PROMPT = frozenset({AgentStatus.IDLE, AgentStatus.DONE})
 
 
 class Deliverer:
@@ -122,7 +121,7 @@ class Deliverer:
             turn.saw_working = True
             turn.boundary_at = None
             return
-        if status not in _AT_PROMPT:
+        if not status.at_prompt:
             return
         if turn.saw_working:
             if turn.boundary_at is None:
@@ -130,7 +129,7 @@ class Deliverer:
             if now - turn.boundary_at >= REPLY_GRACE:
                 await self._fallback(session, turn)
             return
-        submit_window = timedelta(milliseconds=bridge.settings().bridge.submit_retry_ms)
+        submit_window = bridge.settings().bridge.submit_retry
         if not turn.resubmitted and now - turn.delivered_at >= submit_window:
             turn.resubmitted = True
             try:
@@ -203,7 +202,7 @@ class Deliverer:
                     return
                 except HerdrError:
                     return  # nothing was sent: stays at the head of the queue
-            if status not in _AT_PROMPT:
+            if not status.at_prompt:
                 return
             outcome, code = await self._prompt(session, ticket.prompt or "")
         finally:

@@ -40,7 +40,6 @@ from fleetd.bridge.view import health_settings, member_view, profile_inputs
 from fleetd.errors import ControlLinkError, FleetdError, HerdrError
 from fleetd.health.capacity import CapacitySummary, capacity_summary
 from fleetd.health.snapshot import FleetSnapshot, LiveView
-from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.records import InboxStats
 
 if TYPE_CHECKING:
@@ -51,7 +50,6 @@ __all__ = ["NUDGE_SPACING", "PushLoop", "PushOutcome", "heartbeat_text"]
 _log = logging.getLogger("fleetd.bridge")
 
 NUDGE_SPACING = timedelta(seconds=30)
-_AT_PROMPT = frozenset({AgentStatus.IDLE, AgentStatus.DONE})
 
 
 @dataclass(slots=True, kw_only=True)
@@ -162,7 +160,7 @@ class PushLoop:
             outcome.last_error = exc.code
             return
         outcome.last_status = info.agent_status.value
-        if info.agent_status not in _AT_PROMPT:
+        if not info.agent_status.at_prompt:
             return
         try:
             await self.bridge.control.prompt(agent, heartbeat_text(summary))
@@ -187,7 +185,7 @@ class PushLoop:
             outcome.last_error = exc.code
             return
         outcome.last_status = info.agent_status.value
-        if info.agent_status not in _AT_PROMPT:
+        if not info.agent_status.at_prompt:
             return
         text = (
             f"fleetd: {outcome.depth} message(s) wait in your inbox. "

@@ -15,7 +15,7 @@ import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from fleetd.bridge.delivery import Deliverer
@@ -333,7 +333,7 @@ class Bridge:
         Its queued sends fail, its process stops, and a provisioned worktree is preserved. A member
         with nothing waiting is left starting: readiness expiry alone is not a reason to stop it.
         """
-        grace = timedelta(seconds=self.settings().bridge.readiness_grace_seconds)
+        grace = self.settings().bridge.readiness_grace
         now = self.clock.now()
         for session in self.roster.live():
             if (

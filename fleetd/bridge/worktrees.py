@@ -1,28 +1,24 @@
-"""Member worktrees: provision, inspect and remove them with git, then apply the release policy.
+"""Member worktrees: the port, its value types and double, and the release policy applied to them.
 
 Each member works in its own git worktree on a new branch cut from a base ref. Provisioning records
 the base *commit*, not just the ref, so "commits after base" (WORK_PRODUCT_AT_RISK, M4 §4.2) stays
 meaningful after the base ref moves on.
 
-The :class:`Worktrees` port has a real adapter, :class:`GitWorktrees` (asyncio subprocesses running
-git; no business branching) and a double, :class:`FakeWorktrees`, that behaves the same way in
-memory. Both refuse to remove a dirty worktree — git itself does unless ``--force`` is given, and
-fleetd never gives it — so a worktree that turns dirty between the check and the removal survives.
+The :class:`Worktrees` port has a real adapter in its own module,
+:class:`~fleetd.bridge.git_worktrees.GitWorktrees` (asyncio subprocesses running git; no business
+branching), and a double here, :class:`FakeWorktrees`, that behaves the same way in memory. Both
+refuse to remove a dirty worktree — git itself does unless ``--force`` is given, and fleetd never
+gives it — so a worktree that turns dirty between the check and the removal survives.
 
 :func:`release_worktree` is the one place that turns a release into a worktree effect: it checks
 dirtiness, asks :mod:`fleetd.bridge.release` for the action, and removes only on REMOVE. Any failure
 of the dirty-check is "could not tell" and preserves (invariant 7). A removed worktree's branch is
 dropped only while it still points at the recorded base commit, so committed work is never deleted.
-
-Git's stderr may name paths; it is kept in ``WorktreeError.detail`` for local logs and never enters
-the error's text, which carries only a bounded operation and reason.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,23 +30,14 @@ from fleetd.errors import WorktreeError
 
 __all__ = [
     "FakeWorktrees",
-    "GitWorktrees",
     "Worktree",
     "WorktreeOutcome",
     "Worktrees",
+    "check_arguments",
     "release_worktree",
 ]
 
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-# Variables that would point git at another repository than the one we name.
-_GIT_LOCATION_VARS = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_CEILING_DIRECTORIES",
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,88 +117,13 @@ async def release_worktree(
     return WorktreeOutcome(action=WorktreeAction.REMOVE, dirty=dirty, reason=reason)
 
 
-def _check_arguments(*, repo: Path, base: str, branch: str, path: Path) -> None:
+def check_arguments(*, repo: Path, base: str, branch: str, path: Path) -> None:
     """Refuse relative paths and names git would read as options."""
     names = (base, branch)
     if not all(names) or any(name.startswith("-") for name in names):
         raise WorktreeError("provision", "invalid_argument")
     if not (repo.is_absolute() and path.is_absolute()):
         raise WorktreeError("provision", "invalid_argument")
-
-
-class GitWorktrees:
-    """The real adapter: one ``git`` subprocess per call, bounded by ``timeout_seconds``."""
-
-    def __init__(self, *, git: str = "git", timeout_seconds: float = 60.0) -> None:
-        self._git = git
-        self._timeout = timeout_seconds
-
-    async def provision(self, *, repo: Path, base: str, branch: str, path: Path) -> Worktree:
-        op = "provision"
-        _check_arguments(repo=repo, base=base, branch=branch, path=path)
-        out = await self._run(op, repo, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
-        commit = out.strip()
-        await self._run(
-            op, repo, "worktree", "add", "--quiet", "-b", branch, "--", str(path), commit
-        )
-        return Worktree(repo=repo, path=path, branch=branch, base_ref=base, base_commit=commit)
-
-    async def is_dirty(self, worktree: Worktree) -> bool:
-        out = await self._run(
-            "is_dirty",
-            worktree.path,
-            "status",
-            "--porcelain=v1",
-            "--untracked-files=normal",
-            "--ignore-submodules=none",
-            ceiling=worktree.path.parent,
-        )
-        return bool(out.strip())
-
-    async def commits_ahead(self, worktree: Worktree) -> int:
-        span = f"{worktree.base_commit}..refs/heads/{worktree.branch}"
-        out = await self._run("commits_ahead", worktree.repo, "rev-list", "--count", span)
-        return int(out.strip())
-
-    async def remove(self, worktree: Worktree, *, delete_branch: bool = False) -> None:
-        op, repo, ref = "remove", worktree.repo, f"refs/heads/{worktree.branch}"
-        await self._run(op, repo, "worktree", "remove", "--", str(worktree.path))
-        if not delete_branch:
-            return
-        out = await self._run(op, repo, "for-each-ref", "--format=%(refname) %(objectname)", ref)
-        if f"{ref} {worktree.base_commit}" in out.splitlines():
-            # The old-value argument makes git refuse if the branch moved since we looked.
-            await self._run(op, repo, "update-ref", "-d", ref, worktree.base_commit)
-
-    async def _run(self, operation: str, cwd: Path, *args: str, ceiling: Path | None = None) -> str:
-        env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
-        env |= {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-        if ceiling is not None:
-            # Stop git from walking up into an enclosing repository when cwd is not a worktree.
-            env["GIT_CEILING_DIRECTORIES"] = str(ceiling)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                self._git,
-                "-C",
-                str(cwd),
-                *args,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
-            )
-        except OSError as exc:
-            raise WorktreeError(operation, "git_unavailable", detail=str(exc)) from exc
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), self._timeout)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise WorktreeError(operation, "timeout") from None
-        if proc.returncode != 0:
-            detail = err.decode("utf-8", "replace").strip()
-            raise WorktreeError(operation, "git_failed", detail=detail, returncode=proc.returncode)
-        return out.decode("utf-8", "replace")
 
 
 class FakeWorktrees:
@@ -244,7 +156,7 @@ class FakeWorktrees:
         self.branches[(worktree.repo, worktree.branch)] += count
 
     async def provision(self, *, repo: Path, base: str, branch: str, path: Path) -> Worktree:
-        _check_arguments(repo=repo, base=base, branch=branch, path=path)
+        check_arguments(repo=repo, base=base, branch=branch, path=path)
         if path in self.live or (repo, branch) in self.branches:
             raise WorktreeError("provision", "git_failed", returncode=128)
         commit = hashlib.sha1(f"{repo}\0{base}".encode(), usedforsecurity=False).hexdigest()

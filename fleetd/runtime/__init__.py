@@ -1,0 +1,19 @@
+"""The runtime: the scheduler and its loops, the control link, the health monitor and fleet views.
+
+The names other fleetd packages build on are re-exported here; everything else in the package is
+internal to it.
+"""
+
+from fleetd.runtime.fleet_view import FleetViewBuilder
+from fleetd.runtime.link import LinkObserver, LinkState
+from fleetd.runtime.monitor import FleetHealthMonitor
+from fleetd.runtime.scheduler import Loop, Scheduler
+
+__all__ = [
+    "FleetHealthMonitor",
+    "FleetViewBuilder",
+    "LinkObserver",
+    "LinkState",
+    "Loop",
+    "Scheduler",
+]

@@ -49,11 +49,11 @@ def coverage(health: HealthConfig) -> dict[str, Any]:
 
 
 def link_view(
-    link: LinkState, *, classified: ControlLinkState | None, now: datetime, interval: float
+    link: LinkState, *, classified: ControlLinkState | None, now: datetime, interval: timedelta
 ) -> dict[str, Any]:
     """The control link for ``fleet_list``, ``/healthz`` and the link gauge: health's verdict,
     or (health off) the calls judged over the same two-snapshot window."""
-    window = timedelta(seconds=TWO_SNAPSHOTS * interval)
+    window = TWO_SNAPSHOTS * interval
     return link.view(classified, now=now, window=window)
 
 

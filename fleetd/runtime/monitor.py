@@ -70,7 +70,7 @@ class FleetHealthMonitor:
         return self.dispatcher.routing
 
     def interval(self) -> float:
-        return float(self.config.current.health.snapshot_interval_seconds)
+        return self.config.current.health.snapshot_interval.total_seconds()
 
     async def tick(self) -> None:
         """One fleet tick; a disabled monitor does no herdr or pane work at all."""
@@ -128,7 +128,10 @@ class FleetHealthMonitor:
     def link_view(self, link: LinkState) -> dict[str, Any]:
         """The control link for ``fleet_list``, ``/healthz`` and the link gauge."""
         return health_views.link_view(
-            link, classified=self.classified_link(), now=self.clock.now(), interval=self.interval()
+            link,
+            classified=self.classified_link(),
+            now=self.clock.now(),
+            interval=self.config.current.health.snapshot_interval,
         )
 
     def member_health(self, session_id: str) -> dict[str, Any] | None:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+import fleetd.bridge.git_worktrees as adapter
+import fleetd.bridge.worktrees as port
+from fleetd.bridge.git_worktrees import GitWorktrees
 from fleetd.bridge.release import ReleaseCause, WorktreeAction, WorktreeReason, worktree_action
 from fleetd.bridge.worktrees import (
     FakeWorktrees,
-    GitWorktrees,
     Worktree,
     Worktrees,
     release_worktree,
@@ -455,3 +460,17 @@ async def test_any_dirty_check_failure_preserves(tmp_path: Path) -> None:
     assert (outcome.action, outcome.dirty) == (WorktreeAction.PRESERVE, None)
     assert isinstance(outcome.error, RuntimeError)
     assert fake.removed == []
+
+
+def test_the_port_module_holds_no_git_adapter() -> None:
+    """The port, its double and the release policy run no process; git lives in its own adapter."""
+
+    def imported(module: ModuleType) -> set[str]:
+        tree = ast.parse(inspect.getsource(module))
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        return names | {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+
+    assert not imported(port) & {"asyncio", "os", "subprocess"}
+    assert not hasattr(port, "GitWorktrees")
+    assert {"asyncio", "fleetd.bridge.worktrees"} <= imported(adapter)
+    assert adapter.GitWorktrees.__module__ == "fleetd.bridge.git_worktrees"
