@@ -33,7 +33,6 @@ from fleetd.errors import (
     ConflictError,
     InboxError,
     InboxRetryError,
-    InvalidArgumentsError,
     NoOpenTaskError,
 )
 from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
@@ -41,7 +40,7 @@ from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
 if TYPE_CHECKING:
     from fleetd.bridge.service import Bridge
 
-__all__ = ["Replies", "encodable", "reply_record"]
+__all__ = ["Replies", "reply_record"]
 
 _log = logging.getLogger("fleetd.bridge")
 
@@ -67,12 +66,6 @@ class Replies:
 
     async def _reply(self, *, session_id: str, content: str) -> dict[str, object]:
         bridge = self._bridge
-        if not encodable(content):
-            raise InvalidArgumentsError(
-                "content is not valid Unicode text (lone surrogate)",
-                path="content",
-                rule="invalid_unicode",
-            )
         session = bridge.roster.get(session_id)
         if session is None or not session.live:
             raise ConflictError("this session is no longer live")
@@ -162,15 +155,6 @@ def reply_record(
         ticket=ticket.ticket_id if ticket else None,
         source=source,
     )
-
-
-def encodable(text: str) -> bool:
-    """Text that can travel as UTF-8 (JSON allows lone surrogates; herdr and AMQP do not)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _settled(task: asyncio.Future[dict[str, object]]) -> None:

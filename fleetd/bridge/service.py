@@ -21,7 +21,7 @@ from pathlib import Path
 from fleetd.bridge.delivery import Deliverer
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.release import ReleaseCause
-from fleetd.bridge.replies import Replies, encodable, reply_record
+from fleetd.bridge.replies import Replies, reply_record
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import ResultSource, TaskBook, Ticket
@@ -119,12 +119,6 @@ class Bridge:
                 f"prompt is longer than api.maxPromptChars ({limit} characters)",
                 path="prompt",
                 rule="string_too_long",
-            )
-        if not encodable(prompt):
-            raise InvalidArgumentsError(
-                "prompt is not valid Unicode text (lone surrogate)",
-                path="prompt",
-                rule="invalid_unicode",
             )
         session = self.find_owned(owner, target)
         if session.session_id in self.roster.gates:
