@@ -70,11 +70,8 @@ class Deliverer:
     async def poll_once(self) -> None:
         bridge = self._bridge
         polled = [s for s in bridge.roster.needs_poll() if s.live]
-        self._unreadable = {
-            sid: code
-            for sid, code in self._unreadable.items()
-            if sid in {s.session_id for s in polled}
-        }
+        watched = {s.session_id for s in polled}
+        self._unreadable = {sid: c for sid, c in self._unreadable.items() if sid in watched}
         for session in polled:
             try:
                 info = await bridge.control.get_agent(session.name)
