@@ -87,7 +87,9 @@ class _BrokerRecordFilter(logging.Filter):
 
     A level cap alone is not enough: a handler-level filter also covers a record that reaches the
     handler from a child logger someone else turned up, and arguments (frames, messages,
-    connections) are replaced by their type names, so no body or URL is ever formatted.
+    connections) are replaced by their type names, so no body or URL is ever formatted. An attached
+    exception is withheld the same way: its class name joins the line instead of a chained trace
+    (aiormq logs one for every lost connection) whose text could carry a frame.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -99,6 +101,10 @@ class _BrokerRecordFilter(logging.Filter):
             record.args = tuple(f"<{type(arg).__name__}>" for arg in record.args)
         elif isinstance(record.args, Mapping):
             record.args = {name: f"<{type(v).__name__}>" for name, v in record.args.items()}
+        if record.exc_info and record.exc_info[0] is not None:
+            record.msg = f"{record.msg} ({record.exc_info[0].__name__})"
+            record.exc_info = None
+            record.exc_text = None
         return True
 
 

@@ -123,3 +123,26 @@ def test_debug_logging_never_writes_a_message_body(tmp_path: Path) -> None:
     assert "DEBUG" in output  # the level really was DEBUG
     assert marker not in output
     assert "guest:guest" not in output
+
+
+def test_a_lost_broker_connection_is_one_log_line_without_its_trace() -> None:
+    """aiormq logs a chained traceback for every lost connection; under `fleetd serve`'s logging
+    (a fresh interpreter, as serve sets it up) it is one line naming the exception class, and the
+    exception's text is not written."""
+    program = (
+        "import logging\n"
+        "from fleetd.cli import configure_logging\n"
+        "configure_logging('INFO')\n"
+        "try:\n"
+        "    raise ConnectionError('frame carrying secret-body-marker-9c1d')\n"
+        "except ConnectionError:\n"
+        "    logging.getLogger('aiormq.connection').warning(\n"
+        "        'Cancelling cause reader exited abnormally', exc_info=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "secret-body-marker-9c1d" not in done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.endswith("Cancelling cause reader exited abnormally (ConnectionError)")
