@@ -24,8 +24,7 @@ from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
-from fleetd.bridge.spawn import SpawnRequest, spawn_member
-from fleetd.bridge.view import session_row
+from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock, SystemClock
 from fleetd.config import ConfigRef, FleetdConfig, ReloadStatus
@@ -190,7 +189,15 @@ def build_service(
         revoke=authenticator.revoke,
         runs=runs,
     )
-    push = PushLoop(bridge)
+    push = PushLoop(
+        control=observed,
+        clock=clock,
+        settings=lambda: config.current,
+        metrics=metrics,
+        inbox=inbox,
+        outbox=bridge.outbox,
+        view=bridge.view,
+    )
     health = FleetHealthMonitor(
         clock=clock, control=observed, bridge=bridge, push=push, config=config, metrics=metrics
     )
@@ -205,14 +212,13 @@ def build_service(
     registry = ToolRegistry()
 
     async def spawn(request: SpawnRequest) -> dict[str, Any]:
-        session = await spawn_member(
-            bridge,
+        session = await bridge.spawn(
             request,
             mint_token=authenticator.mint_member_token,
             base_url=config.current.api.base_url,
             session_root=manifest_root / SESSIONS_DIR,
         )
-        return session_row(bridge, session, now=clock.now())
+        return bridge.view.session_row(session, now=clock.now())
 
     register_fleet_tools(registry, bridge=bridge, fleet_view=view.build, spawn=spawn)
 
@@ -242,7 +248,7 @@ def build_service(
     service.scheduler.add(
         Loop(
             name="status-poller",
-            step=bridge.deliverer.poll_once,
+            step=bridge.poll_once,
             interval=settings.herdr.status_poll_interval.total_seconds,  # restart-only key
         )
     )
@@ -297,7 +303,7 @@ def _feed_metrics(
 
     def count_sessions() -> None:
         counts: dict[tuple[str, str], int] = {}
-        for session in bridge.roster.live():
+        for session in bridge.live_members():
             key = (session.profile, session.state.value)
             counts[key] = counts.get(key, 0) + 1
         metrics.sessions.clear()

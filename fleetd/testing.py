@@ -97,11 +97,11 @@ class TestFleet:
     async def poll(self, seconds: float = 0.25) -> None:
         """Move the clock, then run one status-poller pass."""
         self.clock.advance(seconds)
-        await self.bridge.deliverer.poll_once()
+        await self.bridge.poll_once()
 
     def member(self, session_id: str) -> Caller:
         """The caller a member's own token resolves to."""
-        session = self.bridge.roster.get(session_id)
+        session = self.bridge.session(session_id)
         assert session is not None
         assert session.pane_id is not None
         token = self.control.env_of(session.pane_id)["FLEETD_TOKEN"]
@@ -115,7 +115,7 @@ class TestFleet:
         return session_id
 
     def set_status(self, session_id: str, status: AgentStatus) -> None:
-        session = self.bridge.roster.get(session_id)
+        session = self.bridge.session(session_id)
         assert session is not None
         self.control.set_status(session.name, status)
 

@@ -27,7 +27,6 @@ from fleetd.bridge.backlog import member_backlogs, read_lead_stats
 from fleetd.bridge.release import stop_cause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.spawn import SpawnRequest
-from fleetd.bridge.view import session_row
 from fleetd.errors import (
     HerdrError,
     InvalidArgumentsError,
@@ -142,7 +141,7 @@ def register_fleet_tools(
 
     async def fleet_poll(caller: Caller, p: PollParams) -> dict[str, Any]:
         if p.ticket is not None:
-            ticket = bridge.tasks.get(p.ticket)
+            ticket = bridge.ticket(p.ticket)
             if ticket is None or ticket.owner != caller.name:
                 raise _unknown_ticket(bridge, p.ticket)
             return ticket.public()
@@ -155,8 +154,8 @@ def register_fleet_tools(
     async def fleet_status(caller: Caller, p: StatusParams) -> dict[str, Any]:
         session = bridge.find_owned(caller.name, p.session_id, released=True)
         stats = await read_lead_stats(bridge.inbox, [session.owner])
-        backlog = member_backlogs(stats, bridge.roster.sessions.values()).get(session.session_id)
-        row = session_row(bridge, session, now=bridge.clock.now(), backlog=backlog)
+        backlog = member_backlogs(stats, bridge.sessions()).get(session.session_id)
+        row = bridge.view.session_row(session, now=bridge.clock.now(), backlog=backlog)
         if session.live:  # herdr's status now, not what the poller saw while it last watched
             try:
                 row["liveStatus"] = (
@@ -179,7 +178,7 @@ def register_fleet_tools(
         if orphan is not None and orphan.mark.owner == caller.name:
             return await bridge.orphans.stop(orphan)
         session = bridge.find_owned(caller.name, target)
-        pending = bool(bridge.tasks.pending_for(session.session_id))
+        pending = bool(bridge.pending_for(session.session_id))
         cause = stop_cause(session.state.value, pending)
         return await bridge.release(session, cause)
 

@@ -13,16 +13,9 @@ from fleetd.bridge.push import PushLoop
 from fleetd.bridge.release import ReleaseCause, WorktreeAction, stop_cause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionState
-from fleetd.bridge.spawn import SpawnRequest, spawn_member
+from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.tasks import Delivery, ResultSource, TicketOutcome
-from fleetd.bridge.view import (
-    capacity_view,
-    health_settings,
-    member_view,
-    profile_inputs,
-    session_row,
-)
-from fleetd.bridge.work_product import measure_terminal_edges
+from fleetd.bridge.view import BridgeView, health_settings, profile_inputs
 from fleetd.bridge.worktrees import FakeWorktrees, Worktrees
 
 __all__ = [
@@ -30,6 +23,7 @@ __all__ = [
     "SESSIONS_DIR",
     "TRANSITIONS",
     "Bridge",
+    "BridgeView",
     "Delivery",
     "FakeWorktrees",
     "GitWorktrees",
@@ -45,15 +39,10 @@ __all__ = [
     "TicketOutcome",
     "WorktreeAction",
     "Worktrees",
-    "capacity_view",
     "health_settings",
     "load_manifests",
-    "measure_terminal_edges",
     "member_backlogs",
-    "member_view",
     "profile_inputs",
     "read_lead_stats",
-    "session_row",
-    "spawn_member",
     "stop_cause",
 ]

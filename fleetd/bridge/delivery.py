@@ -25,28 +25,33 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
+from fleetd.bridge.completion import TurnCompletion
 from fleetd.bridge.evidence import FatalScreenSeen
+from fleetd.bridge.lifecycle import TargetLifecycle
+from fleetd.bridge.mutes import MuteLog
 from fleetd.bridge.prompt_policy import (
     PromptOutcome,
     RetryBudget,
     classify_prompt_error,
     retry_delay,
 )
+from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
-from fleetd.bridge.tasks import Delivery, ResultSource, Ticket
+from fleetd.bridge.tasks import Delivery, ResultSource, TaskBook, Ticket
 from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, InFlightTurn, TurnToken
+from fleetd.clock import Clock
+from fleetd.config import FleetdConfig
 from fleetd.errors import ControlLinkError, HerdrError, TargetNotFoundError
+from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo, AgentStatus, ReadSource
+from fleetd.metrics import Metrics
 from fleetd.screens.extract import Extraction, extract_assistant_block
 from fleetd.screens.fatal import FatalSignature, match_fatal
 from fleetd.screens.kinds import parse_agent_kind
 from fleetd.screens.markers import FallbackReason, render_fallback
-
-if TYPE_CHECKING:
-    from fleetd.bridge.service import Bridge
 
 __all__ = ["Deliverer"]
 
@@ -63,20 +68,39 @@ LATE_REPLY_WINDOW = timedelta(seconds=2)
 class Deliverer:
     """The poller step: one pass over every session with outstanding work."""
 
-    def __init__(self, bridge: Bridge) -> None:
-        self._bridge = bridge
+    def __init__(
+        self,
+        *,
+        control: AgentControl,
+        roster: Roster,
+        tasks: TaskBook,
+        clock: Clock,
+        settings: Callable[[], FleetdConfig],
+        metrics: Metrics,
+        lifecycle: TargetLifecycle,
+        completion: TurnCompletion,
+        mutes: MuteLog,
+    ) -> None:
+        self._control = control
+        self._roster = roster
+        self._tasks = tasks
+        self._clock = clock
+        self._settings = settings
+        self._metrics = metrics
+        self._lifecycle = lifecycle
+        self._completion = completion
+        self._mutes = mutes
         self._unreadable: dict[str, str] = {}  # session -> the error its lookup answers (live)
 
     async def poll_once(self) -> None:
-        bridge = self._bridge
-        polled = [s for s in bridge.roster.needs_poll() if s.live]
+        polled = [s for s in self._roster.needs_poll() if s.live]
         watched = {s.session_id for s in polled}
         self._unreadable = {sid: c for sid, c in self._unreadable.items() if sid in watched}
         for session in polled:
             try:
-                info = await bridge.control.get_agent(session.name)
+                info = await self._control.get_agent(session.name)
             except TargetNotFoundError as exc:
-                await bridge.on_target_not_found(session, exc.code)
+                await self._lifecycle.target_not_found(session, exc.code)
                 continue
             except ControlLinkError:
                 return  # the link is down: nothing can be judged this pass
@@ -85,9 +109,9 @@ class Deliverer:
                 continue
             if self._unreadable.pop(session.session_id, None) is not None:
                 _log.info("session %s: herdr answers for it again", session.session_id)
-            bridge.roster.live_status[session.session_id] = info.agent_status.value
+            self._roster.live_status[session.session_id] = info.agent_status.value
             await self._step(session, info)
-        await bridge.check_readiness()
+        await self._lifecycle.check_readiness()
 
     def _skip(self, session: Session, code: str) -> None:
         """herdr answered this agent's lookup with an error that is not target loss: nothing is
@@ -101,19 +125,17 @@ class Deliverer:
         self._unreadable[session.session_id] = code
 
     async def _step(self, session: Session, info: AgentInfo) -> None:
-        bridge = self._bridge
         if session.state is SessionState.SPAWNING:
-            await bridge.on_start_progress(session, info)
+            await self._lifecycle.start_progress(session, info)
             return
-        turn = bridge.roster.inflight.get(session.session_id)
+        turn = self._roster.inflight.get(session.session_id)
         if turn is not None:
             await self._watch_turn(session, turn, info.agent_status)
             return
         await self.inject_next(session, info.agent_status)
 
     async def _watch_turn(self, session: Session, turn: InFlightTurn, status: AgentStatus) -> None:
-        bridge = self._bridge
-        now = bridge.clock.now()
+        now = self._clock.now()
         if status is AgentStatus.WORKING:
             turn.saw_working = True
             turn.boundary_at = None
@@ -126,11 +148,11 @@ class Deliverer:
             if now - turn.boundary_at >= REPLY_GRACE:
                 await self._fallback(session, turn)
             return
-        submit_window = bridge.settings().bridge.submit_retry
+        submit_window = self._settings().bridge.submit_retry
         if not turn.resubmitted and now - turn.delivered_at >= submit_window:
             turn.resubmitted = True
             try:
-                await bridge.control.send_keys(session.name, ["enter"])
+                await self._control.send_keys(session.name, ["enter"])
             except HerdrError as exc:
                 _log.warning("session %s: Enter re-submit failed: %s", session.session_id, exc.code)
 
@@ -141,11 +163,10 @@ class Deliverer:
         Claude Code or Codex turn as ``idle``, so this boundary is where such a turn ends. A match
         is named in the result's markers and recorded on the session for ERROR_ON_SCREEN.
         """
-        bridge = self._bridge
-        max_chars = bridge.settings().bridge.max_scrape_chars
+        max_chars = self._settings().bridge.max_scrape_chars
         fatal: FatalSignature | None = None
         try:
-            read = await bridge.control.read(_pane(session), ReadSource.VISIBLE)
+            read = await self._control.read(_pane(session), ReadSource.VISIBLE)
         except HerdrError:
             extraction = Extraction.read_failed()
         else:
@@ -156,10 +177,10 @@ class Deliverer:
         source = (
             ResultSource.FALLBACK if extraction.marker_recognised else ResultSource.RAW_FALLBACK
         )
-        if await bridge.complete_turn(session, turn.token, content=content, source=source):
-            session.fallback_at = bridge.clock.now()
-            bridge.metrics.mute_total.labels(profile=session.profile).inc()
-            bridge.note_mute(session)
+        if await self._completion.complete(session, turn.token, content=content, source=source):
+            session.fallback_at = now = self._clock.now()
+            self._metrics.mute_total.labels(profile=session.profile).inc()
+            self._mutes.note(session_id=session.session_id, profile=session.profile, at=now)
             if fatal is not None:
                 session.fatal_screen = FatalScreenSeen(
                     signature_id=fatal.id, ticket=turn.token.ticket_id, turn=turn.token.turn
@@ -172,30 +193,29 @@ class Deliverer:
         here. Nothing is typed into a member that herdr does not show at its prompt, and a
         refused prompt waits out its backoff.
         """
-        bridge = self._bridge
         sid = session.session_id
-        queue = bridge.roster.queues.get(sid)
+        queue = self._roster.queues.get(sid)
         if (
             not queue
             or session.state not in (SessionState.READY, SessionState.DONE)
-            or sid in bridge.roster.inflight
-            or sid in bridge.roster.gates
-            or sid in bridge.roster.delivering
+            or sid in self._roster.inflight
+            or sid in self._roster.gates
+            or sid in self._roster.delivering
         ):
             return
         ticket = queue[0]
-        now = bridge.clock.now()
+        now = self._clock.now()
         if ticket.retry_at is not None and now < ticket.retry_at:
             return
         if session.fallback_at is not None and now - session.fallback_at < LATE_REPLY_WINDOW:
             return  # a late reply to the turn just read from the pane may still be on its way
-        bridge.roster.delivering.add(sid)  # one prompt at a time per target: never typed twice
+        self._roster.delivering.add(sid)  # one prompt at a time per target: never typed twice
         try:
             if status is None:
                 try:
-                    status = (await bridge.control.get_agent(session.name)).agent_status
+                    status = (await self._control.get_agent(session.name)).agent_status
                 except TargetNotFoundError as exc:
-                    await bridge.on_target_not_found(session, exc.code)
+                    await self._lifecycle.target_not_found(session, exc.code)
                     return
                 except HerdrError:
                     return  # nothing was sent: stays at the head of the queue
@@ -203,11 +223,11 @@ class Deliverer:
                 return
             outcome, code = await self._prompt(session, ticket.prompt or "")
         finally:
-            bridge.roster.delivering.discard(sid)
+            self._roster.delivering.discard(sid)
         if outcome is PromptOutcome.NOT_SENT:
             return  # nothing reached herdr: stays at the head of the queue
         if outcome is PromptOutcome.TARGET_LOST:
-            await bridge.on_target_not_found(session, code)
+            await self._lifecycle.target_not_found(session, code)
         if outcome in (PromptOutcome.REFUSED, PromptOutcome.TARGET_LOST):
             self._refused(session, ticket, code)
             return
@@ -218,10 +238,10 @@ class Deliverer:
             # turn opens as delivered, and the ticket says the delivery is uncertain.
             _log.warning("session %s: prompt delivery uncertain (%s)", sid, code)
         queue.popleft()
-        now = bridge.clock.now()
+        now = self._clock.now()
         session.apply(SessionEvent.DELIVERED, now)
         delivery = Delivery.UNCERTAIN if outcome is PromptOutcome.UNCERTAIN else Delivery.CONFIRMED
-        bridge.tasks.mark_delivered(ticket, turn=session.turn, now=now, delivery=delivery)
+        self._tasks.mark_delivered(ticket, turn=session.turn, now=now, delivery=delivery)
         token = TurnToken(
             token_id=f"turn-{secrets.token_hex(6)}",
             session_id=sid,
@@ -229,13 +249,13 @@ class Deliverer:
             turn=session.turn,
         )
         turn = InFlightTurn(token=token, delivered_at=now)
-        bridge.roster.inflight[sid] = turn
+        self._roster.inflight[sid] = turn
         turn.baseline = await self._capture_baseline(session, token)
 
     async def _prompt(self, session: Session, prompt: str) -> tuple[PromptOutcome, str]:
         """One ``agent.prompt`` and what its answer means (see :mod:`~.prompt_policy`)."""
         try:
-            await self._bridge.control.prompt(session.name, prompt)
+            await self._control.prompt(session.name, prompt)
         except HerdrError as exc:
             link = isinstance(exc, ControlLinkError)
             return classify_prompt_error(exc.code, link=link), exc.code
@@ -243,13 +263,12 @@ class Deliverer:
 
     def _refused(self, session: Session, ticket: Ticket, code: str) -> None:
         """herdr typed nothing: try again after a backoff, or fail the ticket past the budget."""
-        bridge = self._bridge
-        queue = bridge.roster.queues.get(session.session_id)
+        queue = self._roster.queues.get(session.session_id)
         if ticket.terminal or not queue or queue[0] is not ticket:
             return  # failed with its target, or cancelled meanwhile
-        config = bridge.settings().bridge
+        config = self._settings().bridge
         budget = RetryBudget(retries=config.prompt_retries, base=config.prompt_retry_base)
-        now = bridge.clock.now()
+        now = self._clock.now()
         ticket.refusals += 1
         delay = retry_delay(ticket.refusals, budget)
         if delay is not None:
@@ -262,7 +281,7 @@ class Deliverer:
             ticket.refusals,
             code,
         )
-        bridge.tasks.fail(
+        self._tasks.fail(
             ticket.ticket_id,
             reason="prompt_refused",
             now=now,
@@ -274,14 +293,13 @@ class Deliverer:
         )
 
     async def _capture_baseline(self, session: Session, token: TurnToken) -> DeliveryBaseline:
-        bridge = self._bridge
-        max_chars = bridge.settings().bridge.max_scrape_chars
+        max_chars = self._settings().bridge.max_scrape_chars
         try:
-            read = await bridge.control.read(_pane(session), ReadSource.VISIBLE)
+            read = await self._control.read(_pane(session), ReadSource.VISIBLE)
         except HerdrError:
             return DeliveryBaseline(
                 token_id=token.token_id,
-                captured_at=bridge.clock.now(),
+                captured_at=self._clock.now(),
                 source="visible",
                 text="",
                 marker_recognised=False,
@@ -292,7 +310,7 @@ class Deliverer:
         )
         return DeliveryBaseline(
             token_id=token.token_id,
-            captured_at=bridge.clock.now(),
+            captured_at=self._clock.now(),
             source="visible",
             text=extraction.text,
             marker_recognised=extraction.marker_recognised,

@@ -29,20 +29,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fleetd.bridge.manifests import PreservedWorktree, manifest_path, write_manifest
 from fleetd.bridge.marks import SESSIONS_DIR, MemberMark, load_marks, remove_mark
 from fleetd.bridge.release import ReleaseCause, WorktreeAction
+from fleetd.clock import Clock
 from fleetd.errors import FleetdError, HerdrError, TargetNotFoundError, UnavailableError
+from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
-
-if TYPE_CHECKING:
-    from fleetd.bridge.service import Bridge
 
 __all__ = ["ORPHANED", "Matched", "Orphan", "OrphanBook", "match_marks"]
 
@@ -89,14 +87,28 @@ def match_marks(marks: Iterable[MemberMark], agents: Iterable[AgentInfo]) -> Mat
 class OrphanBook:
     """The orphans one bridge knows of, and the marks it has still to match."""
 
-    def __init__(self, bridge: Bridge) -> None:
-        self._bridge = bridge
+    def __init__(
+        self,
+        *,
+        control: AgentControl,
+        clock: Clock,
+        manifest_root: Path,
+        run: str,
+        on_failure: Callable[[str], None],
+    ) -> None:
+        """``run`` is this run's id (its own marks are not orphans); ``on_failure`` hears of a
+        manifest that could not be written."""
+        self._control = control
+        self._clock = clock
+        self._manifest_root = manifest_root
+        self._run = run
+        self._on_failure = on_failure
         self._unmatched: tuple[MemberMark, ...] | None = None  # None: marks not loaded yet
         self._orphans: dict[str, Orphan] = {}
 
     @property
     def _sessions(self) -> Path:
-        return self._bridge.manifest_root / SESSIONS_DIR
+        return self._manifest_root / SESSIONS_DIR
 
     def members(self) -> list[Orphan]:
         """Every orphan, oldest spawn first."""
@@ -118,18 +130,18 @@ class OrphanBook:
         """Load the marks of earlier runs once, then match them and the orphans with one list."""
         if self._unmatched is None:
             marks = await asyncio.to_thread(load_marks, self._sessions)
-            current = self._bridge.runs.current
+            current = self._run
             self._unmatched = tuple(m for m in marks if m.run != current)
         if not self._unmatched and not self._orphans:
             return
         try:
-            agents = await self._bridge.control.list_agents()
+            agents = await self._control.list_agents()
         except HerdrError:
             return  # nothing is decided without a list; the next check tries again
         watched = (*self._unmatched, *(o.mark for o in self._orphans.values()))
         matched = match_marks(watched, agents)
         self._unmatched = ()
-        now = self._bridge.clock.now()
+        now = self._clock.now()
         for mark in matched.running:
             if mark.session_id not in self._orphans:
                 self._orphans[mark.session_id] = Orphan(mark=mark, found_at=now)
@@ -145,7 +157,7 @@ class OrphanBook:
     async def stop(self, orphan: Orphan) -> dict[str, object]:
         """Close an orphan's pane and preserve its worktree; nothing of its run is replayed."""
         try:
-            await self._bridge.control.close_pane(orphan.mark.pane_id)
+            await self._control.close_pane(orphan.mark.pane_id)
         except TargetNotFoundError:
             pass  # already gone: nothing left to close
         except HerdrError as exc:
@@ -175,7 +187,7 @@ class OrphanBook:
         """Write a manifest for the worktree, unless its release already wrote one."""
         tree = mark.worktree
         assert tree is not None
-        root = self._bridge.manifest_root
+        root = self._manifest_root
         if await asyncio.to_thread(manifest_path(root, mark.session_id).exists):
             return  # its release already recorded it
         if not await asyncio.to_thread(tree.path.exists):
@@ -191,12 +203,12 @@ class OrphanBook:
                 branch=tree.branch,
                 base_commit=tree.base_commit,
                 cause=cause,
-                released_at=self._bridge.clock.now(),
+                released_at=self._clock.now(),
                 state=ORPHANED,
             )
             await asyncio.to_thread(write_manifest, root, manifest)
         except (FleetdError, ValueError) as exc:
-            self._bridge.teardown_failures.append(f"manifest:{mark.session_id}")
+            self._on_failure(f"manifest:{mark.session_id}")
             _log.warning("session %s: manifest not written: %s", mark.session_id, exc)
         _log.warning(
             "session %s of a previous run: worktree preserved at %s (%s)",

@@ -30,20 +30,23 @@ caps hold.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs
 from fleetd.bridge.prompt_policy import PromptOutcome, classify_prompt_error
-from fleetd.bridge.view import health_settings, member_view, profile_inputs
+from fleetd.bridge.view import BridgeView, health_settings, profile_inputs
+from fleetd.clock import Clock
+from fleetd.config import FleetdConfig
 from fleetd.errors import ControlLinkError, FleetdError, HerdrError
 from fleetd.health.capacity import CapacitySummary, capacity_summary
 from fleetd.health.snapshot import FleetSnapshot, LiveView
+from fleetd.herdr.control import AgentControl
+from fleetd.inbox.outbox import LeadOutbox
+from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.records import InboxStats
-
-if TYPE_CHECKING:
-    from fleetd.bridge.service import Bridge
+from fleetd.metrics import Metrics
 
 __all__ = ["NUDGE_SPACING", "PushLoop", "PushOutcome", "heartbeat_text"]
 
@@ -72,25 +75,35 @@ class PushOutcome:
     last_heartbeat_at: datetime | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class PushLoop:
-    """One pass per interval over the configured leads."""
+    """One pass per interval over the configured leads.
 
-    bridge: Bridge
+    It reads the inbox's figures (``inbox``), flushes what the ``outbox`` holds first, and reads
+    the members through the bridge's ``view``; herdr is asked only about leads.
+    """
+
+    control: AgentControl
+    clock: Clock
+    settings: Callable[[], FleetdConfig]
+    metrics: Metrics
+    inbox: ReplyInbox
+    outbox: LeadOutbox
+    view: BridgeView
     outcomes: dict[str, PushOutcome] = field(default_factory=dict)
 
     async def push_once(self) -> None:
-        await self.bridge.flush_unpublished()
-        config = self.bridge.settings()
+        await self.outbox.flush()
+        config = self.settings()
         cap = config.bridge.push.max_nudges_per_item
         all_stats: dict[str, InboxStats] = {}
         for lead in config.leads:
             outcome = self.outcomes.setdefault(lead.name, PushOutcome(lead=lead.name))
             try:
-                all_stats[lead.name] = await self.bridge.inbox.stats(lead.name)
+                all_stats[lead.name] = await self.inbox.stats(lead.name)
             except FleetdError as exc:
                 outcome.last_error = type(exc).__name__
-        backlogs = member_backlogs(all_stats, self.bridge.roster.sessions.values())
+        backlogs = member_backlogs(all_stats, self.view.roster.sessions.values())
         for lead in config.leads:
             stats = all_stats.get(lead.name)
             if stats is None:
@@ -111,10 +124,10 @@ class PushLoop:
     async def _maybe_heartbeat(
         self, lead: str, agent: str, outcome: PushOutcome, backlogs: dict[str, MemberBacklog]
     ) -> None:
-        config = self.bridge.settings()
+        config = self.settings()
         push = config.bridge.push
-        now = self.bridge.clock.now()
-        live = self.bridge.roster.live()
+        now = self.clock.now()
+        live = self.view.roster.live()
         owned = [s for s in live if s.owner == lead]
         if not owned or push.heartbeat_max == 0:
             return
@@ -122,14 +135,14 @@ class PushLoop:
             FleetSnapshot(
                 live=LiveView(list_ok=False),
                 members=tuple(
-                    member_view(self.bridge, s, backlog=backlogs.get(s.session_id)) for s in live
+                    self.view.member_view(s, backlog=backlogs.get(s.session_id)) for s in live
                 ),
                 config=health_settings(config),
                 profiles=profile_inputs(config),
             ),
             now,
             owner=lead,
-            orphans=self.bridge.orphans.members(),
+            orphans=self.view.orphans.members(),
         )
         # A sequence is the beats that tell the lead one set of capacity facts. Facts that differ
         # from the last beat sent re-arm a new sequence only once they have held for a whole
@@ -152,10 +165,10 @@ class PushLoop:
         fresh = outcome.heartbeat_fingerprint is None or settled
         if not fresh and outcome.heartbeats_in_sequence >= push.heartbeat_max:
             return
-        if any(self.bridge.tasks.pending_for(s.session_id) for s in owned):
+        if any(self.view.tasks.pending_for(s.session_id) for s in owned):
             return  # work is in flight: its replies will reach the lead, no heartbeat needed
         try:
-            info = await self.bridge.control.get_agent(agent)
+            info = await self.control.get_agent(agent)
         except HerdrError as exc:
             outcome.last_error = exc.code
             return
@@ -163,7 +176,7 @@ class PushLoop:
         if not info.agent_status.at_prompt:
             return
         try:
-            await self.bridge.control.prompt(agent, heartbeat_text(summary))
+            await self.control.prompt(agent, heartbeat_text(summary))
         except HerdrError as exc:
             outcome.last_error = exc.code
             if not _maybe_typed(exc):
@@ -176,11 +189,11 @@ class PushLoop:
         outcome.heartbeats_in_sequence += 1
 
     async def _maybe_nudge(self, lead: str, agent: str, outcome: PushOutcome, cap: int) -> None:
-        now = self.bridge.clock.now()
+        now = self.clock.now()
         if outcome.last_nudge_at is not None and now - outcome.last_nudge_at < NUDGE_SPACING:
             return
         try:
-            info = await self.bridge.control.get_agent(agent)
+            info = await self.control.get_agent(agent)
         except HerdrError as exc:
             outcome.last_error = exc.code
             return
@@ -192,7 +205,7 @@ class PushLoop:
             f'Collect them with fleet_poll(target="{lead}").'
         )
         try:
-            await self.bridge.control.prompt(agent, text)
+            await self.control.prompt(agent, text)
         except HerdrError as exc:
             outcome.last_error = exc.code
             if not _maybe_typed(exc):
@@ -202,7 +215,7 @@ class PushLoop:
         outcome.last_nudge_at = now
         outcome.nudges_for_head += 1
         outcome.nudges_total += 1
-        self.bridge.metrics.nudges_total.labels(lead=lead).inc()
+        self.metrics.nudges_total.labels(lead=lead).inc()
         if outcome.nudges_for_head >= cap:
             outcome.cap_reached_at = now
             _log.warning("lead %s: inbox nudge cap reached with %d waiting", lead, outcome.depth)

@@ -23,24 +23,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
-from datetime import datetime
-from typing import TYPE_CHECKING
 
+from fleetd.bridge.completion import TurnCompletion, reply_record
+from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session
-from fleetd.bridge.tasks import ResultSource, Ticket
+from fleetd.bridge.tasks import ResultSource, TaskBook, Ticket
+from fleetd.clock import Clock
 from fleetd.errors import (
     ConflictError,
     InboxError,
     InboxRetryError,
     NoOpenTaskError,
 )
-from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
+from fleetd.inbox.outbox import LeadOutbox
+from fleetd.inbox.records import ReplySource
 
-if TYPE_CHECKING:
-    from fleetd.bridge.service import Bridge
-
-__all__ = ["Replies", "reply_record"]
+__all__ = ["Replies"]
 
 _log = logging.getLogger("fleetd.bridge")
 
@@ -50,13 +48,20 @@ _FALLBACKS = frozenset({ResultSource.FALLBACK, ResultSource.RAW_FALLBACK})
 class Replies:
     """The ``fleet_reply`` calls of one bridge."""
 
-    def __init__(self, bridge: Bridge) -> None:
-        self._bridge = bridge
-        self._storing: set[str] = set()  # sessions whose reply is being stored (bounded: live)
-
-    def storing(self, session_id: str) -> bool:
-        """True while the member's own reply is being stored: it wins or fails first."""
-        return session_id in self._storing
+    def __init__(
+        self,
+        *,
+        roster: Roster,
+        tasks: TaskBook,
+        clock: Clock,
+        outbox: LeadOutbox,
+        completion: TurnCompletion,
+    ) -> None:
+        self._roster = roster
+        self._tasks = tasks
+        self._clock = clock
+        self._outbox = outbox
+        self._completion = completion
 
     async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
         """Store the reply, then resolve the open turn (or keep it as a late reply)."""
@@ -65,24 +70,20 @@ class Replies:
         return await asyncio.shield(task)
 
     async def _reply(self, *, session_id: str, content: str) -> dict[str, object]:
-        bridge = self._bridge
-        session = bridge.roster.get(session_id)
+        session = self._roster.get(session_id)
         if session is None or not session.live:
             raise ConflictError("this session is no longer live")
-        turn = bridge.roster.inflight.get(session_id)
-        ticket = bridge.tasks.get(turn.token.ticket_id) if turn is not None else None
+        turn = self._roster.inflight.get(session_id)
+        ticket = self._tasks.get(turn.token.ticket_id) if turn is not None else None
         if turn is None or ticket is None or ticket.terminal:
             return await self._after_fallback(session, content)
         stored = not ticket.collected_sync  # a waiting fleet_send takes it from the ticket
         if stored:
-            self._storing.add(session_id)
-            try:
+            with self._completion.storing_reply(session_id):
                 if not await self._store(session, ticket, content, ReplySource.REPLY):
                     # another reply of this turn holds the ticket's id: keep this one apart
                     return await self._late(session, content)
-            finally:
-                self._storing.discard(session_id)
-        if await bridge.complete_turn(
+        if await self._completion.complete(
             session, turn.token, content=content, source=ResultSource.REPLY, stored=stored
         ):
             return {"accepted": True, "ticket": ticket.ticket_id, "late": False}
@@ -97,7 +98,7 @@ class Replies:
 
     async def _after_fallback(self, session: Session, content: str) -> dict[str, object]:
         """No turn is open: refused, unless the last turn was read from the pane (kept once)."""
-        last = self._bridge.tasks.last_delivered(session.session_id)
+        last = self._tasks.last_delivered(session.session_id)
         if last is None or last.source not in _FALLBACKS or last.late_reply:
             raise NoOpenTaskError(
                 "no task of yours is open: fleet_reply answers the task your lead sent, once",
@@ -120,12 +121,11 @@ class Replies:
         self, session: Session, ticket: Ticket | None, content: str, source: ReplySource
     ) -> bool:
         """Store a reply durably now, or refuse; False when its id was already taken."""
-        bridge = self._bridge
         record = reply_record(
-            session, ticket=ticket, content=content, source=source, now=bridge.clock.now()
+            session, ticket=ticket, content=content, source=source, now=self._clock.now()
         )
         try:
-            return await bridge.outbox.store(record)  # records held earlier go first
+            return await self._outbox.store(record)  # records held earlier go first
         except InboxError as exc:
             _log.warning(
                 "reply of %s refused: the inbox of %s cannot store it (%s)",
@@ -137,24 +137,6 @@ class Replies:
                 "the lead's inbox cannot store replies right now; your reply was not stored",
                 action="retry fleet_reply with the same content; your reply was not stored",
             ) from exc
-
-
-def reply_record(
-    session: Session, *, ticket: Ticket | None, content: str, source: ReplySource, now: datetime
-) -> InboxRecord:
-    """The inbox record of a reply (a ticket's reply is named after its ticket; a late reply to a
-    ticket gets an id of its own, so it never collides with the ticket's fallback record)."""
-    prefix = "late" if source is ReplySource.LATE else "reply"
-    return InboxRecord(
-        kind=MessageKind.REPLY,
-        msg_id=f"{prefix}-{ticket.ticket_id if ticket else secrets.token_hex(8)}",
-        target=session.name,
-        recipient_lead=session.owner,
-        created_at_epoch_millis=int(now.timestamp() * 1000),
-        content=content,
-        ticket=ticket.ticket_id if ticket else None,
-        source=source,
-    )
 
 
 def _settled(task: asyncio.Future[dict[str, object]]) -> None:

@@ -1,11 +1,21 @@
 """The bridge: leads delegate, members reply.
 
-:class:`Bridge` owns the roster, the tickets and the turn machinery, and is what the fleet tools
-call. It talks to herdr through the :class:`~fleetd.herdr.control.AgentControl` port, hands
-records to leads and drains their inboxes through the :class:`~fleetd.inbox.outbox.LeadOutbox`,
-and provisions worktrees through the :class:`~fleetd.bridge.worktrees.Worktrees` port. Every
-terminal cause for a target — stop, gone, never-ready, release — goes through
-:meth:`Bridge.fail_target_work`, the one idempotent target-wide failure operation.
+:class:`Bridge` composes the roster, the tickets and the turn machinery and is what the fleet tools
+and the runtime call, through a few named operations (``send``, ``reply``, ``spawn``,
+``release``, ``fail_target_work``, ``session``, ``ticket``, ``pending_for`` …); nothing outside the
+bridge reaches into the roster or the ticket book. Each collaborator takes only what it uses:
+
+* :class:`~fleetd.bridge.delivery.Deliverer` — the poller step: delivery, turn watching, fallback;
+* :class:`~fleetd.bridge.completion.TurnCompletion` — the completion guard core;
+* :class:`~fleetd.bridge.replies.Replies` — ``fleet_reply``, stored before it answers;
+* :class:`~fleetd.bridge.lifecycle.TargetLifecycle` — every terminal cause for a target, through
+  the one idempotent target-wide failure operation and one release per session;
+* :class:`~fleetd.bridge.orphans.OrphanBook`, :class:`~fleetd.bridge.view.BridgeView` and
+  :func:`~fleetd.bridge.spawn.spawn_member`.
+
+It talks to herdr through the :class:`~fleetd.herdr.control.AgentControl` port, hands records to
+leads and drains their inboxes through the :class:`~fleetd.inbox.outbox.LeadOutbox`, and
+provisions worktrees through the :class:`~fleetd.bridge.worktrees.Worktrees` port.
 """
 
 from __future__ import annotations
@@ -14,33 +24,29 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
+from fleetd.bridge.completion import TurnCompletion
 from fleetd.bridge.delivery import Deliverer
+from fleetd.bridge.lifecycle import TargetLifecycle
+from fleetd.bridge.mutes import MuteEvent, MuteLog
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.release import ReleaseCause
-from fleetd.bridge.replies import Replies, reply_record
+from fleetd.bridge.replies import Replies
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
-from fleetd.bridge.tasks import ResultSource, TaskBook, Ticket
-from fleetd.bridge.teardown import Teardown
-from fleetd.bridge.turns import TurnToken
+from fleetd.bridge.spawn import SpawnParts, SpawnRequest, spawn_member
+from fleetd.bridge.tasks import TaskBook, Ticket
+from fleetd.bridge.view import BridgeView
+from fleetd.bridge.work_product import measure_terminal_edges
 from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock, wait_event
 from fleetd.config import FleetdConfig
-from fleetd.errors import (
-    ConflictError,
-    HerdrError,
-    InvalidArgumentsError,
-    UnknownTargetError,
-)
+from fleetd.errors import ConflictError, InvalidArgumentsError, UnknownTargetError
 from fleetd.herdr.control import AgentControl
-from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.outbox import LeadOutbox
 from fleetd.inbox.port import ReplyInbox
-from fleetd.inbox.records import InboxRecord, ReplySource
+from fleetd.inbox.records import InboxRecord
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs
@@ -49,24 +55,7 @@ __all__ = ["Bridge", "MuteEvent"]
 
 _log = logging.getLogger("fleetd.bridge")
 
-_MUTES_KEPT = 1000
-
-
-_REPLY_SOURCES = {
-    ResultSource.REPLY: ReplySource.REPLY,
-    ResultSource.FALLBACK: ReplySource.FALLBACK,
-    ResultSource.RAW_FALLBACK: ReplySource.FALLBACK,
-    ResultSource.REPAIRED: ReplySource.REPAIRED,
-}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MuteEvent:
-    """One turn resolved through the completion fallback (for the health monitor)."""
-
-    session_id: str
-    profile: str
-    at: datetime
+_FAILURES_KEPT = 256
 
 
 class Bridge:
@@ -94,19 +83,65 @@ class Bridge:
         self.settings = settings
         self.manifest_root = manifest_root
         self.lead_inboxes = lead_inboxes
-        self.revoke = revoke
         self.runs = runs or Runs()
         self.roster = Roster()
         self.tasks = TaskBook(on_terminal=self._count_terminal, run=self.runs.current)
-        self.mutes: list[MuteEvent] = []
+        self.mutes = MuteLog()
         self.outbox = LeadOutbox(lead_inboxes, inbox)
         self.stopping = asyncio.Event()  # set when fleetd is asked to stop: waiters let go
-        self.mutes_total = 0
         self.teardown_failures: list[str] = []
-        self.deliverer = Deliverer(self)
-        self.replies = Replies(self)
-        self.teardown = Teardown(self)
-        self.orphans = OrphanBook(self)
+        self.lifecycle = TargetLifecycle(
+            control=control,
+            roster=self.roster,
+            tasks=self.tasks,
+            clock=clock,
+            settings=settings,
+            worktrees=worktrees,
+            manifest_root=manifest_root,
+            revoke=revoke,
+            on_failure=self._note_failure,
+        )
+        self.completion = TurnCompletion(
+            roster=self.roster, tasks=self.tasks, clock=clock, outbox=self.outbox
+        )
+        self.deliverer = Deliverer(
+            control=control,
+            roster=self.roster,
+            tasks=self.tasks,
+            clock=clock,
+            settings=settings,
+            metrics=metrics,
+            lifecycle=self.lifecycle,
+            completion=self.completion,
+            mutes=self.mutes,
+        )
+        self.replies = Replies(
+            roster=self.roster,
+            tasks=self.tasks,
+            clock=clock,
+            outbox=self.outbox,
+            completion=self.completion,
+        )
+        self.orphans = OrphanBook(
+            control=control,
+            clock=clock,
+            manifest_root=manifest_root,
+            run=self.runs.current,
+            on_failure=self._note_failure,
+        )
+        self.view = BridgeView(
+            roster=self.roster, tasks=self.tasks, orphans=self.orphans, settings=settings
+        )
+        self._spawn_parts = SpawnParts(
+            control=control,
+            roster=self.roster,
+            clock=clock,
+            settings=settings,
+            worktrees=worktrees,
+            lifecycle=self.lifecycle,
+            orphans=self.orphans,
+            run=self.runs.current,
+        )
 
     # ------------------------------------------------------------------ sends
     async def send(self, *, owner: str, target: str, prompt: str, wait: float | None) -> Ticket:
@@ -147,55 +182,15 @@ class Bridge:
             if not ticket.terminal:
                 ticket.collected_sync = False
 
+    async def poll_once(self) -> None:
+        """One poller pass over every session with outstanding work."""
+        await self.deliverer.poll_once()
+
     # ---------------------------------------------------------------- replies
     async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
         """A member's ``fleet_reply``: stored first, then resolves its open turn (see
         :mod:`~fleetd.bridge.replies`)."""
         return await self.replies.reply(session_id=session_id, content=content)
-
-    async def complete_turn(
-        self,
-        session: Session,
-        token: TurnToken,
-        *,
-        content: str,
-        source: ResultSource,
-        stored: bool = False,
-    ) -> bool:
-        """The completion guard core: resolve the exact open turn at most once.
-
-        ``stored`` says the reply is already in the lead's inbox; otherwise a result no
-        synchronous caller collects is handed to the inbox (held in memory while it is down).
-        """
-        turn = self.roster.inflight.get(session.session_id)
-        if turn is None or turn.token.token_id != token.token_id:
-            return False
-        if self.replies.storing(session.session_id):
-            return False  # the member's own reply is being stored: it wins or fails first
-        now = self.clock.now()
-        if not self.tasks.resolve(token.ticket_id, content=content, source=source, now=now):
-            return False
-        del self.roster.inflight[session.session_id]
-        event = (
-            SessionEvent.TURN_RECONCILED
-            if source is ResultSource.REPAIRED
-            else SessionEvent.TURN_COMPLETED
-        )
-        session.apply(event, now)
-        ticket = self.tasks.get(token.ticket_id)
-        if ticket is not None and not ticket.collected_sync and not stored:
-            await self.keep_for_lead(
-                reply_record(
-                    session,
-                    ticket=ticket,
-                    content=content,
-                    source=_REPLY_SOURCES[source],
-                    now=now,
-                )
-            )
-        # The next queued send waits for the poller to see the member at its prompt: a member
-        # that has just called fleet_reply is usually still finishing its turn.
-        return True
 
     async def keep_for_lead(self, record: InboxRecord) -> None:
         """Hand a reply or health record to its lead's inbox, held until it is taken."""
@@ -228,6 +223,30 @@ class Bridge:
         session.apply(SessionEvent.PRESENCE, self.clock.now())
 
     # --------------------------------------------------------------- lookups
+    def session(self, session_id: str) -> Session | None:
+        """A session by id, live or among the recently released."""
+        return self.roster.get(session_id)
+
+    def find_live(self, target: str) -> Session | None:
+        """A live session by id, agent name or pane id."""
+        return self.roster.find(target)
+
+    def sessions(self) -> list[Session]:
+        """Every session kept: the live ones and the recently released (bounded)."""
+        return list(self.roster.sessions.values())
+
+    def live_members(self) -> list[Session]:
+        """The live sessions."""
+        return self.roster.live()
+
+    def ticket(self, ticket_id: str) -> Ticket | None:
+        """A ticket by id (terminal tickets included)."""
+        return self.tasks.get(ticket_id)
+
+    def pending_for(self, session_id: str) -> list[Ticket]:
+        """The tickets of a session that have not ended."""
+        return self.tasks.pending_for(session_id)
+
     def find_owned(self, owner: str, target: str, *, released: bool = False) -> Session:
         """A live session the caller owns, or an error listing the valid targets. With
         ``released``, a session id of the caller's among the recently released (kept bounded) is
@@ -245,107 +264,63 @@ class Bridge:
 
     def name_taken(self, name: str) -> bool:
         """True while a live member or an orphan of a previous run has the agent name."""
-        return self.roster.name_taken(name) or self.orphans.name_taken(name)
+        return self._spawn_parts.name_taken(name)
+
+    # ----------------------------------------------------------------- spawn
+    async def spawn(
+        self,
+        request: SpawnRequest,
+        *,
+        mint_token: Callable[[str, str], str],
+        base_url: str,
+        session_root: Path,
+    ) -> Session:
+        """Start one member (see :func:`~fleetd.bridge.spawn.spawn_member`)."""
+        return await spawn_member(
+            self._spawn_parts,
+            request,
+            mint_token=mint_token,
+            base_url=base_url,
+            session_root=session_root,
+        )
 
     # -------------------------------------------------------------- teardown
     def fail_target_work(self, session: Session, *, reason: str) -> list[Ticket]:
         """Fail every queued, accepted and async task of a target exactly once (idempotent)."""
-        sid = session.session_id
-        self.roster.gates.add(sid)
-        queue = self.roster.queues.get(sid)
-        if queue is not None:
-            queue.clear()
-        self.roster.inflight.pop(sid, None)
-        return self.tasks.fail_target(sid, reason=reason, now=self.clock.now())
+        return self.lifecycle.fail_target_work(session, reason=reason)
 
     def releasing(self, session_id: str) -> bool:
         """True while a release of this session is under way."""
-        return self.teardown.releasing(session_id)
+        return self.lifecycle.releasing(session_id)
 
     async def release(
         self, session: Session, cause: ReleaseCause, *, code: str | None = None
     ) -> dict[str, object]:
-        """Stop a member and settle its work and worktree (see :class:`Teardown`)."""
-        return await self.teardown.release(session, cause, code=code)
+        """Stop a member and settle its work and worktree (see :mod:`~fleetd.bridge.teardown`)."""
+        return await self.lifecycle.release(session, cause, code=code)
 
     async def release_all(self, cause: ReleaseCause) -> None:
         """Release every live member with ``cause`` (a clean stop: SHUTDOWN), all at once."""
-        live = self.roster.live()
-        outcomes = await asyncio.gather(
-            *(self.release(session, cause) for session in live), return_exceptions=True
-        )
-        for session, outcome in zip(live, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                _log.warning("session %s: release failed: %s", session.session_id, outcome)
-        if live:
-            _log.info("released %d members (%s)", len(live), cause.value)
+        await self.lifecycle.release_all(cause)
 
-    async def on_target_not_found(self, session: Session, code: str | None = None) -> None:
-        """herdr says the target is gone; confirm the link works, then fail its work once.
-
-        ``code`` is herdr's ``*_not_found`` code; the release records it for health.
-        """
-        try:
-            await self.control.ping()
-        except HerdrError:
-            return  # the link itself is in doubt: not proof of a dead member
-        if session.live and not self.releasing(session.session_id):
-            session.apply(SessionEvent.TARGET_GONE, self.clock.now())
-            await self.release(session, ReleaseCause.GONE, code=code)
-
-    async def on_start_progress(self, session: Session, info: AgentInfo) -> None:
-        """Watch a starting member; herdr giving up on the launch ends the spawn.
-
-        With nothing sent yet the spawn rolls back (its worktree goes); with a send waiting the
-        member never became ready and its worktree is preserved.
-        """
-        if session.terminal_id is None:
-            session.terminal_id = info.terminal_id
-        if (
-            info.launch_pending
-            or info.interactive_ready
-            or session.presence
-            or self.releasing(session.session_id)
-        ):
-            return
-        if self.roster.queues.get(session.session_id):
-            session.apply(SessionEvent.NEVER_READY, self.clock.now())
-            await self.release(session, ReleaseCause.NEVER_READY, code="launch_failed")
-        else:
-            _log.warning(
-                "session %s (%s): herdr gave up on its launch before anything was sent; "
-                "the spawn is rolled back (fleet_status shows releasedCause spawn_rollback)",
-                session.session_id,
-                session.name,
-            )
-            session.apply(SessionEvent.START_FAILED, self.clock.now())
-            await self.release(session, ReleaseCause.SPAWN_ROLLBACK)
-
-    async def check_readiness(self) -> None:
-        """A starting member with a waiting send and no presence past the grace never became ready.
-
-        Its queued sends fail, its process stops, and a provisioned worktree is preserved. A member
-        with nothing waiting is left starting: readiness expiry alone is not a reason to stop it.
-        """
-        grace = self.settings().bridge.readiness_grace
-        now = self.clock.now()
-        for session in self.roster.live():
-            if (
-                session.state is SessionState.SPAWNING
-                and self.roster.queues.get(session.session_id)
-                and now - session.created_at >= grace
-                and not self.releasing(session.session_id)
-            ):
-                session.apply(SessionEvent.NEVER_READY, now)
-                await self.release(session, ReleaseCause.NEVER_READY)
+    # ---------------------------------------------------------------- health
+    def mutes_since(self, cursor: int) -> tuple[list[MuteEvent], int]:
+        """Fallback resolutions after ``cursor`` that are still kept, and the new cursor."""
+        return self.mutes.since(cursor)
 
     def note_mute(self, session: Session) -> None:
-        """Keep the last fallback resolutions; ``mutes_total`` counts every one ever noted."""
-        self.mutes.append(
-            MuteEvent(session_id=session.session_id, profile=session.profile, at=self.clock.now())
+        """Record one fallback resolution of ``session``."""
+        self.mutes.note(session_id=session.session_id, profile=session.profile, at=self.clock.now())
+
+    async def measure_terminal_edges(self) -> int:
+        """Commits ahead for live members whose terminal edge is new (WORK_PRODUCT_AT_RISK)."""
+        return await measure_terminal_edges(
+            self.roster.live(), self.worktrees, releasing=self.lifecycle.releasing
         )
-        self.mutes_total += 1
-        del self.mutes[:-_MUTES_KEPT]
+
+    def _note_failure(self, what: str) -> None:
+        self.teardown_failures.append(what)
+        del self.teardown_failures[:-_FAILURES_KEPT]
 
     def _count_terminal(self, ticket: Ticket) -> None:
         self.metrics.tickets_total.labels(

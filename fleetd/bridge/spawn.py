@@ -17,13 +17,18 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fleetd.bridge.launch import model_args, plan_launch, write_launch_files
+from fleetd.bridge.lifecycle import TargetLifecycle
 from fleetd.bridge.marks import MemberMark, write_mark
+from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.placement import admit
 from fleetd.bridge.release import ReleaseCause
+from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent
+from fleetd.bridge.worktrees import Worktrees
+from fleetd.clock import Clock
+from fleetd.config import FleetdConfig
 from fleetd.errors import (
     ConflictError,
     ControlLinkError,
@@ -34,11 +39,9 @@ from fleetd.errors import (
     UnavailableError,
     WorktreeError,
 )
+from fleetd.herdr.control import AgentControl
 
-if TYPE_CHECKING:
-    from fleetd.bridge.service import Bridge
-
-__all__ = ["SpawnRequest", "spawn_member"]
+__all__ = ["SpawnParts", "SpawnRequest", "spawn_member"]
 
 _log = logging.getLogger("fleetd.bridge")
 
@@ -55,8 +58,26 @@ class SpawnRequest:
     base: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpawnParts:
+    """What a spawn uses of its bridge: ``run`` is this run's id, written into the mark."""
+
+    control: AgentControl
+    roster: Roster
+    clock: Clock
+    settings: Callable[[], FleetdConfig]
+    worktrees: Worktrees
+    lifecycle: TargetLifecycle
+    orphans: OrphanBook
+    run: str
+
+    def name_taken(self, name: str) -> bool:
+        """True while a live member or an orphan of a previous run has the agent name."""
+        return self.roster.name_taken(name) or self.orphans.name_taken(name)
+
+
 async def spawn_member(
-    bridge: Bridge,
+    parts: SpawnParts,
     request: SpawnRequest,
     *,
     mint_token: Callable[[str, str], str],
@@ -64,7 +85,7 @@ async def spawn_member(
     session_root: Path,
 ) -> Session:
     """Start one member for ``request.owner``; returns the session in ``SPAWNING``."""
-    config = bridge.settings()
+    config = parts.settings()
     profile = config.profiles.get(request.profile)
     if profile is None:
         raise InvalidArgumentsError(
@@ -72,17 +93,17 @@ async def spawn_member(
             path="profile",
             rule="unknown_profile",
         )
-    name = request.name or _default_name(bridge, request.profile)
+    name = request.name or _default_name(parts, request.profile)
     if not _NAME.match(name):
         raise InvalidArgumentsError(
             "name must match [a-z][a-z0-9_-]{0,31}", path="name", rule="string_pattern_mismatch"
         )
-    if bridge.name_taken(name):
+    if parts.name_taken(name):
         raise ConflictError(f"a live member or an orphan is already named {name!r}")
-    admit(request.profile, profile.max_load, [*bridge.roster.live(), *bridge.orphans.members()])
+    admit(request.profile, profile.max_load, [*parts.roster.live(), *parts.orphans.members()])
 
     session_id = f"s-{secrets.token_hex(4)}"
-    now = bridge.clock.now()
+    now = parts.clock.now()
     session = Session(
         session_id=session_id,
         name=name,
@@ -93,10 +114,10 @@ async def spawn_member(
         created_at=now,
         state_since=now,
     )
-    bridge.roster.add(session)
+    parts.roster.add(session)
     try:
-        await _provision(bridge, session, request)
-        _still_wanted(bridge, session)
+        await _provision(parts, session, request)
+        _still_wanted(parts, session)
         token = mint_token(session_id, name)
         plan = plan_launch(
             kind=profile.kind,
@@ -107,14 +128,14 @@ async def spawn_member(
         )
         write_launch_files(plan)
         cwd = str(session.worktree.path) if session.worktree else None
-        pane = await bridge.control.create_pane(cwd=cwd, env=plan.env, label=name)
-        if not session.live or bridge.releasing(session_id):
-            await _close_quietly(bridge, pane.pane_id)  # released meanwhile: nobody owns it
+        pane = await parts.control.create_pane(cwd=cwd, env=plan.env, label=name)
+        if not session.live or parts.lifecycle.releasing(session_id):
+            await _close_quietly(parts, pane.pane_id)  # released meanwhile: nobody owns it
             raise ConflictError("the member was stopped while it was starting")
         session.pane_id = pane.pane_id
         session.terminal_id = pane.terminal_id
-        await _mark(bridge, session, session_root)
-        await bridge.control.start_agent(
+        await _mark(parts, session, session_root)
+        await parts.control.start_agent(
             name=name,
             kind=profile.kind,
             pane_id=pane.pane_id,
@@ -124,14 +145,14 @@ async def spawn_member(
                 *plan.args,
             ],
         )
-        _still_wanted(bridge, session)
+        _still_wanted(parts, session)
         session.launched = True
     except BaseException as exc:
         # Whatever stopped the spawn — herdr, git, the disk, a cancellation — nothing may be
         # left half-started holding a slot: roll back, then tell the lead in tool terms.
-        if session.live and not bridge.releasing(session_id):
-            session.apply(SessionEvent.START_FAILED, bridge.clock.now())
-            await bridge.release(session, ReleaseCause.SPAWN_ROLLBACK)
+        if session.live and not parts.lifecycle.releasing(session_id):
+            session.apply(SessionEvent.START_FAILED, parts.clock.now())
+            await parts.lifecycle.release(session, ReleaseCause.SPAWN_ROLLBACK)
         translated = _as_tool_error(exc)
         if translated is exc:
             raise
@@ -139,11 +160,11 @@ async def spawn_member(
     return session
 
 
-async def _mark(bridge: Bridge, session: Session, session_root: Path) -> None:
+async def _mark(parts: SpawnParts, session: Session, session_root: Path) -> None:
     """Write the member's mark, so that a run after a crash finds it (see ``marks``)."""
     assert session.pane_id is not None
     mark = MemberMark(
-        run=bridge.runs.current,
+        run=parts.run,
         session_id=session.session_id,
         name=session.name,
         profile=session.profile,
@@ -160,14 +181,14 @@ async def _mark(bridge: Bridge, session: Session, session_root: Path) -> None:
         _log.warning("session %s: %s; a crash would leave it unmanaged", session.session_id, exc)
 
 
-def _still_wanted(bridge: Bridge, session: Session) -> None:
-    if not session.live or bridge.releasing(session.session_id):
+def _still_wanted(parts: SpawnParts, session: Session) -> None:
+    if not session.live or parts.lifecycle.releasing(session.session_id):
         raise ConflictError("the member was stopped while it was starting")
 
 
-async def _close_quietly(bridge: Bridge, pane_id: str) -> None:
+async def _close_quietly(parts: SpawnParts, pane_id: str) -> None:
     try:
-        await bridge.control.close_pane(pane_id)
+        await parts.control.close_pane(pane_id)
     except HerdrError:
         return
 
@@ -191,13 +212,13 @@ def _as_tool_error(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _provision(bridge: Bridge, session: Session, request: SpawnRequest) -> None:
-    config = bridge.settings()
+async def _provision(parts: SpawnParts, session: Session, request: SpawnRequest) -> None:
+    config = parts.settings()
     repo = request.repo or config.worktrees.default_repo
     if repo is None:
         return
     base = request.base or config.worktrees.default_base
-    session.worktree = await bridge.worktrees.provision(
+    session.worktree = await parts.worktrees.provision(
         repo=Path(repo),
         base=base,
         branch=f"fleetd/{session.name}-{session.session_id}",
@@ -205,12 +226,12 @@ async def _provision(bridge: Bridge, session: Session, request: SpawnRequest) ->
     )
 
 
-def _default_name(bridge: Bridge, profile: str) -> str:
+def _default_name(parts: SpawnParts, profile: str) -> str:
     stem = re.sub(r"[^a-z0-9_-]", "-", profile.lower()).strip("-") or "member"
     if not stem[0].isalpha():
         stem = f"m-{stem}"
     stem = stem[:24]
     n = 1
-    while bridge.name_taken(f"{stem}-{n}"):
+    while parts.name_taken(f"{stem}-{n}"):
         n += 1
     return f"{stem}-{n}"

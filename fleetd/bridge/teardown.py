@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
 
 from fleetd.bridge.evidence import target_lost
 from fleetd.bridge.manifests import PreservedWorktree, write_manifest
 from fleetd.bridge.marks import SESSIONS_DIR, remove_mark
 from fleetd.bridge.release import ReleaseCause, WorktreeAction
+from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
-from fleetd.bridge.worktrees import Worktree, release_worktree
+from fleetd.bridge.tasks import TaskBook, Ticket
+from fleetd.bridge.worktrees import Worktree, Worktrees, release_worktree
+from fleetd.clock import Clock
 from fleetd.errors import FleetdError, HerdrError, TargetNotFoundError
-
-if TYPE_CHECKING:
-    from fleetd.bridge.service import Bridge
+from fleetd.herdr.control import AgentControl
 
 __all__ = ["Teardown"]
 
@@ -35,10 +37,35 @@ _log = logging.getLogger("fleetd.bridge")
 
 
 class Teardown:
-    """The releases of one bridge."""
+    """The releases of one bridge.
 
-    def __init__(self, bridge: Bridge) -> None:
-        self._bridge = bridge
+    ``fail_work`` is the one idempotent target-wide failure operation
+    (:meth:`~fleetd.bridge.lifecycle.TargetLifecycle.fail_target_work`); ``on_failure`` hears of a
+    teardown step that could not be done (a manifest not written), for the fleet view.
+    """
+
+    def __init__(
+        self,
+        *,
+        control: AgentControl,
+        roster: Roster,
+        tasks: TaskBook,
+        clock: Clock,
+        worktrees: Worktrees,
+        manifest_root: Path,
+        revoke: Callable[[str], None],
+        fail_work: Callable[[Session, str], list[Ticket]],
+        on_failure: Callable[[str], None],
+    ) -> None:
+        self._control = control
+        self._roster = roster
+        self._tasks = tasks
+        self._clock = clock
+        self._worktrees = worktrees
+        self._manifest_root = manifest_root
+        self._revoke = revoke
+        self._fail_work = fail_work
+        self._on_failure = on_failure
         self._releases: dict[str, asyncio.Task[dict[str, object]]] = {}
 
     def releasing(self, session_id: str) -> bool:
@@ -67,16 +94,14 @@ class Teardown:
     async def _release(
         self, session: Session, cause: ReleaseCause, code: str | None
     ) -> dict[str, object]:
-        pending = [t.ticket_id for t in self._bridge.tasks.pending_for(session.session_id)]
+        pending = [t.ticket_id for t in self._tasks.pending_for(session.session_id)]
         state_before = session.state
-        failed = self._bridge.fail_target_work(session, reason=cause.value)
-        lost = target_lost(
-            cause, code, at=self._bridge.clock.now(), failed=[t.ticket_id for t in failed]
-        )
+        failed = self._fail_work(session, cause.value)
+        lost = target_lost(cause, code, at=self._clock.now(), failed=[t.ticket_id for t in failed])
         closed = True
         if session.pane_id is not None:
             try:
-                await self._bridge.control.close_pane(session.pane_id)
+                await self._control.close_pane(session.pane_id)
             except TargetNotFoundError:
                 pass  # already gone
             except HerdrError as exc:
@@ -84,7 +109,7 @@ class Teardown:
                 _log.info("session %s: close pane: %s", session.session_id, exc.code)
         outcome: dict[str, object] = {"sessionId": session.session_id, "cause": cause.value}
         if session.worktree is not None:
-            result = await release_worktree(self._bridge.worktrees, session.worktree, cause)
+            result = await release_worktree(self._worktrees, session.worktree, cause)
             outcome["worktree"] = result.action.value
             if result.action is WorktreeAction.PRESERVE:
                 session.preserved = True
@@ -92,15 +117,15 @@ class Teardown:
                 await self._write_manifest(session, cause, state_before, pending)
         if closed:
             await self._unmark(session)
-        self._bridge.revoke(session.session_id)
+        self._revoke(session.session_id)
         session.lost = lost
         session.released_cause = cause.value
-        session.apply(SessionEvent.RELEASE, self._bridge.clock.now())
-        self._bridge.roster.retire(session)
+        session.apply(SessionEvent.RELEASE, self._clock.now())
+        self._roster.retire(session)
         return outcome
 
     async def _unmark(self, session: Session) -> None:
-        sessions = self._bridge.manifest_root / SESSIONS_DIR
+        sessions = self._manifest_root / SESSIONS_DIR
         try:
             await asyncio.to_thread(remove_mark, sessions, session.session_id)
         except FleetdError as exc:
@@ -109,7 +134,7 @@ class Teardown:
     async def _commits_ahead(self, worktree: Worktree) -> int | None:
         """Work on the branch after its base, for WORK_PRODUCT_AT_RISK; None when git cannot say."""
         try:
-            return await self._bridge.worktrees.commits_ahead(worktree)
+            return await self._worktrees.commits_ahead(worktree)
         except FleetdError:
             return None
 
@@ -134,13 +159,13 @@ class Teardown:
                 branch=worktree.branch,
                 base_commit=worktree.base_commit,
                 cause=cause,
-                released_at=self._bridge.clock.now(),
+                released_at=self._clock.now(),
                 state=state_before.value,
                 pending_task_ids=tuple(pending),
             )
-            await asyncio.to_thread(write_manifest, self._bridge.manifest_root, manifest)
+            await asyncio.to_thread(write_manifest, self._manifest_root, manifest)
         except (FleetdError, ValueError) as exc:
-            self._bridge.teardown_failures.append(f"manifest:{session.session_id}")
+            self._on_failure(f"manifest:{session.session_id}")
             _log.warning("session %s: manifest not written: %s", session.session_id, exc)
         # A clean stop preserves every worktree by design (§5.3): said, but not as a warning.
         _log.log(

@@ -6,12 +6,15 @@ worktrees are lead-only and are added by the caller for leads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleetd.bridge.backlog import MemberBacklog
+from fleetd.bridge.orphans import OrphanBook
+from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionState
+from fleetd.bridge.tasks import TaskBook
 from fleetd.config import FleetdConfig
 from fleetd.health.capacity import capacity_rows, idle_for_seconds
 from fleetd.health.settings import HealthSettings
@@ -26,20 +29,46 @@ from fleetd.health.snapshot import (
 )
 from fleetd.health.snapshot import SessionState as HealthSessionState
 
-if TYPE_CHECKING:
-    from fleetd.bridge.service import Bridge
+__all__ = ["BridgeView", "health_settings", "profile_inputs"]
 
-__all__ = [
-    "capacity_view",
-    "health_settings",
-    "member_view",
-    "profile_inputs",
-    "session_row",
-]
+
+class BridgeView:
+    """Reads the bridge's sessions, queues, tickets and orphans into rows and health views."""
+
+    def __init__(
+        self,
+        *,
+        roster: Roster,
+        tasks: TaskBook,
+        orphans: OrphanBook,
+        settings: Callable[[], FleetdConfig],
+    ) -> None:
+        self.roster = roster
+        self.tasks = tasks
+        self.orphans = orphans
+        self.settings = settings
+
+    def session_row(
+        self, session: Session, *, now: datetime, backlog: MemberBacklog | None = None
+    ) -> dict[str, Any]:
+        """One member as ``fleet_list`` and ``fleet_status`` show it (see :func:`session_row`)."""
+        return session_row(self, session, now=now, backlog=backlog)
+
+    def member_view(
+        self, session: Session, *, mute_events: int = 0, backlog: MemberBacklog | None = None
+    ) -> MemberView:
+        """The bridge side of one member, as the health core and the capacity view read it."""
+        return member_view(self, session, mute_events=mute_events, backlog=backlog)
+
+    def capacity_view(
+        self, backlogs: Mapping[str, MemberBacklog] | None = None
+    ) -> list[dict[str, Any]]:
+        """Per-profile capacity, from the same live count placement uses (orphans included)."""
+        return capacity_view(self, backlogs)
 
 
 def session_row(
-    bridge: Bridge, session: Session, *, now: datetime, backlog: MemberBacklog | None = None
+    bridge: BridgeView, session: Session, *, now: datetime, backlog: MemberBacklog | None = None
 ) -> dict[str, Any]:
     """One member as ``fleet_list`` and ``fleet_status`` show it.
 
@@ -87,7 +116,7 @@ def session_row(
 
 
 def member_view(
-    bridge: Bridge,
+    bridge: BridgeView,
     session: Session,
     *,
     mute_events: int = 0,
@@ -178,7 +207,7 @@ def health_settings(config: FleetdConfig) -> HealthSettings:
 
 
 def capacity_view(
-    bridge: Bridge, backlogs: Mapping[str, MemberBacklog] | None = None
+    bridge: BridgeView, backlogs: Mapping[str, MemberBacklog] | None = None
 ) -> list[dict[str, Any]]:
     """Per-profile capacity, from the same live count placement uses (orphans included)."""
     backlogs = backlogs or {}

@@ -15,13 +15,12 @@ never on the reply or delivery path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Iterable
+from typing import Final
 
-from fleetd.bridge.sessions import SessionState
+from fleetd.bridge.sessions import Session, SessionState
+from fleetd.bridge.worktrees import Worktrees
 from fleetd.errors import FleetdError
-
-if TYPE_CHECKING:
-    from fleetd.bridge.service import Bridge
 
 __all__ = ["EDGES_PER_TICK", "measure_terminal_edges"]
 
@@ -31,23 +30,29 @@ EDGES_PER_TICK: Final = 8
 _TERMINAL = frozenset({SessionState.DONE, SessionState.FAILED})
 
 
-async def measure_terminal_edges(bridge: Bridge, *, limit: int = EDGES_PER_TICK) -> int:
+async def measure_terminal_edges(
+    live: Iterable[Session],
+    worktrees: Worktrees,
+    *,
+    releasing: Callable[[str], bool],
+    limit: int = EDGES_PER_TICK,
+) -> int:
     """Measure commits ahead for live DONE/FAILED members whose edge is new; return how many."""
     measured = 0
-    for session in bridge.roster.live():
+    for session in live:
         if measured >= limit:
             break
         if (
             session.worktree is None
             or session.state not in _TERMINAL
             or session.commits_edge == (session.state, session.turn)
-            or bridge.releasing(session.session_id)
+            or releasing(session.session_id)
         ):
             continue
         session.commits_edge = (session.state, session.turn)
         measured += 1
         try:
-            session.commits_ahead = await bridge.worktrees.commits_ahead(session.worktree)
+            session.commits_ahead = await worktrees.commits_ahead(session.worktree)
         except FleetdError:
             session.commits_ahead = None
     return measured

@@ -147,7 +147,7 @@ class EffectDispatcher:
         await self.bridge.keep_for_lead(record)
 
     async def _probe(self, request: RequestPaneProbe) -> None:
-        session = self.bridge.roster.find(request.target)
+        session = self.bridge.find_live(request.target)
         kind = parse_agent_kind(session.kind if session else None)
         self.pane_reads += 1
         try:
@@ -181,7 +181,7 @@ class EffectDispatcher:
             return
 
     async def _fail_target(self, effect: FailTargetWork) -> None:
-        session = self.bridge.roster.get(effect.session_id)
+        session = self.bridge.session(effect.session_id)
         if session is None or self.bridge.releasing(session.session_id):
             return
         if session.state is SessionState.RELEASED or effect.cause not in _FAIL_CAUSES:

@@ -22,7 +22,6 @@ from fleetd.bridge.orphans import ORPHANED, Orphan
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session
-from fleetd.bridge.view import capacity_view, session_row
 from fleetd.config import ConfigRef
 from fleetd.errors import HerdrError
 from fleetd.health.states import Scope
@@ -66,13 +65,13 @@ class FleetViewBuilder:
             live = None
         visible = [
             s
-            for s in self.bridge.roster.sessions.values()
+            for s in self.bridge.sessions()
             if caller.role is Role.OPERATOR or s.owner == caller.name
         ]
         stats = await read_lead_stats(
             self.bridge.inbox, [lead.name for lead in self.config.current.leads]
         )
-        backlogs = member_backlogs(stats, self.bridge.roster.sessions.values())
+        backlogs = member_backlogs(stats, self.bridge.sessions())
         orphans = [
             o
             for o in self.bridge.orphans.members()
@@ -89,7 +88,7 @@ class FleetViewBuilder:
             "agents": live,
             "members": [self._member(s, now, statuses, backlogs) for s in visible]
             + [_orphan(o, now, statuses) for o in orphans],
-            "capacity": capacity_view(self.bridge, backlogs),
+            "capacity": self.bridge.view.capacity_view(backlogs),
             "leads": self._leads(caller),
             "inbox": {
                 "reachable": self.bridge.inbox.reachable(),
@@ -144,7 +143,9 @@ class FleetViewBuilder:
         statuses: dict[str, str],
         backlogs: dict[str, MemberBacklog],
     ) -> dict[str, Any]:
-        row = session_row(self.bridge, session, now=now, backlog=backlogs.get(session.session_id))
+        row = self.bridge.view.session_row(
+            session, now=now, backlog=backlogs.get(session.session_id)
+        )
         if session.live and session.name in statuses:
             row["liveStatus"] = statuses[session.name]  # this view's own agent.list
         if self.health is not None:

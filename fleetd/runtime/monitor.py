@@ -21,7 +21,6 @@ from typing import Any
 
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
-from fleetd.bridge.work_product import measure_terminal_edges
 from fleetd.clock import Clock
 from fleetd.config import ConfigRef
 from fleetd.health.decide import decide
@@ -79,7 +78,7 @@ class FleetHealthMonitor:
         started = self.clock.monotonic()
         now = self.clock.now()
         probes, targeted = self.dispatcher.take_evidence()
-        await measure_terminal_edges(self.bridge)
+        await self.bridge.measure_terminal_edges()
         snapshot = await take_snapshot(
             control=self.control,
             bridge=self.bridge,
@@ -99,11 +98,9 @@ class FleetHealthMonitor:
     def _new_mutes(self) -> dict[str, int]:
         """Fallback resolutions since the last tick, per session (the bridge keeps a tail)."""
         counts: dict[str, int] = {}
-        mutes = self.bridge.mutes
-        fresh = min(self.bridge.mutes_total - self._mute_cursor, len(mutes))
-        for event in mutes[len(mutes) - fresh :] if fresh > 0 else ():
+        events, self._mute_cursor = self.bridge.mutes_since(self._mute_cursor)
+        for event in events:
             counts[event.session_id] = counts.get(event.session_id, 0) + 1
-        self._mute_cursor = self.bridge.mutes_total
         return counts
 
     def _refresh_gauges(self) -> None:

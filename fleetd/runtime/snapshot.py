@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from fleetd.bridge.backlog import member_backlogs, read_lead_stats
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
-from fleetd.bridge.view import health_settings, member_view, profile_inputs
+from fleetd.bridge.view import health_settings, profile_inputs
 from fleetd.config import FleetdConfig
 from fleetd.errors import HerdrError
 from fleetd.health.snapshot import (
@@ -70,15 +70,14 @@ async def take_snapshot(
         targeted_errors=dict(targeted_errors),
     )
     stats = await read_lead_stats(bridge.inbox, [lead.name for lead in config.leads])
-    backlogs = member_backlogs(stats, bridge.roster.sessions.values())
+    backlogs = member_backlogs(stats, bridge.sessions())
     members = tuple(
-        member_view(
-            bridge,
+        bridge.view.member_view(
             s,
             mute_events=mute_counts.get(s.session_id, 0),
             backlog=backlogs.get(s.session_id),
         )
-        for s in bridge.roster.sessions.values()
+        for s in bridge.sessions()
     )
     inboxes, leads = _leads(push, config, agents, stats)
     return FleetSnapshot(

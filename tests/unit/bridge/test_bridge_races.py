@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetd.bridge.manifests import MANIFEST_DIR
 from fleetd.testing import TestFleet, build_test_fleet, hold_calls
 
 
@@ -66,7 +67,7 @@ async def test_manifest_failure_preserves_and_is_visible(fleet: TestFleet) -> No
     """A manifest that cannot be written leaves the worktree and says so in fleet_list."""
     sid = await fleet.spawn_ready()
     await fleet.ok("fleet_send", target=sid, prompt="x")
-    fleet.bridge.manifest_root = Path("/proc/fleetd-cannot-write-here")
+    (fleet.bridge.manifest_root / MANIFEST_DIR).write_text("a file where the folder goes")
     stopped = await fleet.ok("fleet_stop", sessionId=sid)
     assert stopped["worktree"] == "preserve"
     listed = await fleet.ok("fleet_list")

@@ -1,0 +1,156 @@
+"""A target's end: failure of its work, loss, a launch herdr gave up on, readiness, release.
+
+Every terminal cause for a target — a lead's stop, herdr saying it is gone, a launch that never
+became ready, a clean stop of fleetd — goes through :meth:`TargetLifecycle.fail_target_work`, the
+one idempotent target-wide failure operation, and then through one release per session
+(:class:`~fleetd.bridge.teardown.Teardown`). The poller and the health monitor report what they
+see here; they never touch the roster themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from fleetd.bridge.release import ReleaseCause
+from fleetd.bridge.roster import Roster
+from fleetd.bridge.sessions import Session, SessionEvent, SessionState
+from fleetd.bridge.tasks import TaskBook, Ticket
+from fleetd.bridge.teardown import Teardown
+from fleetd.bridge.worktrees import Worktrees
+from fleetd.clock import Clock
+from fleetd.config import FleetdConfig
+from fleetd.errors import HerdrError
+from fleetd.herdr.control import AgentControl
+from fleetd.herdr.model import AgentInfo
+
+__all__ = ["TargetLifecycle"]
+
+_log = logging.getLogger("fleetd.bridge")
+
+
+class TargetLifecycle:
+    """How the targets of one bridge end."""
+
+    def __init__(
+        self,
+        *,
+        control: AgentControl,
+        roster: Roster,
+        tasks: TaskBook,
+        clock: Clock,
+        settings: Callable[[], FleetdConfig],
+        worktrees: Worktrees,
+        manifest_root: Path,
+        revoke: Callable[[str], None],
+        on_failure: Callable[[str], None],
+    ) -> None:
+        self._control = control
+        self._roster = roster
+        self._tasks = tasks
+        self._clock = clock
+        self._settings = settings
+        self._teardown = Teardown(
+            control=control,
+            roster=roster,
+            tasks=tasks,
+            clock=clock,
+            worktrees=worktrees,
+            manifest_root=manifest_root,
+            revoke=revoke,
+            fail_work=lambda session, reason: self.fail_target_work(session, reason=reason),
+            on_failure=on_failure,
+        )
+
+    def fail_target_work(self, session: Session, *, reason: str) -> list[Ticket]:
+        """Fail every queued, accepted and async task of a target exactly once (idempotent)."""
+        sid = session.session_id
+        self._roster.gates.add(sid)
+        queue = self._roster.queues.get(sid)
+        if queue is not None:
+            queue.clear()
+        self._roster.inflight.pop(sid, None)
+        return self._tasks.fail_target(sid, reason=reason, now=self._clock.now())
+
+    def releasing(self, session_id: str) -> bool:
+        """True while a release of this session is under way."""
+        return self._teardown.releasing(session_id)
+
+    async def release(
+        self, session: Session, cause: ReleaseCause, *, code: str | None = None
+    ) -> dict[str, object]:
+        """Stop a member and settle its work and worktree (see :class:`Teardown`)."""
+        return await self._teardown.release(session, cause, code=code)
+
+    async def release_all(self, cause: ReleaseCause) -> None:
+        """Release every live member with ``cause`` (a clean stop: SHUTDOWN), all at once."""
+        live = self._roster.live()
+        outcomes = await asyncio.gather(
+            *(self.release(session, cause) for session in live), return_exceptions=True
+        )
+        for session, outcome in zip(live, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                _log.warning("session %s: release failed: %s", session.session_id, outcome)
+        if live:
+            _log.info("released %d members (%s)", len(live), cause.value)
+
+    async def target_not_found(self, session: Session, code: str | None = None) -> None:
+        """herdr says the target is gone; confirm the link works, then fail its work once.
+
+        ``code`` is herdr's ``*_not_found`` code; the release records it for health.
+        """
+        try:
+            await self._control.ping()
+        except HerdrError:
+            return  # the link itself is in doubt: not proof of a dead member
+        if session.live and not self.releasing(session.session_id):
+            session.apply(SessionEvent.TARGET_GONE, self._clock.now())
+            await self.release(session, ReleaseCause.GONE, code=code)
+
+    async def start_progress(self, session: Session, info: AgentInfo) -> None:
+        """Watch a starting member; herdr giving up on the launch ends the spawn.
+
+        With nothing sent yet the spawn rolls back (its worktree goes); with a send waiting the
+        member never became ready and its worktree is preserved.
+        """
+        if session.terminal_id is None:
+            session.terminal_id = info.terminal_id
+        if (
+            info.launch_pending
+            or info.interactive_ready
+            or session.presence
+            or self.releasing(session.session_id)
+        ):
+            return
+        if self._roster.queues.get(session.session_id):
+            session.apply(SessionEvent.NEVER_READY, self._clock.now())
+            await self.release(session, ReleaseCause.NEVER_READY, code="launch_failed")
+        else:
+            _log.warning(
+                "session %s (%s): herdr gave up on its launch before anything was sent; "
+                "the spawn is rolled back (fleet_status shows releasedCause spawn_rollback)",
+                session.session_id,
+                session.name,
+            )
+            session.apply(SessionEvent.START_FAILED, self._clock.now())
+            await self.release(session, ReleaseCause.SPAWN_ROLLBACK)
+
+    async def check_readiness(self) -> None:
+        """A starting member with a waiting send and no presence past the grace never became ready.
+
+        Its queued sends fail, its process stops, and a provisioned worktree is preserved. A member
+        with nothing waiting is left starting: readiness expiry alone is not a reason to stop it.
+        """
+        grace = self._settings().bridge.readiness_grace
+        now = self._clock.now()
+        for session in self._roster.live():
+            if (
+                session.state is SessionState.SPAWNING
+                and self._roster.queues.get(session.session_id)
+                and now - session.created_at >= grace
+                and not self.releasing(session.session_id)
+            ):
+                session.apply(SessionEvent.NEVER_READY, now)
+                await self.release(session, ReleaseCause.NEVER_READY)
