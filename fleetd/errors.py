@@ -57,6 +57,7 @@ __all__ = [
     "NoOpenTaskError",
     "PermissionDeniedError",
     "TargetNotFoundError",
+    "TicketExpiredError",
     "ToolError",
     "UnavailableError",
     "UnknownTargetError",
@@ -175,6 +176,12 @@ class UnknownTargetError(ToolError):
 class UnknownTicketError(ToolError):
     status = 404
     code = "unknown_ticket"
+
+
+class TicketExpiredError(UnknownTicketError):
+    """A ticket this run issued whose ended record is no longer kept (see ``ticketsKept``)."""
+
+    code = "ticket_expired"
 
 
 class UnknownToolError(ToolError):

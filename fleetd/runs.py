@@ -37,6 +37,7 @@ __all__ = [
     "run_of_ticket",
     "run_of_token",
     "ticket_id",
+    "ticket_number",
 ]
 
 RUNS_FILE = ".fleetd-runs"
@@ -58,6 +59,13 @@ def run_of_ticket(ticket: str) -> str | None:
     """The run a ticket id names, or None when it names none."""
     run = ticket.rsplit("-", 1)[-1]
     return run if _RUN.fullmatch(run) else None
+
+
+def ticket_number(ticket: str) -> int | None:
+    """The sequence number a ticket id carries, or None when it carries none."""
+    head = ticket.split("-", 1)[0]
+    digits = head[1:]
+    return int(digits) if head[:1] == "t" and digits.isdigit() and len(digits) < 19 else None
 
 
 def run_of_token(token: str) -> str | None:

@@ -31,6 +31,7 @@ from fleetd.errors import (
     HerdrError,
     InvalidArgumentsError,
     PermissionDeniedError,
+    TicketExpiredError,
     UnknownTicketError,
 )
 from fleetd.inbox.records import InboxRecord
@@ -266,7 +267,23 @@ def register_fleet_tools(
 
 
 def _unknown_ticket(bridge: Bridge, ticket: str) -> UnknownTicketError:
-    """No such ticket for this lead; a ticket of a previous run says that fleetd restarted."""
+    """No such ticket for this lead; a ticket of a previous run says that fleetd restarted, and
+    one of this run that ended too long ago says it expired."""
+    if bridge.ticket_expired(ticket):
+        config = bridge.settings().bridge
+        seconds = int(config.ticket_retention.total_seconds())
+        return TicketExpiredError(
+            f"ticket {ticket!r} ended too long ago: fleetd keeps an ended ticket for "
+            f"{seconds} s and at most {config.tickets_kept} of them "
+            "(bridge.ticketRetentionSeconds, bridge.ticketsKept)",
+            hint={
+                "expired": True,
+                "replayed": False,
+                "next": [
+                    "a result no waiting fleet_send took was also put in your inbox: fleet_poll()"
+                ],
+            },
+        )
     if bridge.runs.ended(run_of_ticket(ticket)):
         return UnknownTicketError(
             f"ticket {ticket!r} is from a previous run of fleetd: fleetd restarted, the results "

@@ -36,7 +36,8 @@ ERROR_STATUSES: dict[int, str] = {
     400: "the body is not JSON, or not a JSON object (invalid_body)",
     401: "missing or unknown bearer token (unauthenticated)",
     403: "the caller's role may not call the tool (forbidden)",
-    404: "no such tool, target or ticket (unknown_tool, unknown_target, unknown_ticket)",
+    404: "no such tool, target or ticket (unknown_tool, unknown_target, unknown_ticket, "
+    "ticket_expired)",
     409: "the session's state or capacity refuses the call (conflict, capacity_exceeded, ...)",
     413: "the body is larger than the limit (body_too_large)",
     422: "the arguments do not match the tool's schema (invalid_arguments)",

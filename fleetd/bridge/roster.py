@@ -8,6 +8,7 @@ invariant and the fleet view can still see them; they never accept work again.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fleetd.bridge.sessions import Session, SessionState
@@ -30,10 +31,13 @@ class Roster:
     delivering: set[str] = field(default_factory=set)  # a prompt is being typed right now
     live_status: dict[str, str] = field(default_factory=dict)  # last raw herdr status
     _released_order: deque[str] = field(default_factory=deque)
+    _names: dict[str, str] = field(default_factory=dict)  # live agent name -> session id
+    _name_cursor: dict[str, int] = field(default_factory=dict)  # stem -> next number to try
 
     def add(self, session: Session) -> None:
         self.sessions[session.session_id] = session
         self.queues[session.session_id] = deque()
+        self._names[session.name] = session.session_id
 
     def live(self) -> list[Session]:
         return [s for s in self.sessions.values() if s.state is not SessionState.RELEASED]
@@ -43,8 +47,11 @@ class Roster:
         session = self.sessions.get(target)
         if session is not None and session.live:
             return session
+        by_name = self._names.get(target)
+        if by_name is not None:
+            return self.sessions[by_name]
         for candidate in self.live():
-            if target in (candidate.name, candidate.pane_id):
+            if target == candidate.pane_id:
                 return candidate
         return None
 
@@ -52,13 +59,27 @@ class Roster:
         return self.sessions.get(session_id)
 
     def name_taken(self, name: str) -> bool:
-        return any(s.name == name for s in self.live())
+        return name in self._names
+
+    def next_name(self, stem: str, taken: Callable[[str], bool]) -> str:
+        """``<stem>-<n>`` for the lowest ``n`` this run has not handed out that ``taken`` allows.
+
+        Numbers only grow within a run, so finding a name costs O(1) however many members share
+        the stem, and a new member never takes the name of one released a moment ago.
+        """
+        n = self._name_cursor.get(stem, 1)
+        while taken(f"{stem}-{n}"):
+            n += 1
+        self._name_cursor[stem] = n + 1
+        return f"{stem}-{n}"
 
     def retire(self, session: Session) -> None:
         """Forget the work of a released session; keep a bounded trail of released rows."""
         self.queues.pop(session.session_id, None)
         self.inflight.pop(session.session_id, None)
         self.live_status.pop(session.session_id, None)
+        if self._names.get(session.name) == session.session_id:
+            del self._names[session.name]
         self._released_order.append(session.session_id)
         while len(self._released_order) > _RELEASED_KEPT:
             old = self._released_order.popleft()

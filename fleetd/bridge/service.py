@@ -36,7 +36,7 @@ from fleetd.bridge.replies import Replies
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.spawn import SpawnParts, SpawnRequest, spawn_member
-from fleetd.bridge.tasks import TaskBook, Ticket
+from fleetd.bridge.tasks import Retention, TaskBook, Ticket
 from fleetd.bridge.view import BridgeView
 from fleetd.bridge.work_product import measure_terminal_edges
 from fleetd.bridge.worktrees import Worktrees
@@ -85,7 +85,9 @@ class Bridge:
         self.lead_inboxes = lead_inboxes
         self.runs = runs or Runs()
         self.roster = Roster()
-        self.tasks = TaskBook(on_terminal=self._count_terminal, run=self.runs.current)
+        self.tasks = TaskBook(
+            on_terminal=self._count_terminal, run=self.runs.current, retention=self._retention
+        )
         self.mutes = MuteLog()
         self.outbox = LeadOutbox(lead_inboxes, inbox)
         self.stopping = asyncio.Event()  # set when fleetd is asked to stop: waiters let go
@@ -317,6 +319,14 @@ class Bridge:
         return await measure_terminal_edges(
             self.roster.live(), self.worktrees, releasing=self.lifecycle.releasing
         )
+
+    def ticket_expired(self, ticket_id: str) -> bool:
+        """True for a ticket of this run whose ended record is no longer kept."""
+        return self.tasks.expired(ticket_id)
+
+    def _retention(self) -> Retention:
+        config = self.settings().bridge
+        return Retention(keep_for=config.ticket_retention, keep_count=config.tickets_kept)
 
     def _note_failure(self, what: str) -> None:
         self.teardown_failures.append(what)

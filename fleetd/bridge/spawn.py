@@ -231,7 +231,4 @@ def _default_name(parts: SpawnParts, profile: str) -> str:
     if not stem[0].isalpha():
         stem = f"m-{stem}"
     stem = stem[:24]
-    n = 1
-    while parts.name_taken(f"{stem}-{n}"):
-        n += 1
-    return f"{stem}-{n}"
+    return parts.roster.next_name(stem, parts.name_taken)

@@ -5,6 +5,12 @@ reply, and where it came from), ``failed`` (with a reason code) or ``cancelled``
 counted once. :meth:`TaskBook.fail_target` is the one idempotent target-wide failure operation:
 stop, gone, never-ready and release all call it, and calling it twice fails nothing twice.
 
+Tickets are indexed by target, so a member's pending work is found without scanning the history.
+An ended ticket is kept for ``bridge.ticketRetentionSeconds`` and among the last
+``bridge.ticketsKept`` (both floored, so a lead's ``fleet_poll(ticket)`` works for at least ten
+minutes); after that :meth:`TaskBook.expired` tells an id this run issued and forgot from one it
+never issued, and the lead gets ``ticket_expired``.
+
 The prompt is held only until delivery, then dropped: no path can replay a delivered task. A
 delivered ticket says how sure the delivery is (:class:`Delivery`): ``uncertain`` when herdr's
 answer could have come after the prompt was typed. A prompt herdr refused before typing it is kept
@@ -15,15 +21,15 @@ with a hint.
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
-from fleetd.runs import new_run_id, ticket_id
+from fleetd.runs import new_run_id, run_of_ticket, ticket_id, ticket_number
 
-__all__ = ["Delivery", "ResultSource", "TaskBook", "Ticket", "TicketOutcome"]
+__all__ = ["Delivery", "ResultSource", "Retention", "TaskBook", "Ticket", "TicketOutcome"]
 
 
 class TicketOutcome(StrEnum):
@@ -107,42 +113,81 @@ class Ticket:
 OnTerminal = Callable[[Ticket], None]
 
 
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How long and how many ended tickets are kept (``bridge.ticketRetentionSeconds`` and
+    ``bridge.ticketsKept``)."""
+
+    keep_for: timedelta = timedelta(hours=1)
+    keep_count: int = 10_000
+
+
 @dataclass(slots=True)
 class TaskBook:
-    """All tickets of this process. Terminal outcomes happen here and only here.
+    """The tickets of this process. Terminal outcomes happen here and only here.
 
-    Ticket ids end in ``run``, the id of this run of fleetd (see :mod:`fleetd.runs`).
+    Ticket ids end in ``run``, the id of this run of fleetd (see :mod:`fleetd.runs`). Pending
+    tickets are indexed by target; ended ones are kept in the order they ended, bounded by
+    ``retention`` (read at each end, so a reload applies at once).
     """
 
     on_terminal: OnTerminal = lambda _ticket: None
-    _tickets: dict[str, Ticket] = field(default_factory=dict)
     run: str = field(default_factory=new_run_id)
-    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    retention: Callable[[], Retention] = Retention
+    _pending: dict[str, dict[str, Ticket]] = field(default_factory=dict)  # target -> id -> ticket
+    _by_id: dict[str, Ticket] = field(default_factory=dict)  # pending and kept ended tickets
+    _ended: OrderedDict[str, Ticket] = field(default_factory=OrderedDict)
+    _last_delivered: dict[str, Ticket] = field(default_factory=dict)  # target -> ticket
+    _issued: int = 0
 
     def accept(self, *, target: str, owner: str, prompt: str, now: datetime, nonce: str) -> Ticket:
+        self._issued += 1
         ticket = Ticket(
-            ticket_id=ticket_id(self.run, next(self._ids), nonce),
+            ticket_id=ticket_id(self.run, self._issued, nonce),
             target=target,
             owner=owner,
             accepted_at=now,
             prompt=prompt,
         )
-        self._tickets[ticket.ticket_id] = ticket
+        self._by_id[ticket.ticket_id] = ticket
+        self._pending.setdefault(target, {})[ticket.ticket_id] = ticket
+        self._prune(now)
         return ticket
 
     def get(self, ticket_id: str) -> Ticket | None:
-        return self._tickets.get(ticket_id)
+        return self._by_id.get(ticket_id)
+
+    def expired(self, ticket_id: str) -> bool:
+        """True for an id this run issued whose ended ticket is no longer kept."""
+        number = ticket_number(ticket_id)
+        return (
+            ticket_id not in self._by_id
+            and run_of_ticket(ticket_id) == self.run
+            and number is not None
+            and 0 < number <= self._issued
+        )
 
     def pending_for(self, target: str) -> list[Ticket]:
-        return [t for t in self._tickets.values() if t.target == target and not t.terminal]
+        return list(self._pending.get(target, {}).values())
 
     def last_delivered(self, target: str) -> Ticket | None:
         """The ticket most recently typed into ``target``, if any."""
-        delivered = [t for t in self._tickets.values() if t.target == target and t.turn is not None]
-        return max(delivered, key=lambda t: t.turn or 0, default=None)
+        return self._last_delivered.get(target)
+
+    def forget_target(self, target: str) -> None:
+        """A released target's index entries go; its ended tickets age out like any other."""
+        self._last_delivered.pop(target, None)
+        if not self._pending.get(target):
+            self._pending.pop(target, None)
 
     def all(self) -> list[Ticket]:
-        return list(self._tickets.values())
+        """Pending and kept ended tickets."""
+        return list(self._by_id.values())
+
+    @property
+    def kept(self) -> int:
+        """How many tickets are held: pending plus kept ended ones."""
+        return len(self._by_id)
 
     def mark_delivered(
         self,
@@ -157,6 +202,7 @@ class TaskBook:
         ticket.delivery = delivery
         ticket.retry_at = None
         ticket.prompt = None
+        self._last_delivered[ticket.target] = ticket
 
     def resolve(self, ticket_id: str, *, content: str, source: ResultSource, now: datetime) -> bool:
         """Finish a ticket as done; False when it was already terminal."""
@@ -189,9 +235,15 @@ class TaskBook:
         reason: str | None,
         hint: str | None = None,
     ) -> bool:
-        ticket = self._tickets.get(ticket_id)
+        ticket = self._by_id.get(ticket_id)
         if ticket is None or ticket.terminal:
             return False
+        pending = self._pending.get(ticket.target)
+        if pending is not None:
+            pending.pop(ticket_id, None)
+            if not pending:
+                del self._pending[ticket.target]
+        self._ended[ticket_id] = ticket
         ticket.outcome = outcome
         ticket.content = content
         ticket.source = source
@@ -202,4 +254,18 @@ class TaskBook:
         ticket.prompt = None
         ticket.done_event.set()
         self.on_terminal(ticket)
+        self._prune(now)
         return True
+
+    def _prune(self, now: datetime) -> None:
+        """Forget the oldest ended tickets past the count or the age."""
+        retention = self.retention()
+        horizon = now - retention.keep_for
+        ended = self._ended
+        while ended:
+            oldest = next(iter(ended.values()))
+            resolved = oldest.resolved_at
+            if len(ended) <= retention.keep_count and resolved is not None and resolved > horizon:
+                break
+            ended.popitem(last=False)
+            del self._by_id[oldest.ticket_id]

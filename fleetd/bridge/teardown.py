@@ -122,6 +122,7 @@ class Teardown:
         session.released_cause = cause.value
         session.apply(SessionEvent.RELEASE, self._clock.now())
         self._roster.retire(session)
+        self._tasks.forget_target(session.session_id)
         return outcome
 
     async def _unmark(self, session: Session) -> None:

@@ -51,6 +51,8 @@ FLOORS: Final[Mapping[str, int]] = MappingProxyType(
         "health.humanRepeatSeconds": 900,
         "health.capacityLongIdleAfterSeconds": _seconds(LONG_IDLE_FLOOR),
         "bridge.readinessGraceSeconds": _seconds(READINESS_GRACE_FLOOR),
+        "bridge.ticketRetentionSeconds": 600,
+        "bridge.ticketsKept": 1000,
         "bridge.push.maxNudgesPerItem": 1,
         "bridge.push.heartbeatIntervalSeconds": 60,
     }

@@ -188,6 +188,10 @@ class BridgeConfig(ConfigModel):
     max_scrape_chars: Annotated[StrictInt, Field(ge=1, le=MAX_CHARS)] = 4000
     prompt_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 8
     prompt_retry_base_ms: Annotated[StrictInt, Field(ge=50, le=30_000)] = 250
+    ticket_retention_seconds: Annotated[
+        StrictInt, Field(le=24 * HOUR), floored("bridge.ticketRetentionSeconds")
+    ] = HOUR
+    tickets_kept: Annotated[StrictInt, Field(le=1_000_000), floored("bridge.ticketsKept")] = 10_000
     push: PushConfig = PushConfig()
 
     @property
@@ -201,6 +205,10 @@ class BridgeConfig(ConfigModel):
     @property
     def prompt_retry_base(self) -> timedelta:
         return timedelta(milliseconds=self.prompt_retry_base_ms)
+
+    @property
+    def ticket_retention(self) -> timedelta:
+        return timedelta(seconds=self.ticket_retention_seconds)
 
 
 class AmqpConfig(ConfigModel):

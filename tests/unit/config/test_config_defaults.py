@@ -47,6 +47,8 @@ EXPECTED_DEFAULTS = {
     "bridge.maxScrapeChars": 4000,
     "bridge.promptRetries": 8,
     "bridge.promptRetryBaseMs": 250,
+    "bridge.ticketRetentionSeconds": 3600,
+    "bridge.ticketsKept": 10000,
     "bridge.push.maxNudgesPerItem": 3,
     "bridge.push.heartbeatIntervalSeconds": 600,
     "bridge.push.heartbeatMax": 3,

@@ -70,6 +70,7 @@ def test_durations_stop_at_an_hour_or_a_day() -> None:
     }
     assert bounds == {
         "bridge.readinessGraceSeconds": 3600,
+        "bridge.ticketRetentionSeconds": 86_400,
         "bridge.push.heartbeatIntervalSeconds": 86_400,
         "health.snapshotIntervalSeconds": 3600,
         "health.workingSuspectAfterSeconds": 86_400,
