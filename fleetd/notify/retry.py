@@ -24,7 +24,8 @@ What this module does not hold: one outstanding attempt per event and re-arming 
 event after a config change are the dispatcher's (the journal keeps the attempt count and the
 lease); a reminder is a new event revision, never a transport retry.
 
-Pure: standard library only, no clock (``now`` is an argument), no randomness, no I/O.
+Pure: standard library only (its own HTTP-date reader: ``email.utils`` would import ``random``
+and ``socket``), no clock (``now`` is an argument), no randomness, no I/O.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from typing import Final
 
@@ -68,6 +68,17 @@ MAX_DELAY: Final = timedelta(minutes=15)
 _MAX_DELAY_SECONDS: Final = int(MAX_DELAY.total_seconds())
 _RETRY_AFTER_MAX_CHARS: Final = 64
 _DELTA_SECONDS: Final = re.compile(r"[0-9]+")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MONTH = "(?P<month>" + "|".join(_MONTHS) + ")"
+_CLOCK = r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})"
+_HTTP_DATES: Final = (
+    # IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+    re.compile(rf"[A-Z][a-z]{{2}}, (?P<day>[0-9]{{2}}) {_MONTH} (?P<year>[0-9]{{4}}) {_CLOCK} GMT"),
+    # obsolete RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
+    re.compile(rf"[A-Z][a-z]{{5,8}}, (?P<day>[0-9]{{2}})-{_MONTH}-(?P<yy>[0-9]{{2}}) {_CLOCK} GMT"),
+    # obsolete asctime: Sun Nov  6 08:49:37 1994
+    re.compile(rf"[A-Z][a-z]{{2}} {_MONTH} (?P<day>[ 0-9][0-9]) {_CLOCK} (?P<year>[0-9]{{4}})"),
+)
 
 RetryAfter = timedelta | datetime
 """A parsed ``Retry-After``: a wait (delta-seconds) or an instant (HTTP-date, UTC-aware)."""
@@ -217,11 +228,32 @@ def parse_retry_after(value: str | None) -> RetryAfter | None:
         return None
     if _DELTA_SECONDS.fullmatch(text):
         return timedelta(seconds=min(int(text), _MAX_DELAY_SECONDS))
-    try:
-        when = parsedate_to_datetime(text)
-    except (ValueError, TypeError, IndexError, OverflowError):
-        return None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    return _http_date(text)
+
+
+def _http_date(text: str) -> datetime | None:
+    """One of the three HTTP-date forms (RFC 9110 §5.6.7), always UTC; ``None`` otherwise."""
+    for form in _HTTP_DATES:
+        found = form.fullmatch(text)
+        if found is None:
+            continue
+        parts = found.groupdict()
+        year = int(parts["year"]) if parts.get("year") else 1900 + int(parts["yy"])
+        if year < 1970:  # two-digit years: 70-99 are 19xx, 00-69 are 20xx (as strptime's %y)
+            year += 100
+        try:
+            return datetime(
+                year,
+                _MONTHS.index(parts["month"]) + 1,
+                int(parts["day"]),
+                int(parts["hour"]),
+                int(parts["minute"]),
+                int(parts["second"]),
+                tzinfo=UTC,
+            )
+        except ValueError:  # 31 Feb, hour 25
+            return None
+    return None
 
 
 def retry_after_delay(retry_after: RetryAfter, now: datetime) -> timedelta:
