@@ -11,6 +11,7 @@ At the edge:
 * ``payload`` — the versioned event payload (``contracts/webhook/``) and its builder, the one
   place that decides what may leave fleetd (§10.5);
 * ``contract`` — the payload's JSON Schema file, generated and drift-checked;
+* ``sink`` — the target (URL, secret, limit) resolved from config and environment;
 * ``request`` — a signed request ready to send;
 * ``http`` — the httpx sender: one POST, response body ignored, an outcome value back;
 * ``receiver`` — a local receiver that verifies and prints events (demo and tests).
