@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Final
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -36,6 +37,7 @@ from fleetd.config.sections import (
     ProfileConfig,
     WorktreesConfig,
 )
+from fleetd.notify.signing import WebhookSecret
 
 __all__ = [
     "RESTART_KEYS",
@@ -67,27 +69,62 @@ class NotificationMode(StrEnum):
 
 
 class NotificationsConfig(ConfigModel):
-    """The human sink. Webhook mode needs the named variable present in the environment."""
+    """The human sink. Config holds variable names only; webhook mode needs both variables set in
+    the environment: the URL (``http``/``https``) and the Standard Webhooks signing secret
+    (``whsec_<base64>``, at least 24 bytes). A bad value is named by its key and variable, never
+    shown."""
 
     mode: NotificationMode = NotificationMode.DISABLED
     webhook_url_env: EnvName | None = Field(default=None, validate_default=True)
+    secret_env: EnvName | None = Field(default=None, validate_default=True)
     request_timeout_ms: Annotated[StrictInt, Field(ge=1000, le=30_000)] = 10_000
 
     @field_validator("webhook_url_env")
     @classmethod
-    def _webhook_needs_its_variable(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if info.data.get("mode") is not NotificationMode.WEBHOOK:
-            return value
-        if value is None:
-            raise ValueError("required when mode is webhook")
-        context = load_context(info)
-        if context is not None and context.environ is not None and not context.environ.get(value):
-            raise ValueError(f"environment variable {value} is not set (mode is webhook)")
+    def _webhook_needs_its_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        text = _required_variable(value, info)
+        if text is not None and not _is_http_url(text):
+            raise ValueError(f"environment variable {value} does not hold an http(s) URL")
+        return value
+
+    @field_validator("secret_env")
+    @classmethod
+    def _webhook_needs_its_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
+        text = _required_variable(value, info)
+        if text is not None:
+            try:
+                WebhookSecret.parse(text)
+            except ValueError as error:
+                raise ValueError(f"environment variable {value}: {error}") from None
         return value
 
     @property
     def request_timeout(self) -> timedelta:
         return timedelta(milliseconds=self.request_timeout_ms)
+
+
+def _is_http_url(text: str) -> bool:
+    try:
+        parts = urlsplit(text.strip())
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unparsable netloc, e.g. an unclosed IPv6 bracket
+        return False
+
+
+def _required_variable(name: str | None, info: ValidationInfo) -> str | None:
+    """In webhook mode: ``name`` must be given and (when the environment is known) set; returns
+    the variable's value for a format check, ``None`` when there is nothing to check."""
+    if info.data.get("mode") is not NotificationMode.WEBHOOK:
+        return None
+    if name is None:
+        raise ValueError("required when mode is webhook")
+    context = load_context(info)
+    if context is None or context.environ is None:
+        return None
+    text = context.environ.get(name)
+    if not text:
+        raise ValueError(f"environment variable {name} is not set (mode is webhook)")
+    return text
 
 
 class HealthConfig(ConfigModel):

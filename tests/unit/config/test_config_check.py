@@ -83,8 +83,13 @@ def test_secrets_are_masked(tmp_path: Path) -> None:
         "journal:\n  url: postgresql://app:hunter3@db:5432/test\n"
         "leads:\n  - name: alpha\n    tokenEnv: ALPHA_TOKEN\n"
         "health:\n  notifications:\n    mode: webhook\n    webhookUrlEnv: HOOK\n"
+        "    secretEnv: HOOK_SECRET\n"
     )
-    environ = {"ALPHA_TOKEN": "tok-hunter4", "HOOK": "https://hooks.example/hunter5"}
+    environ = {
+        "ALPHA_TOKEN": "tok-hunter4",
+        "HOOK": "https://hooks.example/hunter5",
+        "HOOK_SECRET": "whsec_aHVudGVyNmh1bnRlcjZodW50ZXI2aHVudGVyNg==",
+    }
     code, out, err = _run([str(path)], environ)
     assert code == 0
     assert "hunter" not in out + err
@@ -93,6 +98,8 @@ def test_secrets_are_masked(tmp_path: Path) -> None:
     assert printed["journal"]["url"] == "postgresql://app:***@db:5432/test"
     assert printed["leads"][0]["tokenEnv"] == "ALPHA_TOKEN"
     assert printed["health"]["notifications"]["webhookUrlEnv"] == "HOOK"
+    assert printed["health"]["notifications"]["secretEnv"] == "HOOK_SECRET"
+    assert "aHVudGVy" not in out + err
 
 
 @pytest.mark.parametrize(

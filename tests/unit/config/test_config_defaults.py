@@ -63,6 +63,7 @@ EXPECTED_DEFAULTS = {
     "health.includePaneExcerpt": False,
     "health.notifications.mode": NotificationMode.DISABLED,
     "health.notifications.webhookUrlEnv": None,
+    "health.notifications.secretEnv": None,
     "health.notifications.requestTimeoutMs": 10_000,
 }
 SECRET_KEYS = {"inbox.amqp.url", "journal.url"}

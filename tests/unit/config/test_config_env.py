@@ -43,6 +43,8 @@ def test_overrides_take_their_key_type() -> None:
         "FLEETD_HEALTH__NOTIFICATIONS__MODE": "webhook",
         "FLEETD_HEALTH__NOTIFICATIONS__WEBHOOK_URL_ENV": "HOOK",
         "HOOK": "https://hooks.example/x",
+        "FLEETD_HEALTH__NOTIFICATIONS__SECRET_ENV": "HOOK_SECRET",
+        "HOOK_SECRET": "whsec_" + "A" * 32,
     }
     config = parse_config(None, environ).config
     assert config.health.enabled is True

@@ -137,39 +137,64 @@ def test_missing_file_names_the_file(tmp_path: Path) -> None:
     assert "cannot read" in caught.value.reason
 
 
-def test_webhook_mode_without_a_variable_name() -> None:
-    """Webhook mode with no webhookUrlEnv is an error naming that key."""
-    with pytest.raises(ConfigError) as caught:
-        parse_config({"health": {"notifications": {"mode": "webhook"}}}, {})
-    assert caught.value.key == "health.notifications.webhookUrlEnv"
-    assert "required" in caught.value.reason
+HOOK_SECRET = "whsec_" + "QUFB" * 8  # 24 bytes
+WEBHOOK = {"mode": "webhook", "webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_SECRET"}
+WEBHOOK_ENV = {"HOOK_URL": "https://hooks.example/very-secret-path", "HOOK_SECRET": HOOK_SECRET}
 
 
-@pytest.mark.parametrize("environ", [{}, {"HOOK_URL": ""}])
-def test_webhook_mode_with_the_variable_unset(environ: dict[str, str]) -> None:
-    """Webhook mode whose variable is absent or empty fails naming the key and the variable."""
-    document = {"health": {"notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL"}}}
+def _webhook(**changes: Any) -> dict[str, Any]:
+    notifications = {k: v for k, v in (WEBHOOK | changes).items() if v is not None}
+    return {"health": {"notifications": notifications}}
+
+
+@pytest.mark.parametrize(
+    ("document", "environ", "key", "reason"),
+    [
+        (_webhook(webhookUrlEnv=None), WEBHOOK_ENV, "webhookUrlEnv", "required"),
+        (_webhook(secretEnv=None), WEBHOOK_ENV, "secretEnv", "required"),
+        (_webhook(), {"HOOK_SECRET": HOOK_SECRET}, "webhookUrlEnv", "HOOK_URL is not set"),
+        (_webhook(), WEBHOOK_ENV | {"HOOK_URL": ""}, "webhookUrlEnv", "HOOK_URL is not set"),
+        (_webhook(), {"HOOK_URL": "https://h.example/"}, "secretEnv", "HOOK_SECRET is not set"),
+        (_webhook(), WEBHOOK_ENV | {"HOOK_URL": "ftp://h.example/x"}, "webhookUrlEnv", "http(s)"),
+        (_webhook(), WEBHOOK_ENV | {"HOOK_URL": "h.example/x"}, "webhookUrlEnv", "http(s)"),
+        (_webhook(), WEBHOOK_ENV | {"HOOK_URL": "https://"}, "webhookUrlEnv", "http(s)"),
+        (_webhook(), WEBHOOK_ENV | {"HOOK_URL": "http://[::1/x"}, "webhookUrlEnv", "http(s)"),
+        (_webhook(), WEBHOOK_ENV | {"HOOK_SECRET": "hunter2-plain"}, "secretEnv", "whsec_"),
+        (_webhook(), WEBHOOK_ENV | {"HOOK_SECRET": "whsec_aHVudGVy"}, "secretEnv", "24 bytes"),
+        (_webhook(), WEBHOOK_ENV | {"HOOK_SECRET": "whsec_hunter2!!"}, "secretEnv", "HOOK_SECRET"),
+    ],
+)
+def test_bad_webhook_config_names_the_key_not_the_value(
+    document: dict[str, Any], environ: dict[str, str], key: str, reason: str
+) -> None:
+    """Webhook mode needs both variables named and set, an http(s) URL and a whsec_ secret; the
+    error names the key (and variable), never the value."""
     with pytest.raises(ConfigError) as caught:
         parse_config(document, environ)
-    assert caught.value.key == "health.notifications.webhookUrlEnv"
-    assert "HOOK_URL" in caught.value.reason
+    assert caught.value.key == f"health.notifications.{key}"
+    assert reason in caught.value.reason
+    for value in environ.values():
+        if value:
+            assert value not in str(caught.value)
 
 
-def test_webhook_mode_with_the_variable_set() -> None:
-    """Webhook mode is valid once the named variable holds a value; the value is not stored."""
-    document = {"health": {"notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL"}}}
-    secret = "https://hooks.example/very-secret-path"
-    config = parse_config(document, {"HOOK_URL": secret}).config
-    assert config.health.notifications.mode is NotificationMode.WEBHOOK
-    assert config.health.notifications.webhook_url_env == "HOOK_URL"
-    assert secret not in config.model_dump_json()
-    assert secret not in repr(config)
+def test_webhook_mode_with_both_variables_set() -> None:
+    """Webhook mode is valid once the named variables hold a URL and a secret; neither is stored."""
+    config = parse_config(_webhook(), WEBHOOK_ENV).config
+    notifications = config.health.notifications
+    assert notifications.mode is NotificationMode.WEBHOOK
+    assert (notifications.webhook_url_env, notifications.secret_env) == ("HOOK_URL", "HOOK_SECRET")
+    for value in WEBHOOK_ENV.values():
+        assert value not in config.model_dump_json()
+        assert value not in repr(config)
 
 
-def test_disabled_mode_does_not_need_the_variable() -> None:
-    """Naming a webhook variable is fine while notifications are disabled."""
-    document = {"health": {"notifications": {"webhookUrlEnv": "HOOK_URL"}}}
-    assert parse_config(document, {}).config.health.notifications.webhook_url_env == "HOOK_URL"
+def test_disabled_mode_does_not_need_the_variables() -> None:
+    """Naming the webhook variables is fine while notifications are disabled, set or not."""
+    document = _webhook(mode="disabled")
+    notifications = parse_config(document, {"HOOK_SECRET": "bad"}).config.health.notifications
+    assert notifications.mode is NotificationMode.DISABLED
+    assert notifications.webhook_url_env == "HOOK_URL"
 
 
 def test_health_without_a_sink_warns_about_coverage() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 import fleetd.config.ref
 from fleetd.clock import FakeClock
-from fleetd.config import ConfigRef, ReloadStatus, parse_config
+from fleetd.config import ConfigRef, NotificationMode, ReloadStatus, parse_config
 from fleetd.config.loader import parse_config_bytes
 
 BASE = "api:\n  port: 8765\nhealth:\n  enabled: false\n"
@@ -239,3 +239,24 @@ def test_environment_applies_on_reload(file: ConfigFile, clock: FakeClock) -> No
     file.write(BASE + "  humanRepeatSeconds: 7200\n")
     ref.reload(clock.now())
     assert ref.current.health.human_repeat_seconds == 1800
+
+
+def test_bad_notification_config_leaves_the_running_detector(
+    file: ConfigFile, clock: FakeClock
+) -> None:
+    """A reload into webhook mode without its secret is refused naming the key; detection stays on
+    and notifications stay as they were until the variables are set (M4 Unit 5, criterion 3)."""
+    running = BASE.replace("enabled: false", "enabled: true")
+    file.write(running)
+    environ = {"HOOK_URL": "https://hooks.example/x"}
+    ref = _ref(file, clock, environ)
+    before = ref.current
+    webhook = "  notifications:\n    mode: webhook\n    webhookUrlEnv: HOOK_URL\n"
+    file.write(running + webhook + "    secretEnv: HOOK_SECRET\n")
+    result = ref.reload(clock.now())
+    assert result.status is ReloadStatus.REJECTED
+    assert result.error is not None
+    assert result.error.key == "health.notifications.secretEnv"
+    assert ref.current is before
+    assert ref.current.health.enabled is True
+    assert ref.current.health.notifications.mode is NotificationMode.DISABLED

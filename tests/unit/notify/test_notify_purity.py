@@ -1,0 +1,93 @@
+"""The webhook policy modules are pure: standard value modules only, no clock, I/O or randomness."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import fleetd.notify
+
+PACKAGE = Path(fleetd.notify.__file__).parent
+PURE = ("retry", "keys", "signing")
+ALLOWED = {
+    "__future__",
+    "base64",
+    "binascii",
+    "collections.abc",
+    "dataclasses",
+    "datetime",
+    "enum",
+    "hashlib",
+    "hmac",
+    "math",
+    "re",
+    "typing",
+}
+FORBIDDEN_CALLS = {"now", "utcnow", "today", "monotonic", "time", "sleep", "random", "open"}
+
+
+def _trees() -> list[tuple[str, ast.Module]]:
+    return [(name, ast.parse((PACKAGE / f"{name}.py").read_text())) for name in PURE]
+
+
+def test_pure_modules_import_only_standard_value_modules() -> None:
+    """retry, keys and signing import nothing of fleetd and no I/O module."""
+    for name, tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 0, (name, "relative import")
+                imported = [node.module or ""]
+            else:
+                continue
+            for module in imported:
+                assert module in ALLOWED, (name, module)
+
+
+def test_pure_modules_read_no_clock_and_draw_no_random_number() -> None:
+    """No call reads the clock, sleeps, draws a random number or opens a file."""
+    for name, tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                assert called not in FORBIDDEN_CALLS, (name, called)
+
+
+def test_pure_modules_work_with_io_modules_blocked() -> None:
+    """They import and decide with sockets, asyncio, logging, random, pydantic and httpx blocked."""
+    blocked = ["asyncio", "socket", "logging", "random", "secrets", "threading", "subprocess"]
+    blocked += ["httpx", "pydantic", "yaml", "fleetd.config", "fleetd.runtime", "fleetd.health"]
+    script = f"""
+import sys
+from importlib.abc import MetaPathFinder
+BLOCKED = {blocked!r}
+class Block(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+            raise ImportError("blocked: " + name)
+        return None
+for name in list(sys.modules):
+    if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+        del sys.modules[name]
+sys.meta_path.insert(0, Block())
+from datetime import UTC, datetime
+from fleetd.notify.keys import idempotency_key
+from fleetd.notify.retry import AttemptOutcome, next_step
+from fleetd.notify.signing import WebhookSecret, signature_headers, verify
+now = datetime(2026, 1, 1, tzinfo=UTC)
+decision = next_step(AttemptOutcome(status=503), failures=2, draw=0.5, now=now)
+key = idempotency_key("inc_1", "open", 1)
+secret = WebhookSecret(bytes(32))
+headers = signature_headers(secret, msg_id=key, now=now, body=b"{{}}")
+assert verify(secret, headers, b"{{}}", now=now) == "verified"
+print(decision.delay.total_seconds())
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "7.5"
