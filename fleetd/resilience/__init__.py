@@ -26,7 +26,20 @@ from fleetd.resilience.breaker import (
     BreakerState,
     Permit,
 )
+from fleetd.resilience.budget import FailoverBudget, RetryPolicy, Timeouts, retry_after
 from fleetd.resilience.classify import TRAITS, ErrorClass, Outcome, Traits, classify_status
+from fleetd.resilience.failover import (
+    Endpoint,
+    GiveUp,
+    GiveUpReason,
+    Pick,
+    Pool,
+    Settled,
+    Sweep,
+    next_attempt,
+    settle,
+)
+from fleetd.resilience.health import EndpointHealth, HealthPolicy
 
 __all__ = [
     "TRAITS",
@@ -34,9 +47,24 @@ __all__ = [
     "BreakerEvent",
     "BreakerPolicy",
     "BreakerState",
+    "Endpoint",
+    "EndpointHealth",
     "ErrorClass",
+    "FailoverBudget",
+    "GiveUp",
+    "GiveUpReason",
+    "HealthPolicy",
     "Outcome",
     "Permit",
+    "Pick",
+    "Pool",
+    "RetryPolicy",
+    "Settled",
+    "Sweep",
+    "Timeouts",
     "Traits",
     "classify_status",
+    "next_attempt",
+    "retry_after",
+    "settle",
 ]
