@@ -27,6 +27,13 @@ from fleetd.resilience.breaker import (
     Permit,
 )
 from fleetd.resilience.budget import FailoverBudget, RetryPolicy, Timeouts, retry_after
+from fleetd.resilience.catalog import (
+    Catalog,
+    CatalogEntry,
+    context_window_for,
+    parse_catalog,
+    stated_context_window,
+)
 from fleetd.resilience.classify import TRAITS, ErrorClass, Outcome, Traits, classify_status
 from fleetd.resilience.failover import (
     Endpoint,
@@ -40,13 +47,31 @@ from fleetd.resilience.failover import (
     settle,
 )
 from fleetd.resilience.health import EndpointHealth, HealthPolicy
+from fleetd.resilience.models import (
+    PROBE_FLOOR,
+    Availability,
+    Bench,
+    BenchPolicy,
+    CatalogFetch,
+    ModelVerdict,
+    ProbeSchedule,
+    VerdictReason,
+    judge,
+)
 
 __all__ = [
+    "PROBE_FLOOR",
     "TRAITS",
+    "Availability",
+    "Bench",
+    "BenchPolicy",
     "Breaker",
     "BreakerEvent",
     "BreakerPolicy",
     "BreakerState",
+    "Catalog",
+    "CatalogEntry",
+    "CatalogFetch",
     "Endpoint",
     "EndpointHealth",
     "ErrorClass",
@@ -54,17 +79,24 @@ __all__ = [
     "GiveUp",
     "GiveUpReason",
     "HealthPolicy",
+    "ModelVerdict",
     "Outcome",
     "Permit",
     "Pick",
     "Pool",
+    "ProbeSchedule",
     "RetryPolicy",
     "Settled",
     "Sweep",
     "Timeouts",
     "Traits",
+    "VerdictReason",
     "classify_status",
+    "context_window_for",
+    "judge",
     "next_attempt",
+    "parse_catalog",
     "retry_after",
     "settle",
+    "stated_context_window",
 ]
