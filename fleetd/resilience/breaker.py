@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from fleetd.errors import IllegalTransitionError
+from fleetd.resilience.budget import doubled
 from fleetd.resilience.classify import TRAITS, ErrorClass
 
 __all__ = [
@@ -100,8 +101,7 @@ class BreakerPolicy:
 
     def cooldown_for(self, openings: int) -> timedelta:
         """The cooldown of the ``openings``-th consecutive opening (1 = first), capped."""
-        doublings = min(max(openings, 1) - 1, 32)
-        return min(self.cooldown_cap, self.cooldown * (1 << doublings))
+        return doubled(self.cooldown, openings - 1, self.cooldown_cap)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,12 +19,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["RETRY_AFTER_LIMIT", "FailoverBudget", "RetryPolicy", "Timeouts", "retry_after"]
+__all__ = [
+    "RETRY_AFTER_LIMIT",
+    "FailoverBudget",
+    "RetryPolicy",
+    "Timeouts",
+    "doubled",
+    "retry_after",
+]
 
 RETRY_AFTER_LIMIT = timedelta(days=1)
 """The longest Retry-After :func:`retry_after` reports; anything beyond reads as this."""
 
 _ZERO = timedelta(0)
+
+
+def doubled(base: timedelta, times: int, cap: timedelta) -> timedelta:
+    """``base`` doubled ``times`` times, never past ``cap`` (and never overflowing on the way)."""
+    value = min(base, cap)
+    for _ in range(max(times, 0)):
+        if value >= cap:
+            break
+        value = cap if value > cap / 2 else value * 2
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,9 +93,8 @@ class RetryPolicy:
         """The wait before retry number ``retry`` (1 = first); ``rnd`` is a draw in [0, 1]."""
         if retry_after is not None:
             return max(_ZERO, min(retry_after, self.retry_after_cap))
-        doublings = min(max(retry, 1) - 1, 32)
         jitter = 0.5 + max(0.0, min(1.0, rnd))
-        return min(self.cap, self.base * (1 << doublings) * jitter)
+        return min(self.cap, doubled(self.base, retry - 1, self.cap) * jitter)
 
 
 _MONTHS = {

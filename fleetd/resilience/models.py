@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from types import MappingProxyType
 
+from fleetd.resilience.budget import doubled
 from fleetd.resilience.catalog import Catalog
 from fleetd.resilience.classify import ErrorClass
 
@@ -136,8 +137,7 @@ class BenchPolicy:
 
     def cooldown_for(self, strikes: int) -> timedelta:
         """The bench of the ``strikes``-th consecutive strike (1 = first), capped."""
-        doublings = min(max(strikes, 1) - 1, 32)
-        return min(self.cooldown_cap, self.cooldown * (1 << doublings))
+        return doubled(self.cooldown, strikes - 1, self.cooldown_cap)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -192,7 +192,7 @@ def test_a_policy_refuses_nonsense(kwargs: dict[str, object], message: str) -> N
 
 # --- properties ----------------------------------------------------------------------------------
 
-ERRORS = st.sampled_from([None, *ErrorClass])
+ERRORS = st.one_of(st.sampled_from(STRIKES), st.sampled_from([None, *ErrorClass]))
 STEP = st.one_of(
     st.tuples(st.just("advance"), st.integers(min_value=0, max_value=90)),
     st.tuples(st.just("admit"), st.just(0)),
@@ -202,12 +202,12 @@ STEP = st.one_of(
 
 
 @settings(max_examples=400)
-@given(steps=st.lists(st.tuples(STEP, ERRORS), max_size=80))
+@given(start_open=st.booleans(), steps=st.lists(st.tuples(STEP, ERRORS), max_size=80))
 def test_never_two_probes_at_once(
-    steps: list[tuple[tuple[str, int], ErrorClass | None]],
+    start_open: bool, steps: list[tuple[tuple[str, int], ErrorClass | None]]
 ) -> None:
     """Whatever calls are admitted, finished, cancelled, and however time moves: one probe."""
-    breaker, now = Breaker(), T0
+    breaker, now = (opened() if start_open else Breaker()), T0
     outstanding: list[Permit] = []
     for (action, n), error in steps:
         if action == "advance":

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetd.resilience import FailoverBudget, RetryPolicy, Timeouts, retry_after
-from fleetd.resilience.budget import RETRY_AFTER_LIMIT
+from fleetd.resilience import BreakerPolicy, FailoverBudget, RetryPolicy, Timeouts, retry_after
+from fleetd.resilience.budget import RETRY_AFTER_LIMIT, doubled
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -70,6 +70,26 @@ def test_a_server_retry_after_replaces_the_computed_delay_within_its_cap() -> No
 def test_a_retry_delay_stays_within_its_bounds(retry: int, rnd: float) -> None:
     policy = RetryPolicy()
     assert policy.base / 2 <= policy.delay(retry, rnd) <= policy.cap
+
+
+@given(
+    base=st.integers(min_value=1, max_value=10**6),
+    times=st.integers(min_value=-3, max_value=10**6),
+    extra=st.integers(min_value=0, max_value=10**8),
+)
+def test_doubling_stays_between_its_base_and_its_cap(base: int, times: int, extra: int) -> None:
+    start, cap = timedelta(seconds=base), timedelta(seconds=base + extra)
+    value = doubled(start, times, cap)
+    assert start <= value <= cap
+    assert value.total_seconds() == min(base + extra, base * 2 ** min(max(times, 0), 64))
+
+
+def test_long_cooldowns_do_not_overflow() -> None:
+    """A day-long cooldown doubled a million times is the cap, not an OverflowError."""
+    cap = timedelta(days=900_000_000)
+    policy = BreakerPolicy(cooldown=timedelta(days=1), cooldown_cap=cap)
+    assert policy.cooldown_for(10**6) == cap
+    assert RetryPolicy(base=timedelta(days=1), cap=cap).delay(10**6, 0.5) == cap
 
 
 def test_the_watchdog_never_runs_past_the_deadline() -> None:
