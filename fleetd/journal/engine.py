@@ -187,4 +187,6 @@ def _sqlstate_reason(sqlstate: str) -> str:
         return "serialization_failure"
     if sqlstate == "25006":
         return "read_only"
+    if sqlstate == "55P03":
+        return "locked"
     return "database_error"
