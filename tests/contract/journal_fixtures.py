@@ -28,23 +28,28 @@ PG_HOST, PG_PORT = "127.0.0.1", 5432
 PG_BASE = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test"
 
 
-def _postgres_reachable() -> bool:
+def postgres_reachable(host: str = PG_HOST, port: int = PG_PORT) -> bool:
     try:
-        with socket.create_connection((PG_HOST, PG_PORT), timeout=1.0):
+        with socket.create_connection((host, port), timeout=1.0):
             return True
     except OSError:
         return False
 
 
-@pytest.fixture(scope="session")
-def journal_pg_base() -> str:
-    """The local server's URL; fails in CI and skips elsewhere when it is down."""
-    if not _postgres_reachable():
+def require_postgres(reachable: bool) -> str:
+    """The local server's URL; fails under ``CI=true`` and skips elsewhere when it is down."""
+    if not reachable:
         message = f"PostgreSQL is not reachable on {PG_HOST}:{PG_PORT}"
         if os.environ.get("CI") == "true":
             pytest.fail(f"{message}; CI needs it for the journal tests")
         pytest.skip(f"{message}; start it to run the PostgreSQL journal tests")
     return PG_BASE
+
+
+@pytest.fixture(scope="session")
+def journal_pg_base() -> str:
+    """The local server's URL, or a skip (a failure in CI) when it is down."""
+    return require_postgres(postgres_reachable())
 
 
 def schema_url(base: str, schema: str, *options: str) -> str:

@@ -329,5 +329,17 @@ async def test_lease_owners_and_failure_classes_are_plain_codes(journal_kit: Jou
         await journal.fail(claim, now=T0, failure="Traceback (most recent call last): ...")
 
 
-def test_times_in_this_module_are_aware() -> None:
+@pytest.mark.parametrize(
+    ("ci", "outcome"), [("", pytest.skip.Exception), ("true", pytest.fail.Exception)]
+)
+def test_a_missing_postgres_skips_locally_and_fails_in_ci(
+    monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]
+) -> None:
+    """Without the server the PostgreSQL cases skip with a reason, except under CI=true."""
+    from journal_fixtures import postgres_reachable, require_postgres  # noqa: PLC0415
+
+    monkeypatch.setenv("CI", ci)
+    assert not postgres_reachable("127.0.0.1", 9)
+    with pytest.raises(outcome, match="PostgreSQL is not reachable"):
+        require_postgres(False)
     assert T0.tzinfo is UTC
