@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from fleetd.clock import Clock
 from fleetd.errors import JournalError
@@ -135,3 +135,7 @@ class ObservedJournal:
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+if TYPE_CHECKING:
+    _conforms: type[Journal] = ObservedJournal  # mypy checks the class against the port

@@ -16,10 +16,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from fleetd.errors import JournalError, JournalRefusedError
 from fleetd.health.incidents import IncidentKey, ResolveReason
-from fleetd.journal.port import DEFAULT_CLAIM_LIMIT
+from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, Journal
 from fleetd.journal.records import (
     AttemptOutcome,
     Claim,
@@ -354,3 +355,7 @@ class InMemoryJournal:
 
     async def close(self) -> None:
         return None
+
+
+if TYPE_CHECKING:
+    _conforms: type[Journal] = InMemoryJournal  # mypy checks the class against the port

@@ -20,14 +20,14 @@ import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import Engine
 
 from fleetd.errors import JournalUnavailableError
 from fleetd.journal.engine import journal_engine
 from fleetd.journal.migrate import check_at_head, upgrade_engine
-from fleetd.journal.port import DEFAULT_CLAIM_LIMIT
+from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, Journal
 from fleetd.journal.records import (
     AttemptOutcome,
     Claim,
@@ -145,3 +145,7 @@ class SqlJournal:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._worker, self._engine.dispose)
         self._worker.shutdown(wait=True)
+
+
+if TYPE_CHECKING:
+    _conforms: type[Journal] = SqlJournal  # mypy checks the class against the port
