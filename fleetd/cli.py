@@ -1,4 +1,4 @@
-"""The ``fleetd`` command: ``serve``, ``sim``, ``demo``, ``check-config``.
+"""The ``fleetd`` command: ``serve``, ``sim``, ``demo``, ``check-config``, ``migrate``.
 
 Each subcommand parses its own arguments and returns a process exit code; nothing runs at import.
 """
@@ -32,9 +32,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sim": _sim,
         "demo": _demo,
         "check-config": _check_config,
+        "migrate": _migrate,
     }
     if not args or args[0] in ("-h", "--help") or args[0] not in commands:
-        print("usage: fleetd {serve,sim,demo,check-config} ...", file=sys.stderr)
+        print("usage: fleetd {serve,sim,demo,check-config,migrate} ...", file=sys.stderr)
         return 0 if args and args[0] in ("-h", "--help") else 2
     return commands[args[0]](args[1:])
 
@@ -43,6 +44,13 @@ def _check_config(argv: list[str]) -> int:
     from fleetd.config import check_config_main  # noqa: PLC0415 — each subcommand loads its own
 
     return check_config_main(argv)
+
+
+def _migrate(argv: list[str]) -> int:
+    from fleetd.journal.migrate import migrate_main  # noqa: PLC0415
+
+    configure_logging("WARNING")
+    return migrate_main(argv)
 
 
 def _sim(argv: list[str]) -> int:

@@ -24,6 +24,10 @@
     │   │   └── NoOpenTaskError     ``fleet_reply`` from a member with no task to answer (``hint``)
     │   └── UnavailableError        a dependency (herdr, the broker) cannot be reached now
     │       └── InboxRetryError     the inbox cannot store or hand out now; nothing changed, retry
+    ├── JournalError                the incident journal failed (``operation``, ``reason``)
+    │   ├── JournalUnavailableError the database cannot be reached or written now (down, full)
+    │   ├── JournalSchemaError      the database is not at the code's schema: run ``fleetd migrate``
+    │   └── JournalRefusedError     a record breaks the journal's rules; nothing was written
     ├── IllegalTransitionError      a state machine was asked for a transition it does not have
     └── WorktreeError               git could not provision, inspect or remove a worktree
         └── ManifestError           a preserved-worktree manifest could not be written
@@ -53,6 +57,10 @@ __all__ = [
     "InboxUnavailableError",
     "InvalidArgumentsError",
     "InvalidResponseError",
+    "JournalError",
+    "JournalRefusedError",
+    "JournalSchemaError",
+    "JournalUnavailableError",
     "ManifestError",
     "NoOpenTaskError",
     "PermissionDeniedError",
@@ -224,6 +232,35 @@ class InboxRetryError(UnavailableError):
             message,
             hint={"retryable": True, "retryAfterSeconds": retry_after_seconds, "action": action},
         )
+
+
+class JournalError(FleetdError):
+    """The incident journal could not do ``operation``; ``reason`` is a bounded word.
+
+    ``str()`` shows only ``operation: reason``. The database's own message (which can quote SQL
+    parameters, hence payloads or a URL) is never kept; ``code`` is its error code when it has
+    one (``SQLITE_FULL``, SQLSTATE ``53100``), for local logs. A caller turns any of these into
+    notification coverage ``degraded``; detection goes on without the journal.
+    """
+
+    def __init__(self, operation: str, reason: str, *, code: str | None = None) -> None:
+        super().__init__(f"{operation}: {reason}")
+        self.operation = operation
+        self.reason = reason
+        self.code = code
+
+
+class JournalUnavailableError(JournalError):
+    """The database cannot be reached or written now (down, locked, disk full, I/O error)."""
+
+
+class JournalSchemaError(JournalError):
+    """The database schema is missing or not the code's migration head (run ``fleetd migrate``)."""
+
+
+class JournalRefusedError(JournalError):
+    """A record breaks the journal's rules (a second open incident for one key, a payload that
+    could carry content); the transaction wrote nothing."""
 
 
 class IllegalTransitionError(FleetdError):

@@ -58,6 +58,7 @@ RESTART_KEYS: Final = frozenset(
         "inbox.backend",
         "inbox.amqp.url",
         "journal.url",
+        "journal.urlEnv",
     }
 )
 """Dotted keys whose change takes effect only after a restart; every other key is hot."""

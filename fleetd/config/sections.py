@@ -22,6 +22,7 @@ from pydantic import (
     SecretStr,
     ValidationInfo,
     field_serializer,
+    field_validator,
     model_validator,
 )
 
@@ -228,23 +229,53 @@ class InboxConfig(ConfigModel):
     amqp: AmqpConfig = AmqpConfig()
 
 
-def _journal_default(value: Any, info: ValidationInfo) -> Any:
-    """``null`` means the SQLite file beside the config (``./var`` without a file)."""
+def _journal_url(value: Any, info: ValidationInfo) -> Any:
+    """The URL ``journal.urlEnv`` names, else ``url`` as written, else (``null``) the SQLite file
+    beside the config (``./var`` without a file)."""
+    context = load_context(info)
+    variable = info.data.get("url_env")
+    if variable is not None:
+        if value is not None:
+            raise ValueError("set url or urlEnv, not both")
+        if context is None or context.environ is None:
+            raise ValueError(f"urlEnv needs the environment to read {variable}")
+        return context.environ.get(variable)
     if value is not None:
         return value
-    context = load_context(info)
     base = context.base_dir if context is not None and context.base_dir is not None else None
     return f"sqlite:///{(base or NO_FILE_STATE_DIR) / JOURNAL_FILE}"
 
 
-class JournalConfig(ConfigModel):
-    """After loading, ``url`` is always concrete (SQLite or PostgreSQL); it may hold a password."""
+_journal_schemes = scheme_check("sqlite", "postgresql")
 
-    url: Annotated[
-        SecretStr,
-        BeforeValidator(_journal_default),
-        AfterValidator(scheme_check("sqlite", "postgresql")),
-    ] = SecretStr(f"sqlite:///{NO_FILE_STATE_DIR / JOURNAL_FILE}")
+
+class JournalConfig(ConfigModel):
+    """Where the incident journal lives. After loading, ``url`` is always concrete (SQLite or
+    PostgreSQL) and may hold a password: it prints masked. ``urlEnv`` names the environment
+    variable that holds the URL, so a password never has to sit in the file; it must be set
+    when the config loads, and then ``url`` must be left out (``null``)."""
+
+    url_env: EnvName | None = None
+    url: Annotated[SecretStr, BeforeValidator(_journal_url), AfterValidator(_journal_schemes)] = (
+        Field(default=None, validate_default=True)
+    )
+
+    @field_validator("url_env")
+    @classmethod
+    def _variable_holds_a_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        context = load_context(info)
+        if value is None or context is None or context.environ is None:
+            return value
+        url = context.environ.get(value)
+        if not url:
+            raise ValueError(f"environment variable {value} is not set")
+        try:
+            _journal_schemes(url)
+        except ValueError:
+            raise ValueError(
+                f"environment variable {value} must hold a sqlite:/// or postgresql:// URL"
+            ) from None
+        return value
 
     @field_serializer("url", when_used="json")
     def _masked(self, value: SecretStr) -> str:

@@ -53,6 +53,7 @@ EXPECTED_DEFAULTS = {
     "bridge.push.heartbeatIntervalSeconds": 600,
     "bridge.push.heartbeatMax": 3,
     "inbox.backend": InboxBackend.MEMORY,
+    "journal.urlEnv": None,
     "health.enabled": False,
     "health.snapshotIntervalSeconds": 30,
     "health.workingSuspectAfterSeconds": 600,

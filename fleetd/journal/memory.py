@@ -1,0 +1,361 @@
+"""``InMemoryJournal``: the fake journal for core and runtime unit tests.
+
+It keeps the same rows the SQL tables hold, in dicts, and passes the same contract tests
+(``tests/contract/test_journal_contract.py``): refusals, revisions, leases, fencing, cancel and
+re-arm behave exactly as in :class:`~fleetd.journal.sql.SqlJournal`. A record that is refused
+changes nothing, as a rolled-back transaction would. Nothing survives the object.
+
+``fail_with`` makes every following call raise the given error until it is set back to ``None``,
+for tests of a journal that is down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from fleetd.errors import JournalError, JournalRefusedError
+from fleetd.health.incidents import IncidentKey, ResolveReason
+from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, Journal
+from fleetd.journal.records import (
+    AttemptOutcome,
+    Claim,
+    EventState,
+    EventType,
+    IncidentChange,
+    JournalSnapshot,
+    JournalStats,
+    NewEvent,
+    RecordedEvent,
+    StoredEvent,
+    StoredIncident,
+    check_change,
+    check_code,
+    check_event,
+    idempotency_key,
+)
+
+__all__ = ["InMemoryJournal"]
+
+
+@dataclass(slots=True, kw_only=True)
+class _Event:
+    id: int
+    incident_id: str
+    type: EventType
+    payload: Mapping[str, object]
+    revision: int
+    key: str
+    state: EventState
+    created_at: datetime
+    delivered_at: datetime | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class _Attempt:
+    id: int
+    event_id: int
+    attempt: int
+    due_at: datetime
+    outcome: AttemptOutcome | None = None
+    failure: str | None = None
+    http_status: int | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    lease_token: int = 0
+
+
+class InMemoryJournal:
+    """A :class:`~fleetd.journal.port.Journal` in memory."""
+
+    def __init__(self) -> None:
+        self._incidents: dict[str, IncidentChange] = {}
+        self._events: dict[int, _Event] = {}
+        self._attempts: dict[int, _Attempt] = {}
+        self._ids = 0
+        self.fail_with: JournalError | None = None
+
+    def _next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def _check_up(self) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+
+    async def record(
+        self, change: IncidentChange, events: Sequence[NewEvent] = (), *, now: datetime
+    ) -> tuple[RecordedEvent, ...]:
+        self._check_up()
+        check_change(change)
+        for event in events:
+            check_event(event)
+        self._check_conflicts(change)
+        incident_id = change.incident.id
+        if change.cancel_pending:
+            for attempt in self._outstanding(incident_id):
+                attempt.outcome = AttemptOutcome.CANCELLED
+                self._events[attempt.event_id].state = EventState.CANCELLED
+        self._incidents[incident_id] = change
+        revision = max((e.revision for e in self._of(incident_id)), default=0)
+        recorded: list[RecordedEvent] = []
+        for event in events:
+            revision += 1
+            due = event.due_at or now
+            row = _Event(
+                id=self._next_id(),
+                incident_id=incident_id,
+                type=event.type,
+                payload=json.loads(json.dumps(event.payload)),  # as a database returns it
+                revision=revision,
+                key=idempotency_key(incident_id, event.type, revision),
+                state=EventState.PENDING,
+                created_at=now,
+            )
+            self._events[row.id] = row
+            self._add_attempt(row.id, 1, due)
+            recorded.append(
+                RecordedEvent(
+                    id=row.id,
+                    incident_id=incident_id,
+                    type=event.type,
+                    revision=revision,
+                    idempotency_key=row.key,
+                    due_at=due,
+                )
+            )
+        return tuple(recorded)
+
+    def _check_conflicts(self, change: IncidentChange) -> None:
+        incident = change.incident
+        stored = self._incidents.get(incident.id)
+        if stored is not None and (
+            stored.incident.key != incident.key or stored.incident.generation != incident.generation
+        ):
+            raise JournalRefusedError("record", "incident_key_changed")
+        for other in self._incidents.values():
+            if other.incident.id == incident.id or other.incident.key != incident.key:
+                continue
+            if other.incident.generation == incident.generation:
+                raise JournalRefusedError("record", "generation_conflict")
+            if other.resolved_at is None and change.resolved_at is None:
+                raise JournalRefusedError("record", "open_key_conflict")
+
+    def _of(self, incident_id: str) -> list[_Event]:
+        return [e for e in self._events.values() if e.incident_id == incident_id]
+
+    def _outstanding(self, incident_id: str) -> list[_Attempt]:
+        events = {e.id for e in self._of(incident_id)}
+        return [a for a in self._attempts.values() if a.event_id in events and a.outcome is None]
+
+    def _add_attempt(self, event_id: int, number: int, due_at: datetime) -> None:
+        attempt = _Attempt(id=self._next_id(), event_id=event_id, attempt=number, due_at=due_at)
+        self._attempts[attempt.id] = attempt
+
+    async def get(self, incident_id: str) -> StoredIncident | None:
+        self._check_up()
+        change = self._incidents.get(incident_id)
+        return None if change is None else self._stored(change)
+
+    def _stored(self, change: IncidentChange) -> StoredIncident:
+        routing = change.effective_routing
+        incident = dataclasses.replace(
+            change.incident,
+            owner_lead=routing.owner,
+            recipient_lead=routing.recipient,
+            evidence=(),
+        )
+        events = sorted(self._of(incident.id), key=lambda e: e.revision)
+        return StoredIncident(
+            incident=incident,
+            routing=routing,
+            resolved_at=change.resolved_at,
+            resolve_reason=ResolveReason(change.resolve_reason) if change.resolve_reason else None,
+            events=tuple(self._stored_event(e) for e in events),
+        )
+
+    def _stored_event(self, event: _Event) -> StoredEvent:
+        attempts = sorted(
+            (a for a in self._attempts.values() if a.event_id == event.id), key=lambda a: a.attempt
+        )
+        outstanding = [a for a in attempts if a.outcome is None]
+        failed = [a for a in attempts if a.failure is not None]
+        statuses = [a for a in attempts if a.http_status is not None]
+        return StoredEvent(
+            id=event.id,
+            type=event.type,
+            revision=event.revision,
+            idempotency_key=event.key,
+            state=event.state,
+            created_at=event.created_at,
+            delivered_at=event.delivered_at,
+            attempts=len(attempts),
+            due_at=outstanding[0].due_at if outstanding else None,
+            last_failure=failed[-1].failure if failed else None,
+            last_http_status=statuses[-1].http_status if statuses else None,
+        )
+
+    async def load_open(self) -> JournalSnapshot:
+        self._check_up()
+        changes = sorted(
+            self._incidents.values(), key=lambda c: (c.incident.opened_at, c.incident.id)
+        )
+        generations: dict[IncidentKey, int] = {}
+        for change in changes:
+            key = change.incident.key
+            generations[key] = max(generations.get(key, 0), change.incident.generation)
+        pending = [
+            c
+            for c in changes
+            if c.resolved_at is not None
+            and any(e.state is EventState.PENDING for e in self._of(c.incident.id))
+        ]
+        return JournalSnapshot(
+            open_incidents=tuple(self._stored(c) for c in changes if c.resolved_at is None),
+            pending_resolutions=tuple(self._stored(c) for c in pending),
+            generations=generations,
+        )
+
+    async def claim_due(
+        self, owner: str, *, now: datetime, lease: timedelta, limit: int = DEFAULT_CLAIM_LIMIT
+    ) -> tuple[Claim, ...]:
+        self._check_up()
+        check_code(owner, operation="claim")
+        due = sorted(
+            (
+                a
+                for a in self._attempts.values()
+                if a.outcome is None
+                and a.due_at <= now
+                and (a.lease_expires_at is None or a.lease_expires_at <= now)
+            ),
+            key=lambda a: (a.due_at, a.id),
+        )[:limit]
+        claims: list[Claim] = []
+        for attempt in due:
+            attempt.lease_owner = owner
+            attempt.lease_expires_at = now + lease
+            attempt.lease_token += 1
+            event = self._events[attempt.event_id]
+            claims.append(
+                Claim(
+                    attempt_id=attempt.id,
+                    attempt=attempt.attempt,
+                    event_id=event.id,
+                    incident_id=event.incident_id,
+                    type=event.type,
+                    revision=event.revision,
+                    idempotency_key=event.key,
+                    payload=event.payload,
+                    due_at=attempt.due_at,
+                    lease_owner=owner,
+                    lease_expires_at=attempt.lease_expires_at,
+                    lease_token=attempt.lease_token,
+                )
+            )
+        return tuple(claims)
+
+    def _held(self, claim: Claim) -> _Attempt | None:
+        attempt = self._attempts.get(claim.attempt_id)
+        if (
+            attempt is None
+            or attempt.outcome is not None
+            or attempt.lease_owner != claim.lease_owner
+            or attempt.lease_token != claim.lease_token
+        ):
+            return None
+        return attempt
+
+    def _finish(
+        self,
+        claim: Claim,
+        outcome: AttemptOutcome,
+        *,
+        failure: str | None = None,
+        http_status: int | None = None,
+    ) -> _Attempt | None:
+        self._check_up()
+        if failure is not None:
+            check_code(failure, operation="finish")
+        attempt = self._held(claim)
+        if attempt is not None:
+            attempt.outcome = outcome
+            attempt.failure = failure
+            attempt.http_status = http_status
+        return attempt
+
+    async def complete(self, claim: Claim, *, now: datetime, http_status: int | None) -> bool:
+        attempt = self._finish(claim, AttemptOutcome.DELIVERED, http_status=http_status)
+        if attempt is None:
+            return False
+        event = self._events[attempt.event_id]
+        event.state = EventState.DELIVERED
+        event.delivered_at = now
+        return True
+
+    async def reschedule(
+        self,
+        claim: Claim,
+        *,
+        now: datetime,
+        due_at: datetime,
+        failure: str,
+        http_status: int | None = None,
+    ) -> bool:
+        if due_at.utcoffset() is None:
+            raise JournalRefusedError("finish", "naive_time")
+        attempt = self._finish(
+            claim, AttemptOutcome.RETRY, failure=failure, http_status=http_status
+        )
+        if attempt is None:
+            return False
+        self._add_attempt(attempt.event_id, attempt.attempt + 1, due_at)
+        return True
+
+    async def fail(
+        self, claim: Claim, *, now: datetime, failure: str, http_status: int | None = None
+    ) -> bool:
+        attempt = self._finish(
+            claim, AttemptOutcome.PERMANENT, failure=failure, http_status=http_status
+        )
+        if attempt is None:
+            return False
+        self._events[attempt.event_id].state = EventState.FAILED
+        return True
+
+    async def release(self, claim: Claim, *, now: datetime) -> bool:
+        self._check_up()
+        attempt = self._held(claim)
+        if attempt is None:
+            return False
+        attempt.lease_owner = None
+        attempt.lease_expires_at = None
+        return True
+
+    async def rearm(self, *, now: datetime) -> int:
+        self._check_up()
+        failed = [e for e in self._events.values() if e.state is EventState.FAILED]
+        for event in failed:
+            last = max(a.attempt for a in self._attempts.values() if a.event_id == event.id)
+            self._add_attempt(event.id, last + 1, now)
+            event.state = EventState.PENDING
+        return len(failed)
+
+    async def stats(self) -> JournalStats:
+        self._check_up()
+        delivered = [e.delivered_at for e in self._events.values() if e.delivered_at is not None]
+        return JournalStats(
+            queue_depth=sum(1 for a in self._attempts.values() if a.outcome is None),
+            last_delivered_at=max(delivered, default=None),
+        )
+
+    async def close(self) -> None:
+        return None
+
+
+if TYPE_CHECKING:
+    _conforms: type[Journal] = InMemoryJournal  # mypy checks the class against the port

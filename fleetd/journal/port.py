@@ -1,0 +1,110 @@
+"""The ``Journal`` port: what the runtime asks of the incident journal.
+
+The port is async because its callers (the effect dispatcher, the notification loop, startup) run
+on the event loop. SQLModel and Alembic are synchronous, so :class:`~fleetd.journal.sql.SqlJournal`
+runs each call on one worker thread of its own: the loop never blocks on a disk or a network, and
+one journal's calls reach the database one at a time, in the order they were made. The in-memory
+fake (:class:`~fleetd.journal.memory.InMemoryJournal`) implements the same contract and runs the
+same contract tests.
+
+Outbox: :meth:`Journal.record` commits an incident change and the events it causes in one
+transaction; nothing is sent from there. A delivery loop claims due attempts with a lease
+(:meth:`Journal.claim_due`), sends, and records the outcome only while it still holds the lease
+(:meth:`complete`, :meth:`reschedule`, :meth:`fail`, :meth:`release` return ``False`` when it
+does not, and write nothing). Delivery is at least once; receivers dedupe on the idempotency key.
+
+Every method may raise :class:`~fleetd.errors.JournalError`; callers keep detecting and report
+notification coverage as degraded (see :class:`~fleetd.journal.health.ObservedJournal`). Times
+are timezone-aware; ``now`` is always passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from fleetd.journal.records import (
+    Claim,
+    IncidentChange,
+    JournalSnapshot,
+    JournalStats,
+    NewEvent,
+    RecordedEvent,
+    StoredIncident,
+)
+
+__all__ = ["DEFAULT_CLAIM_LIMIT", "Journal"]
+
+DEFAULT_CLAIM_LIMIT = 16
+"""Most attempts one :meth:`Journal.claim_due` call leases."""
+
+
+class Journal(Protocol):
+    """Durable incidents, outbound events and delivery attempts."""
+
+    async def record(
+        self, change: IncidentChange, events: Sequence[NewEvent] = (), *, now: datetime
+    ) -> tuple[RecordedEvent, ...]:
+        """Insert or update the incident and append ``events`` (revisions assigned in order, each
+        with one attempt due at its ``due_at``, default ``now``), all in one transaction.
+
+        Refused (nothing written): a second open incident for the same key or the same key and
+        generation twice, a payload out of bounds, a naive time.
+        """
+        ...
+
+    async def get(self, incident_id: str) -> StoredIncident | None:
+        """One incident with its routing, resolution and events, or ``None``."""
+        ...
+
+    async def load_open(self) -> JournalSnapshot:
+        """What a restart needs: open incidents, pending resolutions, generations per key."""
+        ...
+
+    async def claim_due(
+        self, owner: str, *, now: datetime, lease: timedelta, limit: int = DEFAULT_CLAIM_LIMIT
+    ) -> tuple[Claim, ...]:
+        """Lease up to ``limit`` outstanding attempts due at ``now`` whose lease is free or
+        expired, earliest first. No attempt is leased to two holders at once."""
+        ...
+
+    async def complete(self, claim: Claim, *, now: datetime, http_status: int | None) -> bool:
+        """The event was delivered."""
+        ...
+
+    async def reschedule(
+        self,
+        claim: Claim,
+        *,
+        now: datetime,
+        due_at: datetime,
+        failure: str,
+        http_status: int | None = None,
+    ) -> bool:
+        """A retryable failure (``failure`` is a short class code such as ``timeout``): the next
+        attempt, numbered one higher, is due at ``due_at``."""
+        ...
+
+    async def fail(
+        self, claim: Claim, *, now: datetime, failure: str, http_status: int | None = None
+    ) -> bool:
+        """A permanent failure: the event stays failed until :meth:`rearm`."""
+        ...
+
+    async def release(self, claim: Claim, *, now: datetime) -> bool:
+        """Give the attempt back unsent; it is due again at once."""
+        ...
+
+    async def rearm(self, *, now: datetime) -> int:
+        """Give every permanently failed event a new attempt due at ``now`` (config changed, or a
+        person asked for a replay); returns how many."""
+        ...
+
+    async def stats(self) -> JournalStats:
+        """Outstanding attempts and the time of the last delivery."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and the worker; the journal is not used afterwards."""
+        ...

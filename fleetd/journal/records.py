@@ -1,0 +1,319 @@
+"""What the journal takes and gives back: frozen values, enums, the idempotency key, the bounds.
+
+Pure: no I/O, no clock. Every adapter of :class:`~fleetd.journal.port.Journal` speaks these types
+and checks its input with :func:`check_change`, :func:`check_event` and :func:`check_code` before
+it writes anything, so the fake and the databases refuse the same records the same way.
+
+An incident is the health core's :class:`~fleetd.health.incidents.Incident` (key, generation,
+severity, target...), stored without its evidence. An outbound event belongs to one incident,
+has a per-incident ``revision`` the journal assigns (1, 2, ...), and an ``Idempotency-Key`` derived
+from ``(incident id, event type, revision)`` (M4 §10.3) that never changes across transport
+retries or restarts. Each event has at most one outstanding delivery attempt.
+
+Payload bound (M4 §10.5, defence in depth: the notifier builds payloads from allowed fields only):
+a payload is a JSON object of at most :data:`MAX_PAYLOAD_BYTES`, nested at most
+:data:`MAX_PAYLOAD_DEPTH` deep, whose keys are plain identifiers and whose strings are single
+printable lines of at most :data:`MAX_PAYLOAD_STRING` characters that look like neither a URL nor
+a path. Pane text, prompts and replies are multi-line or long; URLs and paths are refused by
+shape. A payload outside the bound is refused with
+:class:`~fleetd.errors.JournalRefusedError` and nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from fleetd.errors import JournalRefusedError
+from fleetd.health.incidents import Incident, IncidentKey, ResolveReason
+
+__all__ = [
+    "MAX_PAYLOAD_BYTES",
+    "MAX_PAYLOAD_DEPTH",
+    "MAX_PAYLOAD_STRING",
+    "MAX_TEXT",
+    "AttemptOutcome",
+    "Claim",
+    "EventState",
+    "EventType",
+    "IncidentChange",
+    "JournalSnapshot",
+    "JournalStats",
+    "NewEvent",
+    "RecordedEvent",
+    "Routing",
+    "StoredEvent",
+    "StoredIncident",
+    "check_change",
+    "check_code",
+    "check_event",
+    "check_payload",
+    "idempotency_key",
+]
+
+MAX_TEXT = 200
+"""Longest id, subject, cause fingerprint, target or lead name the journal stores."""
+MAX_PAYLOAD_BYTES = 8192
+MAX_PAYLOAD_DEPTH = 4
+MAX_PAYLOAD_STRING = 256
+
+_CODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_PATH_OR_URL = re.compile(r"://|^\s*(/|~/|\./|\.\./|[A-Za-z]:\\)")
+
+
+class EventType(StrEnum):
+    """The outbound event types of M4 §10.4."""
+
+    OPEN = "open"
+    SEVERITY_CHANGED = "severity_changed"
+    REMINDER = "reminder"
+    RESOLVED = "resolved"
+
+
+class EventState(StrEnum):
+    """Where an event's delivery stands."""
+
+    PENDING = "pending"  # an attempt is outstanding (due, leased or waiting for its time)
+    DELIVERED = "delivered"
+    FAILED = "failed"  # a permanent failure; :meth:`Journal.rearm` makes it pending again
+    CANCELLED = "cancelled"  # superseded, e.g. resolved before its first delivery
+
+
+class AttemptOutcome(StrEnum):
+    """How one delivery attempt ended (``None`` in storage while it is outstanding)."""
+
+    DELIVERED = "delivered"
+    RETRY = "retry"  # a retryable failure; the next attempt is scheduled
+    PERMANENT = "permanent"
+    CANCELLED = "cancelled"
+
+
+def idempotency_key(incident_id: str, event_type: EventType, revision: int) -> str:
+    """``hash(incidentId, eventType, eventRevision)``: the same for every retry and restart."""
+    raw = "\x1f".join((incident_id, event_type.value, str(revision)))
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Routing:
+    """Who has an incident (M4 §7.4): the exact owning lead, the pinned recipient lead (``None``
+    while a person or nobody has it), why it is not with its owner, and the reassignment
+    generation (a reassignment adds one)."""
+
+    owner: str | None = None
+    recipient: str | None = None
+    reason: str | None = None
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncidentChange:
+    """An incident as it now stands: inserted on first record, updated by id afterwards.
+
+    ``routing`` defaults to the incident's own owner and recipient. ``resolved_at`` and
+    ``resolve_reason`` go together. ``cancel_pending`` cancels every outstanding attempt of this
+    incident's earlier events (an open event not yet delivered when the incident resolves).
+    """
+
+    incident: Incident
+    routing: Routing | None = None
+    resolved_at: datetime | None = None
+    resolve_reason: ResolveReason | None = None
+    cancel_pending: bool = False
+
+    @property
+    def effective_routing(self) -> Routing:
+        if self.routing is not None:
+            return self.routing
+        return Routing(owner=self.incident.owner_lead, recipient=self.incident.recipient_lead)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewEvent:
+    """An outbound event to append; its first attempt is due at ``due_at`` (default: now)."""
+
+    type: EventType
+    payload: Mapping[str, object]
+    due_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedEvent:
+    """An event as :meth:`Journal.record` stored it."""
+
+    id: int
+    incident_id: str
+    type: EventType
+    revision: int
+    idempotency_key: str
+    due_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """A due attempt leased to ``lease_owner`` until ``lease_expires_at``, with what to send.
+
+    ``lease_token`` fences the lease: an outcome is recorded only while the attempt still carries
+    this token and no outcome (nobody reclaimed it after expiry, nothing cancelled it).
+    """
+
+    attempt_id: int
+    attempt: int
+    event_id: int
+    incident_id: str
+    type: EventType
+    revision: int
+    idempotency_key: str
+    payload: Mapping[str, object]
+    due_at: datetime
+    lease_owner: str
+    lease_expires_at: datetime
+    lease_token: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredEvent:
+    """An event and its retry state: attempts made, the outstanding one's due time, the last
+    failure class and HTTP status."""
+
+    id: int
+    type: EventType
+    revision: int
+    idempotency_key: str
+    state: EventState
+    created_at: datetime
+    delivered_at: datetime | None = None
+    attempts: int = 0
+    due_at: datetime | None = None
+    last_failure: str | None = None
+    last_http_status: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredIncident:
+    """An incident as stored (evidence is not kept), its routing, resolution and events."""
+
+    incident: Incident
+    routing: Routing
+    resolved_at: datetime | None = None
+    resolve_reason: ResolveReason | None = None
+    events: tuple[StoredEvent, ...] = ()
+
+    @property
+    def delivered_revisions(self) -> tuple[int, ...]:
+        return tuple(e.revision for e in self.events if e.state is EventState.DELIVERED)
+
+    @property
+    def last_delivered_at(self) -> datetime | None:
+        times = [e.delivered_at for e in self.events if e.delivered_at is not None]
+        return max(times, default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalSnapshot:
+    """What a restart reloads: open incidents, resolved ones whose events are still pending, and
+    the latest generation of every key ever seen (to seed the core's ``IncidentBook``)."""
+
+    open_incidents: tuple[StoredIncident, ...] = ()
+    pending_resolutions: tuple[StoredIncident, ...] = ()
+    generations: Mapping[IncidentKey, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalStats:
+    """Outstanding attempts (the notification queue depth) and the last successful delivery."""
+
+    queue_depth: int
+    last_delivered_at: datetime | None
+
+
+def _refuse(reason: str) -> JournalRefusedError:
+    return JournalRefusedError("record", reason)
+
+
+def _check_text(value: str | None, *, required: bool = False) -> None:
+    if value is None:
+        if required:
+            raise _refuse("missing_field")
+        return
+    if not value or len(value) > MAX_TEXT or not value.isprintable():
+        raise _refuse("field_out_of_bounds")
+
+
+def check_code(value: str, *, operation: str) -> str:
+    """A lease owner or failure class: a short plain code; anything else is refused."""
+    if not _CODE.match(value):
+        raise JournalRefusedError(operation, "code_out_of_bounds")
+    return value
+
+
+def _aware(value: datetime | None) -> None:
+    if value is not None and value.utcoffset() is None:
+        raise _refuse("naive_time")
+
+
+def check_change(change: IncidentChange) -> None:
+    """Refuse an incident change a database could not store the same way everywhere."""
+    incident = change.incident
+    key = incident.key
+    for text in (incident.id, key.subject, key.cause):
+        _check_text(text, required=True)
+    routing = change.effective_routing
+    for optional in (incident.target, routing.owner, routing.recipient, routing.reason):
+        _check_text(optional)
+    if incident.generation < 1 or routing.generation < 0:
+        raise _refuse("field_out_of_bounds")
+    if (change.resolved_at is None) != (change.resolve_reason is None):
+        raise _refuse("resolution_incomplete")
+    _aware(incident.opened_at)
+    _aware(change.resolved_at)
+
+
+def check_event(event: NewEvent) -> None:
+    """Refuse an event whose payload is out of bounds or whose due time is naive."""
+    _aware(event.due_at)
+    check_payload(event.payload)
+
+
+def check_payload(payload: Mapping[str, object]) -> None:
+    """Refuse a payload outside the bound described in the module docstring."""
+    if not isinstance(payload, Mapping):
+        raise _refuse("payload_not_object")
+    _check_value(payload, 0)
+    if len(json.dumps(payload, separators=(",", ":")).encode()) > MAX_PAYLOAD_BYTES:
+        raise _refuse("payload_too_large")
+
+
+def _check_value(value: object, depth: int) -> None:
+    if depth > MAX_PAYLOAD_DEPTH:
+        raise _refuse("payload_too_deep")
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _refuse("payload_not_json")
+        return
+    if isinstance(value, str):
+        if len(value) > MAX_PAYLOAD_STRING or not value.isprintable():
+            raise _refuse("payload_text_refused")
+        if _PATH_OR_URL.search(value):
+            raise _refuse("payload_path_or_url")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str) or not _KEY.match(key):
+                raise _refuse("payload_key_refused")
+            _check_value(item, depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check_value(item, depth + 1)
+        return
+    raise _refuse("payload_not_json")

@@ -1,0 +1,354 @@
+"""``SqlStore``: the journal's synchronous SQL operations, one transaction each.
+
+:class:`~fleetd.journal.sql.SqlJournal` runs these on its worker thread; nothing here awaits. Each
+public method opens one transaction (``BEGIN IMMEDIATE`` on SQLite), does all its reads and
+writes inside it and commits, or rolls back and raises a translated
+:class:`~fleetd.errors.JournalError`. Input is checked with the same functions the fake uses,
+before the transaction starts, so a refused record writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine, func, or_, update
+from sqlalchemy import select as sa_select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session, col, select
+
+from fleetd.errors import JournalError, JournalRefusedError
+from fleetd.health.incidents import IncidentKey
+from fleetd.journal.engine import translate
+from fleetd.journal.records import (
+    AttemptOutcome,
+    Claim,
+    EventState,
+    EventType,
+    IncidentChange,
+    JournalSnapshot,
+    JournalStats,
+    NewEvent,
+    RecordedEvent,
+    StoredIncident,
+    check_change,
+    check_code,
+    check_event,
+    idempotency_key,
+)
+from fleetd.journal.rows import incident_key, make_key, stored_incidents
+from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
+
+__all__ = ["SqlStore"]
+
+
+class SqlStore:
+    """The journal's operations on one engine, synchronous."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @contextmanager
+    def transaction(self, operation: str) -> Iterator[Session]:
+        """One transaction; any database or OS failure leaves as a :class:`JournalError`."""
+        try:
+            with Session(self.engine, expire_on_commit=False) as session, session.begin():
+                yield session
+        except JournalError:
+            raise
+        except (SQLAlchemyError, OSError) as exc:
+            raise translate(exc, operation) from None
+
+    def record(
+        self, change: IncidentChange, events: Sequence[NewEvent], now: datetime
+    ) -> tuple[RecordedEvent, ...]:
+        check_change(change)
+        for new in events:
+            check_event(new)
+        with self.transaction("record") as session:
+            self._put_incident(session, change, now)
+            if change.cancel_pending:
+                self._cancel_outstanding(session, change.incident.id, now)
+            session.flush()
+            return self._add_events(session, change.incident.id, events, now)
+
+    def _put_incident(self, session: Session, change: IncidentChange, now: datetime) -> None:
+        incident = change.incident
+        key = incident.key
+        others = session.exec(
+            select(IncidentRow).where(
+                IncidentRow.scope == key.scope.value,
+                IncidentRow.subject_stable_id == key.subject,
+                IncidentRow.state == key.state.value,
+                IncidentRow.cause_fingerprint == key.cause,
+                IncidentRow.id != incident.id,
+            )
+        ).all()
+        for other in others:
+            if other.generation == incident.generation:
+                raise JournalRefusedError("record", "generation_conflict")
+            if other.resolved_at is None and change.resolved_at is None:
+                raise JournalRefusedError("record", "open_key_conflict")
+        row = session.get(IncidentRow, incident.id)
+        if row is None:
+            row = IncidentRow(
+                id=incident.id,
+                scope=key.scope.value,
+                subject_stable_id=key.subject,
+                state=key.state.value,
+                cause_fingerprint=key.cause,
+                generation=incident.generation,
+                severity=incident.severity.value,
+                certainty=incident.certainty.value,
+                opened_at=incident.opened_at,
+                updated_at=now,
+            )
+        elif incident_key(row) != key or row.generation != incident.generation:
+            raise JournalRefusedError("record", "incident_key_changed")
+        routing = change.effective_routing
+        row.severity = incident.severity.value
+        row.certainty = incident.certainty.value
+        row.target = incident.target
+        row.committed_work_at_risk = incident.committed_work_at_risk
+        row.routing_owner = routing.owner
+        row.routing_recipient = routing.recipient
+        row.routing_reason = routing.reason
+        row.routing_generation = routing.generation
+        row.resolved_at = change.resolved_at
+        row.resolve_reason = change.resolve_reason.value if change.resolve_reason else None
+        row.updated_at = now
+        session.add(row)
+
+    def _cancel_outstanding(self, session: Session, incident_id: str, now: datetime) -> None:
+        events = select(EventRow.id).where(EventRow.incident_id == incident_id)
+        session.exec(
+            update(AttemptRow)
+            .where(col(AttemptRow.outcome).is_(None), col(AttemptRow.event_id).in_(events))
+            .values(outcome=AttemptOutcome.CANCELLED.value, finished_at=now)
+        )
+        session.exec(
+            update(EventRow)
+            .where(
+                col(EventRow.incident_id) == incident_id,
+                col(EventRow.state) == EventState.PENDING.value,
+            )
+            .values(state=EventState.CANCELLED.value)
+        )
+
+    def _add_events(
+        self, session: Session, incident_id: str, events: Sequence[NewEvent], now: datetime
+    ) -> tuple[RecordedEvent, ...]:
+        last = session.exec(
+            select(func.max(EventRow.revision)).where(EventRow.incident_id == incident_id)
+        ).one()
+        revision = last or 0
+        recorded: list[RecordedEvent] = []
+        for new in events:
+            revision += 1
+            due = new.due_at or now
+            key = idempotency_key(incident_id, new.type, revision)
+            row = EventRow(
+                incident_id=incident_id,
+                event_type=new.type.value,
+                revision=revision,
+                idempotency_key=key,
+                payload=dict(new.payload),
+                state=EventState.PENDING.value,
+                created_at=now,
+            )
+            session.add(row)
+            session.flush()
+            assert row.id is not None
+            session.add(AttemptRow(event_id=row.id, attempt=1, due_at=due, created_at=now))
+            recorded.append(
+                RecordedEvent(
+                    id=row.id,
+                    incident_id=incident_id,
+                    type=new.type,
+                    revision=revision,
+                    idempotency_key=key,
+                    due_at=due,
+                )
+            )
+        return tuple(recorded)
+
+    def get(self, incident_id: str) -> StoredIncident | None:
+        with self.transaction("get") as session:
+            row = session.get(IncidentRow, incident_id)
+            found = stored_incidents(session, [row] if row is not None else [])
+        return found[0] if found else None
+
+    def load_open(self) -> JournalSnapshot:
+        with self.transaction("load") as session:
+            opened = session.exec(
+                select(IncidentRow)
+                .where(col(IncidentRow.resolved_at).is_(None))
+                .order_by(col(IncidentRow.opened_at), col(IncidentRow.id))
+            ).all()
+            pending_ids = select(EventRow.incident_id).where(
+                EventRow.state == EventState.PENDING.value
+            )
+            resolving = session.exec(
+                select(IncidentRow)
+                .where(
+                    col(IncidentRow.resolved_at).is_not(None),
+                    col(IncidentRow.id).in_(pending_ids),
+                )
+                .order_by(col(IncidentRow.opened_at), col(IncidentRow.id))
+            ).all()
+            latest = session.connection().execute(
+                sa_select(
+                    col(IncidentRow.scope),
+                    col(IncidentRow.subject_stable_id),
+                    col(IncidentRow.state),
+                    col(IncidentRow.cause_fingerprint),
+                    func.max(IncidentRow.generation),
+                ).group_by(
+                    col(IncidentRow.scope),
+                    col(IncidentRow.subject_stable_id),
+                    col(IncidentRow.state),
+                    col(IncidentRow.cause_fingerprint),
+                )
+            )
+            generations: dict[IncidentKey, int] = {}
+            for scope, subject, state, cause, generation in latest:
+                generations[make_key(scope, subject, state, cause)] = generation
+            return JournalSnapshot(
+                open_incidents=stored_incidents(session, opened),
+                pending_resolutions=stored_incidents(session, resolving),
+                generations=generations,
+            )
+
+    def claim_due(
+        self, owner: str, now: datetime, lease: timedelta, limit: int
+    ) -> tuple[Claim, ...]:
+        check_code(owner, operation="claim")
+        with self.transaction("claim") as session:
+            lease_free = or_(
+                col(AttemptRow.lease_expires_at).is_(None),
+                col(AttemptRow.lease_expires_at) <= now,
+            )
+            rows = session.exec(
+                select(AttemptRow, EventRow)
+                .join(EventRow, col(AttemptRow.event_id) == col(EventRow.id))
+                .where(col(AttemptRow.outcome).is_(None), col(AttemptRow.due_at) <= now)
+                .where(lease_free)
+                .order_by(col(AttemptRow.due_at), col(AttemptRow.id))
+                .limit(limit)
+                .with_for_update(skip_locked=True, of=AttemptRow)
+            ).all()
+            claims: list[Claim] = []
+            for attempt, event in rows:
+                attempt.lease_owner = owner
+                attempt.lease_expires_at = now + lease
+                attempt.lease_token += 1
+                session.add(attempt)
+                assert attempt.id is not None
+                assert event.id is not None
+                claims.append(
+                    Claim(
+                        attempt_id=attempt.id,
+                        attempt=attempt.attempt,
+                        event_id=event.id,
+                        incident_id=event.incident_id,
+                        type=EventType(event.event_type),
+                        revision=event.revision,
+                        idempotency_key=event.idempotency_key,
+                        payload=event.payload,
+                        due_at=attempt.due_at,
+                        lease_owner=owner,
+                        lease_expires_at=now + lease,
+                        lease_token=attempt.lease_token,
+                    )
+                )
+            return tuple(claims)
+
+    def _held(self, session: Session, claim: Claim) -> AttemptRow | None:
+        attempt = session.get(AttemptRow, claim.attempt_id, with_for_update=True)
+        if (
+            attempt is None
+            or attempt.outcome is not None
+            or attempt.lease_owner != claim.lease_owner
+            or attempt.lease_token != claim.lease_token
+        ):
+            return None
+        return attempt
+
+    def finish(
+        self,
+        claim: Claim,
+        outcome: AttemptOutcome | None,
+        now: datetime,
+        *,
+        failure: str | None = None,
+        http_status: int | None = None,
+        retry_at: datetime | None = None,
+    ) -> bool:
+        """Record how a held attempt ended (``None``: released unsent); ``False`` if not held."""
+        if failure is not None:
+            check_code(failure, operation="finish")
+        if retry_at is not None and retry_at.utcoffset() is None:
+            raise JournalRefusedError("finish", "naive_time")
+        with self.transaction("finish") as session:
+            attempt = self._held(session, claim)
+            if attempt is None:
+                return False
+            if outcome is None:
+                attempt.lease_owner = None
+                attempt.lease_expires_at = None
+                session.add(attempt)
+                return True
+            attempt.outcome = outcome.value
+            attempt.failure_class = failure
+            attempt.http_status = http_status
+            attempt.finished_at = now
+            session.add(attempt)
+            session.flush()  # the outstanding-attempt index must see this one finished first
+            event = session.get(EventRow, attempt.event_id)
+            assert event is not None
+            if outcome is AttemptOutcome.DELIVERED:
+                event.state = EventState.DELIVERED.value
+                event.delivered_at = now
+            elif outcome is AttemptOutcome.PERMANENT:
+                event.state = EventState.FAILED.value
+            elif retry_at is not None:
+                session.add(
+                    AttemptRow(
+                        event_id=attempt.event_id,
+                        attempt=attempt.attempt + 1,
+                        due_at=retry_at,
+                        created_at=now,
+                    )
+                )
+            session.add(event)
+            return True
+
+    def rearm(self, now: datetime) -> int:
+        with self.transaction("rearm") as session:
+            failed = session.exec(
+                select(EventRow).where(EventRow.state == EventState.FAILED.value)
+            ).all()
+            for event in failed:
+                last = session.exec(
+                    select(func.max(AttemptRow.attempt)).where(AttemptRow.event_id == event.id)
+                ).one()
+                assert event.id is not None
+                session.add(
+                    AttemptRow(
+                        event_id=event.id, attempt=(last or 0) + 1, due_at=now, created_at=now
+                    )
+                )
+                event.state = EventState.PENDING.value
+                session.add(event)
+            return len(failed)
+
+    def stats(self) -> JournalStats:
+        with self.transaction("stats") as session:
+            depth = session.exec(
+                select(func.count())
+                .select_from(AttemptRow)
+                .where(col(AttemptRow.outcome).is_(None))
+            ).one()
+            last = session.exec(select(func.max(EventRow.delivered_at))).one()
+            return JournalStats(queue_depth=depth, last_delivered_at=last)

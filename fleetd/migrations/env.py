@@ -1,0 +1,65 @@
+"""Alembic environment of the incident journal; no ``alembic.ini`` is needed.
+
+The database comes from ``config.attributes``: an open ``connection`` (what fleetd passes), else a
+``url``, else fleetd's own config (:func:`fleetd.journal.migrate.configured_url`). The engine is
+the journal's own (owner-only SQLite file, WAL, ``BEGIN IMMEDIATE``). SQLite runs in batch mode;
+every dialect runs the whole upgrade in one transaction.
+"""
+
+from __future__ import annotations
+
+import os
+
+from alembic import context
+from sqlalchemy import Connection
+
+from fleetd.journal.engine import journal_engine
+from fleetd.journal.migrate import configured_url
+from fleetd.journal.tables import METADATA
+
+config = context.config
+
+
+def _url() -> str:
+    url = config.attributes.get("url")
+    return url if isinstance(url, str) else configured_url(os.environ)
+
+
+def _run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=METADATA,
+        render_as_batch=True,
+        transactional_ddl=True,
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def _online() -> None:
+    given = config.attributes.get("connection")
+    if isinstance(given, Connection):
+        _run(given)
+        return
+    engine = journal_engine(_url())
+    try:
+        with engine.connect() as connection:
+            _run(connection)
+            connection.commit()
+    finally:
+        engine.dispose()
+
+
+def _offline() -> None:
+    context.configure(
+        url=_url(), target_metadata=METADATA, literal_binds=True, render_as_batch=True
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    _offline()
+else:
+    _online()

@@ -1,0 +1,1 @@
+"""The journal's schema revisions, oldest first (``down_revision`` chains them)."""

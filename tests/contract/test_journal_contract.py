@@ -1,0 +1,345 @@
+"""One Journal contract, run on the in-memory fake, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from fleetd.errors import JournalRefusedError
+from fleetd.health.incidents import ResolveReason
+from fleetd.health.states import LeadState, Severity
+from fleetd.journal.records import (
+    EventState,
+    EventType,
+    IncidentChange,
+    NewEvent,
+    Routing,
+    idempotency_key,
+)
+
+if TYPE_CHECKING:
+    from journal_fixtures import JournalKit
+
+from journal_cases import T0, make_incident
+
+pytest_plugins = ["journal_fixtures"]
+
+LEASE = timedelta(seconds=30)
+
+
+def opened(subject: str = "sess_1", **changes: object) -> IncidentChange:
+    return IncidentChange(incident=make_incident(subject, **changes))  # type: ignore[arg-type]
+
+
+def event(kind: EventType = EventType.OPEN, due_at: datetime | None = None) -> NewEvent:
+    return NewEvent(type=kind, payload={"event": kind.value, "severity": "critical"}, due_at=due_at)
+
+
+async def test_an_incident_and_its_event_are_recorded_together(journal_kit: JournalKit) -> None:
+    """The incident, its routing and its first event with one due attempt come back as stored."""
+    journal = journal_kit.build()
+    change = opened()
+    (recorded,) = await journal.record(change, [event()], now=T0)
+    incident = change.incident
+    assert recorded.revision == 1
+    assert recorded.idempotency_key == idempotency_key(incident.id, EventType.OPEN, 1)
+    assert recorded.due_at == T0
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert stored.incident == incident
+    assert stored.routing == Routing(owner="lead")
+    assert stored.resolved_at is None
+    (stored_event,) = stored.events
+    assert stored_event.state is EventState.PENDING
+    assert (stored_event.attempts, stored_event.due_at) == (1, T0)
+    assert stored_event.idempotency_key == recorded.idempotency_key
+    assert await journal.get("inc_missing") is None
+
+
+async def test_revisions_count_up_per_incident_and_keys_stay_stable(
+    journal_kit: JournalKit,
+) -> None:
+    """Each event gets the next revision of its incident; a new client sees the same keys."""
+    journal = journal_kit.build()
+    first, second = opened("sess_1"), opened("sess_2")
+    await journal.record(first, [event()], now=T0)
+    await journal.record(second, [event()], now=T0)
+    later = dataclasses.replace(first.incident, severity=Severity.WARNING)
+    recorded = await journal.record(
+        IncidentChange(incident=later),
+        [event(EventType.SEVERITY_CHANGED), event(EventType.REMINDER)],
+        now=T0 + timedelta(minutes=1),
+    )
+    assert [(r.type, r.revision) for r in recorded] == [
+        (EventType.SEVERITY_CHANGED, 2),
+        (EventType.REMINDER, 3),
+    ]
+    stored = await journal_kit.build().get(first.incident.id)
+    assert stored is not None
+    assert stored.incident.severity is Severity.WARNING
+    assert [e.idempotency_key for e in stored.events] == [
+        idempotency_key(first.incident.id, t, n)
+        for t, n in ((EventType.OPEN, 1), (EventType.SEVERITY_CHANGED, 2), (EventType.REMINDER, 3))
+    ]
+
+
+async def test_a_second_open_incident_for_one_key_is_refused_whole(
+    journal_kit: JournalKit,
+) -> None:
+    """At most one open incident per key; the refused record writes neither row nor event."""
+    journal = journal_kit.build()
+    await journal.record(opened(), [event()], now=T0)
+    again = opened(generation=2)
+    with pytest.raises(JournalRefusedError) as caught:
+        await journal.record(again, [event()], now=T0)
+    assert caught.value.reason == "open_key_conflict"
+    assert await journal.get(again.incident.id) is None
+    assert (await journal.stats()).queue_depth == 1
+
+
+async def test_a_generation_is_stored_once_per_key(journal_kit: JournalKit) -> None:
+    """Another id for the same key and generation is refused, even once the first resolved."""
+    journal = journal_kit.build()
+    first = opened()
+    await journal.record(first, now=T0)
+    resolved = dataclasses.replace(first, resolved_at=T0, resolve_reason=ResolveReason.CLEARED)
+    await journal.record(resolved, now=T0)
+    clash = IncidentChange(incident=dataclasses.replace(first.incident, id="inc_other"))
+    with pytest.raises(JournalRefusedError) as caught:
+        await journal.record(clash, now=T0)
+    assert caught.value.reason == "generation_conflict"
+
+
+async def test_a_recurrence_after_resolution_opens_the_next_generation(
+    journal_kit: JournalKit,
+) -> None:
+    """Resolved, the key may open again; the generations a restart seeds are the latest ones."""
+    journal = journal_kit.build()
+    first = opened()
+    await journal.record(first, [event()], now=T0)
+    await journal.record(
+        dataclasses.replace(first, resolved_at=T0, resolve_reason=ResolveReason.CLEARED), now=T0
+    )
+    second = opened(generation=2, opened_at=T0 + timedelta(hours=1))
+    await journal.record(second, [event()], now=T0 + timedelta(hours=1))
+    other = opened("sess_9", state=LeadState.LEAD_UNREACHABLE)
+    await journal.record(other, now=T0)
+    snapshot = await journal_kit.build().load_open()
+    assert [s.incident.id for s in snapshot.open_incidents] == [
+        other.incident.id,
+        second.incident.id,
+    ]
+    assert snapshot.generations == {first.incident.key: 2, other.incident.key: 1}
+
+
+async def test_routing_changes_are_kept(journal_kit: JournalKit) -> None:
+    """Owner, pinned recipient, reason and routing generation survive a reload."""
+    journal = journal_kit.build()
+    change = opened()
+    await journal.record(change, now=T0)
+    routing = Routing(owner="lead", recipient="peer", reason="owner_unhealthy", generation=2)
+    await journal.record(dataclasses.replace(change, routing=routing), now=T0)
+    (stored,) = (await journal_kit.build().load_open()).open_incidents
+    assert stored.routing == routing
+    assert stored.incident.recipient_lead == "peer"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"note": "first line\nsecond line"},
+        {"note": "x" * 300},
+        {"where": "/home/dev/repo/src/secret.py"},
+        {"sink": "https://hooks.example.test/abc"},
+        {"bad key": 1},
+        {"nested": {"a": {"b": {"c": {"d": {"e": 1}}}}}},
+        {"n": float("nan")},
+    ],
+)
+async def test_a_payload_that_could_carry_content_is_refused(
+    journal_kit: JournalKit, payload: dict[str, object]
+) -> None:
+    """Multi-line or long text, paths, URLs, odd keys, deep nesting: refused, nothing written."""
+    journal = journal_kit.build()
+    change = opened()
+    bad = NewEvent(type=EventType.OPEN, payload=payload)
+    with pytest.raises(JournalRefusedError):
+        await journal.record(change, [bad], now=T0)
+    assert await journal.get(change.incident.id) is None
+
+
+async def test_naive_times_are_refused(journal_kit: JournalKit) -> None:
+    journal = journal_kit.build()
+    naive = opened(opened_at=datetime(2026, 8, 1, 12, 0))
+    with pytest.raises(JournalRefusedError):
+        await journal.record(naive, now=T0)
+
+
+async def test_claims_lease_due_attempts_once_and_in_due_order(journal_kit: JournalKit) -> None:
+    """Only due attempts, earliest first, at most ``limit``; a leased one is not claimed again."""
+    journal = journal_kit.build()
+    for n, delay in enumerate((20, 0, 10, 60)):
+        await journal.record(
+            opened(f"sess_{n}"), [event(due_at=T0 + timedelta(seconds=delay))], now=T0
+        )
+    now = T0 + timedelta(seconds=30)
+    first = await journal.claim_due("worker-a", now=now, lease=LEASE, limit=2)
+    assert [c.due_at for c in first] == [T0, T0 + timedelta(seconds=10)]
+    assert all(c.lease_owner == "worker-a" and c.lease_expires_at == now + LEASE for c in first)
+    rest = await journal_kit.build().claim_due("worker-b", now=now, lease=LEASE)
+    assert [c.due_at for c in rest] == [T0 + timedelta(seconds=20)]
+    assert await journal.claim_due("worker-a", now=now, lease=LEASE) == ()
+
+
+async def test_an_expired_lease_is_reclaimed_and_fences_the_old_holder(
+    journal_kit: JournalKit,
+) -> None:
+    """After expiry another worker takes the attempt; the old holder can record nothing."""
+    journal = journal_kit.build()
+    change = opened()
+    await journal.record(change, [event()], now=T0)
+    (old,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
+    later = T0 + LEASE
+    (new,) = await journal.claim_due("worker-b", now=later, lease=LEASE)
+    assert (new.attempt_id, new.idempotency_key) == (old.attempt_id, old.idempotency_key)
+    assert new.lease_token != old.lease_token
+    assert not await journal.complete(old, now=later, http_status=200)
+    assert not await journal.release(old, now=later)
+    assert await journal.complete(new, now=later, http_status=204)
+    stored = await journal.get(change.incident.id)
+    assert stored is not None
+    assert stored.events[0].state is EventState.DELIVERED
+    assert stored.delivered_revisions == (1,)
+    assert stored.last_delivered_at == later
+    assert await journal.stats() == type(await journal.stats())(
+        queue_depth=0, last_delivered_at=later
+    )
+
+
+async def test_a_retryable_failure_schedules_the_next_attempt(journal_kit: JournalKit) -> None:
+    """The next attempt is due at the given time, numbered one up, with the same idempotency key."""
+    journal = journal_kit.build()
+    change = opened()
+    await journal.record(change, [event()], now=T0)
+    (claim,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
+    retry_at = T0 + timedelta(seconds=5)
+    assert await journal.reschedule(
+        claim, now=T0, due_at=retry_at, failure="http_5xx", http_status=503
+    )
+    assert not await journal.reschedule(claim, now=T0, due_at=retry_at, failure="timeout")
+    assert await journal.claim_due("worker-a", now=T0, lease=LEASE) == ()
+    (second,) = await journal.claim_due("worker-a", now=retry_at, lease=LEASE)
+    assert (second.attempt, second.idempotency_key) == (2, claim.idempotency_key)
+    stored = await journal.get(change.incident.id)
+    assert stored is not None
+    (stored_event,) = stored.events
+    assert (stored_event.attempts, stored_event.due_at) == (2, retry_at)
+    assert (stored_event.last_failure, stored_event.last_http_status) == ("http_5xx", 503)
+
+
+async def test_a_permanent_failure_waits_for_rearm(journal_kit: JournalKit) -> None:
+    """A failed event is not claimed until re-armed; then its next attempt is due at once."""
+    journal = journal_kit.build()
+    change = opened()
+    await journal.record(change, [event()], now=T0)
+    (claim,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
+    assert await journal.fail(claim, now=T0, failure="http_4xx", http_status=410)
+    stored = await journal.get(change.incident.id)
+    assert stored is not None
+    assert stored.events[0].state is EventState.FAILED
+    later = T0 + timedelta(hours=1)
+    assert await journal.claim_due("worker-a", now=later, lease=LEASE) == ()
+    assert await journal.rearm(now=later) == 1
+    assert await journal.rearm(now=later) == 0
+    (again,) = await journal.claim_due("worker-a", now=later, lease=LEASE)
+    assert (again.attempt, again.due_at) == (2, later)
+
+
+async def test_a_released_attempt_is_due_again_at_once(journal_kit: JournalKit) -> None:
+    journal = journal_kit.build()
+    await journal.record(opened(), [event()], now=T0)
+    (claim,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
+    assert await journal.release(claim, now=T0)
+    (again,) = await journal.claim_due("worker-b", now=T0, lease=LEASE)
+    assert (again.attempt_id, again.attempt) == (claim.attempt_id, 1)
+
+
+async def test_resolving_before_delivery_cancels_the_pending_open_event(
+    journal_kit: JournalKit,
+) -> None:
+    """``cancel_pending``: the undelivered open event is cancelled, even mid-send, and no
+    resolved event is owed."""
+    journal = journal_kit.build()
+    change = opened()
+    await journal.record(change, [event()], now=T0)
+    (in_flight,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
+    resolved = dataclasses.replace(
+        change, resolved_at=T0, resolve_reason=ResolveReason.CLEARED, cancel_pending=True
+    )
+    assert await journal.record(resolved, now=T0) == ()
+    assert not await journal.complete(in_flight, now=T0, http_status=200)
+    assert await journal.claim_due("worker-a", now=T0 + LEASE, lease=LEASE) == ()
+    stored = await journal.get(change.incident.id)
+    assert stored is not None
+    assert stored.resolve_reason is ResolveReason.CLEARED
+    assert stored.events[0].state is EventState.CANCELLED
+    assert stored.delivered_revisions == ()
+    snapshot = await journal.load_open()
+    assert (snapshot.open_incidents, snapshot.pending_resolutions) == ((), ())
+
+
+async def test_a_restart_reloads_a_pending_resolution(journal_kit: JournalKit) -> None:
+    """A resolved incident whose resolved event is undelivered comes back, with its retry state;
+    one whose events are all delivered does not."""
+    journal = journal_kit.build()
+    pending, done = opened("sess_1"), opened("sess_2")
+    for change in (pending, done):
+        await journal.record(change, [event()], now=T0)
+    for claim in await journal.claim_due("worker-a", now=T0, lease=LEASE):
+        assert await journal.complete(claim, now=T0, http_status=200)
+    for change in (pending, done):
+        resolved = dataclasses.replace(change, resolved_at=T0, resolve_reason=ResolveReason.CLEARED)
+        events = [event(EventType.RESOLVED)] if change is pending else []
+        await journal.record(resolved, events, now=T0)
+    restarted = journal_kit.build()
+    snapshot = await restarted.load_open()
+    assert snapshot.open_incidents == ()
+    (resolution,) = snapshot.pending_resolutions
+    assert resolution.incident.id == pending.incident.id
+    assert resolution.delivered_revisions == (1,)
+    assert [(e.type, e.state) for e in resolution.events] == [
+        (EventType.OPEN, EventState.DELIVERED),
+        (EventType.RESOLVED, EventState.PENDING),
+    ]
+    (claim,) = await restarted.claim_due("worker-b", now=T0, lease=LEASE)
+    assert (claim.type, claim.revision) == (EventType.RESOLVED, 2)
+    assert claim.payload == {"event": "resolved", "severity": "critical"}
+
+
+async def test_lease_owners_and_failure_classes_are_plain_codes(journal_kit: JournalKit) -> None:
+    journal = journal_kit.build()
+    await journal.record(opened(), [event()], now=T0)
+    with pytest.raises(JournalRefusedError):
+        await journal.claim_due("worker a\n", now=T0, lease=LEASE)
+    (claim,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
+    with pytest.raises(JournalRefusedError):
+        await journal.fail(claim, now=T0, failure="Traceback (most recent call last): ...")
+
+
+@pytest.mark.parametrize(
+    ("ci", "outcome"), [("", pytest.skip.Exception), ("true", pytest.fail.Exception)]
+)
+def test_a_missing_postgres_skips_locally_and_fails_in_ci(
+    monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]
+) -> None:
+    """Without the server the PostgreSQL cases skip with a reason, except under CI=true."""
+    from journal_fixtures import postgres_reachable, require_postgres  # noqa: PLC0415
+
+    monkeypatch.setenv("CI", ci)
+    assert not postgres_reachable("127.0.0.1", 9)
+    with pytest.raises(outcome, match="PostgreSQL is not reachable"):
+        require_postgres(False)
+    assert T0.tzinfo is UTC

@@ -1,0 +1,63 @@
+"""``journal.urlEnv``: the journal URL, password included, comes from a named variable."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleetd.config import RESTART_KEYS, load_config, parse_config
+from fleetd.config.render import check_config_main
+from fleetd.errors import ConfigError
+
+PG = "postgresql://fleetd:hunter2@db:5432/fleet"
+
+
+def test_url_env_names_the_variable_that_holds_the_url(tmp_path: Path) -> None:
+    """The URL is read from the variable at load time; check-config prints it masked."""
+    path = tmp_path / "fleetd.yaml"
+    path.write_text("journal:\n  urlEnv: FLEETD_JOURNAL_URL\n")
+    environ = {"FLEETD_JOURNAL_URL": PG}
+    journal = load_config(path, environ).config.journal
+    assert journal.url_env == "FLEETD_JOURNAL_URL"
+    assert journal.url.get_secret_value() == PG
+    out = io.StringIO()
+    assert check_config_main([str(path)], environ=environ, stdout=out, stderr=io.StringIO()) == 0
+    printed = yaml.safe_load(out.getvalue())["journal"]
+    assert printed == {
+        "urlEnv": "FLEETD_JOURNAL_URL",
+        "url": "postgresql://fleetd:***@db:5432/fleet",
+    }
+    assert "hunter2" not in out.getvalue()
+
+
+def test_url_env_can_come_from_an_override() -> None:
+    environ = {"FLEETD_JOURNAL__URL_ENV": "DB_URL", "DB_URL": "sqlite:////srv/j.sqlite"}
+    journal = parse_config(None, environ).config.journal
+    assert journal.url.get_secret_value() == "sqlite:////srv/j.sqlite"
+
+
+@pytest.mark.parametrize(
+    ("document", "environ", "key", "words"),
+    [
+        ({"urlEnv": "DB_URL"}, {}, "journal.urlEnv", "DB_URL is not set"),
+        ({"urlEnv": "DB_URL"}, {"DB_URL": "mysql://x"}, "journal.urlEnv", "must hold"),
+        ({"urlEnv": "DB_URL", "url": "sqlite:///x"}, {"DB_URL": PG}, "journal.url", "not both"),
+        ({"urlEnv": "not a name"}, {}, "journal.urlEnv", "pattern"),
+    ],
+)
+def test_a_bad_url_env_names_its_key(
+    document: dict[str, str], environ: dict[str, str], key: str, words: str
+) -> None:
+    """Malformed journal settings are refused naming the key; the URL never appears."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"journal": document}, environ)
+    assert caught.value.key == key
+    assert words in caught.value.reason
+    assert "hunter2" not in str(caught.value)
+
+
+def test_journal_keys_need_a_restart() -> None:
+    assert {"journal.url", "journal.urlEnv"} <= RESTART_KEYS

@@ -1,0 +1,132 @@
+"""A failing journal degrades notification coverage and never stops its caller; errors are typed
+and bounded whatever the database said."""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from fleetd.clock import FakeClock
+from fleetd.errors import (
+    FleetdError,
+    JournalError,
+    JournalRefusedError,
+    JournalSchemaError,
+    JournalUnavailableError,
+)
+from fleetd.journal.engine import translate
+from fleetd.journal.health import JournalHealth, JournalStatus, ObservedJournal
+from fleetd.journal.memory import InMemoryJournal
+
+T0 = datetime(2026, 8, 1, 12, 0, tzinfo=UTC)
+
+
+async def test_failures_degrade_and_the_next_success_clears() -> None:
+    """Degraded from the first failure (its time kept while failures repeat), ok again after one
+    good call; the error still reaches the caller."""
+    clock = FakeClock(T0)
+    fake = InMemoryJournal()
+    journal = ObservedJournal(fake, clock=clock)
+    assert journal.health == JournalHealth()
+    fake.fail_with = JournalUnavailableError("record", "disk_full", code="SQLITE_FULL")
+    with pytest.raises(JournalUnavailableError):
+        await journal.stats()
+    clock.advance(30)
+    fake.fail_with = JournalUnavailableError("load", "unreachable")
+    with pytest.raises(FleetdError):
+        await journal.load_open()
+    assert journal.health == JournalHealth(
+        status=JournalStatus.DEGRADED, reason="load: unreachable", since=T0, failures=2
+    )
+    fake.fail_with = None
+    assert (await journal.stats()).queue_depth == 0
+    assert journal.health.ok
+
+
+async def test_every_port_call_is_observed() -> None:
+    """No method bypasses the health bookkeeping."""
+    fake = InMemoryJournal()
+    journal = ObservedJournal(fake, clock=FakeClock(T0))
+    fake.fail_with = JournalUnavailableError("x", "unreachable")
+    calls = [
+        journal.get("inc_1"),
+        journal.load_open(),
+        journal.claim_due("w", now=T0, lease=timedelta(seconds=1)),
+        journal.rearm(now=T0),
+        journal.stats(),
+    ]
+    for call in calls:
+        with pytest.raises(JournalUnavailableError):
+            await call
+    assert journal.health.failures == len(calls)
+    await journal.close()
+
+
+def _sqlite_error(name: str, message: str) -> OperationalError:
+    orig = sqlite3.OperationalError(message)
+    orig.sqlite_errorname = name
+    return OperationalError("INSERT ... (secret payload)", {}, orig)
+
+
+class _PgError(Exception):
+    def __init__(self, sqlstate: str | None) -> None:
+        super().__init__("server said: password=hunter2")
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "reason"),
+    [
+        (
+            _sqlite_error("SQLITE_FULL", "database or disk is full"),
+            JournalUnavailableError,
+            "disk_full",
+        ),
+        (_sqlite_error("SQLITE_BUSY", "database is locked"), JournalUnavailableError, "locked"),
+        (
+            _sqlite_error("SQLITE_IOERR_WRITE", "disk I/O error"),
+            JournalUnavailableError,
+            "io_error",
+        ),
+        (
+            _sqlite_error("SQLITE_ERROR", "no such table: incidents"),
+            JournalSchemaError,
+            "schema_missing",
+        ),
+        (OperationalError("SELECT 1", {}, _PgError("53100")), JournalUnavailableError, "disk_full"),
+        (
+            OperationalError("SELECT 1", {}, _PgError("08006")),
+            JournalUnavailableError,
+            "unreachable",
+        ),
+        (
+            OperationalError("SELECT 1", {}, _PgError("57P01")),
+            JournalUnavailableError,
+            "unreachable",
+        ),
+        (
+            OperationalError("SELECT 1", {}, _PgError("28P01")),
+            JournalUnavailableError,
+            "auth_failed",
+        ),
+        (OperationalError("SELECT 1", {}, _PgError(None)), JournalUnavailableError, "unreachable"),
+        (ProgrammingError("SELECT 1", {}, _PgError("42P01")), JournalSchemaError, "schema_missing"),
+        (IntegrityError("INSERT", {}, _PgError("23505")), JournalRefusedError, "conflict"),
+        (OSError(errno.ENOSPC, "No space left"), JournalUnavailableError, "disk_full"),
+        (OSError(errno.EACCES, "Permission denied"), JournalUnavailableError, "permission_denied"),
+    ],
+)
+def test_database_errors_become_bounded_journal_errors(
+    error: Exception, kind: type[JournalError], reason: str
+) -> None:
+    """The reason is a bounded word; the database's message (SQL, parameters) is not kept."""
+    translated = translate(error, "record")
+    assert type(translated) is kind
+    assert translated.reason == reason
+    assert str(translated) == f"record: {reason}"
+    assert "secret" not in repr(translated)
+    assert "hunter2" not in repr(translated)
