@@ -1,8 +1,8 @@
 """Alembic for the journal, driven from code: no ``alembic.ini``, and ``fleetd migrate``.
 
-The migration scripts live in ``fleetd/migrations`` (``migrations/`` at the top of the repository
-points there), inside the package so that a wheel, an editable install and a fresh clone all find
-them beside this module. :func:`alembic_config` builds an in-memory Alembic ``Config`` with that
+The migration scripts live in ``migrations/`` at the top of the repository; ``fleetd/migrations``
+links to it, so the package carries them and a wheel, an editable install and a fresh clone all
+find them beside this module. :func:`alembic_config` builds an in-memory Alembic ``Config`` with that
 ``script_location``; ``env.py`` takes the database from ``config.attributes`` (``connection`` or
 ``url``) and otherwise from fleetd's own config, like ``fleetd serve`` would: the file named by
 ``FLEETD_CONFIG`` (or none) with ``FLEETD_*`` overrides, and ``journal.url`` / ``journal.urlEnv``.
@@ -43,7 +43,7 @@ __all__ = [
     "upgrade_engine",
 ]
 
-MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
+MIGRATIONS = (Path(__file__).resolve().parents[1] / "migrations").resolve()
 """The Alembic script directory (``env.py``, ``versions/``)."""
 
 CONFIG_ENV = "FLEETD_CONFIG"

@@ -2,8 +2,8 @@
 
 Every column is an id, a stable code, a count, a time or the bounded outbound payload; nothing
 here can hold pane text, a prompt, a reply, a path or a secret (``tests/contract`` scans every
-column after a scenario full of marker strings). The migrations under ``fleetd/migrations``
-(``migrations/`` at the top of the repository) build exactly this metadata; a test compares them.
+column after a scenario full of marker strings). The migrations in ``migrations/`` at the top
+of the repository (``fleetd/migrations`` links to it) build exactly this metadata; a test compares them.
 
 Database rules the adapters rely on:
 

@@ -135,11 +135,14 @@ def test_migrate_command_masks_the_url_and_reports_errors(
 
 
 def test_the_migrations_ship_with_the_package() -> None:
-    """The scripts are package modules of ``fleetd`` (so a wheel, an editable install and a clone
-    all have them), and ``migrations/`` at the top of the repository is the same folder."""
+    """The scripts live in ``migrations/`` at the top of the repository and are package modules of
+    ``fleetd`` through the ``fleetd/migrations`` link (so a wheel, an editable install and a clone
+    all have them)."""
     assert (MIGRATIONS / "env.py").is_file()
     assert list((MIGRATIONS / "versions").glob("v0001_*.py"))
     assert (REPO / "migrations").resolve() == MIGRATIONS
+    assert not (REPO / "migrations").is_symlink()
+    assert (REPO / "fleetd" / "migrations").resolve() == MIGRATIONS
     found = setuptools.find_packages(str(REPO), include=["fleetd*"])
     assert {"fleetd.migrations", "fleetd.migrations.versions"} <= set(found)
     assert "migrations/script.py.mako" in (REPO / "pyproject.toml").read_text()
