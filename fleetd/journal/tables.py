@@ -3,7 +3,8 @@
 Every column is an id, a stable code, a count, a time or the bounded outbound payload; nothing
 here can hold pane text, a prompt, a reply, a path or a secret (``tests/contract`` scans every
 column after a scenario full of marker strings). The migrations in ``migrations/`` at the top
-of the repository (``fleetd/migrations`` links to it) build exactly this metadata; a test compares them.
+of the repository (``fleetd/migrations`` links to it) build exactly this metadata; a test
+compares them.
 
 Database rules the adapters rely on:
 
