@@ -4,8 +4,9 @@ The migration scripts live in ``migrations/`` at the top of the repository; ``fl
 links to it, so the package carries them and a wheel, an editable install and a fresh clone all
 find them beside this module. :func:`alembic_config` builds an in-memory Alembic ``Config`` with
 that ``script_location``; ``env.py`` takes the database from ``config.attributes``
-(``connection`` or ``url``) and otherwise from fleetd's own config, like ``fleetd serve`` would: the file named by
-``FLEETD_CONFIG`` (or none) with ``FLEETD_*`` overrides, and ``journal.url`` / ``journal.urlEnv``.
+(``connection`` or ``url``) and otherwise from fleetd's own config, like ``fleetd serve`` would:
+the file named by ``FLEETD_CONFIG`` (or none) with ``FLEETD_*`` overrides, and ``journal.url`` /
+``journal.urlEnv``.
 
 SQLite migrations run in batch mode (``render_as_batch``) and, like PostgreSQL ones, in one
 transaction. A database whose revision this build does not know (written by a newer fleetd) is a
