@@ -32,7 +32,7 @@ from fleetd.health.floors import TWO_SNAPSHOTS
 from fleetd.health.incidents import IncidentKey
 from fleetd.health.pane_budget import ProbeCandidate, ProbeReason
 from fleetd.health.snapshot import AT_PROMPT, LeadView, LiveStatus, ProbeSource
-from fleetd.health.states import FAULT_LEAD_STATES, LeadState, Scope, spec_of
+from fleetd.health.states import LeadState, Scope, spec_of
 from fleetd.health.tick import Tick, absorb_probe, settle_probe
 
 __all__ = ["FINAL_READ_LEAD_STATES", "retained_view", "step_lead", "step_lead_blind"]
@@ -58,7 +58,6 @@ def step_lead_blind(
     tick: Tick, view: LeadView, prior: LeadEvidence | None, identity_missing: int
 ) -> LeadEvidence:
     """A tick without a usable live view changes nothing about a known lead (§4.3)."""
-    tick.lead_states[view.name] = prior.state if prior is not None else _L.LEAD_STATUS_UNKNOWN
     if prior is not None:
         return prior
     return LeadEvidence(
@@ -185,9 +184,6 @@ def step_lead(
         tick.effects.append(RequestTargetLookup(target=view.agent_name))
     state, cause = _classify(tick, view, seen, prior)
     entered = prior is None or prior.state is not state
-    tick.lead_states[view.name] = state
-    if entered and state in FAULT_LEAD_STATES:
-        tick.reroute_from(view.name)
 
     final_read_state = prior.final_read_state if prior is not None else None
     candidate = _candidate(view, seen, state, final_read_state)
