@@ -197,7 +197,10 @@ def _take(heap: list[tuple[int, str, str]], excluded: tuple[str, ...]) -> str | 
 
 def route(incidents: Iterable[Incident], leads: Iterable[LeadFacts]) -> Routing:
     """Assign every open incident in ``incidents`` to a lead or a person (see the module doc)."""
-    index = {facts.name: facts for facts in leads}
+    listed = list(leads)
+    index = {facts.name: facts for facts in listed}
+    if len(index) != len(listed):
+        raise ValueError("route() needs one LeadFacts per lead name")
     load = dict.fromkeys(index, 0)
     pending: list[tuple[Incident, _Plan]] = []
     for incident in incidents:
