@@ -21,7 +21,7 @@ from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, SessionEvent, SessionState
 from fleetd.clock import Clock
-from fleetd.errors import FleetdError, HerdrError, TargetNotFoundError
+from fleetd.errors import FleetdError, HerdrError
 from fleetd.health.effects import (
     CountMute,
     Effect,
@@ -198,12 +198,11 @@ class EffectDispatcher:
         )
 
     async def _lookup(self, target: str) -> None:
+        """One per-target call; any error's code is evidence (only ``*_not_found`` is loss)."""
         try:
             await self.control.get_agent(target)
-        except TargetNotFoundError as exc:
+        except HerdrError as exc:
             self._targeted[target] = exc.code
-        except HerdrError:
-            return
 
     async def _fail_target(self, effect: FailTargetWork) -> None:
         session = self.bridge.roster.get(effect.session_id)
