@@ -44,7 +44,7 @@ from fleetd.health.effects import (
 from fleetd.health.evidence import HealthState, LeadEvidence, MemberEvidence
 from fleetd.health.floors import TWO_SNAPSHOTS
 from fleetd.health.inboxes import step_inboxes
-from fleetd.health.incidents import IncidentBook, IncidentKey, ResolveReason
+from fleetd.health.incidents import Incident, IncidentBook, IncidentKey, ResolveReason
 from fleetd.health.leads import retained_view, step_lead, step_lead_blind
 from fleetd.health.link import LINK_SUBJECT, step_link
 from fleetd.health.members import step_member, step_member_blind
@@ -153,13 +153,17 @@ def _route(tick: Tick, leads: Mapping[str, LeadEvidence]) -> None:
         return
     tick.book.store(routing.routed)
     routed = {incident.id: incident for incident in routing.routed}
-    tick.effects = [
-        replace(effect, incident=routed[effect.incident.id])
-        if isinstance(effect, OpenIncident | UpdateIncident) and effect.incident.id in routed
-        else effect
-        for effect in tick.effects
-    ]
+    tick.effects = [_as_routed(effect, routed) for effect in tick.effects]
     tick.effects.extend(routing.effects)
+
+
+def _as_routed(effect: Effect, routed: Mapping[str, Incident]) -> Effect:
+    """An open or update effect of a routed incident, carrying the incident as routed."""
+    if isinstance(effect, OpenIncident) and effect.incident.id in routed:
+        return OpenIncident(incident=routed[effect.incident.id])
+    if isinstance(effect, UpdateIncident) and effect.incident.id in routed:
+        return UpdateIncident(incident=routed[effect.incident.id])
+    return effect
 
 
 def _members(

@@ -245,7 +245,7 @@ def route(incidents: Iterable[Incident], leads: Iterable[LeadFacts]) -> Routing:
         )
         if prior is not None and replace(prior, generation=generation) == new:
             continue  # still no lead can take it: the person keeps it, nothing to say again
-        updated = replace(incident, assignment=new)
+        updated = incident.routed(new)
         routed.append(updated)
         if prior is not None:
             effects.append(SupersedeAssignment(incident=updated, previous=prior))

@@ -382,3 +382,14 @@ def test_foreign_assignments_are_the_incidents_a_lead_holds_for_others() -> None
     )
     nobody = incident("s-3", owner=None, assignment=human(R.HUMAN_NO_OWNER))
     assert foreign_assignments([mine, theirs, fleet, nobody]) == {"lead-a": [theirs, fleet]}
+
+
+def test_a_routed_copy_changes_only_the_assignment() -> None:
+    """``Incident.routed`` is ``replace(assignment=...)``: every other field is carried over."""
+    full = replace(
+        incident(assignment=PEER_B),
+        target="m1",
+        committed_work_at_risk=True,
+        evidence=(("ticket", "t-1"),),
+    )
+    assert full.routed(to("lead-c")) == replace(full, assignment=to("lead-c"))
