@@ -241,7 +241,12 @@ class LeadView:
     """One expected lead: identity from the CallerResolver supplier, plus push/nudge outcomes.
 
     Identity is not liveness; liveness comes only from the live view. ``actionable_waiting``
-    counts typed records waiting for this lead to collect.
+    counts typed records waiting for this lead to collect, the oldest created at
+    ``oldest_actionable_at``. The push and heartbeat loops publish what they saw and did before
+    deciding not to inject (§4.4, Unit 4 criterion 4): ``push_status`` is the raw status they
+    last read, ``last_push_error`` the code of their last failed herdr call, ``nudges_sent`` the
+    nudges for the current head of the inbox (``nudge_cap_reached_at`` once capped), and
+    ``last_nudge_at``/``last_heartbeat_at`` when they last injected one.
     """
 
     name: str
@@ -253,6 +258,10 @@ class LeadView:
     oldest_actionable_at: datetime | None = None
     nudges_sent: int = 0
     nudge_cap_reached_at: datetime | None = None
+    push_status: LiveStatus | None = None
+    last_push_error: str | None = None
+    last_nudge_at: datetime | None = None
+    last_heartbeat_at: datetime | None = None
 
     def __post_init__(self) -> None:
         _non_negative(self, "actionable_waiting", "nudges_sent")

@@ -21,7 +21,7 @@ from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, SessionEvent, SessionState
 from fleetd.clock import Clock
-from fleetd.errors import FleetdError, HerdrError, TargetNotFoundError
+from fleetd.errors import FleetdError, HerdrError
 from fleetd.health.effects import (
     CountMute,
     Effect,
@@ -32,9 +32,11 @@ from fleetd.health.effects import (
     RecordTransition,
     RequestLostBoundaryRepair,
     RequestPaneProbe,
-    RequestRouting,
     RequestTargetLookup,
     ResolveIncident,
+    RetireLead,
+    RouteToHuman,
+    SupersedeAssignment,
     UpdateIncident,
 )
 from fleetd.health.incidents import Incident
@@ -46,7 +48,7 @@ from fleetd.metrics import Metrics
 from fleetd.runtime.records import health_record
 from fleetd.screens import digest, match_fatal, parse_agent_kind
 
-__all__ = ["EffectDispatcher", "RoutingNote"]
+__all__ = ["PASSIVE_NO_SINK", "EffectDispatcher", "RoutingNote"]
 
 _log = logging.getLogger("fleetd.health")
 
@@ -62,10 +64,15 @@ _EVENTS = {
 
 @dataclass(slots=True, kw_only=True)
 class RoutingNote:
-    """Why an incident is not with its owning lead, and what happened instead."""
+    """What became of an incident routed to a person: this build has no human sink, so the leg
+    is passive (the incident stays open and visible on the local surfaces)."""
 
     reason: str
     outcome: str
+
+
+PASSIVE_NO_SINK = "passive_no_sink"
+"""The outcome of the human leg while no webhook sink exists (coverage ``partial``)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -105,11 +112,21 @@ class EffectDispatcher:
             case ResolveIncident():
                 self._resolved(effect)
             case PublishHealthRecord(recipient_lead=lead, incident=incident):
+                self.routing.pop(incident.id, None)
                 await self._publish(lead, incident)
-            case RequestRouting(incident=incident, reason=reason):
-                self.routing[incident.id] = RoutingNote(
-                    reason=reason.value, outcome="no_peer_routing_or_sink_in_this_build"
+            case RouteToHuman(incident=incident, reason=reason):
+                self._to_human(incident, reason.value)
+            case SupersedeAssignment(incident=incident, previous=previous):
+                self.metrics.health_incidents_total.labels(event="reassigned").inc()
+                _log.info(
+                    "incident %s: routing generation %d (%s) superseded by %d",
+                    incident.id,
+                    previous.generation,
+                    previous.recipient or previous.route.value,
+                    incident.routing_generation,
                 )
+            case RetireLead(lead=lead):
+                _log.info("lead %s retired from health after its grace", lead)
             case RequestPaneProbe():
                 await self._probe(effect)
             case RequestTargetLookup(target=target):
@@ -139,6 +156,14 @@ class EffectDispatcher:
         self.metrics.health_incidents_total.labels(event="resolved").inc()
         self.routing.pop(effect.incident.id, None)
         _log.info("incident %s resolved (%s)", effect.incident.id, effect.reason.value)
+
+    def _to_human(self, incident: Incident, reason: str) -> None:
+        self.routing[incident.id] = RoutingNote(reason=reason, outcome=PASSIVE_NO_SINK)
+        _log.warning(
+            "incident %s: no lead can act (%s); no human sink in this build, kept open",
+            incident.id,
+            reason,
+        )
 
     async def _publish(self, lead: str, incident: Incident) -> None:
         record = health_record(
@@ -173,12 +198,11 @@ class EffectDispatcher:
         )
 
     async def _lookup(self, target: str) -> None:
+        """One per-target call; any error's code is evidence (only ``*_not_found`` is loss)."""
         try:
             await self.control.get_agent(target)
-        except TargetNotFoundError as exc:
+        except HerdrError as exc:
             self._targeted[target] = exc.code
-        except HerdrError:
-            return
 
     async def _fail_target(self, effect: FailTargetWork) -> None:
         session = self.bridge.session(effect.session_id)

@@ -153,8 +153,9 @@ class FleetViewBuilder:
         return row
 
     def _leads(self, caller: Caller) -> list[dict[str, Any]]:
-        """Every configured lead; a lead sees its own push and inbox counts, of a peer only
-        its name, agent, herdr status and health (what peer routing weighs, §7.4)."""
+        """Every configured lead; a lead sees its own push and inbox counts and the foreign
+        incidents it holds, of a peer only its name, agent, herdr status and health with the
+        count of foreign incidents it holds (what peer routing weighs, §7.4)."""
         rows = []
         for lead in self.config.current.leads:
             outcome = self.push.outcomes.get(lead.name)
@@ -163,12 +164,16 @@ class FleetViewBuilder:
                 "agent": lead.agent,
                 "liveStatus": outcome.last_status if outcome else None,
             }
-            if caller.role is Role.OPERATOR or caller.name == lead.name:
+            own = caller.role is Role.OPERATOR or caller.name == lead.name
+            if own:
                 row["inboxDepth"] = outcome.depth if outcome else None
                 row["nudgesForHead"] = outcome.nudges_for_head if outcome else 0
                 row["nudgeCapReached"] = bool(outcome and outcome.cap_reached_at)
             if self.health is not None:
-                row["health"] = self.health.lead_health(lead.name)
+                health = self.health.lead_health(lead.name)
+                if health is not None and not own:
+                    health.pop("foreignIncidents")  # a peer sees the count, not the incidents
+                row["health"] = health
             rows.append(row)
         return rows
 

@@ -1,8 +1,11 @@
 """The health part of what fleetd shows: ``fleet_list`` health, the ``/healthz`` component.
 
 Pure renderers: the monitor's state, counters and routing notes and ``now`` in, JSON-ready dicts
-out. No pane content ever reaches a view, only states, codes, names and ages. Coverage says what
-this build can do about an incident no lead can act on (§10.2): detection only, so ``partial``.
+out. No pane content ever reaches a view, only states, codes, names and ages. Each incident shows
+its owner, its recipient and its ``routing`` (route, reason, generation, on whose behalf); a lead's
+health shows the foreign incidents it holds for others (§7.4). Coverage says what this build can
+do about an incident no lead can act on (§10.2): peer routing when there is a peer, but no human
+sink, so ``partial``.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from typing import Any
 from fleetd.config import HealthConfig, NotificationMode
 from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.health.evidence import HealthState
-from fleetd.health.incidents import Incident
+from fleetd.health.incidents import Incident, Route
+from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState, spec_of
 from fleetd.runtime.dispatch import RoutingNote
 from fleetd.runtime.link import LinkState
 
 __all__ = [
+    "FOREIGN_SHOWN",
     "coverage",
     "fleet_health",
     "healthz_component",
@@ -30,21 +35,32 @@ __all__ = [
 ]
 
 
-def coverage(health: HealthConfig) -> dict[str, Any]:
-    """What detection and escalation this deployment has (§10.2)."""
+FOREIGN_SHOWN = 10
+"""A lead's health row lists at most this many of the foreign incidents it holds."""
+
+
+def coverage(health: HealthConfig, *, leads: int) -> dict[str, Any]:
+    """What detection and escalation this deployment has (§10.2, §7.6), for ``leads`` leads.
+
+    Peer routing needs a second lead: with one lead (a normal deployment) its own failure has no
+    peer to go to, and without a sink no person is told either.
+    """
     if not health.enabled:
         return {"detection": "disabled", "humanEscalation": "unavailable", "status": "off"}
     webhook = health.notifications.mode is NotificationMode.WEBHOOK
+    reason = (
+        "webhook configured but the human sink is not part of this build"
+        if webhook
+        else "notifications disabled: no person is told when no lead can act"
+    )
+    if leads < 2:
+        reason += "; with a single lead, a lead failure has no active notification or recovery"
     return {
         "detection": "enabled",
-        "peerRouting": "unavailable",
+        "peerRouting": "available" if leads >= 2 else "no_peer",
         "humanEscalation": "unavailable",
         "status": "partial",
-        "reason": (
-            "webhook configured but the human sink is not part of this build"
-            if webhook
-            else "notifications disabled: no person is told when no lead can act"
-        ),
+        "reason": reason,
     }
 
 
@@ -75,9 +91,22 @@ def lead_health(state: HealthState, name: str, *, now: datetime) -> dict[str, An
     evidence = state.leads.get(name)
     if evidence is None:
         return None
+    held = foreign_assignments(state.open_incidents()).get(name, [])
     return {
         "state": str(evidence.state),
         "ageSeconds": round((now - evidence.since).total_seconds(), 3),
+        "assignedForeignIncidents": len(held),
+        "foreignIncidents": [
+            {
+                "id": incident.id,
+                "subject": incident.subject,
+                "state": str(incident.state),
+                "severity": incident.severity.value,
+                "ageSeconds": round((now - incident.opened_at).total_seconds(), 3),
+                "routingGeneration": incident.routing_generation,
+            }
+            for incident in held[:FOREIGN_SHOWN]
+        ],
     }
 
 
@@ -85,6 +114,7 @@ def fleet_health(
     state: HealthState,
     *,
     health: HealthConfig,
+    leads: int,
     ticks: int,
     pane_reads: int,
     routing: Mapping[str, RoutingNote],
@@ -100,12 +130,14 @@ def fleet_health(
         "incidents": [
             incident_row(i, now=now, note=routing.get(i.id)) for i in state.open_incidents()
         ],
-        "healthCoverage": coverage(health),
+        "healthCoverage": coverage(health, leads=leads),
     }
 
 
 def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None) -> dict[str, Any]:
-    """One open incident for ``fleet_list``, with its routing note when routing holds it."""
+    """One open incident for ``fleet_list``: owner, recipient and ``routing`` once assigned —
+    route (``lead`` or ``human``), reason, generation, on whose behalf, and for the human leg
+    what became of it."""
     row: dict[str, Any] = {
         "id": incident.id,
         "scope": incident.scope.value,
@@ -117,14 +149,25 @@ def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None)
         "owner": incident.owner_lead,
         "recipient": incident.recipient_lead,
     }
-    if note is not None:
-        row["routing"] = {"reason": note.reason, "outcome": note.outcome}
+    assignment = incident.assignment
+    if assignment is not None:
+        routing: dict[str, Any] = {
+            "route": assignment.route.value,
+            "reason": assignment.reason.value,
+            "generation": assignment.generation,
+            "onBehalfOf": assignment.on_behalf_of,
+        }
+        if assignment.route is Route.HUMAN and note is not None:
+            routing["outcome"] = note.outcome
+        row["routing"] = routing
     return row
 
 
-def healthz_component(state: HealthState, *, health: HealthConfig, ticks: int) -> dict[str, Any]:
+def healthz_component(
+    state: HealthState, *, health: HealthConfig, leads: int, ticks: int
+) -> dict[str, Any]:
     """The nested ``fleetHealth`` component of ``/healthz``."""
-    covered = coverage(health)
+    covered = coverage(health, leads=leads)
     return {
         "status": covered["status"],
         "openIncidents": len(state.incidents),

@@ -8,8 +8,10 @@ While ``health.enabled`` is false a tick returns at once: no herdr call, no pane
 
 Pane reads that ``decide`` asks for in tick N are performed by the dispatcher, at most as many as
 it granted (the budget lives in the pure core), and their digests and signature ids enter tick
-N+1's snapshot. Routing to a peer lead and human notification are later capabilities: an incident
-handed to the router stays open, visible on every local surface, and coverage says ``partial``.
+N+1's snapshot. ``decide`` also routes every incident (owner, healthy peer, or person); peer
+records go to the recipient's inbox like the owner's. Human notification is a later capability:
+an incident routed to a person stays open, visible on every local surface, and coverage says
+``partial``.
 The views over this state (``fleet_list`` health, ``/healthz``) live in
 :mod:`fleetd.runtime.health_views`; the methods below only hand them the monitor's state.
 """
@@ -116,7 +118,10 @@ class FleetHealthMonitor:
     # ------------------------------------------- views (rendered in health_views)
     def coverage(self) -> dict[str, Any]:
         """What detection and escalation this deployment has (§10.2)."""
-        return health_views.coverage(self.config.current.health)
+        return health_views.coverage(self.config.current.health, leads=self._lead_count())
+
+    def _lead_count(self) -> int:
+        return len(self.config.current.leads)
 
     def classified_link(self) -> ControlLinkState | None:
         """The control link as the last tick classified it; None while health is off or unticked."""
@@ -142,6 +147,7 @@ class FleetHealthMonitor:
         return health_views.fleet_health(
             self.state,
             health=self.config.current.health,
+            leads=self._lead_count(),
             ticks=self.ticks,
             pane_reads=self.pane_reads,
             routing=self.routing,
@@ -151,5 +157,8 @@ class FleetHealthMonitor:
     def component(self) -> dict[str, Any]:
         """The nested ``fleetHealth`` component of ``/healthz``."""
         return health_views.healthz_component(
-            self.state, health=self.config.current.health, ticks=self.ticks
+            self.state,
+            health=self.config.current.health,
+            leads=self._lead_count(),
+            ticks=self.ticks,
         )

@@ -1,8 +1,12 @@
 """Incident → lead inbox record, as a pure function.
 
-A health record is what the owning lead reads about one incident (§7.3): codes, names and
-evidence ids, never pane text. The ``msg_id`` carries the run id (``health-<incident>-<run>``) so
-a restarted service publishes afresh instead of colliding with a record the last run left queued.
+A health record is what the recipient lead reads about one incident (§7.3, §7.4): codes, names
+and evidence ids, never pane text. The recipient is the owning lead or a peer standing in for a
+failed one; the record goes under the recipient's key, and its evidence says why it holds it
+(``routingReason``), which routing generation this is (``routingGeneration``) and for which lead
+(``onBehalfOf``, peers only). The ``msg_id`` carries the routing generation and the run id
+(``health-<incident>-r<generation>-<run>``): a reassigned incident is a new record, and a
+restarted service publishes afresh instead of colliding with a record the last run left queued.
 Values and ``now`` in, a record out: no clock, no bridge.
 """
 
@@ -11,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from fleetd.health.incidents import Incident, suggested_tool_calls
-from fleetd.inbox.records import InboxRecord, MessageKind, Severity
+from fleetd.inbox.records import EvidenceValue, InboxRecord, MessageKind, Severity
 
 __all__ = ["health_record", "health_summary"]
 
@@ -20,8 +24,15 @@ def health_record(incident: Incident, *, lead: str, now: datetime, run: str) -> 
     """The inbox record telling ``lead`` about ``incident`` at ``now`` in service run ``run``."""
     now_ms = int(now.timestamp() * 1000)
     opened_ms = int(incident.opened_at.timestamp() * 1000)
+    evidence: dict[str, EvidenceValue] = dict(incident.evidence)
+    assignment = incident.assignment
+    if assignment is not None:
+        evidence["routingReason"] = assignment.reason.value
+        evidence["routingGeneration"] = assignment.generation
+        if assignment.on_behalf_of is not None:
+            evidence["onBehalfOf"] = assignment.on_behalf_of
     return InboxRecord(
-        msg_id=f"health-{incident.id}-{run}",  # unique per run
+        msg_id=f"health-{incident.id}-r{incident.routing_generation}-{run}",  # unique per run
         kind=MessageKind.HEALTH,
         target=incident.target or incident.subject,
         recipient_lead=lead,
@@ -30,7 +41,7 @@ def health_record(incident: Incident, *, lead: str, now: datetime, run: str) -> 
         subject_terminal=incident.subject,
         severity=Severity(incident.severity.value),
         state=str(incident.state),
-        evidence=dict(incident.evidence),
+        evidence=evidence,
         first_seen_epoch_millis=opened_ms,
         last_seen_epoch_millis=max(opened_ms, now_ms),
         recovery_tried=False,
@@ -40,7 +51,11 @@ def health_record(incident: Incident, *, lead: str, now: datetime, run: str) -> 
 
 def health_summary(incident: Incident) -> str:
     """The lead-visible line of a health record: codes and names only."""
-    return (
+    line = (
         f"fleetd health: {incident.scope.value} {incident.subject} is {incident.state} "
         f"({incident.certainty.value}, cause {incident.key.cause}). No task was replayed."
     )
+    assignment = incident.assignment
+    if assignment is not None and assignment.on_behalf_of is not None:
+        line += f" You receive it on behalf of lead {assignment.on_behalf_of}, which cannot act."
+    return line

@@ -46,14 +46,24 @@ EXPECTED = {
     "ResolveReason",
     "incident_id",
     "suggested_tool_calls",
+    # routing
+    "route",
+    "Routing",
+    "LeadFacts",
+    "lead_facts",
+    "foreign_assignments",
+    "Assignment",
+    "Route",
+    "RoutingReason",
     # effects
     "Effect",
     "OpenIncident",
     "UpdateIncident",
     "ResolveIncident",
     "PublishHealthRecord",
-    "RequestRouting",
-    "RoutingReason",
+    "RouteToHuman",
+    "SupersedeAssignment",
+    "RetireLead",
     "RequestPaneProbe",
     "ProbeReason",
     "RequestTargetLookup",
@@ -95,5 +105,11 @@ def test_state_values_keep_the_spec_spelling_and_other_enums_are_lowercase() -> 
         fleetd.health.ControlLinkState,
     ):
         assert all(member.value == member.name for member in enum)
-    for enum in (fleetd.health.Severity, fleetd.health.Certainty, fleetd.health.Scope):
+    for enum in (
+        fleetd.health.Severity,
+        fleetd.health.Certainty,
+        fleetd.health.Scope,
+        fleetd.health.Route,
+        fleetd.health.RoutingReason,
+    ):
         assert all(member.value == member.name.lower() for member in enum)

@@ -19,7 +19,6 @@ from fleetd.health import (
     PublishHealthRecord,
     RequestLostBoundaryRepair,
     RequestPaneProbe,
-    RequestRouting,
     RequestTargetLookup,
     ResolveIncident,
     SessionState,
@@ -408,7 +407,8 @@ def test_orphan_inbox_key_is_stranded_at_inbox_scope() -> None:
     run.tick(live(), [], inboxes=[inbox("old-member", capped=True)])
     [opened] = run.effects(OpenIncident)
     assert (opened.incident.scope, opened.incident.subject) == ("inbox", "old-member")
-    assert run.effects(RequestRouting)[0].reason == "fleet_scope"
+    [told] = run.effects(PublishHealthRecord)
+    assert (told.recipient_lead, told.reason) == ("lead-a", "peer_no_owner")
     run.tick(live(), [], inboxes=[])
     assert run.effects(ResolveIncident)[0].reason == "cleared"
 

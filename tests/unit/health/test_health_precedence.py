@@ -17,9 +17,9 @@ from fleetd.health import (
     OpenIncident,
     ProbeSource,
     RequestPaneProbe,
-    RequestRouting,
     RequestTargetLookup,
     ResolveIncident,
+    RouteToHuman,
     SessionState,
     TargetLoss,
 )
@@ -106,7 +106,8 @@ def test_control_link_down_needs_two_failed_lists_and_a_failed_ping() -> None:
     assert run.state.link.state is ControlLinkState.CONTROL_LINK_DOWN
     [opened] = run.effects(OpenIncident)
     assert (opened.incident.scope, opened.incident.severity) == ("control_link", "critical")
-    assert run.effects(RequestRouting)[0].reason == "control_link"
+    [human] = run.effects(RouteToHuman)
+    assert (human.reason, human.generation) == ("human_control_link_down", 1)
 
 
 def test_failed_list_with_working_ping_is_never_a_member_or_link_fault() -> None:

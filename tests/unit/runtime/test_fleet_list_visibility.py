@@ -58,13 +58,20 @@ async def test_a_lead_sees_its_own_members_and_no_other_leads(tmp_path: Path) ->
     rows = {row["name"]: row for row in listed["leads"]}
     assert set(rows["lead-b"]) == _PEER_FIELDS
     assert rows["lead-b"]["health"]["state"] == "LEAD_UNRESPONSIVE"
+    assert "foreignIncidents" not in rows["lead-b"]["health"]  # a peer's holdings: count only
+    assert rows["lead-b"]["health"]["assignedForeignIncidents"] == 0
+    assert rows["lead"]["health"]["assignedForeignIncidents"] == 2  # it holds lead-b's two
+    foreign = rows["lead"]["health"]["foreignIncidents"]
+    # the member's incident went to its owner lead-b first, then to the peer: generation 2
+    assert {i["subject"]: i["routingGeneration"] for i in foreign} == {other: 2, "lead-b": 1}
     assert {"inboxDepth", "nudgesForHead", "nudgeCapReached"} <= set(rows["lead"])
     for row in everything["leads"]:
         assert {"inboxDepth", "nudgesForHead", "nudgeCapReached", "health"} <= set(row)
 
 
 async def test_a_lead_sees_only_its_own_incidents(tmp_path: Path) -> None:
-    """Another lead's stranded reply and that lead's own incident reach only it and the operator."""
+    """Another lead's stranded reply and that lead's own incident reach it, the operator, and
+    the healthy peer that holds them for it — as their recipient, nobody else."""
     fleet = await _fleet(tmp_path)
     _, other = await _stranded_for_lead_b(fleet)
     open_ = {(i.subject, str(i.state)) for i in fleet.service.health.state.open_incidents()}
@@ -76,7 +83,9 @@ async def test_a_lead_sees_only_its_own_incidents(tmp_path: Path) -> None:
     }
     assert {(other, "REPLY_STRANDED"), ("lead-b", "LEAD_UNRESPONSIVE")} <= theirs
     mine = (await fleet.ok("fleet_list", LEAD))["incidents"]
-    assert not [i for i in mine if i["subject"] in (other, "lead-b")]
+    held = [i for i in mine if i["subject"] in (other, "lead-b")]
+    assert {(i["recipient"], i["routing"]["onBehalfOf"]) for i in held} == {("lead", "lead-b")}
+    assert {i["routing"]["reason"] for i in held} == {"peer_owner_unhealthy", "peer_lead_incident"}
     for incident in mine:
         assert "lead" in (incident["owner"], incident["recipient"], incident["subject"]) or (
             incident["scope"] in ("control_link", "profile")
