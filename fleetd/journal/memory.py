@@ -33,6 +33,7 @@ from fleetd.journal.records import (
     RecordedEvent,
     StoredEvent,
     StoredIncident,
+    assignment_of,
     check_change,
     check_code,
     check_event,
@@ -166,7 +167,7 @@ class InMemoryJournal:
         incident = dataclasses.replace(
             change.incident,
             owner_lead=routing.owner,
-            recipient_lead=routing.recipient,
+            assignment=assignment_of(change.incident, routing),
             evidence=(),
         )
         events = sorted(self._of(incident.id), key=lambda e: e.revision)

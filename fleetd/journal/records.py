@@ -31,7 +31,14 @@ from datetime import datetime
 from enum import StrEnum
 
 from fleetd.errors import JournalRefusedError
-from fleetd.health.incidents import Incident, IncidentKey, ResolveReason
+from fleetd.health.incidents import (
+    Assignment,
+    Incident,
+    IncidentKey,
+    ResolveReason,
+    Route,
+    RoutingReason,
+)
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
@@ -50,6 +57,7 @@ __all__ = [
     "Routing",
     "StoredEvent",
     "StoredIncident",
+    "assignment_of",
     "check_change",
     "check_code",
     "check_event",
@@ -132,7 +140,38 @@ class IncidentChange:
     def effective_routing(self) -> Routing:
         if self.routing is not None:
             return self.routing
-        return Routing(owner=self.incident.owner_lead, recipient=self.incident.recipient_lead)
+        assignment = self.incident.assignment
+        return Routing(
+            owner=self.incident.owner_lead,
+            recipient=self.incident.recipient_lead,
+            reason=assignment.reason.value if assignment is not None else None,
+            generation=assignment.generation if assignment is not None else 0,
+        )
+
+
+def assignment_of(incident: Incident, routing: Routing) -> Assignment | None:
+    """The routing assignment a stored incident had, rebuilt from its journal row (``None``
+    before its first routing, or for a reason this build does not know: routed afresh)."""
+    if routing.generation < 1 or routing.reason not in _REASONS:
+        return None
+    reason = RoutingReason(routing.reason)
+    route = Route.HUMAN if routing.recipient is None else Route.LEAD
+    if reason is RoutingReason.PEER_LEAD_INCIDENT:
+        on_behalf_of: str | None = incident.key.subject
+    elif routing.recipient != routing.owner:
+        on_behalf_of = routing.owner
+    else:
+        on_behalf_of = None
+    return Assignment(
+        route=route,
+        recipient=routing.recipient,
+        reason=reason,
+        generation=routing.generation,
+        on_behalf_of=on_behalf_of,
+    )
+
+
+_REASONS = frozenset(reason.value for reason in RoutingReason)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
