@@ -56,7 +56,9 @@ def answer_after_typing(failure: str | None, result: JsonObject) -> JsonObject:
     return result
 
 
-def read_pane(pane: Pane, source: ReadSource, lines: int | None, fmt: str = "text") -> JsonObject:
+def read_pane(
+    pane: Pane[SimAgent], source: ReadSource, lines: int | None, fmt: str = "text"
+) -> JsonObject:
     """``pane.read``'s ``read`` object for ``source`` (see PROTOCOL.md §7 "Reading output")."""
     screen = pane.screen[-VISIBLE_ROWS:]
     if source is ReadSource.VISIBLE:
@@ -131,7 +133,7 @@ class Dispatcher:
 
     def spawn_agent(
         self,
-        pane: Pane,
+        pane: Pane[SimAgent],
         *,
         name: str | None,
         kind: str,
@@ -273,7 +275,7 @@ class Dispatcher:
         fmt = p.opt_text("format") or "text"
         return {"type": "pane_read", "read": read_pane(pane, p.source(), p.opt_int("lines"), fmt)}
 
-    def _type_into(self, pane: Pane, text: str, *, newline_is_enter: bool) -> None:
+    def _type_into(self, pane: Pane[SimAgent], text: str, *, newline_is_enter: bool) -> None:
         pieces = text.split("\n") if newline_is_enter else [text]
         for i, piece in enumerate(pieces):
             if i:
@@ -283,7 +285,7 @@ class Dispatcher:
             else:
                 pane.input_buffer += piece
 
-    def _press(self, pane: Pane, keys: list[str]) -> None:
+    def _press(self, pane: Pane[SimAgent], keys: list[str]) -> None:
         if pane.agent is not None:
             pane.agent.press(keys)
             return

@@ -43,9 +43,8 @@ KNOWN_CYCLES: tuple[frozenset[str], ...] = (
             "fleetd.bridge.teardown",
         }
     ),
-    frozenset({"fleetd.sim.agent", "fleetd.sim.state"}),
 )
-"""Import cycles that exist today (type-only imports of ``Bridge`` and ``SimAgent``)."""
+"""Import cycles that exist today (type-only imports of ``Bridge``)."""
 
 
 def _module_name(path: Path) -> str:
@@ -188,7 +187,7 @@ def test_no_import_cycle_beyond_the_known_ones() -> None:
     assert found == []
 
 
-@pytest.mark.xfail(strict=True, reason="known cycles: the bridge's and the simulator's")
+@pytest.mark.xfail(strict=True, reason="known cycle: the bridge's")
 def test_no_import_cycle() -> None:
     """No two fleetd modules import each other, directly or through others."""
     assert import_cycles() == []
