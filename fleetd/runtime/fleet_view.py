@@ -5,7 +5,8 @@ capacity, the orphans a previous run left running (state ``orphaned``), the lead
 outcomes, inbox decode failures and the records held in memory for an unreachable inbox (counts),
 the config status and — once the health monitor runs — member and lead health, open incidents and
 ``healthCoverage``. It never carries pane content, prompts, replies or tokens. Preserved worktrees
-(paths included) are shown to leads only.
+(paths included) are shown to leads only. A lead sees its own members, and of the inbox only its
+own key's decode failures and held records; the operator sees the whole fleet.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fleetd.errors import HerdrError
 from fleetd.health.states import Scope
 from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
+from fleetd.inbox.records import InboxRecord
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
 
@@ -90,11 +92,7 @@ class FleetViewBuilder:
             + [_orphan(o, now, statuses) for o in orphans],
             "capacity": self.bridge.view.capacity_view(backlogs),
             "leads": self._leads(caller),
-            "inbox": {
-                "reachable": self.bridge.inbox.reachable(),
-                "failures": [_failure(f) for f in self.bridge.inbox.failures()],
-                "heldInMemory": self._held(),
-            },
+            "inbox": self._inbox(caller),
             "teardownFailures": list(self.bridge.teardown_failures),
             "config": self._config_status(),
         }
@@ -112,7 +110,7 @@ class FleetViewBuilder:
         ``inbox_unavailable``); ``warn`` while a record waits in memory for the inbox (a kill
         would lose it) or an entry could not be decoded.
         """
-        held = self._held()
+        held = self._held(self.bridge.unpublished)
         failures = self.bridge.inbox.failures()
         reachable = self.bridge.inbox.reachable()
         status = "fail" if not reachable else "warn" if held["records"] or failures else "pass"
@@ -124,9 +122,25 @@ class FleetViewBuilder:
             "decodeFailures": len(failures),
         }
 
-    def _held(self) -> dict[str, Any]:
-        """Records accepted for a lead that the inbox has not taken yet (they live in memory)."""
-        held = list(self.bridge.unpublished)
+    def _inbox(self, caller: Caller) -> dict[str, Any]:
+        """Reachability, decode failures and records held in memory. A lead's figures are its
+        own key's (another lead's counts are theirs to see); the operator sees every key."""
+        failures = self.bridge.inbox.failures()
+        held = self.bridge.unpublished
+        if caller.role is not Role.OPERATOR:
+            failures = [f for f in failures if f.key == caller.name]
+            held = [r for r in held if r.recipient_lead == caller.name]
+        return {
+            "reachable": self.bridge.inbox.reachable(),
+            "failures": [_failure(f) for f in failures],
+            "heldInMemory": self._held(held),
+        }
+
+    def _held(self, held: list[InboxRecord]) -> dict[str, Any]:
+        """Records accepted for a lead that the inbox has not taken yet (they live in memory).
+
+        ``gaveWay`` counts the records that gave way to the bound, which all leads share.
+        """
         created = [r.created_at_epoch_millis for r in held if r.created_at_epoch_millis]
         return {
             "records": len(held),

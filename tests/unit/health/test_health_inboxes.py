@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from health_fleet import T0, Run, failed_list, inbox, live
-
 from fleetd.health import (
     InboxFailureView,
     InboxState,
@@ -19,6 +17,7 @@ from fleetd.health import (
     Scope,
 )
 from fleetd.health.inboxes import DECODE_FAILURE_HOLD, MESSAGE_IDS_SHOWN
+from tests.unit.health.health_fleet import T0, Run, failed_list, inbox, live
 
 
 def failure(

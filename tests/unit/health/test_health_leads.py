@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from health_fleet import LEAD, TICK, Run, agent, failed_list, inbox, lead, live, member
 
 from fleetd.health import (
     HealthSettings,
@@ -22,6 +21,17 @@ from fleetd.health import (
     RouteToHuman,
     SessionState,
     SupersedeAssignment,
+)
+from tests.unit.health.health_fleet import (
+    LEAD,
+    TICK,
+    Run,
+    agent,
+    failed_list,
+    inbox,
+    lead,
+    live,
+    member,
 )
 
 L, LS = LiveStatus, LeadState

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from health_fleet import T0, TICK, Run, agent, inbox, live, member, probe, turn
 
 from fleetd.health import (
     CountMute,
@@ -26,6 +25,7 @@ from fleetd.health import (
     WorktreeFacts,
 )
 from fleetd.health.settings import TEARDOWN_GRACE
+from tests.unit.health.health_fleet import T0, TICK, Run, agent, inbox, live, member, probe, turn
 
 S, L, M = SessionState, LiveStatus, MemberState
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from health_fleet import T0, Run, agent, failed_list, inbox, live, member, turn
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,6 +24,7 @@ from fleetd.health import (
 )
 from fleetd.health.member_rules import classify
 from fleetd.health.states import spec_of
+from tests.unit.health.health_fleet import T0, Run, agent, failed_list, inbox, live, member, turn
 
 S, L, M = SessionState, LiveStatus, MemberState
 

@@ -7,7 +7,6 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from health_fleet import T0, agent, inbox, lead, member, turn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +30,7 @@ from fleetd.health import (
     decide,
 )
 from fleetd.health.settings import Effective
+from tests.unit.health.health_fleet import T0, agent, inbox, lead, member, turn
 
 S, L = SessionState, LiveStatus
 SECONDS = st.integers(min_value=0, max_value=4000).map(lambda s: timedelta(seconds=s))
