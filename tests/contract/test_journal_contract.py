@@ -21,11 +21,11 @@ from fleetd.journal.records import (
 )
 
 if TYPE_CHECKING:
-    from journal_fixtures import JournalKit
+    from tests.contract.journal_fixtures import JournalKit
 
-from journal_cases import T0, make_incident
+from tests.contract.journal_cases import T0, make_incident
 
-pytest_plugins = ["journal_fixtures"]
+pytest_plugins = ["tests.contract.journal_fixtures"]
 
 LEASE = timedelta(seconds=30)
 
@@ -340,7 +340,7 @@ def test_a_missing_postgres_skips_locally_and_fails_in_ci(
     monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]
 ) -> None:
     """Without the server the PostgreSQL cases skip with a reason, except under CI=true."""
-    from journal_fixtures import postgres_reachable, require_postgres  # noqa: PLC0415
+    from tests.contract.journal_fixtures import postgres_reachable, require_postgres  # noqa: PLC0415
 
     monkeypatch.setenv("CI", ci)
     assert not postgres_reachable("127.0.0.1", 9)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from journal_cases import T0, make_incident
 from sqlalchemy import event
 
 from fleetd.clock import FakeClock
@@ -26,6 +25,7 @@ from fleetd.journal.health import JournalStatus, ObservedJournal
 from fleetd.journal.records import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
 from fleetd.journal.store import SqlStore
+from tests.contract.journal_cases import T0, make_incident
 
 CONTRACT = Path(__file__).resolve().parent
 
@@ -89,7 +89,7 @@ async def test_a_record_that_fails_midway_leaves_nothing(
 _KILLED_WRITER = """
 import asyncio, sys
 sys.path.insert(0, {contract!r})
-from journal_cases import T0, make_incident
+from tests.contract.journal_cases import T0, make_incident
 from fleetd.journal.records import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
 from fleetd.journal.store import SqlStore

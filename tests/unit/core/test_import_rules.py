@@ -19,8 +19,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 import fleetd
 
 ROOT = Path(fleetd.__file__).parent
@@ -30,7 +28,6 @@ ENTRY_POINTS = frozenset({"fleetd.cli", "fleetd.demo", "fleetd.__main__"})
 
 TEST_HARNESS = frozenset({"fleetd.testing"})
 """The test harness builds the service through the same root as ``fleetd serve``, with fakes."""
-
 
 
 def _module_name(path: Path) -> str:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from health_fleet import T0, TICK, Run, agent, failed_list, lead, live
-
 from fleetd.health import HealthSettings, LeadState, LiveStatus, LiveView, OpenIncident
+from tests.unit.health.health_fleet import T0, TICK, Run, agent, failed_list, lead, live
 
 L, LS = LiveStatus, LeadState
 

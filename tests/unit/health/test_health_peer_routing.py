@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from health_fleet import Run, agent, failed_list, lead, live, member
-
 from fleetd.health import (
     FailTargetWork,
     LeadState,
@@ -24,6 +22,7 @@ from fleetd.health import (
     RouteToHuman,
     SupersedeAssignment,
 )
+from tests.unit.health.health_fleet import Run, agent, failed_list, lead, live, member
 
 L, LS = LiveStatus, LeadState
 LEADS = (lead("lead-a"), lead("lead-b"), lead("lead-c"))

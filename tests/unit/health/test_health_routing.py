@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from health_fleet import T0
 
 from fleetd.health import (
     Assignment,
@@ -26,6 +25,7 @@ from fleetd.health import (
 )
 from fleetd.health.incidents import IncidentBook
 from fleetd.health.states import ControlLinkState, InboxState, spec_of
+from tests.unit.health.health_fleet import T0
 
 LS, R = LeadState, RoutingReason
 FAULTS = [LS.LEAD_UNREACHABLE, LS.LEAD_UNRESPONSIVE, LS.LEAD_STALL_SUSPECTED]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 
-from health_fleet import T0
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +24,7 @@ from fleetd.health import (
     route,
 )
 from fleetd.health.states import ControlLinkState, InboxState, MemberState, spec_of
+from tests.unit.health.health_fleet import T0
 
 NAMES = [f"lead-{c}" for c in "abcdefgh"]
 _STATES = {
