@@ -22,8 +22,12 @@ incomplete write and left in place.
 
 Loading never raises for one bad file. Each unreadable, torn, invalid or misnamed file becomes a
 :class:`ManifestProblem` (file name and a bounded reason) beside the manifests that did load.
+A :class:`ManifestShelf` keeps what it loaded and reads a file again only when the file changed
+(its size, inode or modification time), so a reader that loads on every fleet view change lists
+the directory but does not parse a thousand manifests each time.
 
-Both functions block on the filesystem; async callers run them with ``asyncio.to_thread``.
+The functions and :meth:`ManifestShelf.load` block on the filesystem; async callers run them with
+``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ __all__ = [
     "LoadResult",
     "ManifestFault",
     "ManifestProblem",
+    "ManifestShelf",
     "PreservedWorktree",
     "decode_manifest",
     "encode_manifest",
@@ -203,26 +208,63 @@ def write_manifest(root: Path, manifest: PreservedWorktree) -> Path:
 
 def load_manifests(root: Path) -> LoadResult:
     """Load every manifest under the worktree root; one bad file never stops the rest."""
-    directory = root / MANIFEST_DIR
-    try:
-        names = sorted(entry.name for entry in os.scandir(directory))
-    except FileNotFoundError:
-        return LoadResult(manifests=(), errors=())
-    except OSError:
-        problem = ManifestProblem(name=MANIFEST_DIR, reason=ManifestFault.UNREADABLE)
-        return LoadResult(manifests=(), errors=(problem,))
-    manifests: list[PreservedWorktree] = []
-    errors: list[ManifestProblem] = []
-    for name in names:
-        if name.startswith(".") and name.endswith(".tmp"):
-            errors.append(ManifestProblem(name=name, reason=ManifestFault.INCOMPLETE_WRITE))
-        elif name.endswith(_SUFFIX) and not name.startswith("."):
-            try:
-                manifests.append(_load_one(directory / name))
-            except _RejectedError as exc:
-                errors.append(ManifestProblem(name=name, reason=exc.reason, detail=exc.detail))
-    manifests.sort(key=lambda m: (m.released_at, m.session_id))
-    return LoadResult(manifests=tuple(manifests), errors=tuple(errors))
+    return ManifestShelf(root).load()
+
+
+_Loaded = PreservedWorktree | ManifestProblem
+
+
+class ManifestShelf:
+    """The manifests under one worktree root, each file parsed again only when it changed."""
+
+    def __init__(self, root: Path) -> None:
+        self._directory = root / MANIFEST_DIR
+        self._files: dict[str, tuple[tuple[int, int, int], _Loaded]] = {}
+
+    def load(self) -> LoadResult:
+        """Every manifest, oldest release first, and every file that did not load."""
+        try:
+            entries = sorted(os.scandir(self._directory), key=lambda entry: entry.name)
+        except FileNotFoundError:
+            self._files = {}
+            return LoadResult(manifests=(), errors=())
+        except OSError:
+            problem = ManifestProblem(name=MANIFEST_DIR, reason=ManifestFault.UNREADABLE)
+            return LoadResult(manifests=(), errors=(problem,))
+        files: dict[str, tuple[tuple[int, int, int], _Loaded]] = {}
+        manifests: list[PreservedWorktree] = []
+        errors: list[ManifestProblem] = []
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".") and name.endswith(".tmp"):
+                errors.append(ManifestProblem(name=name, reason=ManifestFault.INCOMPLETE_WRITE))
+                continue
+            if not name.endswith(_SUFFIX) or name.startswith("."):
+                continue
+            files[name] = self._one(entry)
+            loaded = files[name][1]
+            if isinstance(loaded, PreservedWorktree):
+                manifests.append(loaded)
+            else:
+                errors.append(loaded)
+        self._files = files
+        manifests.sort(key=lambda m: (m.released_at, m.session_id))
+        return LoadResult(manifests=tuple(manifests), errors=tuple(errors))
+
+    def _one(self, entry: os.DirEntry[str]) -> tuple[tuple[int, int, int], _Loaded]:
+        try:
+            stat = entry.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        except OSError:
+            stamp = (-1, -1, -1)  # unreadable now: parsed (and refused) again next time
+        kept = self._files.get(entry.name)
+        if kept is not None and kept[0] == stamp and stamp[0] >= 0:
+            return kept
+        try:
+            loaded: _Loaded = _load_one(Path(entry.path))
+        except _RejectedError as exc:
+            loaded = ManifestProblem(name=entry.name, reason=exc.reason, detail=exc.detail)
+        return stamp, loaded
 
 
 def _load_one(file: Path) -> PreservedWorktree:

@@ -1,12 +1,13 @@
 """An in-memory :class:`~fleetd.herdr.control.AgentControl` for unit tests of the core.
 
 Tests put agents and shell panes in, set their status and screen, and read back every call the
-code under test made (:attr:`FakeAgentControl.calls`). The fake refuses what herdr refuses —
-unknown targets as ``*_not_found``, prompts to blocked (``agent_blocked``) or launching
-(``agent_not_ready``) agents, bad names and kinds on start — and can be told to fail like a
-broken link (:meth:`FakeAgentControl.link_down`) or with any error for chosen methods
-(:meth:`FakeAgentControl.fail`). It never changes an agent's status by itself except that a
-started agent becomes ready at once unless ``ready_on_start=False``: status is the test's to set.
+code under test made (:attr:`FakeAgentControl.calls`; none with ``keep_calls=False``). The fake
+refuses what herdr refuses — unknown targets as ``*_not_found``, prompts to blocked
+(``agent_blocked``) or launching (``agent_not_ready``) agents, bad names and kinds on start — and
+can be told to fail like a broken link (:meth:`FakeAgentControl.link_down`) or with any error
+for chosen methods (:meth:`FakeAgentControl.fail`). It never changes an agent's status by itself
+except that a started agent becomes ready at once unless ``ready_on_start=False``: status is the
+test's to set.
 """
 
 from __future__ import annotations
@@ -76,11 +77,14 @@ def _port(
 class FakeAgentControl:
     """In-memory herdr for tests; see the module docstring."""
 
-    def __init__(self, *, ready_on_start: bool = True, version: str = "0.8.2") -> None:
+    def __init__(
+        self, *, ready_on_start: bool = True, version: str = "0.8.2", keep_calls: bool = True
+    ) -> None:
         self.calls: list[FakeCall] = []
-        self.ready_on_start = ready_on_start
+        self.keep_calls, self.ready_on_start = keep_calls, ready_on_start
         self._version = version
         self._panes: dict[str, _Pane] = {}
+        self._names: dict[str, str] = {}  # agent name -> pane id of the first pane with it
         self._workspaces = itertools.count(1)
         self._terminals = itertools.count(1)
         self._failures: dict[str | tuple[str, str] | None, FleetdError] = {}
@@ -128,6 +132,7 @@ class FakeAgentControl:
         )
         self._panes[pane.pane_id].agent = agent
         self._panes[pane.pane_id].screen = screen
+        self._index(agent)
         return agent
 
     def set_status(self, target: str, status: AgentStatus) -> AgentInfo:
@@ -166,7 +171,7 @@ class FakeAgentControl:
     def remove(self, target: str) -> None:
         """The pane (and its agent) disappears: later calls on it get ``*_not_found``."""
         pane = self._panes.get(target) or self._agent_pane(target)
-        del self._panes[pane.info.pane_id]
+        self._drop(pane.info.pane_id)
 
     def link_down(self) -> None:
         """Every call fails as if herdr's socket were gone."""
@@ -190,7 +195,8 @@ class FakeAgentControl:
     # -- lookups --------------------------------------------------------------------------
 
     def _record(self, method: str, **args: Any) -> None:
-        self.calls.append(FakeCall(method=method, args=args))
+        if self.keep_calls:
+            self.calls.append(FakeCall(method=method, args=args))
         error = (
             self._failures.get(None)
             or self._failures.get((method, str(args.get("target"))))
@@ -206,11 +212,27 @@ class FakeAgentControl:
         return pane
 
     def _agent_pane(self, target: str) -> _Pane:
+        named = self._panes.get(self._names.get(target, ""))
+        if named is not None and named.agent is not None and named.agent.name == target:
+            return named
         for pane in self._panes.values():
             agent = pane.agent
             if agent is not None and target in (agent.name, agent.pane_id):
                 return pane
         raise TargetNotFoundError("agent_not_found", f"agent {target} not found")
+
+    def _index(self, agent: AgentInfo) -> None:
+        if agent.name is not None:
+            self._names.setdefault(agent.name, agent.pane_id)
+
+    def _drop(self, pane_id: str) -> None:
+        """Remove a pane; its agent's name goes to the next pane with that name, if any."""
+        agent = self._panes.pop(pane_id).agent
+        if agent is not None and agent.name and self._names.get(agent.name) == pane_id:
+            del self._names[agent.name]
+            for other in self._panes.values():
+                if other.agent is not None:
+                    self._index(other.agent)
 
     # -- the port -------------------------------------------------------------------------
 
@@ -294,7 +316,7 @@ class FakeAgentControl:
         pane = self._pane(pane_id, "agent_pane_not_found")
         if pane.agent is not None:
             raise HerdrError("agent_pane_busy", "pane already hosts an agent", method="agent.start")
-        if any(p.agent is not None and p.agent.name == name for p in self._panes.values()):
+        if name in self._names:
             raise HerdrError("agent_name_taken", f"{name} is taken", method="agent.start")
         started = AgentInfo(
             terminal_id=pane.info.terminal_id,
@@ -308,6 +330,7 @@ class FakeAgentControl:
             launch_pending=True,
         )
         pane.agent = started
+        self._index(started)
         if self.ready_on_start:
             pane.agent = dataclasses.replace(
                 started, agent_status=AgentStatus.IDLE, launch_pending=False, interactive_ready=True
@@ -350,7 +373,7 @@ class FakeAgentControl:
     def close_pane(self, pane_id: str) -> None:
         self._record("close_pane", pane_id=pane_id)
         self._pane(pane_id)
-        del self._panes[pane_id]
+        self._drop(pane_id)
 
     @_port
     def process_info(self, pane_id: str) -> ProcessInfo:

@@ -315,3 +315,28 @@ def test_encode_decode_round_trip(manifest: PreservedWorktree) -> None:
     data = json.loads(json.dumps(encode_manifest(manifest)))
     VALIDATOR.validate(data)
     assert decode_manifest(data) == manifest
+
+
+def test_a_shelf_parses_a_file_again_only_when_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading again reads no unchanged file; a new, replaced or removed file shows at once."""
+    shelf = manifests_module.ManifestShelf(tmp_path)
+    assert shelf.load().manifests == ()
+    write_manifest(tmp_path, preserved("m-1"))
+    write_manifest(tmp_path, preserved("m-2", released_at=T0 + timedelta(seconds=1)))
+    parsed: list[str] = []
+    real = manifests_module._load_one
+
+    def counted(file: Path) -> PreservedWorktree:
+        parsed.append(file.name)
+        return real(file)
+
+    monkeypatch.setattr(manifests_module, "_load_one", counted)
+    assert [m.session_id for m in shelf.load().manifests] == ["m-1", "m-2"]
+    assert [m.session_id for m in shelf.load().manifests] == ["m-1", "m-2"]
+    assert parsed == ["m-1.json", "m-2.json"]  # the second load parsed nothing
+    write_manifest(tmp_path, preserved("m-1", state="busy", pending_task_ids=("t-9",)))
+    (tmp_path / MANIFEST_DIR / "m-2.json").unlink()
+    assert shelf.load().manifests == (preserved("m-1", state="busy", pending_task_ids=("t-9",)),)
+    assert parsed[2:] == ["m-1.json"]

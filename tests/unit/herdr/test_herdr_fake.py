@@ -90,3 +90,27 @@ async def test_read_keeps_the_last_lines() -> None:
     read = await fake.read("w1:p1", lines=2)
     assert read.text == "b\nc"
     assert read.truncated
+
+
+async def test_a_name_shared_by_two_agents_finds_the_first_until_it_goes() -> None:
+    """Lookups by name go through an index that keeps herdr's order: the first pane listed."""
+    fake = FakeAgentControl()
+    first = fake.add_agent("twin", status=AgentStatus.IDLE)
+    second = fake.add_agent("twin", status=AgentStatus.WORKING)
+    assert (await fake.get_agent("twin")).pane_id == first.pane_id
+    await fake.close_pane(first.pane_id)
+    assert (await fake.get_agent("twin")).pane_id == second.pane_id
+    fake.remove("twin")
+    with pytest.raises(TargetNotFoundError):
+        await fake.get_agent("twin")
+    pane = fake.add_pane()
+    await fake.start_agent(name="twin", kind="claude", pane_id=pane.pane_id)  # the name is free
+    assert (await fake.get_agent("twin")).pane_id == pane.pane_id
+
+
+async def test_a_fake_that_keeps_no_calls_records_none() -> None:
+    """``keep_calls=False`` answers the same and records nothing (for soaks and benchmarks)."""
+    fake = FakeAgentControl(keep_calls=False)
+    fake.add_agent("a")
+    assert (await fake.get_agent("a")).name == "a"
+    assert fake.calls == []
