@@ -2,7 +2,9 @@
 
 One :class:`Roster` per process. Lookups accept what a lead may name a member by: the session id,
 the herdr agent name, or the pane id. Released sessions stay visible (read-only) so the teardown
-invariant and the fleet view can still see them; they never accept work again.
+invariant and the fleet view can still see them; they never accept work again. Adding, retiring
+and every change a session's :meth:`~fleetd.bridge.sessions.Session.apply` makes are told to
+``on_change`` (the bridge's :class:`~fleetd.bridge.revision.Revision`).
 """
 
 from __future__ import annotations
@@ -33,11 +35,14 @@ class Roster:
     _released_order: deque[str] = field(default_factory=deque)
     _names: dict[str, str] = field(default_factory=dict)  # live agent name -> session id
     _name_cursor: dict[str, int] = field(default_factory=dict)  # stem -> next number to try
+    on_change: Callable[[], None] = field(default=lambda: None, repr=False)
 
     def add(self, session: Session) -> None:
         self.sessions[session.session_id] = session
         self.queues[session.session_id] = deque()
         self._names[session.name] = session.session_id
+        session.on_change = self.on_change
+        self.on_change()
 
     def live(self) -> list[Session]:
         return [s for s in self.sessions.values() if s.state is not SessionState.RELEASED]
@@ -85,6 +90,7 @@ class Roster:
             old = self._released_order.popleft()
             self.sessions.pop(old, None)
             self.gates.discard(old)
+        self.on_change()
 
     def needs_poll(self) -> list[Session]:
         """Sessions with outstanding work: starting, an open turn, or queued sends."""

@@ -33,6 +33,7 @@ from fleetd.bridge.mutes import MuteEvent, MuteLog
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.replies import Replies
+from fleetd.bridge.revision import Revision
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.spawn import SpawnParts, SpawnRequest, spawn_member
@@ -84,9 +85,13 @@ class Bridge:
         self.manifest_root = manifest_root
         self.lead_inboxes = lead_inboxes
         self.runs = runs or Runs()
-        self.roster = Roster()
+        self.revision = Revision()  # every change the fleet view shows touches it
+        self.roster = Roster(on_change=self.revision.touch)
         self.tasks = TaskBook(
-            on_terminal=self._count_terminal, run=self.runs.current, retention=self._retention
+            on_terminal=self._count_terminal,
+            on_change=self.revision.touch,
+            run=self.runs.current,
+            retention=self._retention,
         )
         self.mutes = MuteLog()
         self.outbox = LeadOutbox(lead_inboxes, inbox)
@@ -331,6 +336,7 @@ class Bridge:
     def _note_failure(self, what: str) -> None:
         self.teardown_failures.append(what)
         del self.teardown_failures[:-_FAILURES_KEPT]
+        self.revision.touch()
 
     def _count_terminal(self, ticket: Ticket) -> None:
         self.metrics.tickets_total.labels(

@@ -15,6 +15,7 @@ unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -23,7 +24,10 @@ from fleetd.bridge.evidence import FatalScreenSeen, TargetLost
 from fleetd.bridge.worktrees import Worktree
 from fleetd.errors import IllegalTransitionError
 
-__all__ = ["TRANSITIONS", "Session", "SessionEvent", "SessionState", "next_state"]
+__all__ = ["HISTORY_KEPT", "TRANSITIONS", "Session", "SessionEvent", "SessionState", "next_state"]
+
+HISTORY_KEPT = 32
+"""A session keeps its last this many state changes (a member may run thousands of turns)."""
 
 
 class SessionState(StrEnum):
@@ -106,19 +110,29 @@ class Session:
     fatal_screen: FatalScreenSeen | None = None  # a turn boundary read showed a fatal error
     fallback_at: datetime | None = None  # its last turn was read from the pane: late-reply window
     history: list[tuple[SessionState, SessionEvent, SessionState]] = field(default_factory=list)
+    #: told of every change :meth:`apply` makes (the roster counts them for the fleet view)
+    on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def apply(self, event: SessionEvent, now: datetime) -> SessionState:
-        """Move along the table; on an illegal event raise and change nothing."""
+        """Move along the table; on an illegal event raise and change nothing.
+
+        ``history`` keeps the last :data:`HISTORY_KEPT` state changes."""
         new = next_state(self.state, event)
+        changed = new is not self.state
         if event is SessionEvent.PRESENCE and not self.presence:
             self.presence = True
             self.presence_at = now
+            changed = True
         if event is SessionEvent.DELIVERED:
             self.turn += 1
+            changed = True
         if new is not self.state:
             self.history.append((self.state, event, new))
+            del self.history[:-HISTORY_KEPT]
             self.state = new
             self.state_since = now
+        if changed and self.on_change is not None:
+            self.on_change()
         return new
 
     @property

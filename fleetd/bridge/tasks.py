@@ -128,10 +128,12 @@ class TaskBook:
 
     Ticket ids end in ``run``, the id of this run of fleetd (see :mod:`fleetd.runs`). Pending
     tickets are indexed by target; ended ones are kept in the order they ended, bounded by
-    ``retention`` (read at each end, so a reload applies at once).
+    ``retention`` (read at each end, so a reload applies at once). ``on_change`` hears of every
+    ticket accepted, delivered or ended.
     """
 
     on_terminal: OnTerminal = lambda _ticket: None
+    on_change: Callable[[], None] = lambda: None
     run: str = field(default_factory=new_run_id)
     retention: Callable[[], Retention] = Retention
     _pending: dict[str, dict[str, Ticket]] = field(default_factory=dict)  # target -> id -> ticket
@@ -152,6 +154,7 @@ class TaskBook:
         self._by_id[ticket.ticket_id] = ticket
         self._pending.setdefault(target, {})[ticket.ticket_id] = ticket
         self._prune(now)
+        self.on_change()
         return ticket
 
     def get(self, ticket_id: str) -> Ticket | None:
@@ -203,6 +206,7 @@ class TaskBook:
         ticket.retry_at = None
         ticket.prompt = None
         self._last_delivered[ticket.target] = ticket
+        self.on_change()
 
     def resolve(self, ticket_id: str, *, content: str, source: ResultSource, now: datetime) -> bool:
         """Finish a ticket as done; False when it was already terminal."""
@@ -255,6 +259,7 @@ class TaskBook:
         ticket.done_event.set()
         self.on_terminal(ticket)
         self._prune(now)
+        self.on_change()
         return True
 
     def _prune(self, now: datetime) -> None:

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionState, next_state
+from fleetd.bridge.sessions import (
+    HISTORY_KEPT,
+    TRANSITIONS,
+    Session,
+    SessionEvent,
+    SessionState,
+    next_state,
+)
 from fleetd.errors import IllegalTransitionError
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -104,3 +111,18 @@ def test_random_event_sequences_only_follow_the_table(events: list[SessionEvent]
         assert (before, event) in TRANSITIONS
     if S.RELEASED in [h[2] for h in session.history]:
         assert session.state is S.RELEASED
+
+
+def test_history_keeps_the_last_changes_and_every_change_is_told() -> None:
+    """A member of thousands of turns keeps a bounded history; each change reaches on_change."""
+    session = _session()
+    told: list[int] = []
+    session.on_change = lambda: told.append(1)
+    session.apply(E.PRESENCE, NOW)
+    session.apply(E.PRESENCE, NOW)  # contact again: nothing changed, nothing told
+    for _ in range(HISTORY_KEPT):
+        session.apply(E.DELIVERED, NOW)
+        session.apply(E.TURN_COMPLETED, NOW)
+    assert len(session.history) == HISTORY_KEPT
+    assert session.history[-1] == (S.BUSY, E.TURN_COMPLETED, S.DONE)
+    assert len(told) == 1 + 2 * HISTORY_KEPT
