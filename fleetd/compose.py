@@ -13,6 +13,7 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,10 @@ from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs, remember_run
+from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
+from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
 from fleetd.runtime.scheduler import Loop, Scheduler
 
@@ -50,7 +53,13 @@ _log = logging.getLogger("fleetd")
 
 PUSH_INTERVAL_SECONDS = 2.0
 CONFIG_CHECK_SECONDS = 2.0
-ORPHAN_CHECK_SECONDS = 10.0
+AGENTS_REFRESH_SECONDS = 10.0
+"""The ``herdr-agents`` loop: the orphans check, and an ``agent.list`` for the fleet view when
+none is this recent (with health on, the tick lists every snapshot interval: the loop lists only
+when no tick has for that interval and this long besides)."""
+
+#: Tools that change nothing: every other call ends with a new fleet view version.
+_READ_TOOLS = frozenset({"fleet_list", "fleet_status"})
 
 
 @dataclass(slots=True, kw_only=True)
@@ -70,8 +79,14 @@ class Fleetd:
     registry: ToolRegistry
     authenticator: Authenticator
     view: FleetViewBuilder
+    views: FleetViews
     environ: Mapping[str, str]
     started: bool = False
+
+    @property
+    def run(self) -> str:
+        """This run's id (the fleet view's ``ETag`` values name it)."""
+        return self.bridge.runs.current
 
     async def start(self) -> None:
         """Record this run, own the leads' inbox keys, say hello to herdr, find the members a
@@ -90,9 +105,19 @@ class Fleetd:
             _log.info("herdr %s (protocol %s) answers", pong.version, pong.protocol)
         except FleetdError as exc:
             _log.warning("herdr does not answer yet: %s", exc)
-        await self.bridge.orphans.check()
+        await self.observe_herdr()
         self.scheduler.start()
         self.started = True
+
+    async def observe_herdr(self) -> None:
+        """Match the marks of earlier runs (one ``agent.list`` while there are any), then list
+        herdr's agents for the fleet view unless a list this recent is known."""
+        await self.bridge.orphans.check()
+        older_than = timedelta(seconds=AGENTS_REFRESH_SECONDS)
+        health = self.config.current.health
+        if health.enabled:
+            older_than += health.snapshot_interval
+        await self.view.refresh_agents(older_than)
 
     def stop_requested(self) -> None:
         """SIGTERM/SIGINT arrived: synchronous ``fleet_send`` callers get their ticket now, so
@@ -156,8 +181,9 @@ def build_service(
     metrics = metrics or Metrics()
     settings = config.current
     link = LinkState()
+    agents = LiveAgents()
     observed = control or _herdr(settings, environ, clock)
-    observed.observe(LinkObserver(clock=clock, state=link, metrics=metrics))
+    observed.observe(LinkObserver(clock=clock, state=link, metrics=metrics, agents=agents))
     inbox = inbox or build_inbox(
         settings.inbox.backend.value,
         settings.inbox.amqp.url.get_secret_value(),
@@ -208,7 +234,9 @@ def build_service(
         push=push,
         manifest_root=manifest_root,
         health=health,
+        agents=agents,
     )
+    views = FleetViews(view, clock=clock, stopping=bridge.stopping)
     registry = ToolRegistry()
 
     async def spawn(request: SpawnRequest) -> dict[str, Any]:
@@ -220,13 +248,18 @@ def build_service(
         )
         return bridge.view.session_row(session, now=clock.now())
 
-    register_fleet_tools(registry, bridge=bridge, fleet_view=view.build, spawn=spawn)
+    register_fleet_tools(registry, bridge=bridge, fleet_view=views.view, spawn=spawn)
 
     async def on_contact(caller: Caller) -> None:
         if caller.role is Role.MEMBER and caller.session_id is not None:
             bridge.presence(caller.session_id)
 
+    def settle(tool: str | None, _result: ToolResult) -> None:
+        if tool is not None and tool not in _READ_TOOLS:
+            views.touched()
+
     registry.on_contact.append(on_contact)
+    registry.on_result.append(settle)
     _feed_metrics(metrics, registry=registry, bridge=bridge, link=link, health=health)
 
     service = Fleetd(
@@ -243,28 +276,35 @@ def build_service(
         registry=registry,
         authenticator=authenticator,
         view=view,
+        views=views,
         environ=environ,
     )
+    # Each step is settled: what it changed gets a fleet view version of its own.
+    settled = views.settling
     service.scheduler.add(
         Loop(
             name="status-poller",
-            step=bridge.poll_once,
+            step=settled(bridge.poll_once),
             interval=settings.herdr.status_poll_interval.total_seconds,  # restart-only key
         )
     )
     service.scheduler.add(
-        Loop(name="push", step=push.push_once, interval=lambda: PUSH_INTERVAL_SECONDS)
+        Loop(name="push", step=settled(push.push_once), interval=lambda: PUSH_INTERVAL_SECONDS)
     )
-    service.scheduler.add(
-        Loop(name="config", step=service.check_config, interval=lambda: CONFIG_CHECK_SECONDS)
-    )
-    service.scheduler.add(Loop(name="health", step=health.tick, interval=health.interval))
     service.scheduler.add(
         Loop(
-            name="orphans",
-            step=bridge.orphans.check,
-            interval=lambda: ORPHAN_CHECK_SECONDS,
-            run_first_immediately=False,  # start() has just checked
+            name="config",
+            step=settled(service.check_config),
+            interval=lambda: CONFIG_CHECK_SECONDS,
+        )
+    )
+    service.scheduler.add(Loop(name="health", step=settled(health.tick), interval=health.interval))
+    service.scheduler.add(
+        Loop(
+            name="herdr-agents",
+            step=settled(service.observe_herdr),
+            interval=lambda: AGENTS_REFRESH_SECONDS,
+            run_first_immediately=False,  # start() has just observed
         )
     )
     return service

@@ -104,6 +104,8 @@ def create_app(service: FleetService) -> FastAPI:
     async def metrics() -> Response:
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    install_tool_routes(app, service.registry, service.authenticator)
+    install_tool_routes(
+        app, service.registry, service.authenticator, fleet=service.views, run=service.run
+    )
     mcp_running = install_mcp(app, service.registry, service.authenticator)
     return app

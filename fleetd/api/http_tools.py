@@ -21,13 +21,24 @@ is the same envelope MCP clients see, ``{"ok": true, "result": ...}`` or
 The token is checked before the body is read, so an unauthenticated caller learns nothing about
 the body rules or the tools. A caller that hangs up before its body has arrived is logged as one
 line on ``fleetd.api`` and gets no answer (there is no one to answer).
+
+``GET /v1/fleet`` answers from the versioned fleet view when the service has one
+(:class:`FleetVersions`; :mod:`fleetd.runtime.fleet_versions`): each version's answer is encoded
+once per scope (the operator, each lead) and carries a strong ``ETag``; a request whose
+``If-None-Match`` names it gets ``304 Not Modified`` with no body. ``?sinceVersion=N&wait=S``
+long-polls: while the view's version (``viewVersion``) is ``N`` the answer waits, at most ``S``
+seconds (60), and a stopping fleetd answers every waiter at once; another version answers at
+once. A query that is not a version and a wait within bounds is ``invalid_arguments`` (422).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from fastapi import FastAPI
 from starlette.requests import ClientDisconnect, Request
@@ -35,11 +46,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fleetd.api.auth import Authenticator, bearer_challenge
-from fleetd.api.openapi import install_tool_openapi
+from fleetd.api.openapi import FLEET_QUERY_SCHEMA, MAX_FLEET_WAIT_SECONDS, install_tool_openapi
 from fleetd.api.tools import Caller, ToolFailure, ToolRegistry, ToolResult, failure_from_error
 from fleetd.errors import AuthError
 
-__all__ = ["DEFAULT_TOOL_BODY_LIMIT", "FLEET_PATH", "TOOLS_PATH", "install_tool_routes"]
+__all__ = [
+    "DEFAULT_TOOL_BODY_LIMIT",
+    "FLEET_PATH",
+    "TOOLS_PATH",
+    "FleetVersions",
+    "VersionedFleet",
+    "install_tool_routes",
+]
 
 _log = logging.getLogger("fleetd.api")
 
@@ -62,13 +80,123 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+class VersionedFleet(Protocol):
+    """One scope's fleet view of one version."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def view(self) -> Mapping[str, Any]: ...
+
+
+class FleetVersions(Protocol):
+    """The versioned fleet view ``GET /v1/fleet`` answers from (``FleetViews`` in production)."""
+
+    def version(self) -> int:
+        """The current version."""
+        ...
+
+    async def versioned(self, caller: Caller) -> VersionedFleet:
+        """``caller``'s view of the current version."""
+        ...
+
+    async def wait_past(self, version: int, seconds: float) -> int:
+        """Wait at most ``seconds`` while the version is ``version``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Encoded:
+    etag: str
+    body: bytes
+
+
+class _FleetBodies:
+    """Each scope's answer of the current version, encoded once."""
+
+    def __init__(self, versions: FleetVersions, run: str) -> None:
+        self._versions = versions
+        self._run = run
+        self._version = -1
+        self._bodies: dict[str, _Encoded] = {}
+
+    async def answer(self, caller: Caller) -> tuple[_Encoded, Mapping[str, Any]]:
+        made = await self._versions.versioned(caller)
+        if made.version > self._version:
+            self._version, self._bodies = made.version, {}
+        encoded = self._bodies.get(made.scope) if made.version == self._version else None
+        if encoded is None:
+            document = ToolResult.success(made.view).to_json()
+            encoded = _Encoded(
+                etag=f'"{self._run}-{made.version}-{made.scope}"',
+                body=json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode(),
+            )
+            if made.version == self._version:
+                self._bodies[made.scope] = encoded
+        return encoded, made.view
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 weak comparison of an ``If-None-Match`` list (or ``*``) with ``etag``."""
+    if not if_none_match:
+        return False
+    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+    return "*" in tags or etag in tags
+
+
+def _long_poll(query: Mapping[str, str]) -> tuple[int | None, float] | ToolFailure:
+    """``sinceVersion`` and ``wait`` of ``GET /v1/fleet``, or the failure to answer with."""
+    since_text, wait_text = query.get("sinceVersion"), query.get("wait")
+    since: int | None = None
+    if since_text is not None:
+        if not since_text.isdigit() or len(since_text) > 18:
+            return _invalid_query("sinceVersion", "integer", "a version: a non-negative integer")
+        since = int(since_text)
+    if wait_text is None:
+        return since, 0.0
+    try:
+        wait = float(wait_text)
+    except ValueError:
+        wait = math.nan
+    if not 0 <= wait <= MAX_FLEET_WAIT_SECONDS:
+        return _invalid_query(
+            "wait", "number", f"seconds to wait, from 0 to {MAX_FLEET_WAIT_SECONDS:g}"
+        )
+    if since is None:
+        return _invalid_query("sinceVersion", "since_version_required", "wait needs sinceVersion")
+    return since, wait
+
+
+def _invalid_query(path: str, rule: str, message: str) -> ToolFailure:
+    return ToolFailure(
+        code="invalid_arguments",
+        message=f"{path}: {message}",
+        hint={
+            "schema": FLEET_QUERY_SCHEMA,
+            "errors": [{"path": path, "type": rule, "message": message}],
+        },
+        http_status=422,
+    )
+
+
 class _ToolRoutes:
     """The two endpoints, bound to one registry and authenticator."""
 
-    def __init__(self, registry: ToolRegistry, auth: Authenticator, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        auth: Authenticator,
+        max_body_bytes: int,
+        fleet: FleetVersions | None,
+        run: str,
+    ) -> None:
         self._registry = registry
         self._auth = auth
         self._limit = max_body_bytes
+        self._fleet = fleet
+        self._bodies = _FleetBodies(fleet, run) if fleet is not None else None
 
     def _caller(self, request: Request) -> Caller | JSONResponse:
         header = request.headers.get("authorization")
@@ -92,11 +220,30 @@ class _ToolRoutes:
         name = str(request.path_params["name"])
         return _answer(await self._registry.call(caller, name, args))
 
-    async def fleet(self, request: Request) -> JSONResponse:
+    async def fleet(self, request: Request) -> Response:
         caller = self._caller(request)
         if isinstance(caller, JSONResponse):
             return caller
-        return _answer(await self._registry.call(caller, _FLEET_TOOL, {}))
+        fleet, bodies = self._fleet, self._bodies
+        if (
+            fleet is None
+            or bodies is None
+            or caller.role not in self._registry.get(_FLEET_TOOL).roles
+        ):
+            return _answer(await self._registry.call(caller, _FLEET_TOOL, {}))
+        query = _long_poll(request.query_params)
+        if isinstance(query, ToolFailure):
+            return _refuse(query)
+        await self._registry.contact(caller)
+        since, wait = query
+        if since is not None and wait > 0:
+            await fleet.wait_past(since, wait)
+        encoded, view = await bodies.answer(caller)
+        self._registry.answered(_FLEET_TOOL, ToolResult.success(view))
+        headers = {"ETag": encoded.etag, "Cache-Control": "private, no-cache"}
+        if _matches(request.headers.get("if-none-match"), encoded.etag):
+            return Response(status_code=304, headers=headers)
+        return Response(encoded.body, media_type="application/json", headers=headers)
 
     async def _json_object(self, request: Request) -> dict[str, Any] | ToolFailure:
         """The body as a JSON object, or the failure to answer with; reads at most the limit."""
@@ -140,11 +287,18 @@ def install_tool_routes(
     authenticator: Authenticator,
     *,
     max_body_bytes: int = DEFAULT_TOOL_BODY_LIMIT,
+    fleet: FleetVersions | None = None,
+    run: str = "r0",
 ) -> None:
-    """Add ``POST /v1/tools/{name}`` and ``GET /v1/fleet`` to ``app`` and its ``/openapi.json``."""
+    """Add ``POST /v1/tools/{name}`` and ``GET /v1/fleet`` to ``app`` and its ``/openapi.json``.
+
+    With ``fleet``, ``GET /v1/fleet`` answers from its versions (``ETag`` values name ``run``, the
+    run of fleetd, so a restarted fleetd's version 1 is not its predecessor's); without, each
+    request calls the ``fleet_list`` tool.
+    """
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
-    routes = _ToolRoutes(registry, authenticator, max_body_bytes)
+    routes = _ToolRoutes(registry, authenticator, max_body_bytes, fleet, run)
     app.router.routes.append(Route(TOOLS_PATH, endpoint=routes.call_tool, methods=["POST"]))
     app.router.routes.append(Route(FLEET_PATH, endpoint=routes.fleet, methods=["GET"]))
     install_tool_openapi(

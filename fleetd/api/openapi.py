@@ -2,7 +2,8 @@
 
 The tool routes are generic (``POST /v1/tools/{name}`` dispatches by name), so FastAPI cannot see
 what each tool takes or answers. :func:`install_tool_openapi` adds to the app's document, for every
-registered tool, ``POST /v1/tools/<tool>`` (and ``GET /v1/fleet`` for ``fleet_list``) with:
+registered tool, ``POST /v1/tools/<tool>`` (and ``GET /v1/fleet`` for ``fleet_list``, with its
+``sinceVersion``/``wait`` long-poll, ``If-None-Match``, the ``ETag`` it answers and ``304``) with:
 
 * the request body: the tool's params schema (``contracts/api/<tool>.params.schema.json``),
 * ``200``: the success envelope ``{"ok": true, "result": <tool>.result.schema.json}``,
@@ -25,7 +26,14 @@ from fastapi import FastAPI
 
 from fleetd.api.tools import ToolRegistry, ToolSpec
 
-__all__ = ["ERROR_STATUSES", "FAILURE_PREFIX", "install_tool_openapi", "tool_operations"]
+__all__ = [
+    "ERROR_STATUSES",
+    "FAILURE_PREFIX",
+    "FLEET_QUERY_SCHEMA",
+    "MAX_FLEET_WAIT_SECONDS",
+    "install_tool_openapi",
+    "tool_operations",
+]
 
 FAILURE_PREFIX = "tool-result"
 _COMPONENTS = "#/components/schemas/"
@@ -44,8 +52,39 @@ ERROR_STATUSES: dict[int, str] = {
     500: "the tool failed inside fleetd (internal_error; no exception text)",
     503: "a dependency (herdr, the inbox) cannot be reached now (unavailable, ...)",
 }
-# GET /v1/fleet reads no body and names its tool: no 400, 404, 413 or 422.
-_FLEET_STATUSES = (401, 403, 409, 500, 503)
+# GET /v1/fleet reads no body and names its tool: no 400, 404 or 413; 422 is a bad query.
+_FLEET_STATUSES = (401, 403, 409, 422, 500, 503)
+
+#: The longest ``GET /v1/fleet?sinceVersion=N&wait=S`` holds its caller.
+MAX_FLEET_WAIT_SECONDS = 60.0
+
+#: The query of ``GET /v1/fleet`` (the ``invalid_arguments`` hint repeats it).
+FLEET_QUERY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sinceVersion": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 10**18 - 1,
+            "description": "the viewVersion the caller has; with wait, the answer waits while "
+            "the view is still that version",
+        },
+        "wait": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": MAX_FLEET_WAIT_SECONDS,
+            "description": "seconds to wait for a version other than sinceVersion (needs "
+            "sinceVersion); a stopping fleetd answers at once",
+        },
+    },
+}
+
+_ETAG = {
+    "ETag": {
+        "description": "names this view: its run of fleetd, its viewVersion and the caller's scope",
+        "schema": {"type": "string"},
+    }
+}
 
 _HINTLESS = ["unauthenticated", "forbidden", "rate_limited", "internal_error"]
 
@@ -185,7 +224,26 @@ def _operation(spec: ToolSpec[Any], schemas: dict[str, Any], *, body: bool) -> d
         }
         operation["responses"] = _responses(success, tuple(ERROR_STATUSES))
     else:
-        operation["responses"] = _responses(success, _FLEET_STATUSES)
+        responses = _responses(success, _FLEET_STATUSES)
+        responses["200"]["headers"] = _ETAG
+        responses["304"] = {
+            "description": "not modified: If-None-Match names the current view (no body)",
+            "headers": _ETAG,
+        }
+        operation["responses"] = responses
+        operation["parameters"] = [
+            *(
+                {"name": name, "in": "query", "required": False, "schema": schema}
+                for name, schema in FLEET_QUERY_SCHEMA["properties"].items()
+            ),
+            {
+                "name": "If-None-Match",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+                "description": "an ETag of an earlier answer: 304 while the view is unchanged",
+            },
+        ]
     return operation
 
 

@@ -14,9 +14,9 @@ still owned by another view (the nested health, inbox and config parts of ``flee
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
@@ -230,7 +230,16 @@ class FleetListResult(_Result):
     """``fleet_list`` v1: the top level is closed; nested health and link views stay open."""
 
     version: Literal[1]
+    view_version: Annotated[int, Field(ge=0)] | _Absent = Field(
+        default=None, description="moves with every change the view shows (GET /v1/fleet ETag)"
+    )
     generated_at: str
+    agents_listed_at: str | None = Field(
+        default=None, description="when herdr last listed its agents; null before a list"
+    )
+    agents_age_seconds: float | None = Field(
+        default=None, description="how old that list was at generatedAt"
+    )
     control_link: dict[str, Any]
     agents: list[LiveAgent] | None  # null while herdr cannot list them
     members: list[FleetMember | OrphanMember]

@@ -5,7 +5,8 @@ composition root. :class:`fleetd.compose.Fleetd` satisfies the protocol structur
 test double. The members are exactly the ones the app reads: the lifecycle (``start``/``stop``,
 ``started``), the probes' sources (the scheduler, the inbox, the control link and its health
 classification, the fleet view's inbox component, the config status, the metrics) and what the tool
-routes are built from (the registry and the authenticator).
+routes are built from (the registry, the authenticator, the versioned fleet view and the run id
+its ``ETag`` values name).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from fleetd.api.auth import Authenticator
+from fleetd.api.http_tools import FleetVersions
 from fleetd.api.tools import ToolRegistry
 from fleetd.config import ConfigRef
 from fleetd.inbox.port import ReplyInbox
@@ -62,6 +64,10 @@ class FleetService(Protocol):
     def link(self) -> LinkState: ...
     @property
     def view(self) -> FleetViewBuilder: ...
+    @property
+    def views(self) -> FleetVersions: ...
+    @property
+    def run(self) -> str: ...
     @property
     def config(self) -> ConfigRef: ...
     @property

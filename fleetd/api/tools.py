@@ -216,10 +216,15 @@ class ToolRegistry:
     async def call(self, caller: Caller, name: str, raw_args: Mapping[str, Any]) -> ToolResult:
         """Run tool ``name`` for ``caller``; every failure comes back as a value."""
         result = await self._call(caller, name, raw_args)
+        self.answered(name, result)
+        return result
+
+    def answered(self, name: str, result: ToolResult) -> None:
+        """Hand an answer to the result hooks (a transport that answered from a cache says so
+        here, so that every answer is counted once)."""
         tool = name if name in self._specs else None
         for hook in list(self.on_result):
             hook(tool, result)
-        return result
 
     async def _call(self, caller: Caller, name: str, raw_args: Mapping[str, Any]) -> ToolResult:
         await self.contact(caller)

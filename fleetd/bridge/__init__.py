@@ -6,10 +6,10 @@ internal to it.
 
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
 from fleetd.bridge.git_worktrees import GitWorktrees
-from fleetd.bridge.manifests import load_manifests
+from fleetd.bridge.manifests import ManifestShelf, PreservedWorktree, load_manifests
 from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.orphans import ORPHANED, Orphan
-from fleetd.bridge.push import PushLoop
+from fleetd.bridge.push import PushLoop, PushOutcome
 from fleetd.bridge.release import ReleaseCause, WorktreeAction, stop_cause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionState
@@ -27,9 +27,12 @@ __all__ = [
     "Delivery",
     "FakeWorktrees",
     "GitWorktrees",
+    "ManifestShelf",
     "MemberBacklog",
     "Orphan",
+    "PreservedWorktree",
     "PushLoop",
+    "PushOutcome",
     "ReleaseCause",
     "ResultSource",
     "Session",

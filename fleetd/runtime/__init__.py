@@ -4,16 +4,20 @@ The names other fleetd packages build on are re-exported here; everything else i
 internal to it.
 """
 
+from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
+from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
 from fleetd.runtime.scheduler import Loop, Scheduler
 
 __all__ = [
     "FleetHealthMonitor",
     "FleetViewBuilder",
+    "FleetViews",
     "LinkObserver",
     "LinkState",
+    "LiveAgents",
     "Loop",
     "Scheduler",
 ]

@@ -1,45 +1,84 @@
 """``fleet_list``: the one view of the whole fleet.
 
-It joins the control link, herdr's live agents (one ``agent.list``), the bridge's sessions and
-capacity, the orphans a previous run left running (state ``orphaned``), the leads and their push
-outcomes, inbox decode failures and the records held in memory for an unreachable inbox (counts),
-the config status and — once the health monitor runs — member and lead health, open incidents and
-``healthCoverage``. It never carries pane content, prompts, replies or tokens. Preserved worktrees
-(paths included) are shown to leads only. A lead sees its own members, and of the inbox only its
-own key's decode failures and held records; the operator sees the whole fleet.
+It joins the control link, herdr's live agents (as last listed: no herdr call of its own, see
+:mod:`~fleetd.runtime.live_agents`), the bridge's sessions and capacity, the orphans a previous
+run left running (state ``orphaned``), the leads and their push outcomes, inbox decode failures
+and the records held in memory for an unreachable inbox (counts), the config status and — once
+the health monitor runs — member and lead health, open incidents and ``healthCoverage``. It never
+carries pane content, prompts, replies or tokens. Preserved worktrees (paths included) are shown
+to leads only. A lead sees its own members, and of the inbox only its own key's decode failures
+and held records; the operator sees the whole fleet.
+
+A view is cut in two steps: :meth:`FleetViewBuilder.facts` reads everything once (one inbox
+statistics read per lead, the manifests through a :class:`~fleetd.bridge.manifests.ManifestShelf`),
+and :meth:`FleetViewBuilder.scoped` cuts each caller's part from those facts without reading
+anything again. Every age in a view (``stateAgeSeconds``, ``idleForSeconds``, incident ages,
+``agentsAgeSeconds``) is as of its ``generatedAt``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections import Counter
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
-from fleetd.bridge.manifests import load_manifests
+from fleetd.bridge.manifests import ManifestShelf, PreservedWorktree
 from fleetd.bridge.orphans import ORPHANED, Orphan
-from fleetd.bridge.push import PushLoop
+from fleetd.bridge.push import PushLoop, PushOutcome
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session
-from fleetd.config import ConfigRef
+from fleetd.config import ConfigRef, LeadConfig
 from fleetd.errors import HerdrError
 from fleetd.health.states import Scope
 from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.inbox.records import InboxRecord
 from fleetd.runtime.link import LinkState
+from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
 
-__all__ = ["FleetViewBuilder"]
+__all__ = ["FleetFacts", "FleetViewBuilder"]
 
 VIEW_VERSION = 1
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetFacts:
+    """Everything the views of one version are cut from, read once at ``now``.
+
+    ``members`` and ``orphans`` are ``(owner, agent name, row)``; ``leads`` holds each configured
+    lead with its push outcome and health row; ``preserved`` the preserved worktrees by owner.
+    """
+
+    version: int
+    now: datetime
+    agents: list[dict[str, Any]] | None
+    agents_listed_at: datetime | None
+    control_link: dict[str, Any]
+    members: tuple[tuple[str, str, dict[str, Any]], ...]
+    orphans: tuple[tuple[str, str, dict[str, Any]], ...]
+    capacity: list[dict[str, Any]]
+    leads: tuple[tuple[LeadConfig, PushOutcome | None, dict[str, Any] | None], ...]
+    failures: tuple[DecodeFailure, ...]
+    held: tuple[InboxRecord, ...]
+    reachable: bool
+    teardown_failures: list[str]
+    config: dict[str, Any]
+    health: dict[str, Any] | None
+    preserved: dict[str, list[dict[str, Any]]]
+
+
 @dataclass(slots=True, kw_only=True)
 class FleetViewBuilder:
-    """Builds ``fleet_list`` for one caller."""
+    """Builds ``fleet_list``: the facts of one version once (:meth:`facts`), then each caller's
+    part of them (:meth:`scoped`). :meth:`change_key` says cheaply whether a new build would
+    differ; :class:`~fleetd.runtime.fleet_versions.FleetViews` keeps the versions."""
 
     bridge: Bridge
     link: LinkState
@@ -47,61 +86,130 @@ class FleetViewBuilder:
     push: PushLoop
     manifest_root: Path
     health: FleetHealthMonitor | None = None
+    agents: LiveAgents = field(default_factory=LiveAgents)
+    manifests: ManifestShelf = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.manifests = ManifestShelf(self.manifest_root)
 
     async def build(self, caller: Caller) -> dict[str, Any]:
+        """One caller's view from facts read now, outside any version (``viewVersion`` 0)."""
+        return self.scoped(await self.facts(0), caller)
+
+    async def facts(self, version: int) -> FleetFacts:
+        """Read what every scope's view shows: herdr's agents as last seen (no herdr call), the
+        inbox statistics (once per lead), the sessions, orphans, health, config and manifests."""
         now = self.bridge.clock.now()
-        statuses: dict[str, str] = {}
-        try:
-            agents = await self.bridge.control.list_agents()
-            statuses = {a.name: a.agent_status.value for a in agents if a.name}
-            live: list[dict[str, Any]] | None = [
-                {
-                    "name": a.name,
-                    "paneId": a.pane_id,
-                    "agent": a.agent,
-                    "status": a.agent_status.value,
-                }
-                for a in sorted(agents, key=lambda a: (a.name or "", a.pane_id))
-            ]
-        except HerdrError:
-            live = None
-        visible = [
-            s
-            for s in self.bridge.sessions()
-            if caller.role is Role.OPERATOR or s.owner == caller.name
-        ]
+        statuses = self.agents.statuses()
         stats = await read_lead_stats(
             self.bridge.inbox, [lead.name for lead in self.config.current.leads]
         )
-        backlogs = member_backlogs(stats, self.bridge.sessions())
-        orphans = [
-            o
-            for o in self.bridge.orphans.members()
-            if caller.role is Role.OPERATOR or o.mark.owner == caller.name
-        ]
-        if caller.role is Role.LEAD:
-            seen = {s.name for s in visible} | {o.mark.name for o in orphans}
-            seen |= {lead.agent for lead in self.config.current.leads}
+        sessions = self.bridge.sessions()
+        backlogs = member_backlogs(stats, sessions)
+        preserved = await asyncio.to_thread(self.manifests.load)
+        return FleetFacts(
+            version=version,
+            now=now,
+            agents=self.agents.rows(),
+            agents_listed_at=self.agents.listed_at,
+            control_link=self.health.link_view(self.link) if self.health else self.link.view(),
+            members=tuple(
+                (s.owner, s.name, self._member(s, now, statuses, backlogs)) for s in sessions
+            ),
+            orphans=tuple(
+                (o.mark.owner, o.mark.name, _orphan(o, now, statuses))
+                for o in self.bridge.orphans.members()
+            ),
+            capacity=self.bridge.view.capacity_view(backlogs),
+            leads=tuple(
+                (
+                    lead,
+                    self.push.outcomes.get(lead.name),
+                    self.health.lead_health(lead.name) if self.health is not None else None,
+                )
+                for lead in self.config.current.leads
+            ),
+            failures=tuple(self.bridge.inbox.failures()),
+            held=tuple(self.bridge.unpublished),
+            reachable=self.bridge.inbox.reachable(),
+            teardown_failures=list(self.bridge.teardown_failures),
+            config=self._config_status(),
+            health=self.health.view() if self.health is not None else None,
+            preserved=_preserved(preserved.manifests),
+        )
+
+    def scoped(self, facts: FleetFacts, caller: Caller) -> dict[str, Any]:
+        """What ``caller`` sees of ``facts``: the operator everything, a lead its own part."""
+        operator = caller.role is Role.OPERATOR
+        members = [row for owner, _, row in facts.members if operator or owner == caller.name]
+        orphans = [row for owner, _, row in facts.orphans if operator or owner == caller.name]
+        live = facts.agents
+        if not operator:
+            seen = {
+                name for owner, name, _ in (*facts.members, *facts.orphans) if owner == caller.name
+            }
+            seen |= {lead.agent for lead, _, _ in facts.leads}
             live = None if live is None else [a for a in live if a["name"] in seen]
+        listed = facts.agents_listed_at
         view: dict[str, Any] = {
             "version": VIEW_VERSION,
-            "generatedAt": now.isoformat(),
-            "controlLink": self.health.link_view(self.link) if self.health else self.link.view(),
+            "viewVersion": facts.version,
+            "generatedAt": facts.now.isoformat(),
+            "agentsListedAt": listed.isoformat() if listed else None,
+            "agentsAgeSeconds": round((facts.now - listed).total_seconds(), 3) if listed else None,
+            "controlLink": facts.control_link,
             "agents": live,
-            "members": [self._member(s, now, statuses, backlogs) for s in visible]
-            + [_orphan(o, now, statuses) for o in orphans],
-            "capacity": self.bridge.view.capacity_view(backlogs),
-            "leads": self._leads(caller),
-            "inbox": self._inbox(caller),
-            "teardownFailures": list(self.bridge.teardown_failures),
-            "config": self._config_status(),
+            "members": members + orphans,
+            "capacity": facts.capacity,
+            "leads": self._leads(caller, facts),
+            "inbox": self._inbox(caller, facts),
+            "teardownFailures": facts.teardown_failures,
+            "config": facts.config,
         }
-        if self.health is not None:
-            view.update(self.health.view())
-            view["incidents"] = [i for i in view["incidents"] if _sees_incident(caller, i)]
+        if facts.health is not None:
+            view.update(facts.health)
+            view["incidents"] = [i for i in facts.health["incidents"] if _sees_incident(caller, i)]
         if caller.role is Role.LEAD:
-            view["preservedWorktrees"] = self._preserved(caller.name)
+            view["preservedWorktrees"] = facts.preserved.get(caller.name, [])
         return view
+
+    def change_key(self) -> tuple[object, ...]:
+        """Everything :meth:`facts` reads, counted cheaply: an unchanged key means an unchanged
+        view but for its ages. The bridge's revision counts its sessions and tickets; health moves
+        with each tick; herdr's agents with each list or changed status."""
+        link, bridge, status = self.link, self.bridge, self.config.status
+        failures = bridge.inbox.failures()
+        return (
+            bridge.revision.value,
+            self.agents.revision,
+            link.status,
+            link.consecutive_failures,
+            link.last_failure_code,
+            link.herdr_version,
+            (self.health.enabled, self.health.ticks) if self.health is not None else None,
+            tuple(
+                (o.depth, o.nudges_for_head, o.cap_reached_at, o.last_status)
+                for o in self.push.outcomes.values()
+            ),
+            len(bridge.unpublished),
+            bridge.held_dropped,
+            bridge.inbox.reachable(),
+            len(failures),
+            sum(f.occurrences for f in failures),
+            tuple(o.mark.session_id for o in bridge.orphans.members()),
+            status.loaded_at,
+            status.reload_failures,
+            status.last_error_key,
+        )
+
+    async def refresh_agents(self, older_than: timedelta) -> None:
+        """List herdr's agents unless a list younger than ``older_than`` is known (the health
+        tick and the orphans check list too); the observer records the answer or the failure."""
+        listed = self.agents.listed_at
+        if self.agents.list_ok and listed and self.bridge.clock.now() - listed < older_than:
+            return
+        with contextlib.suppress(HerdrError):
+            await self.bridge.control.list_agents()
 
     def inbox_component(self) -> dict[str, Any]:
         """The nested ``inbox`` component of ``/healthz``: counts only, never content.
@@ -122,21 +230,21 @@ class FleetViewBuilder:
             "decodeFailures": len(failures),
         }
 
-    def _inbox(self, caller: Caller) -> dict[str, Any]:
+    def _inbox(self, caller: Caller, facts: FleetFacts) -> dict[str, Any]:
         """Reachability, decode failures and records held in memory. A lead's figures are its
         own key's (another lead's counts are theirs to see); the operator sees every key."""
-        failures = self.bridge.inbox.failures()
-        held = self.bridge.unpublished
+        failures: Sequence[DecodeFailure] = facts.failures
+        held: Sequence[InboxRecord] = facts.held
         if caller.role is not Role.OPERATOR:
             failures = [f for f in failures if f.key == caller.name]
             held = [r for r in held if r.recipient_lead == caller.name]
         return {
-            "reachable": self.bridge.inbox.reachable(),
+            "reachable": facts.reachable,
             "failures": [_failure(f) for f in failures],
             "heldInMemory": self._held(held),
         }
 
-    def _held(self, held: list[InboxRecord]) -> dict[str, Any]:
+    def _held(self, held: Sequence[InboxRecord]) -> dict[str, Any]:
         """Records accepted for a lead that the inbox has not taken yet (they live in memory).
 
         ``gaveWay`` counts the records that gave way to the bound, which all leads share.
@@ -161,18 +269,17 @@ class FleetViewBuilder:
             session, now=now, backlog=backlogs.get(session.session_id)
         )
         if session.live and session.name in statuses:
-            row["liveStatus"] = statuses[session.name]  # this view's own agent.list
+            row["liveStatus"] = statuses[session.name]  # herdr's last word on the agent
         if self.health is not None:
             row["health"] = self.health.member_health(session.session_id)
         return row
 
-    def _leads(self, caller: Caller) -> list[dict[str, Any]]:
+    def _leads(self, caller: Caller, facts: FleetFacts) -> list[dict[str, Any]]:
         """Every configured lead; a lead sees its own push and inbox counts and the foreign
         incidents it holds, of a peer only its name, agent, herdr status and health with the
         count of foreign incidents it holds (what peer routing weighs, §7.4)."""
         rows = []
-        for lead in self.config.current.leads:
-            outcome = self.push.outcomes.get(lead.name)
+        for lead, outcome, lead_health in facts.leads:
             row: dict[str, Any] = {
                 "name": lead.name,
                 "agent": lead.agent,
@@ -184,7 +291,7 @@ class FleetViewBuilder:
                 row["nudgesForHead"] = outcome.nudges_for_head if outcome else 0
                 row["nudgeCapReached"] = bool(outcome and outcome.cap_reached_at)
             if self.health is not None:
-                health = self.health.lead_health(lead.name)
+                health = dict(lead_health) if lead_health is not None else None
                 if health is not None and not own:
                     health.pop("foreignIncidents")  # a peer sees the count, not the incidents
                 row["health"] = health
@@ -201,9 +308,12 @@ class FleetViewBuilder:
             "reloadFailures": status.reload_failures,
         }
 
-    def _preserved(self, lead: str) -> list[dict[str, Any]]:
-        result = load_manifests(self.manifest_root)
-        return [
+
+def _preserved(manifests: Iterable[PreservedWorktree]) -> dict[str, list[dict[str, Any]]]:
+    """Each owner's preserved worktrees (shown to that lead only)."""
+    owned: dict[str, list[dict[str, Any]]] = {}
+    for m in manifests:
+        owned.setdefault(m.owner, []).append(
             {
                 "sessionId": m.session_id,
                 "role": m.role,
@@ -217,9 +327,8 @@ class FleetViewBuilder:
                 "state": m.state,
                 "pendingTaskIds": list(m.pending_task_ids),
             }
-            for m in result.manifests
-            if m.owner == lead
-        ]
+        )
+    return owned
 
 
 def _orphan(orphan: Orphan, now: datetime, statuses: dict[str, str]) -> dict[str, Any]:

@@ -27,8 +27,9 @@ from typing import TypeVar
 from fleetd.clock import Clock
 from fleetd.errors import ControlLinkError, HerdrError
 from fleetd.health.states import ControlLinkState
-from fleetd.herdr.model import Pong
+from fleetd.herdr.model import AgentInfo, Pong
 from fleetd.metrics import Metrics
+from fleetd.runtime.live_agents import LiveAgents
 
 __all__ = ["LinkObserver", "LinkState", "LinkStatus"]
 
@@ -109,15 +110,18 @@ class LinkObserver:
         clock: Clock,
         state: LinkState | None = None,
         metrics: Metrics | None = None,
+        agents: LiveAgents | None = None,
     ):
         self.clock = clock
         self.state = state if state is not None else LinkState()
         self.metrics = metrics
+        self.agents = agents
 
     async def __call__(self, method: str, call: Awaitable[T], /) -> T:
         try:
             result = await call
         except ControlLinkError as exc:
+            self._list_failed(method)
             self._count(method, "link_failed")
             if self.state.consecutive_failures == 0:
                 self.state.failing_since = self.clock.now()
@@ -127,6 +131,7 @@ class LinkObserver:
             self.state.consecutive_failures += 1
             raise
         except HerdrError:
+            self._list_failed(method)
             self._count(method, "error")
             self._ok()  # herdr answered with an error frame: the link itself works
             raise
@@ -135,7 +140,15 @@ class LinkObserver:
         if isinstance(result, Pong):
             self.state.herdr_version = result.version
             self.state.herdr_protocol = result.protocol
+        elif self.agents is not None and method == "get_agent" and isinstance(result, AgentInfo):
+            self.agents.seen(result)
+        elif self.agents is not None and method == "list_agents" and isinstance(result, tuple):
+            self.agents.listed(result, self.clock.now())
         return result
+
+    def _list_failed(self, method: str) -> None:
+        if self.agents is not None and method == "list_agents":
+            self.agents.list_failed()
 
     def _count(self, method: str, outcome: str) -> None:
         if self.metrics is not None:

@@ -64,6 +64,9 @@ TOOL_PATHS = {
 def schema(tmp_path: Path) -> Iterator[schemathesis.BaseSchema]:
     """The app's own document, loaded from ``/openapi.json``; the service stops after the run."""
     fleet = build_test_fleet(tmp_path)
+    # Nothing moves the fake clock here: a wait (fleet_send's wait, the sinceVersion long-poll of
+    # GET /v1/fleet) would never end. A fleetd asked to stop answers every waiter at once.
+    fleet.service.stop_requested()
     app = create_app(fleet.service)
     try:
         yield schemathesis.openapi.from_asgi("/openapi.json", app)

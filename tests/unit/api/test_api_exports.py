@@ -23,7 +23,14 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "failure_from_error",
     },
     auth: {"OPERATOR_NAME", "Authenticator", "bearer_challenge", "bearer_token"},
-    http_tools: {"DEFAULT_TOOL_BODY_LIMIT", "FLEET_PATH", "TOOLS_PATH", "install_tool_routes"},
+    http_tools: {
+        "DEFAULT_TOOL_BODY_LIMIT",
+        "FLEET_PATH",
+        "TOOLS_PATH",
+        "FleetVersions",
+        "VersionedFleet",
+        "install_tool_routes",
+    },
     mcp_server: {
         "CALLER_SCOPE_KEY",
         "DEFAULT_MCP_BODY_LIMIT",

@@ -60,10 +60,15 @@ async def test_metrics_come_from_the_service_registry(fleet: TestFleet) -> None:
 
 
 async def test_fleet_view_lists_herdr_agents_and_the_link(fleet: TestFleet) -> None:
-    """GET /v1/fleet is fleet_list: herdr's live agents and the control link."""
+    """GET /v1/fleet is fleet_list: herdr's agents as the herdr-agents loop last listed them (the
+    request itself asks herdr nothing), and the control link."""
+    await fleet.service.observe_herdr()  # what start() and the herdr-agents loop do
+    fleet.control.calls.clear()
     async with _client(fleet) as client:
         response = await client.get("/v1/fleet", headers={"Authorization": f"Bearer {LEAD_TOKEN}"})
     view = response.json()["result"]
     assert {a["name"] for a in view["agents"]} == {"lead", "lead-b"}
+    assert view["agentsAgeSeconds"] == 0.0
     assert view["controlLink"]["state"] == "up"
     assert view["version"] == 1
+    assert fleet.control.calls == []

@@ -1,0 +1,155 @@
+"""The fleet view, built once per change: versions, one build per version, long-poll waits.
+
+Theory of operation
+-------------------
+``fleet_list`` used to be built for every request: a herdr ``agent.list``, an inbox statistics
+read per lead, every member's row, every time. :class:`FleetViews` builds it once per *version*
+and hands every caller of that version the same facts (and the HTTP transport the same bytes).
+
+**What a change is.** The version moves when :meth:`~fleetd.runtime.fleet_view.FleetViewBuilder.
+change_key` moves: the bridge's :class:`~fleetd.bridge.revision.Revision` (a send accepted, a
+prompt delivered, a ticket ended, a session spawned, ready, busy, done, released), each health
+tick, each herdr ``agent.list`` and each herdr status that changed
+(:class:`~fleetd.runtime.live_agents.LiveAgents`), the control link's state, the push loop's
+outcomes, what waits in memory for the inbox, the inbox's reachability and decode failures, the
+orphans, and the config status. The key is a tuple of counters, cheap enough to read on every
+request, so a change is seen by the next request whatever made it. The herdr agents are listed at
+least every ten seconds (the ``herdr-agents`` loop), so even a quiet fleet gets a fresh view —
+and fresh ages — that often; nothing else moves the version, so neither a long-poll nor an
+``ETag`` is woken or broken by time alone.
+
+**A view is the state after an operation, not half-way through it.** Each loop step and each
+fleet tool call that can change anything is *settled* (:meth:`FleetViews.settling`,
+:meth:`FleetViews.touched`): if the key moved while it ran, the version moves once more when it
+ends, so a view built while it awaited (a pane read after a delivery, a reply stored after its
+ticket ended) is never the last word.
+
+**One build per version.** Concurrent requests for a version being built wait for that build; a
+build is cut per scope (the operator, each lead) once per version. Waiters on a version
+(:meth:`FleetViews.wait_past`, the long-poll of ``GET /v1/fleet``) are released when the version
+moves past theirs, when their time is up, or when fleetd is asked to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fleetd.clock import Clock, wait_event
+from fleetd.identity import Caller, Role
+from fleetd.runtime.fleet_view import FleetFacts, FleetViewBuilder
+
+__all__ = ["FleetViews", "VersionedView", "scope_of"]
+
+
+def scope_of(caller: Caller) -> str:
+    """The part of the fleet a caller sees: ``operator``, or ``lead.<name>``."""
+    return "operator" if caller.role is Role.OPERATOR else f"lead.{caller.name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VersionedView:
+    """One scope's view of one version (never changed once handed out)."""
+
+    version: int
+    scope: str
+    view: dict[str, Any]
+
+
+class FleetViews:
+    """The versions of the fleet view and the one build of each."""
+
+    def __init__(self, builder: FleetViewBuilder, *, clock: Clock, stopping: asyncio.Event):
+        self._builder = builder
+        self._clock = clock
+        self._stopping = stopping
+        self._version = 0
+        self._key: tuple[object, ...] | None = None
+        self._moved = asyncio.Event()
+        self._facts: FleetFacts | None = None
+        self._building: tuple[int, asyncio.Task[FleetFacts]] | None = None
+        self._scoped: dict[str, VersionedView] = {}
+        self.builds = 0  # facts built since start (what a benchmark or a test counts)
+
+    # ------------------------------------------------------------------ versions
+    def version(self) -> int:
+        """The current version, moved first if anything the view shows changed."""
+        key = self._builder.change_key()
+        if key != self._key:
+            self._key = key
+            self._advance()
+        return self._version
+
+    def touched(self) -> None:
+        """An operation that may have changed the fleet ended: its outcome is a new version."""
+        self._key = None
+        self.version()
+
+    def settling(self, step: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        """``step`` (a loop step) whose end gets a version of its own when it changed anything."""
+
+        async def settled() -> None:
+            before = self._builder.change_key()
+            try:
+                await step()
+            finally:
+                if self._builder.change_key() != before:
+                    self.touched()
+
+        return settled
+
+    def _advance(self) -> None:
+        self._version += 1
+        self._facts = None
+        self._scoped = {}
+        moved, self._moved = self._moved, asyncio.Event()
+        moved.set()
+
+    async def wait_past(self, version: int, seconds: float) -> int:
+        """Wait while the version is ``version``: at most ``seconds``, and not once fleetd is
+        asked to stop. Returns the version then current (any other value returns at once, so a
+        version of an earlier run of fleetd is not waited on)."""
+        deadline = self._clock.monotonic() + seconds
+        while self.version() == version and not self._stopping.is_set():
+            remaining = deadline - self._clock.monotonic()
+            if remaining <= 0:
+                break
+            await wait_event(self._clock, self._moved, remaining, unless=self._stopping)
+        return self.version()
+
+    # ------------------------------------------------------------------ views
+    async def view(self, caller: Caller) -> dict[str, Any]:
+        """``caller``'s view of the current version (the ``fleet_list`` tool)."""
+        return (await self.versioned(caller)).view
+
+    async def versioned(self, caller: Caller) -> VersionedView:
+        """``caller``'s view of the current version, with the version it is."""
+        scope = scope_of(caller)
+        version = self.version()
+        cached = self._scoped.get(scope)
+        if cached is not None and cached.version == version:
+            return cached
+        facts = await self._facts_of(version)
+        made = VersionedView(
+            version=facts.version, scope=scope, view=self._builder.scoped(facts, caller)
+        )
+        if facts.version == self._version:
+            self._scoped[scope] = made
+        return made
+
+    async def _facts_of(self, version: int) -> FleetFacts:
+        """The facts of ``version``: built once, however many callers ask at the same time."""
+        if self._facts is not None and self._facts.version == version:
+            return self._facts
+        if self._building is None or self._building[0] != version or self._building[1].done():
+            self._building = (version, asyncio.ensure_future(self._build(version)))
+        facts = await asyncio.shield(self._building[1])
+        if facts.version == self._version:
+            self._facts = facts
+        return facts
+
+    async def _build(self, version: int) -> FleetFacts:
+        self.builds += 1
+        return await self._builder.facts(version)

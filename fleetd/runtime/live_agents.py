@@ -1,0 +1,76 @@
+"""herdr's agents as fleetd last saw them: what ``fleet_list`` shows without asking herdr.
+
+``fleet_list`` makes no herdr call of its own: a dashboard polling it must not load herdr, and
+fifty callers must not make fifty ``agent.list``. The control link's observer
+(:class:`~fleetd.runtime.link.LinkObserver`) sees every call of the
+:class:`~fleetd.herdr.control.AgentControl` port and hands each ``agent.list`` answer and each
+``agent.get`` answer to one :class:`LiveAgents`: the last list, each agent updated by any later
+answer about it (the status poller reads every busy member four times a second, the push loop
+reads the leads). Lists come from the loops that list anyway — the health tick, the orphans check
+— and from the ``herdr-agents`` loop, which lists when nothing else has for a while.
+
+:attr:`LiveAgents.listed_at` says how old the list is (``fleet_list.agentsListedAt`` and
+``agentsAgeSeconds``); after a failed list :meth:`LiveAgents.rows` is ``None`` (``agents: null``:
+herdr cannot list them now) until a list succeeds again. :attr:`LiveAgents.revision` moves with
+every list and every shown field that changed, so the fleet view knows when to build again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fleetd.herdr.model import AgentInfo
+
+__all__ = ["LiveAgents"]
+
+
+def _shown(agent: AgentInfo) -> tuple[str | None, str | None, str]:
+    """The fields of an agent that ``fleet_list`` shows (besides its pane)."""
+    return agent.name, agent.agent, agent.agent_status.value
+
+
+@dataclass(slots=True)
+class LiveAgents:
+    """The last ``agent.list``, kept current by later single-agent answers."""
+
+    revision: int = 0
+    listed_at: datetime | None = None  # when the last successful list answered
+    list_ok: bool = False  # False before the first list and after a failed one
+    _agents: dict[str, AgentInfo] = field(default_factory=dict)  # by pane id
+
+    def listed(self, agents: Iterable[AgentInfo], at: datetime) -> None:
+        """A list answered: it replaces what was known (a new observation, a new revision)."""
+        self._agents = {agent.pane_id: agent for agent in agents}
+        self.listed_at, self.list_ok = at, True
+        self.revision += 1
+
+    def list_failed(self) -> None:
+        """A list did not answer: the agents are unknown until one does."""
+        if self.list_ok:
+            self.list_ok = False
+            self.revision += 1
+
+    def seen(self, agent: AgentInfo) -> None:
+        """One agent's answer; it counts as a change only when a shown field differs."""
+        known = self._agents.get(agent.pane_id)
+        self._agents[agent.pane_id] = agent
+        if known is None or _shown(known) != _shown(agent):
+            self.revision += 1
+
+    def rows(self) -> list[dict[str, Any]] | None:
+        """The agents as ``fleet_list.agents`` shows them, by name then pane; None when unknown."""
+        if not self.list_ok:
+            return None
+        return [
+            {"name": a.name, "paneId": a.pane_id, "agent": a.agent, "status": a.agent_status.value}
+            for a in sorted(self._agents.values(), key=lambda a: (a.name or "", a.pane_id))
+        ]
+
+    def statuses(self) -> dict[str, str]:
+        """The last status herdr gave for each named agent (empty when the agents are unknown)."""
+        if not self.list_ok:
+            return {}
+        return {a.name: a.agent_status.value for a in self._agents.values() if a.name}

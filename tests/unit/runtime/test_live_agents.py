@@ -1,0 +1,54 @@
+"""LiveAgents: herdr's agents as the loops last saw them, and when that changed."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+from fleetd.herdr.model import AgentInfo, AgentStatus
+from fleetd.runtime.live_agents import LiveAgents
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _agent(name: str, pane: str, status: AgentStatus = AgentStatus.IDLE) -> AgentInfo:
+    return AgentInfo(
+        terminal_id=f"term_{pane}",
+        agent_status=status,
+        workspace_id="w1",
+        tab_id="w1:t1",
+        pane_id=pane,
+        name=name,
+        agent="claude",
+    )
+
+
+def test_a_list_replaces_and_single_answers_update_only_on_a_shown_change() -> None:
+    """Each list is a new revision; an agent.get answer moves it only when name, kind or status
+    differ (the poller reads busy members four times a second)."""
+    agents = LiveAgents()
+    assert (agents.rows(), agents.statuses()) == (None, {})
+    agents.listed([_agent("b", "w1:p2"), _agent("a", "w1:p1")], T0)
+    assert [row["name"] for row in agents.rows() or []] == ["a", "b"]
+    revision = agents.revision
+    agents.seen(dataclasses.replace(_agent("a", "w1:p1"), state_change_seq=9, focused=True))
+    assert agents.revision == revision
+    agents.seen(_agent("a", "w1:p1", AgentStatus.WORKING))
+    agents.seen(_agent("c", "w1:p3"))  # spawned after the list: a herdr fact too
+    assert agents.revision == revision + 2
+    assert agents.statuses() == {"a": "working", "b": "idle", "c": "idle"}
+    agents.listed([_agent("a", "w1:p1")], T0)
+    assert agents.statuses() == {"a": "idle"}
+
+
+def test_a_failed_list_hides_the_agents_until_one_answers() -> None:
+    """After a failed list the agents are unknown (null), said once, until a list answers."""
+    agents = LiveAgents()
+    agents.listed([_agent("a", "w1:p1")], T0)
+    revision = agents.revision
+    agents.list_failed()
+    agents.list_failed()
+    assert (agents.rows(), agents.revision) == (None, revision + 1)
+    assert agents.listed_at == T0  # the age of what was last known stays readable
+    agents.listed([_agent("a", "w1:p1")], T0)
+    assert agents.rows() is not None
