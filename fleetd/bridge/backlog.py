@@ -49,10 +49,18 @@ async def read_lead_stats(inbox: ReplyInbox, leads: Iterable[str]) -> dict[str, 
 def member_backlogs(
     stats: Mapping[str, InboxStats], sessions: Iterable[Session]
 ) -> dict[str, MemberBacklog]:
-    """Waiting replies per session id, for sessions that have any."""
+    """Waiting replies per session id, for sessions that have any (only the sessions a waiting
+    reply could name are indexed: the tick and the fleet view call this over every session)."""
+    named = {
+        (lead, reply.target) for lead, lead_stats in stats.items() for reply in lead_stats.replies
+    }
+    if not named:
+        return {}
     by_owner_name: dict[tuple[str, str], list[Session]] = {}
     for session in sessions:
-        by_owner_name.setdefault((session.owner, session.name), []).append(session)
+        key = (session.owner, session.name)
+        if key in named:
+            by_owner_name.setdefault(key, []).append(session)
     for candidates in by_owner_name.values():
         candidates.sort(key=lambda s: s.created_at, reverse=True)
     waiting: dict[str, list[int | None]] = {}

@@ -173,6 +173,11 @@ class TaskBook:
     def pending_for(self, target: str) -> list[Ticket]:
         return list(self._pending.get(target, {}).values())
 
+    def pending_count(self, target: str) -> int:
+        """How many tickets of ``target`` have not ended (no list built: the tick reads it for
+        every member)."""
+        return len(self._pending.get(target, ()))
+
     def last_delivered(self, target: str) -> Ticket | None:
         """The ticket most recently typed into ``target``, if any."""
         return self._last_delivered.get(target)

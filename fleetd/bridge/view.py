@@ -6,7 +6,7 @@ worktrees are lead-only and are added by the caller for leads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -49,10 +49,15 @@ class BridgeView:
         self.settings = settings
 
     def session_row(
-        self, session: Session, *, now: datetime, backlog: MemberBacklog | None = None
+        self,
+        session: Session,
+        *,
+        now: datetime,
+        backlog: MemberBacklog | None = None,
+        view: MemberView | None = None,
     ) -> dict[str, Any]:
         """One member as ``fleet_list`` and ``fleet_status`` show it (see :func:`session_row`)."""
-        return session_row(self, session, now=now, backlog=backlog)
+        return session_row(self, session, now=now, backlog=backlog, view=view)
 
     def member_view(
         self, session: Session, *, mute_events: int = 0, backlog: MemberBacklog | None = None
@@ -60,20 +65,39 @@ class BridgeView:
         """The bridge side of one member, as the health core and the capacity view read it."""
         return member_view(self, session, mute_events=mute_events, backlog=backlog)
 
+    def member_views(
+        self,
+        sessions: Iterable[Session],
+        *,
+        mute_counts: Mapping[str, int] | None = None,
+        backlogs: Mapping[str, MemberBacklog] | None = None,
+    ) -> list[MemberView]:
+        """The bridge side of many members, in order (see :func:`member_views`)."""
+        return member_views(self, sessions, mute_counts=mute_counts or {}, backlogs=backlogs or {})
+
     def capacity_view(
-        self, backlogs: Mapping[str, MemberBacklog] | None = None
+        self,
+        backlogs: Mapping[str, MemberBacklog] | None = None,
+        views: Iterable[MemberView] | None = None,
     ) -> list[dict[str, Any]]:
         """Per-profile capacity, from the same live count placement uses (orphans included)."""
-        return capacity_view(self, backlogs)
+        return capacity_view(self, backlogs, views)
 
 
 def session_row(
-    bridge: BridgeView, session: Session, *, now: datetime, backlog: MemberBacklog | None = None
+    bridge: BridgeView,
+    session: Session,
+    *,
+    now: datetime,
+    backlog: MemberBacklog | None = None,
+    view: MemberView | None = None,
 ) -> dict[str, Any]:
     """One member as ``fleet_list`` and ``fleet_status`` show it.
 
     ``backlog`` is this member's replies still waiting in its lead's inbox: while any wait, the
     row has no ``idleForSeconds`` (one idle rule: :func:`fleetd.health.capacity.idle_for_seconds`).
+    ``view`` is the member's :class:`MemberView` when the caller has built it already (with that
+    backlog).
     """
     sid = session.session_id
     pending = bridge.tasks.pending_for(sid)
@@ -105,7 +129,7 @@ def session_row(
             "sawWorking": turn.saw_working,
             "baseline": turn.baseline.capture.value if turn.baseline else None,
         }
-    idle = idle_for_seconds(member_view(bridge, session, backlog=backlog), now)
+    idle = idle_for_seconds(view or member_view(bridge, session, backlog=backlog), now)
     if idle is not None and session.state_since is not None:
         row["idleForSeconds"] = _age(session.state_since, now)
     if session.released_cause is not None:
@@ -123,45 +147,74 @@ def member_view(
     backlog: MemberBacklog | None = None,
 ) -> MemberView:
     """The bridge side of one member, as the health core and the capacity view read it."""
-    sid = session.session_id
-    turn = bridge.roster.inflight.get(sid)
-    open_turn = None
-    if turn is not None:
-        ticket = bridge.tasks.get(turn.token.ticket_id)
-        open_turn = OpenTurn(
-            token=turn.token.token_id,
-            number=turn.token.turn,
-            accepted_at=ticket.accepted_at if ticket else turn.delivered_at,
-            delivered_at=turn.delivered_at,
-            waiter_open=ticket is not None and not ticket.terminal,
+    mutes = {session.session_id: mute_events} if mute_events else {}
+    backlogs = {session.session_id: backlog} if backlog is not None else {}
+    return member_views(bridge, (session,), mute_counts=mutes, backlogs=backlogs)[0]
+
+
+def member_views(
+    bridge: BridgeView,
+    sessions: Iterable[Session],
+    *,
+    mute_counts: Mapping[str, int],
+    backlogs: Mapping[str, MemberBacklog],
+) -> list[MemberView]:
+    """The bridge side of many members at once: a tick reads every member (ten thousand of
+    them), so the lookups are bound once and each session is read once."""
+    inflight, queues = bridge.roster.inflight.get, bridge.roster.queues.get
+    ticket_of, pending_count = bridge.tasks.get, bridge.tasks.pending_count
+    mutes_of, backlog_of, states = mute_counts.get, backlogs.get, _HEALTH_STATES
+    views = []
+    for session in sessions:
+        sid = session.session_id
+        turn = inflight(sid)
+        open_turn = None
+        if turn is not None:
+            ticket = ticket_of(turn.token.ticket_id)
+            open_turn = OpenTurn(
+                token=turn.token.token_id,
+                number=turn.token.turn,
+                accepted_at=ticket.accepted_at if ticket else turn.delivered_at,
+                delivered_at=turn.delivered_at,
+                waiter_open=ticket is not None and not ticket.terminal,
+            )
+        backlog = backlog_of(sid)
+        views.append(
+            MemberView(
+                session_id=sid,
+                name=session.name,
+                profile=session.profile,
+                session_state=states[session.state],
+                state_since=session.state_since or session.created_at,
+                spawned_at=session.created_at,
+                pane_id=session.pane_id,
+                terminal_id=session.terminal_id,
+                kind=session.kind,
+                role=session.role,
+                owner_lead=session.owner,
+                presence=session.presence,
+                turn=open_turn,
+                queued_sends=len(queues(sid, ())),
+                pending_tasks=pending_count(sid),
+                mute_events=mutes_of(sid, 0),
+                worktree=(
+                    WorktreeFacts(commits_ahead=session.commits_ahead, preserved=session.preserved)
+                    if session.worktree is not None
+                    else None
+                ),
+                loss=_loss(session) if session.lost is not None else None,
+                boundary_screen=(
+                    _boundary_screen(session) if session.fatal_screen is not None else None
+                ),
+                uncollected_replies=backlog.replies if backlog is not None else 0,
+                oldest_uncollected_at=backlog.oldest_at if backlog is not None else None,
+            )
         )
-    return MemberView(
-        session_id=sid,
-        name=session.name,
-        profile=session.profile,
-        session_state=HealthSessionState(session.state.value),
-        state_since=session.state_since or session.created_at,
-        spawned_at=session.created_at,
-        pane_id=session.pane_id,
-        terminal_id=session.terminal_id,
-        kind=session.kind,
-        role=session.role,
-        owner_lead=session.owner,
-        presence=session.presence,
-        turn=open_turn,
-        queued_sends=len(bridge.roster.queues.get(sid, ())),
-        pending_tasks=len(bridge.tasks.pending_for(sid)),
-        mute_events=mute_events,
-        worktree=(
-            WorktreeFacts(commits_ahead=session.commits_ahead, preserved=session.preserved)
-            if session.worktree is not None
-            else None
-        ),
-        loss=_loss(session),
-        boundary_screen=_boundary_screen(session),
-        uncollected_replies=backlog.replies if backlog is not None else 0,
-        oldest_uncollected_at=backlog.oldest_at if backlog is not None else None,
-    )
+    return views
+
+
+#: A bridge session state as health spells it (looked up, not parsed: it is read every tick).
+_HEALTH_STATES = {state: HealthSessionState(state.value) for state in SessionState}
 
 
 def _loss(session: Session) -> TargetLoss | None:
@@ -207,14 +260,17 @@ def health_settings(config: FleetdConfig) -> HealthSettings:
 
 
 def capacity_view(
-    bridge: BridgeView, backlogs: Mapping[str, MemberBacklog] | None = None
+    bridge: BridgeView,
+    backlogs: Mapping[str, MemberBacklog] | None = None,
+    views: Iterable[MemberView] | None = None,
 ) -> list[dict[str, Any]]:
-    """Per-profile capacity, from the same live count placement uses (orphans included)."""
-    backlogs = backlogs or {}
+    """Per-profile capacity, from the same live count placement uses (orphans included).
+
+    ``views`` are the live members' views when the caller has built them already."""
+    if views is None:
+        views = member_views(bridge, bridge.roster.live(), mute_counts={}, backlogs=backlogs or {})
     rows = capacity_rows(
-        profile_inputs(bridge.settings()),
-        [member_view(bridge, s, backlog=backlogs.get(s.session_id)) for s in bridge.roster.live()],
-        orphans=bridge.orphans.members(),
+        profile_inputs(bridge.settings()), list(views), orphans=bridge.orphans.members()
     )
     return [
         {

@@ -233,7 +233,14 @@ class MemberView:
     oldest_uncollected_at: datetime | None = None
 
     def __post_init__(self) -> None:
-        _non_negative(self, "queued_sends", "pending_tasks", "mute_events", "uncollected_replies")
+        # one comparison on the way in: ten thousand members are built every tick
+        if (
+            min(self.queued_sends, self.pending_tasks, self.mute_events, self.uncollected_replies)
+            < 0
+        ):
+            _non_negative(
+                self, "queued_sends", "pending_tasks", "mute_events", "uncollected_replies"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

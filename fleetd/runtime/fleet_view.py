@@ -35,6 +35,7 @@ from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session
 from fleetd.config import ConfigRef, LeadConfig
 from fleetd.errors import HerdrError
+from fleetd.health.snapshot import MemberView
 from fleetd.health.states import Scope
 from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
@@ -106,6 +107,7 @@ class FleetViewBuilder:
         )
         sessions = self.bridge.sessions()
         backlogs = member_backlogs(stats, sessions)
+        views = self.bridge.view.member_views(sessions, backlogs=backlogs)  # once per session
         preserved = await asyncio.to_thread(self.manifests.load)
         return FleetFacts(
             version=version,
@@ -114,13 +116,16 @@ class FleetViewBuilder:
             agents_listed_at=self.agents.listed_at,
             control_link=self.health.link_view(self.link) if self.health else self.link.view(),
             members=tuple(
-                (s.owner, s.name, self._member(s, now, statuses, backlogs)) for s in sessions
+                (s.owner, s.name, self._member(s, now, statuses, backlogs, view))
+                for s, view in zip(sessions, views, strict=True)
             ),
             orphans=tuple(
                 (o.mark.owner, o.mark.name, _orphan(o, now, statuses))
                 for o in self.bridge.orphans.members()
             ),
-            capacity=self.bridge.view.capacity_view(backlogs),
+            capacity=self.bridge.view.capacity_view(
+                backlogs, [v for s, v in zip(sessions, views, strict=True) if s.live]
+            ),
             leads=tuple(
                 (
                     lead,
@@ -264,9 +269,10 @@ class FleetViewBuilder:
         now: datetime,
         statuses: dict[str, str],
         backlogs: dict[str, MemberBacklog],
+        view: MemberView,
     ) -> dict[str, Any]:
         row = self.bridge.view.session_row(
-            session, now=now, backlog=backlogs.get(session.session_id)
+            session, now=now, backlog=backlogs.get(session.session_id), view=view
         )
         if session.live and session.name in statuses:
             row["liveStatus"] = statuses[session.name]  # herdr's last word on the agent

@@ -39,13 +39,24 @@ class LiveAgents:
     revision: int = 0
     listed_at: datetime | None = None  # when the last successful list answered
     list_ok: bool = False  # False before the first list and after a failed one
-    _agents: dict[str, AgentInfo] = field(default_factory=dict)  # by pane id
+    _listed: Iterable[AgentInfo] = ()  # the last list, indexed only when first needed
+    _by_pane: dict[str, AgentInfo] | None = field(default_factory=dict)
 
     def listed(self, agents: Iterable[AgentInfo], at: datetime) -> None:
-        """A list answered: it replaces what was known (a new observation, a new revision)."""
-        self._agents = {agent.pane_id: agent for agent in agents}
+        """A list answered: it replaces what was known (a new observation, a new revision).
+
+        Kept as it came: the health tick that listed pays nothing here; the index by pane is
+        built when an answer or a view first needs it."""
+        self._listed, self._by_pane = agents, None
         self.listed_at, self.list_ok = at, True
         self.revision += 1
+
+    @property
+    def _agents(self) -> dict[str, AgentInfo]:
+        if self._by_pane is None:
+            self._by_pane = {agent.pane_id: agent for agent in self._listed}
+            self._listed = ()
+        return self._by_pane
 
     def list_failed(self) -> None:
         """A list did not answer: the agents are unknown until one does."""

@@ -34,7 +34,7 @@ from fleetd.health.snapshot import (
     ProbeResult,
 )
 from fleetd.herdr.control import AgentControl
-from fleetd.herdr.model import AgentInfo
+from fleetd.herdr.model import AgentInfo, AgentStatus
 from fleetd.inbox.failures import DecodeFailure, Disposition
 from fleetd.inbox.records import InboxStats, MessageKind
 
@@ -57,9 +57,17 @@ async def take_snapshot(
         list_ok = True
     except HerdrError:
         agents, list_ok = (), False
-    names = {a.name for a in agents}
+    # One pass over the list (ten thousand agents are ten thousand objects to touch): the health
+    # view of each agent, and the terminals of the leads' agents.
+    lead_agents = {lead.agent for lead in config.leads}
+    terminals: dict[str, str] = {}
+    live_agents = []
+    for agent in agents:
+        live_agents.append(_live(agent))
+        if agent.name in lead_agents:
+            terminals[agent.name] = agent.terminal_id
     ping_ok: bool | None = None
-    if not list_ok or any(lead.agent not in names for lead in config.leads):
+    if not list_ok or not lead_agents <= terminals.keys():
         try:
             await control.ping()
             ping_ok = True
@@ -67,21 +75,15 @@ async def take_snapshot(
             ping_ok = False
     live = LiveView(
         list_ok=list_ok,
-        agents=tuple(_live(a) for a in agents),
+        agents=tuple(live_agents),
         ping_ok=ping_ok,
         targeted_errors=dict(targeted_errors),
     )
     stats = await read_lead_stats(bridge.inbox, [lead.name for lead in config.leads])
-    backlogs = member_backlogs(stats, bridge.sessions())
-    members = tuple(
-        bridge.view.member_view(
-            s,
-            mute_events=mute_counts.get(s.session_id, 0),
-            backlog=backlogs.get(s.session_id),
-        )
-        for s in bridge.sessions()
-    )
-    inboxes, leads = _leads(push, config, agents, stats)
+    sessions = bridge.sessions()
+    backlogs = member_backlogs(stats, sessions)
+    members = tuple(bridge.view.member_views(sessions, mute_counts=mute_counts, backlogs=backlogs))
+    inboxes, leads = _leads(push, config, terminals, stats)
     return FleetSnapshot(
         live=live,
         members=members,
@@ -111,12 +113,16 @@ def _status(value: str | None) -> LiveStatus | None:
     return LiveStatus(value) if value in frozenset(LiveStatus) else None
 
 
+#: herdr's status as health spells it (looked up, not parsed: every agent, every tick).
+_LIVE_STATUSES = {status: LiveStatus(status.value) for status in AgentStatus}
+
+
 def _live(agent: AgentInfo) -> LiveAgent:
     return LiveAgent(
         name=agent.name,
         pane_id=agent.pane_id,
         terminal_id=agent.terminal_id,
-        status=LiveStatus(agent.agent_status.value),
+        status=_LIVE_STATUSES[agent.agent_status],
         state_change_seq=agent.state_change_seq,
         kind=agent.agent,
     )
@@ -125,10 +131,9 @@ def _live(agent: AgentInfo) -> LiveAgent:
 def _leads(
     push: PushLoop,
     config: FleetdConfig,
-    agents: tuple[AgentInfo, ...],
+    terminals: Mapping[str, str],
     all_stats: dict[str, InboxStats],
 ) -> tuple[tuple[InboxView, ...], tuple[LeadView, ...]]:
-    terminals = {a.name: a.terminal_id for a in agents if a.name}
     inboxes: list[InboxView] = []
     leads: list[LeadView] = []
     for lead in config.leads:
