@@ -77,11 +77,21 @@ class Ticket:
     turn: int | None = None
     collected_sync: bool = False
     late_reply: bool = False  # a fleet_reply after the fallback resolved it was kept (once)
-    done_event: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _done: asyncio.Event | None = field(default=None, repr=False)  # made for a waiter only
 
     @property
     def terminal(self) -> bool:
         return self.outcome is not TicketOutcome.PENDING
+
+    @property
+    def done_event(self) -> asyncio.Event:
+        """Set once the ticket has ended. Made when a synchronous caller first waits: the ten
+        thousand tickets a book keeps carry none."""
+        if self._done is None:
+            self._done = asyncio.Event()
+            if self.terminal:
+                self._done.set()
+        return self._done
 
     def public(self) -> dict[str, object]:
         """The ticket as a tool result (the prompt never leaves)."""
@@ -261,7 +271,8 @@ class TaskBook:
         ticket.retry_at = None
         ticket.resolved_at = now
         ticket.prompt = None
-        ticket.done_event.set()
+        if ticket._done is not None:
+            ticket._done.set()
         self.on_terminal(ticket)
         self._prune(now)
         self.on_change()

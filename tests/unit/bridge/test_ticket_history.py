@@ -129,3 +129,23 @@ def test_retention_floors_hold(tmp_path: Path) -> None:
     fleet = build_test_fleet(tmp_path, document=document)
     config = fleet.service.config.current.bridge
     assert (config.ticket_retention_seconds, config.tickets_kept) == (600, 1000)
+
+
+def test_a_ticket_carries_a_done_event_only_once_someone_waits() -> None:
+    """Kept tickets hold no event of their own; a waiter's event is set at the end, or at once
+    for a ticket that already ended; every change is told to the book's listener."""
+    changes: list[int] = []
+    book = TaskBook(run=new_run_id(), on_change=lambda: changes.append(1))
+    waited = book.get(_accept(book, "a"))
+    ended = book.get(_accept(book, "a"))
+    assert waited is not None
+    assert ended is not None
+    event = waited.done_event
+    assert not event.is_set()
+    book.resolve(ended.ticket_id, content="x", source=ResultSource.REPLY, now=T0)
+    assert ended._done is None  # ended without a waiter: no event was ever made
+    assert ended.done_event.is_set()
+    book.mark_delivered(waited, turn=1, now=T0)
+    book.fail(waited.ticket_id, reason="gone", now=T0)
+    assert event.is_set()
+    assert len(changes) == 5  # two accepted, one delivered, two ended
