@@ -185,7 +185,9 @@ def member_views(
                 name=session.name,
                 profile=session.profile,
                 session_state=states[session.state],
-                state_since=session.state_since or session.created_at,
+                state_since=(
+                    session.state_since if session.state_since is not None else session.created_at
+                ),
                 spawned_at=session.created_at,
                 pane_id=session.pane_id,
                 terminal_id=session.terminal_id,

@@ -361,11 +361,11 @@ class FleetSnapshot:
     inbox_failures: tuple[InboxFailureView, ...] = ()
 
     def __post_init__(self) -> None:
-        for what, keys in (
-            ("member session_id", [m.session_id for m in self.members]),
-            ("lead name", [lead.name for lead in self.leads]),
-            ("inbox key", [i.key for i in self.inboxes]),
-            ("profile", [p.profile for p in self.profiles]),
+        for what, items, keys in (
+            ("member session_id", self.members, {m.session_id for m in self.members}),
+            ("lead name", self.leads, {lead.name for lead in self.leads}),
+            ("inbox key", self.inboxes, {i.key for i in self.inboxes}),
+            ("profile", self.profiles, {p.profile for p in self.profiles}),
         ):
-            if len(set(keys)) != len(keys):
+            if len(keys) != len(items):
                 raise ValueError(f"FleetSnapshot has a duplicate {what}")

@@ -62,10 +62,21 @@ async def take_snapshot(
     lead_agents = {lead.agent for lead in config.leads}
     terminals: dict[str, str] = {}
     live_agents = []
+    statuses = _LIVE_STATUSES
     for agent in agents:
-        live_agents.append(_live(agent))
-        if agent.name in lead_agents:
-            terminals[agent.name] = agent.terminal_id
+        name = agent.name
+        live_agents.append(
+            LiveAgent(
+                name=name,
+                pane_id=agent.pane_id,
+                terminal_id=agent.terminal_id,
+                status=statuses[agent.agent_status],
+                state_change_seq=agent.state_change_seq,
+                kind=agent.agent,
+            )
+        )
+        if name in lead_agents:
+            terminals[name] = agent.terminal_id
     ping_ok: bool | None = None
     if not list_ok or not lead_agents <= terminals.keys():
         try:
@@ -115,17 +126,6 @@ def _status(value: str | None) -> LiveStatus | None:
 
 #: herdr's status as health spells it (looked up, not parsed: every agent, every tick).
 _LIVE_STATUSES = {status: LiveStatus(status.value) for status in AgentStatus}
-
-
-def _live(agent: AgentInfo) -> LiveAgent:
-    return LiveAgent(
-        name=agent.name,
-        pane_id=agent.pane_id,
-        terminal_id=agent.terminal_id,
-        status=_LIVE_STATUSES[agent.agent_status],
-        state_change_seq=agent.state_change_seq,
-        kind=agent.agent,
-    )
 
 
 def _leads(
