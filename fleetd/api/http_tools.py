@@ -28,7 +28,8 @@ once per scope (the operator, each lead) and carries a strong ``ETag``; a reques
 ``If-None-Match`` names it gets ``304 Not Modified`` with no body. ``?sinceVersion=N&wait=S``
 long-polls: while the view's version (``viewVersion``) is ``N`` the answer waits, at most ``S``
 seconds (60), and a stopping fleetd answers every waiter at once; another version answers at
-once. A query that is not a version and a wait within bounds is ``invalid_arguments`` (422).
+once (the version just built, no sooner than 250 ms after its build). A query that is not a
+version and a wait within bounds is ``invalid_arguments`` (422).
 """
 
 from __future__ import annotations

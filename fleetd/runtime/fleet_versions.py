@@ -28,6 +28,12 @@ ticket ended) is never the last word.
 build is cut per scope (the operator, each lead) once per version. Waiters on a version
 (:meth:`FleetViews.wait_past`, the long-poll of ``GET /v1/fleet``) are released when the version
 moves past theirs, when their time is up, or when fleetd is asked to stop.
+
+**A long-poll cannot make fleetd rebuild without pause.** A busy fleet changes many times a
+second (a thousand members each replying). A waiter holding the version last built is answered
+no sooner than :data:`LONG_POLL_SPACING_SECONDS` after that build, or four times the build's own
+duration if that is longer: however many dashboards wait, builds for them take at most about a
+fifth of the process. A request without ``wait`` always gets the current version.
 """
 
 from __future__ import annotations
@@ -41,7 +47,10 @@ from fleetd.clock import Clock, wait_event
 from fleetd.identity import Caller, Role
 from fleetd.runtime.fleet_view import FleetFacts, FleetViewBuilder
 
-__all__ = ["FleetViews", "VersionedView", "scope_of"]
+__all__ = ["LONG_POLL_SPACING_SECONDS", "FleetViews", "VersionedView", "scope_of"]
+
+LONG_POLL_SPACING_SECONDS = 0.25
+"""A long-poll holding the last built version is answered no sooner than this after its build."""
 
 
 def scope_of(caller: Caller) -> str:
@@ -71,6 +80,7 @@ class FleetViews:
         self._facts: FleetFacts | None = None
         self._building: tuple[int, asyncio.Task[FleetFacts]] | None = None
         self._scoped: dict[str, VersionedView] = {}
+        self._last_build = (-1, 0.0, 0.0)  # version, finished (monotonic), seconds it took
         self.builds = 0  # facts built since start (what a benchmark or a test counts)
 
     # ------------------------------------------------------------------ versions
@@ -110,13 +120,22 @@ class FleetViews:
     async def wait_past(self, version: int, seconds: float) -> int:
         """Wait while the version is ``version``: at most ``seconds``, and not once fleetd is
         asked to stop. Returns the version then current (any other value returns at once, so a
-        version of an earlier run of fleetd is not waited on)."""
-        deadline = self._clock.monotonic() + seconds
-        while self.version() == version and not self._stopping.is_set():
-            remaining = deadline - self._clock.monotonic()
-            if remaining <= 0:
+        version of an earlier run of fleetd is not waited on). A caller holding the version last
+        built is let go no sooner than its spacing allows (see the module docstring)."""
+        clock = self._clock
+        deadline = clock.monotonic() + seconds
+        while not self._stopping.is_set():
+            remaining = deadline - clock.monotonic()
+            if self.version() == version:
+                if remaining <= 0:
+                    break
+                await wait_event(clock, self._moved, remaining, unless=self._stopping)
+                continue
+            built, finished, took = self._last_build
+            hold = finished + max(LONG_POLL_SPACING_SECONDS, 4 * took) - clock.monotonic()
+            if built != version or hold <= 0 or remaining <= 0:
                 break
-            await wait_event(self._clock, self._moved, remaining, unless=self._stopping)
+            await wait_event(clock, self._stopping, min(hold, remaining))
         return self.version()
 
     # ------------------------------------------------------------------ views
@@ -152,4 +171,8 @@ class FleetViews:
 
     async def _build(self, version: int) -> FleetFacts:
         self.builds += 1
-        return await self._builder.facts(version)
+        started = self._clock.monotonic()
+        facts = await self._builder.facts(version)
+        finished = self._clock.monotonic()
+        self._last_build = (version, finished, finished - started)
+        return facts

@@ -87,6 +87,7 @@ async def test_a_long_poll_answers_when_the_version_moves(
         await asyncio.sleep(0)
     assert not polling.done()
     await fleet.spawn_ready()
+    await fleet.clock.run(0.3, step=0.05)  # the spacing after the build of the version it held
     answer = await asyncio.wait_for(polling, 5)
     assert answer.json()["result"]["viewVersion"] > version
     assert len(answer.json()["result"]["members"]) == 1

@@ -10,6 +10,7 @@ from fleetd.api.tools import Caller, Role
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.records import InboxRecord, MessageKind
+from fleetd.runtime.fleet_versions import LONG_POLL_SPACING_SECONDS
 from fleetd.testing import TestFleet, build_test_fleet, hold_calls, sample_document
 
 LEAD = Caller(role=Role.LEAD, name="lead")
@@ -176,3 +177,20 @@ async def test_a_long_poll_waits_for_the_next_version(tmp_path: Path) -> None:
     fleet.bridge.stopping.set()
     assert await stopping == quiet
     assert await views.wait_past(quiet, 30) == quiet  # stopping: no wait at all
+
+
+async def test_a_long_poll_on_a_busy_fleet_is_answered_at_most_every_spacing(
+    tmp_path: Path,
+) -> None:
+    """A waiter holding the version just built is not let go before the spacing: changes in a
+    busy fleet do not make fleetd rebuild for every one of them."""
+    fleet = await _fleet(tmp_path)
+    views = fleet.service.views
+    held = (await _listed(fleet))["viewVersion"]  # built now
+    waiting = asyncio.ensure_future(views.wait_past(held, 30))
+    await fleet.spawn_ready()  # the version moves at once...
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not waiting.done()  # ...but the waiter's view was built a moment ago
+    await fleet.clock.run(LONG_POLL_SPACING_SECONDS, step=0.05)
+    assert await asyncio.wait_for(waiting, 5) > held
