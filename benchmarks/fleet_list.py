@@ -8,18 +8,19 @@ One run builds a fleet the way production runs one, then measures both servers:
 * a lead spawns 1,000 members through ``fleet_spawn`` and runs ten rounds of 1,000 tasks through
   ``fleet_send`` / the members' ``fleet_reply`` / ``fleet_poll``: 10,000 ended tickets, all held
   (``bridge.ticketsKept`` is 10,000);
-* the operator's ``GET /v1/fleet`` answer is saved, and a bare FastAPI app (a third process, same
-  uvicorn settings as ``fleetd serve``: h11, ``log_level=warning``, lifespan on) serves exactly
-  those bytes from memory on ``GET /v1/fleet``.
+* the operator's ``GET /v1/fleet`` answer is saved, and a bare FastAPI app
+  (``support/bare_fleet.py``, a third process, same uvicorn settings as ``fleetd serve``: h11,
+  ``log_level=warning``, lifespan on) serves exactly those bytes from memory on ``GET /v1/fleet``.
 
-Load: 1, 10 and 50 concurrent keep-alive clients (a minimal HTTP/1.1 client in this process, so
-the client costs the same on both sides), each asking ``GET /v1/fleet`` with the operator's token
-and no ``If-None-Match``: every answer is the full body (status 200, checked). Each point is
-measured for ``MEASURE_SECONDS`` after ``WARMUP_SECONDS``, ``REPEATS`` times with the two sides
-alternating, and the median of the repeats is reported (other work on the machine hits both
-sides alike). While the bare app is measured, fleetd and the simulator are stopped (SIGSTOP) so
-they take no CPU from it; while fleetd is measured its loops run as in production (the status
-poller, the push loop, the health tick, the herdr-agents loop) and the idle bare app is stopped.
+Load: 1, 10 and 50 concurrent keep-alive clients (``support/http_load.py``, a minimal HTTP/1.1
+client in this process, so the client costs the same on both sides), each asking
+``GET /v1/fleet`` with the operator's token and no ``If-None-Match``: every answer is the full
+body (status 200, checked). Each point is measured for ``MEASURE_SECONDS`` after
+``WARMUP_SECONDS``, ``REPEATS`` times with the two sides alternating, and the median of the
+repeats is reported (other work on the machine hits both sides alike). While the bare app is
+measured, fleetd and the simulator are stopped (SIGSTOP) so they take no CPU from it; while
+fleetd is measured its loops run as in production (the status poller, the push loop, the health
+tick, the herdr-agents loop) and the idle bare app is stopped.
 
 Targets at 50 clients: bare/fleetd throughput at most 3, fleetd p99 at most 3 x bare p99. Also
 printed (no target): the ``304 Not Modified`` answer to a matching ``If-None-Match`` at 50
@@ -36,17 +37,18 @@ import json
 import os
 import signal
 import socket
-import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+from support.http_load import OK, Point, load, median
+
+BARE = Path(__file__).resolve().parent / "support" / "bare_fleet.py"
 
 CLIENTS = (1, 10, 50)
 WARMUP_SECONDS = 1.0
@@ -263,105 +265,6 @@ async def build_fleet(fleet: Fleet, members: int, rounds: int) -> None:
             )
 
 
-# ------------------------------------------------------------------------ the bare app
-def serve_bare(port: int, body_file: Path) -> None:
-    """The bare side: FastAPI answering ``GET /v1/fleet`` with the saved bytes."""
-    import uvicorn  # noqa: PLC0415 — only the bare server process needs it
-    from fastapi import FastAPI  # noqa: PLC0415
-    from fastapi.responses import Response  # noqa: PLC0415
-
-    body = body_file.read_bytes()
-    app = FastAPI()
-
-    @app.get("/v1/fleet")
-    async def fleet() -> Response:
-        return Response(content=body, media_type="application/json")
-
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=10,
-    )
-    uvicorn.Server(config).run()
-
-
-# ------------------------------------------------------------------------ the load
-@dataclass(slots=True)
-class Point:
-    """One side at one concurrency: answers per second and latency percentiles (ms)."""
-
-    rate: float
-    p50: float
-    p99: float
-    statuses: dict[int, int] = field(default_factory=dict)
-
-
-_OK = frozenset({200})
-
-
-async def load(
-    port: int, clients: int, headers: dict[str, str], *, statuses_allowed: frozenset[int] = _OK
-) -> Point:
-    """``clients`` keep-alive connections asking ``GET /v1/fleet`` back to back; every answer's
-    status must be one of ``statuses_allowed``."""
-    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-    request = f"GET /v1/fleet HTTP/1.1\r\nHost: bench\r\n{head}\r\n".encode()
-    begin = time.perf_counter() + WARMUP_SECONDS
-    end = begin + MEASURE_SECONDS
-    latencies: list[float] = []
-    statuses: Counter[int] = Counter()
-
-    async def client() -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            while (sent := time.perf_counter()) < end:
-                writer.write(request)
-                header = await reader.readuntil(b"\r\n\r\n")
-                status, length = _status_and_length(header)
-                if length:
-                    await reader.readexactly(length)
-                if sent >= begin:
-                    latencies.append(time.perf_counter() - sent)
-                    statuses[status] += 1
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
-
-    await asyncio.gather(*(client() for _ in range(clients)))
-    if not statuses.keys() <= statuses_allowed:
-        raise RuntimeError(f"answers with statuses {dict(statuses)}")
-    latencies.sort()
-    return Point(
-        rate=len(latencies) / MEASURE_SECONDS,
-        p50=statistics.median(latencies) * 1000,
-        p99=latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
-        statuses=dict(statuses),
-    )
-
-
-def _median(points: list[Point]) -> Point:
-    return Point(
-        statuses={},
-        rate=statistics.median(p.rate for p in points),
-        p50=statistics.median(p.p50 for p in points),
-        p99=statistics.median(p.p99 for p in points),
-    )
-
-
-def _status_and_length(header: bytes) -> tuple[int, int]:
-    lines = header.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ", 2)[1])
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length":
-            return status, int(value.strip())
-    return status, 0
-
-
 # ------------------------------------------------------------------------ the run
 async def main(members: int, rounds: int) -> int:
     with tempfile.TemporaryDirectory(prefix="fleetd-bench-") as tmp:
@@ -379,7 +282,7 @@ async def main(members: int, rounds: int) -> int:
             body_file = root / "fleet.json"
             body_file.write_bytes(answer.content)
             bare_port = _free_port()
-            argv = [sys.executable, __file__, "--serve-bare", str(bare_port), str(body_file)]
+            argv = [sys.executable, str(BARE), str(bare_port), str(body_file)]
             bare = await _spawn("bare", argv, root / "bare.log", dict(os.environ))
             await _until(_answers_any(bare_port), "the bare app", 30)
             print(
@@ -391,18 +294,18 @@ async def main(members: int, rounds: int) -> int:
             for _ in range(REPEATS):
                 for clients in CLIENTS:
                     bare.pause()
-                    samples[clients][0].append(await load(fleet.port, clients, auth))
+                    samples[clients][0].append(await _load(fleet.port, clients, auth))
                     bare.resume()
                     fleet.pause()
-                    samples[clients][1].append(await load(bare_port, clients, auth))
+                    samples[clients][1].append(await _load(bare_port, clients, auth))
                     fleet.resume()
-            results = {c: (_median(ours), _median(theirs)) for c, (ours, theirs) in samples.items()}
+            results = {c: (median(ours), median(theirs)) for c, (ours, theirs) in samples.items()}
             bare.pause()
             async with httpx.AsyncClient(timeout=60) as client:
                 etag = (await client.get(f"{fleet.base}/v1/fleet", headers=auth)).headers["etag"]
             revalidate = {**auth, "If-None-Match": etag}
             # a new version during the run (a health tick) answers 200 until the tag is new again
-            cached = await load(
+            cached = await _load(
                 fleet.port, max(CLIENTS), revalidate, statuses_allowed=frozenset({200, 304})
             )
             bare.resume()
@@ -412,6 +315,19 @@ async def main(members: int, rounds: int) -> int:
                 await bare.stop()
             await fleet.stop()
     return report(results, cached)
+
+
+async def _load(
+    port: int, clients: int, headers: dict[str, str], statuses_allowed: frozenset[int] = OK
+) -> Point:
+    return await load(
+        port,
+        clients,
+        headers,
+        warmup=WARMUP_SECONDS,
+        seconds=MEASURE_SECONDS,
+        statuses_allowed=statuses_allowed,
+    )
 
 
 def _answers_any(port: int) -> Callable[[], Awaitable[bool]]:
@@ -448,9 +364,6 @@ def _verdict(met: bool) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--serve-bare":
-        serve_bare(int(sys.argv[2]), Path(sys.argv[3]))
-        sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=1_000)
     parser.add_argument("--rounds", type=int, default=10)
