@@ -156,7 +156,7 @@ def build_service(
     metrics = metrics or Metrics()
     settings = config.current
     link = LinkState()
-    observed = control or _herdr(settings, environ, clock)
+    observed = control or _herdr(config, environ, clock)
     observed.observe(LinkObserver(clock=clock, state=link, metrics=metrics))
     inbox = inbox or build_inbox(
         settings.inbox.backend.value,
@@ -318,14 +318,22 @@ def _feed_metrics(
     metrics.control_link_up.set_function(link_up)
 
 
-def _herdr(settings: FleetdConfig, environ: Mapping[str, str], clock: Clock) -> AgentControl:
+def _herdr(config: ConfigRef, environ: Mapping[str, str], clock: Clock) -> AgentControl:
+    """The herdr socket client; its two watchdogs are read from the live config at each call."""
     path = resolve_socket_path(
         environ=environ,
         home=Path(environ.get("HOME") or Path.home()),
-        explicit=settings.herdr.socket_path,
+        explicit=config.current.herdr.socket_path,
     )
+
+    def request_limit() -> float:
+        return config.current.herdr.request_timeout.total_seconds()
+
+    def connect_limit() -> float:
+        return config.current.herdr.connect_timeout.total_seconds()
+
     return HerdrAgentControl.for_socket(
-        path, clock=clock, request_timeout=settings.herdr.request_timeout.total_seconds()
+        path, clock=clock, request_timeout=request_limit, connect_timeout=connect_limit
     )
 
 

@@ -27,6 +27,7 @@ from fleetd.config.fields import (
     floored,
     load_context,
 )
+from fleetd.config.providers import ModelHealthConfig, ProviderConfig
 from fleetd.config.sections import (
     ApiConfig,
     BridgeConfig,
@@ -56,7 +57,6 @@ RESTART_KEYS: Final = frozenset(
         "herdr.statusPollIntervalMs",
         "worktrees.root",
         "inbox.backend",
-        "inbox.amqp.url",
         "journal.url",
         "journal.urlEnv",
     }
@@ -192,6 +192,22 @@ class FleetdConfig(ConfigModel):
     inbox: InboxConfig = InboxConfig()
     journal: JournalConfig = JournalConfig()
     health: HealthConfig = HealthConfig()
+    providers: tuple[ProviderConfig, ...] = ()
+    model_health: ModelHealthConfig = ModelHealthConfig()
+
+    @field_validator("providers")
+    @classmethod
+    def _provider_names_unique(
+        cls, value: tuple[ProviderConfig, ...]
+    ) -> tuple[ProviderConfig, ...]:
+        names = [provider.name for provider in value]
+        if len(set(names)) != len(names):
+            raise ValueError("provider names must be unique")
+        return value
+
+    def provider(self, name: str | None) -> ProviderConfig | None:
+        """The configured provider called ``name``, if any."""
+        return next((p for p in self.providers if p.name == name), None)
 
     def lead(self, name: str) -> LeadConfig | None:
         """The configured lead called ``name``, if any."""
