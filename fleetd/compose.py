@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,13 @@ class Fleetd:
                 )
             except FleetdError as exc:
                 _log.warning("lead tokens kept from before the reload: %s", exc)
+            if isinstance(self.inbox, AmqpInbox):  # a changed broker list or watchdog is hot
+                amqp = settings.inbox.amqp
+                self.inbox.repoint(
+                    amqp.endpoints,
+                    connect_timeout=amqp.connect_timeout.total_seconds(),
+                    operation_timeout=amqp.operation_timeout.total_seconds(),
+                )
             await self.own_lead_keys()
 
 
@@ -160,11 +167,13 @@ def build_service(
     observed.observe(LinkObserver(clock=clock, state=link, metrics=metrics))
     inbox = inbox or build_inbox(
         settings.inbox.backend.value,
-        settings.inbox.amqp.url.get_secret_value(),
+        settings.inbox.amqp.endpoints,
         clock=clock,
         on_decode_failure=lambda failure: metrics.inbox_decode_failures_total.labels(
             reason=failure.reason.value
         ).inc(),
+        connect_timeout=settings.inbox.amqp.connect_timeout.total_seconds(),
+        operation_timeout=settings.inbox.amqp.operation_timeout.total_seconds(),
     )
     lead_inboxes = LeadInboxRegistry(
         inbox, lambda: [lead.name for lead in config.current.leads], clock=clock
@@ -272,18 +281,27 @@ def build_service(
 
 def build_inbox(
     backend: str,
-    amqp_url: str | None = None,
+    amqp_url: str | Sequence[str] | None = None,
     *,
     clock: Clock | None = None,
     on_decode_failure: DecodeFailureHook | None = None,
+    connect_timeout: float = 10.0,
+    operation_timeout: float = 10.0,
 ) -> ReplyInbox:
-    """The inbox adapter named by ``inbox.backend`` (``memory`` or ``amqp``)."""
+    """The inbox adapter named by ``inbox.backend`` (``memory`` or ``amqp``); ``amqp_url`` is
+    one broker URL or the brokers in failover order."""
     if backend == "memory":
         return InMemoryInbox()
     if backend == "amqp":
         if not amqp_url:
             raise ConfigError("inbox.amqp.url", "required when inbox.backend is amqp")
-        return AmqpInbox(amqp_url, clock=clock, on_decode_failure=on_decode_failure)
+        return AmqpInbox(
+            amqp_url,
+            clock=clock,
+            on_decode_failure=on_decode_failure,
+            connect_timeout=connect_timeout,
+            operation_timeout=operation_timeout,
+        )
     raise ConfigError("inbox.backend", "must be memory or amqp")
 
 

@@ -187,6 +187,8 @@ class TcpProxy:
         self._pumps: set[asyncio.Task[None]] = set()
         self._refusing = False
         self.port = 0
+        self.accepted = 0  # connections relayed so far
+        self.live: set[asyncio.StreamWriter] = set()  # client sides still open
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -222,10 +224,13 @@ class TcpProxy:
             return
         up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         self._writers += [writer, up_writer]
+        self.accepted += 1
+        self.live.add(writer)
         for source, sink in ((reader, up_writer), (up_reader, writer)):
             pump = asyncio.ensure_future(self._pump(source, sink))
             self._pumps.add(pump)
             pump.add_done_callback(self._pumps.discard)
+            pump.add_done_callback(lambda _: self.live.discard(writer))
 
     @staticmethod
     async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
