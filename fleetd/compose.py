@@ -26,6 +26,9 @@ from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.worktrees import Worktrees
+from fleetd.catalog.http import HttpModelCatalog
+from fleetd.catalog.port import ModelCatalog
+from fleetd.catalog.tracker import ModelHealth
 from fleetd.clock import Clock, SystemClock
 from fleetd.config import ConfigRef, FleetdConfig, ReloadStatus
 from fleetd.errors import ConfigError, FleetdError
@@ -39,6 +42,7 @@ from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs, remember_run
+from fleetd.runtime import DependencyCollector, DependencyView
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -51,6 +55,9 @@ _log = logging.getLogger("fleetd")
 PUSH_INTERVAL_SECONDS = 2.0
 CONFIG_CHECK_SECONDS = 2.0
 ORPHAN_CHECK_SECONDS = 10.0
+#: How often the model-health loop looks for a provider whose catalog probe is due (each
+#: provider is still read at most once per modelHealth.probeIntervalSeconds, floor 5 min).
+MODEL_HEALTH_SECONDS = 15.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -71,6 +78,7 @@ class Fleetd:
     authenticator: Authenticator
     view: FleetViewBuilder
     environ: Mapping[str, str]
+    models: ModelHealth
     started: bool = False
 
     async def start(self) -> None:
@@ -115,6 +123,7 @@ class Fleetd:
                 ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())),
             )
         await self.inbox.close()
+        await self.models.aclose()
         self.started = False
 
     async def own_lead_keys(self) -> None:
@@ -157,6 +166,7 @@ def build_service(
     inbox: ReplyInbox | None = None,
     worktrees: Worktrees | None = None,
     metrics: Metrics | None = None,
+    catalog: ModelCatalog | None = None,
 ) -> Fleetd:
     """Build one fleetd from its config; any port may be replaced (tests pass fakes)."""
     clock = clock or SystemClock()
@@ -210,6 +220,14 @@ def build_service(
     health = FleetHealthMonitor(
         clock=clock, control=observed, bridge=bridge, push=push, config=config, metrics=metrics
     )
+    models = ModelHealth(
+        catalog=catalog or HttpModelCatalog(clock=clock),
+        clock=clock,
+        settings=lambda: config.current,
+        environ=environ,
+    )
+    dependencies = DependencyView(inbox=inbox, models=models, clock_now=clock.now)
+    metrics.registry.register(DependencyCollector(dependencies))
     view = FleetViewBuilder(
         bridge=bridge,
         link=link,
@@ -217,10 +235,15 @@ def build_service(
         push=push,
         manifest_root=manifest_root,
         health=health,
+        dependencies=dependencies,
     )
     registry = ToolRegistry()
 
     async def spawn(request: SpawnRequest) -> dict[str, Any]:
+        free = {row["profile"]: row["free"] for row in bridge.view.capacity_view()}
+        refusal = models.refusal(request.profile, free, clock.now())
+        if refusal is not None:  # its model is gone: the lead picks another profile
+            raise refusal
         session = await bridge.spawn(
             request,
             mint_token=authenticator.mint_member_token,
@@ -253,6 +276,7 @@ def build_service(
         authenticator=authenticator,
         view=view,
         environ=environ,
+        models=models,
     )
     service.scheduler.add(
         Loop(
@@ -268,6 +292,9 @@ def build_service(
         Loop(name="config", step=service.check_config, interval=lambda: CONFIG_CHECK_SECONDS)
     )
     service.scheduler.add(Loop(name="health", step=health.tick, interval=health.interval))
+    service.scheduler.add(
+        Loop(name="model-health", step=models.step, interval=lambda: MODEL_HEALTH_SECONDS)
+    )
     service.scheduler.add(
         Loop(
             name="orphans",

@@ -3,9 +3,10 @@
 It joins the control link, herdr's live agents (one ``agent.list``), the bridge's sessions and
 capacity, the orphans a previous run left running (state ``orphaned``), the leads and their push
 outcomes, inbox decode failures and the records held in memory for an unreachable inbox (counts),
-the config status and — once the health monitor runs — member and lead health, open incidents and
-``healthCoverage``. It never carries pane content, prompts, replies or tokens. Preserved worktrees
-(paths included) are shown to leads only.
+the config status, the outbound dependencies (broker endpoints, model providers, benched
+profiles; :mod:`fleetd.runtime.dependencies`) and — once the health monitor runs — member and lead
+health, open incidents and ``healthCoverage``. It never carries pane content, prompts, replies,
+tokens or URLs. Preserved worktrees (paths included) are shown to leads only.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fleetd.errors import HerdrError
 from fleetd.health.states import Scope
 from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
+from fleetd.runtime.dependencies import DependencyView
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
 
@@ -45,6 +47,7 @@ class FleetViewBuilder:
     push: PushLoop
     manifest_root: Path
     health: FleetHealthMonitor | None = None
+    dependencies: DependencyView | None = None
 
     async def build(self, caller: Caller) -> dict[str, Any]:
         now = self.bridge.clock.now()
@@ -101,6 +104,9 @@ class FleetViewBuilder:
         if self.health is not None:
             view.update(self.health.view())
             view["incidents"] = [i for i in view["incidents"] if _sees_incident(caller, i)]
+        if self.dependencies is not None:  # outbound endpoints, providers, model benches
+            view["dependencies"] = self.dependencies.view(now)
+            self.dependencies.decorate_capacity(view["capacity"], now)
         if caller.role is Role.LEAD:
             view["preservedWorktrees"] = self._preserved(caller.name)
         return view

@@ -52,6 +52,8 @@ EXPORTS: dict[ModuleType, set[str]] = {
     },
     api: {"Authenticator", "ToolRegistry", "ToolResult", "create_app", "register_fleet_tools"},
     runtime: {
+        "DependencyCollector",
+        "DependencyView",
         "FleetHealthMonitor",
         "FleetViewBuilder",
         "LinkObserver",
