@@ -208,6 +208,8 @@ class AmqpLink:
             raise InboxUnavailableError("connect: every broker is unreachable")
         async with self._lock:
             gen = self._gen
+            if self.multi and gen is None and self._reconnecting is not None:
+                raise InboxUnavailableError("connect: every broker is unreachable")
             if gen is not None and self.multi:
                 gen = await self._keep_or_leave(gen)
             if gen is not None:

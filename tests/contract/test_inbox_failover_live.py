@@ -177,7 +177,13 @@ async def test_every_broker_down_is_not_ready_alive_and_loses_nothing(
         await fleet.poll(1.0)
         assert [r.ticket for r in fleet.bridge.unpublished] == [held]
         assert not inbox.reachable()
-        assert (await http.get("/readyz")).status_code == 503
+        not_ready = await http.get("/readyz")
+        assert not_ready.status_code == 503
+        assert not_ready.json()["dependencies"]["inbox"] == {
+            "kind": "amqp",
+            "allDown": True,
+            "active": None,
+        }
         assert (await http.get("/livez")).status_code == 200
         assert inbox.link_state().active is None
 

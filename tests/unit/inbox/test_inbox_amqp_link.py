@@ -102,6 +102,26 @@ async def test_every_broker_down_fails_fast_until_the_reconnect_finds_one(
     await target.close()
 
 
+async def test_callers_waiting_on_a_failed_sweep_do_not_sweep_again(
+    brokers: Brokers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent calls while every broker is down cost one sweep: the rest fail at once."""
+    target = link(FakeClock())
+    brokers.up.clear()
+    dialed: list[str] = []
+    opening = brokers.open
+
+    async def counted(index: int, url: str, **kwargs: Any) -> Generation:
+        dialed.append(url)
+        return await opening(index, url, **kwargs)
+
+    monkeypatch.setattr(amqp_link, "open_generation", counted)
+    results = await asyncio.gather(*(use(target) for _ in range(5)), return_exceptions=True)
+    assert all(isinstance(r, InboxUnavailableError) for r in results)
+    assert dialed == list(URLS)
+    await target.close()
+
+
 async def test_a_dropped_connection_retires_after_its_lease_and_fails_over(
     brokers: Brokers,
 ) -> None:
