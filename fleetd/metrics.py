@@ -2,7 +2,10 @@
 
 Every declared series is fed: counters where the event happens (herdr requests in
 :class:`~fleetd.runtime.link.LinkObserver`, tool calls in the tool registry's result hook), and
-gauges of live state (sessions, the control link) are read from that state at scrape time.
+gauges of live state (sessions, the control link) are read from that state at scrape time. The
+outbound dependencies' series (``fleetd_dependency_*``, ``fleetd_profile_*``) are read at scrape
+time too, by :class:`~fleetd.runtime.dependencies.DependencyCollector`, which the composition
+root registers on the same registry.
 
 Every series lives on the :class:`~prometheus_client.CollectorRegistry` handed to :class:`Metrics`,
 never on the process-global default registry, so two services (or two tests) in one process never

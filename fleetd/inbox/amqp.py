@@ -44,7 +44,7 @@ from fleetd.errors import InboxError, InboxOwnershipError, InboxUnavailableError
 from fleetd.inbox.amqp_collect import AmqpCollector
 from fleetd.inbox.amqp_connect import Channels
 from fleetd.inbox.amqp_edge import attempt, envelope_of, millis_to_datetime, translated
-from fleetd.inbox.amqp_link import AmqpLink, LinkState
+from fleetd.inbox.amqp_link import AmqpLink, BrokerReport
 from fleetd.inbox.codec import Decoded, decode, encode, queue_name
 from fleetd.inbox.failures import DecodeFailure, DecodeFailureHook, FailureLog
 from fleetd.inbox.quarantine import AmqpQuarantineLane, QuarantineLaneFactory
@@ -256,9 +256,9 @@ class AmqpInbox:
 
     # -- the broker list -------------------------------------------------------------------------
 
-    def link_state(self) -> LinkState:
+    def broker_report(self) -> BrokerReport:
         """The brokers, the one in use and whether it is reachable (the dependencies view)."""
-        return self._link.state()
+        return self._link.report()
 
     def repoint(
         self, urls: Sequence[str], *, connect_timeout: float, operation_timeout: float

@@ -55,7 +55,7 @@ from fleetd.inbox.amqp_connect import (
 from fleetd.inbox.quarantine import QuarantineLaneFactory
 from fleetd.resilience import ErrorClass, Outcome, Pool
 
-__all__ = ["RECONNECT_SECONDS", "RIDE_OUT_SECONDS", "AmqpLink", "LinkState"]
+__all__ = ["RECONNECT_SECONDS", "RIDE_OUT_SECONDS", "AmqpLink", "BrokerReport"]
 
 logger = logging.getLogger("fleetd.inbox")
 
@@ -66,7 +66,7 @@ RIDE_OUT_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LinkState:
+class BrokerReport:
     """The link for the surfaces: the brokers' pool, the index in use, and reachability."""
 
     pool: Pool
@@ -113,10 +113,10 @@ class AmqpLink:
     def reachable(self) -> bool:
         return self._reachable and not self._closed
 
-    def state(self) -> LinkState:
+    def report(self) -> BrokerReport:
         """Where the link stands now, for ``fleet_list.dependencies`` and the metrics."""
         gen = self._gen
-        return LinkState(
+        return BrokerReport(
             pool=self._brokers.pool,
             active=gen.index if gen is not None and gen.up else None,
             reachable=self.reachable(),

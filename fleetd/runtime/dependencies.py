@@ -28,21 +28,21 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fleetd.catalog.tracker import ModelHealth, ProviderState
-from fleetd.inbox.amqp_link import LinkState
+from fleetd.inbox.amqp_link import BrokerReport
 from fleetd.inbox.port import ReplyInbox
 from fleetd.resilience import BreakerState, EndpointHealth, Pool, standing
 
-__all__ = ["DependencyCollector", "DependencyView", "LinkReporter"]
+__all__ = ["BrokerReporter", "DependencyCollector", "DependencyView"]
 
 _AMQP = "amqp"
 _CATALOG = "catalog"
 
 
 @runtime_checkable
-class LinkReporter(Protocol):
+class BrokerReporter(Protocol):
     """An inbox adapter with broker endpoints to report (the AMQP inbox)."""
 
-    def link_state(self) -> LinkState: ...
+    def broker_report(self) -> BrokerReport: ...
 
 
 def _iso(when: datetime | None) -> str | None:
@@ -99,9 +99,9 @@ class DependencyView:
 
     def readiness(self) -> dict[str, Any]:
         """What ``/readyz`` adds: the broker in use and whether every broker is down."""
-        if not isinstance(self.inbox, LinkReporter):
+        if not isinstance(self.inbox, BrokerReporter):
             return {"inbox": {"kind": "memory", "allDown": False, "active": None}}
-        state = self.inbox.link_state()
+        state = self.inbox.broker_report()
         return {"inbox": {"kind": _AMQP, "allDown": not state.reachable, "active": state.active}}
 
     def decorate_capacity(self, rows: list[dict[str, Any]], now: datetime) -> None:
@@ -113,9 +113,9 @@ class DependencyView:
             row["benchedUntil"] = _iso(self.models.benched_until(row["profile"], now))
 
     def _inbox(self, now: datetime) -> dict[str, Any]:
-        if not isinstance(self.inbox, LinkReporter):
+        if not isinstance(self.inbox, BrokerReporter):
             return {"kind": "memory", "allDown": False, "active": None, "endpoints": []}
-        state = self.inbox.link_state()
+        state = self.inbox.broker_report()
         return {
             "kind": _AMQP,
             "allDown": not state.reachable,
@@ -219,8 +219,8 @@ class DependencyCollector(Collector):
                 latency.add_metric([kind, name], record.latency.total_seconds())
 
         inbox = self._view.inbox
-        if isinstance(inbox, LinkReporter):
-            state = inbox.link_state()
+        if isinstance(inbox, BrokerReporter):
+            state = inbox.broker_report()
             all_down.add_metric([_AMQP], 0.0 if state.reachable else 1.0)
             for index, endpoint in enumerate(state.pool.endpoints):
                 name = str(index)

@@ -88,7 +88,7 @@ async def test_a_refusing_primary_fails_over_to_the_second_broker(
         assert await inbox.publish(reply(key, "m-1")) is True
         assert [r.msg_id for r in await inbox.collect(key)] == ["m-1"]
         assert inbox.reachable()
-        state = inbox.link_state()
+        state = inbox.broker_report()
         assert state.active == 1
         primary, second = state.pool.endpoints
         assert primary.health.last_error is ErrorClass.REFUSED
@@ -185,7 +185,7 @@ async def test_every_broker_down_is_not_ready_alive_and_loses_nothing(
             "active": None,
         }
         assert (await http.get("/livez")).status_code == 200
-        assert inbox.link_state().active is None
+        assert inbox.broker_report().active is None
 
         inbox_proxy.restore()
         await asyncio.wait_for(inbox.wait_connected(), timeout=10)
@@ -217,14 +217,14 @@ async def test_sticky_primary_returns_once_the_primary_answers(
     )
     try:
         await inbox.own(key)
-        assert inbox.link_state().active == 1
+        assert inbox.broker_report().active == 1
         inbox_proxy.restore()
         await inbox.publish(reply(key, "m-1"))  # a call on the fallback starts the probe
-        await eventually(lambda: inbox.link_state().active == 0, "the return to the primary")
+        await eventually(lambda: inbox.broker_report().active == 0, "the return to the primary")
         await inbox.publish(reply(key, "m-2"))
         assert [r.msg_id for r in await inbox.collect(key)] == ["m-1", "m-2"]
         await eventually(lambda: not second_proxy.live, "the fallback connection to close")
-        assert inbox.link_state().pool.endpoints[0].breaker.state is BreakerState.CLOSED
+        assert inbox.broker_report().pool.endpoints[0].breaker.state is BreakerState.CLOSED
     finally:
         await inbox.close()
 
@@ -244,11 +244,11 @@ async def test_a_dropped_connection_fails_over_within_one_call(
     )
     try:
         await inbox.own(key)
-        assert inbox.link_state().active == 0
+        assert inbox.broker_report().active == 0
         inbox_proxy.cut()
-        await eventually(lambda: inbox.link_state().active is None, "the drop to be noticed")
+        await eventually(lambda: inbox.broker_report().active is None, "the drop to be noticed")
         assert await inbox.publish(reply(key, "m-1")) is True
-        assert inbox.link_state().active == 1
+        assert inbox.broker_report().active == 1
         assert [r.msg_id for r in await inbox.collect(key)] == ["m-1"]
     finally:
         await inbox.close()
@@ -280,7 +280,7 @@ async def test_a_reload_repoints_after_the_call_in_flight(
         inbox_proxy.cut()
         assert await inbox.publish(reply(key, "m-2")) is True  # on the new broker
         assert second_proxy.accepted == 1
-        state = inbox.link_state()
+        state = inbox.broker_report()
         assert state.active == 0
         assert state.pool.endpoints[0].breaker.state is BreakerState.CLOSED
         assert state.pool.endpoints[0].health.last_error is None

@@ -97,7 +97,7 @@ async def test_every_broker_down_fails_fast_until_the_reconnect_finds_one(
     await clock.run(2.0, step=0.5)
     await asyncio.wait_for(waiting, timeout=1)
     assert target.reachable()
-    assert target.state().active == 1
+    assert target.report().active == 1
     await use(target)
     await target.close()
 
@@ -137,7 +137,7 @@ async def test_a_dropped_connection_retires_after_its_lease_and_fails_over(
         await clock.run(1.5, step=0.25)
         await asyncio.wait_for(pending, timeout=1)
         assert not first.closed  # the first lease still holds it
-        assert target.state().active == 1
+        assert target.report().active == 1
     await asyncio.sleep(0)
     assert first.closed
     await target.close()

@@ -138,7 +138,7 @@ async def test_a_reload_repoints_the_broker_list_and_a_bad_one_keeps_it(tmp_path
     )
     inbox = service.inbox
     assert isinstance(inbox, AmqpInbox)
-    assert len(inbox.link_state().pool.endpoints) == 2
+    assert len(inbox.broker_report().pool.endpoints) == 2
     try:
         document["inbox"] = {
             "backend": "amqp",
@@ -146,7 +146,7 @@ async def test_a_reload_repoints_the_broker_list_and_a_bad_one_keeps_it(tmp_path
         }
         _write(path, document, 2_000)
         await service.check_config()
-        assert len(inbox.link_state().pool.endpoints) == 3
+        assert len(inbox.broker_report().pool.endpoints) == 3
 
         document["inbox"] = {
             "backend": "amqp",
@@ -161,6 +161,6 @@ async def test_a_reload_repoints_the_broker_list_and_a_bad_one_keeps_it(tmp_path
             "amqp://c:1/",
             "amqp://d:1/",
         )
-        assert len(inbox.link_state().pool.endpoints) == 3
+        assert len(inbox.broker_report().pool.endpoints) == 3
     finally:
         await inbox.close()

@@ -9,7 +9,7 @@ from fleetd.catalog.fake import FakeModelCatalog
 from fleetd.catalog.tracker import ModelHealth
 from fleetd.clock import FakeClock
 from fleetd.config import parse_config
-from fleetd.inbox.amqp_link import LinkState
+from fleetd.inbox.amqp_link import BrokerReport
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.metrics import Metrics
 from fleetd.resilience import ErrorClass, Outcome, Pool
@@ -30,9 +30,9 @@ class Linked(InMemoryInbox):
         for _ in range(3):
             pool = pool.observe(0, Outcome(error=ErrorClass.REFUSED), clock.now())
         pool = pool.observe(1, Outcome(latency=timedelta(milliseconds=3)), clock.now())
-        self.state = LinkState(pool=pool, active=1, reachable=True)
+        self.state = BrokerReport(pool=pool, active=1, reachable=True)
 
-    def link_state(self) -> LinkState:
+    def broker_report(self) -> BrokerReport:
         return self.state
 
 
