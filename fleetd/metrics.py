@@ -100,6 +100,12 @@ class Metrics:
             ["lead", "state"],
             registry=r,
         )
+        self.lead_assigned_incidents = Gauge(
+            "fleet_lead_assigned_incidents",
+            "Open incidents each configured lead holds for another lead (foreign assignments).",
+            ["lead"],
+            registry=r,
+        )
         self.pane_reads_total = Counter(
             "fleet_health_pane_reads_total",
             "Pane reads performed for health evidence, by outcome.",

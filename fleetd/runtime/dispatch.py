@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import assert_never
 
+from fleetd.bridge.push import PushLoop
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, SessionEvent, SessionState
@@ -39,13 +40,13 @@ from fleetd.health.effects import (
     SupersedeAssignment,
     UpdateIncident,
 )
-from fleetd.health.incidents import Incident
+from fleetd.health.incidents import Assignment, Incident
 from fleetd.health.snapshot import ProbeResult
 from fleetd.health.states import Scope
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import ReadSource
 from fleetd.metrics import Metrics
-from fleetd.runtime.records import health_record
+from fleetd.runtime.records import health_record, superseded_record
 from fleetd.screens import digest, match_fatal, parse_agent_kind
 
 __all__ = ["PASSIVE_NO_SINK", "EffectDispatcher", "RoutingNote"]
@@ -83,6 +84,7 @@ class EffectDispatcher:
     control: AgentControl
     bridge: Bridge
     metrics: Metrics
+    push: PushLoop | None = None  # told which failed leads a peer covers, for its nudge
     pane_reads: int = 0
     routing: dict[str, RoutingNote] = field(default_factory=dict)
     _probes: list[ProbeResult] = field(default_factory=list)
@@ -114,19 +116,14 @@ class EffectDispatcher:
             case PublishHealthRecord(recipient_lead=lead, incident=incident):
                 self.routing.pop(incident.id, None)
                 await self._publish(lead, incident)
+                if effect.on_behalf_of is not None and self.push is not None:
+                    self.push.cover(lead, effect.on_behalf_of)
             case RouteToHuman(incident=incident, reason=reason):
                 self._to_human(incident, reason.value)
             case SupersedeAssignment(incident=incident, previous=previous):
-                self.metrics.health_incidents_total.labels(event="reassigned").inc()
-                _log.info(
-                    "incident %s: routing generation %d (%s) superseded by %d",
-                    incident.id,
-                    previous.generation,
-                    previous.recipient or previous.route.value,
-                    incident.routing_generation,
-                )
+                await self._superseded(incident, previous)
             case RetireLead(lead=lead):
-                _log.info("lead %s retired from health after its grace", lead)
+                await self._retire(lead)
             case RequestPaneProbe():
                 await self._probe(effect)
             case RequestTargetLookup(target=target):
@@ -163,6 +160,34 @@ class EffectDispatcher:
             "incident %s: no lead can act (%s); no human sink in this build, kept open",
             incident.id,
             reason,
+        )
+
+    async def _superseded(self, incident: Incident, previous: Assignment) -> None:
+        """Tell the lead that held the superseded assignment that it is no longer its own."""
+        self.metrics.health_incidents_total.labels(event="reassigned").inc()
+        _log.info(
+            "incident %s: routing generation %d (%s) superseded by %d",
+            incident.id,
+            previous.generation,
+            previous.recipient or previous.route.value,
+            incident.routing_generation,
+        )
+        if previous.recipient is None or previous.recipient == incident.recipient_lead:
+            return
+        record = superseded_record(
+            incident, previous, now=self.clock.now(), run=self.bridge.runs.current
+        )
+        await self.bridge.keep_for_lead(record)
+
+    async def _retire(self, lead: str) -> None:
+        """A lead gone from the identity map past its grace: its inbox key goes once nothing of
+        it is held in memory and its queue is empty (the registry refuses otherwise)."""
+        held = any(record.recipient_lead == lead for record in self.bridge.unpublished)
+        released = not held and await self.bridge.lead_inboxes.retire(lead, incidents_settled=True)
+        _log.info(
+            "lead %s retired from health after its grace; inbox key %s",
+            lead,
+            "released" if released else "kept (records wait in it)",
         )
 
     async def _publish(self, lead: str, incident: Incident) -> None:

@@ -27,6 +27,7 @@ from fleetd.clock import Clock
 from fleetd.config import ConfigRef
 from fleetd.health.decide import decide
 from fleetd.health.evidence import HealthState
+from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState
 from fleetd.herdr.control import AgentControl
 from fleetd.metrics import Metrics
@@ -55,7 +56,11 @@ class FleetHealthMonitor:
 
     def __post_init__(self) -> None:
         self.dispatcher = EffectDispatcher(
-            clock=self.clock, control=self.control, bridge=self.bridge, metrics=self.metrics
+            clock=self.clock,
+            control=self.control,
+            bridge=self.bridge,
+            metrics=self.metrics,
+            push=self.push,
         )
 
     @property
@@ -114,6 +119,11 @@ class FleetHealthMonitor:
                 state=str(incident.state),
                 severity=incident.severity.value,
             ).inc()
+        held = foreign_assignments(self.state.open_incidents())
+        assigned = self.metrics.lead_assigned_incidents
+        assigned.clear()
+        for lead in self.config.current.leads:
+            assigned.labels(lead=lead.name).set(len(held.get(lead.name, ())))
 
     # ------------------------------------------- views (rendered in health_views)
     def coverage(self) -> dict[str, Any]:

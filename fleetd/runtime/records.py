@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fleetd.health.incidents import Incident, suggested_tool_calls
+from fleetd.health.incidents import Assignment, Incident, suggested_tool_calls
 from fleetd.inbox.records import EvidenceValue, InboxRecord, MessageKind, Severity
 
-__all__ = ["health_record", "health_summary"]
+__all__ = ["health_record", "health_summary", "superseded_record"]
 
 
 def health_record(incident: Incident, *, lead: str, now: datetime, run: str) -> InboxRecord:
@@ -46,6 +46,55 @@ def health_record(incident: Incident, *, lead: str, now: datetime, run: str) -> 
         last_seen_epoch_millis=max(opened_ms, now_ms),
         recovery_tried=False,
         suggested_tool_calls=suggested_tool_calls(incident),
+    )
+
+
+def superseded_record(
+    incident: Incident, previous: Assignment, *, now: datetime, run: str
+) -> InboxRecord:
+    """The record telling ``previous.recipient`` that its assignment of ``incident`` is over.
+
+    A lead that was handed an incident and then lost it to a reassignment (it became unhealthy,
+    or the owner recovered) is told so, with the generation it held and where the incident went,
+    so it never acts on a stale assignment unknowingly. ``previous`` must be a lead route.
+    """
+    assert previous.recipient is not None
+    now_ms = int(now.timestamp() * 1000)
+    opened_ms = int(incident.opened_at.timestamp() * 1000)
+    current = incident.assignment
+    went_to = (
+        f"lead {current.recipient}"
+        if current is not None and current.recipient is not None
+        else "a person"
+    )
+    evidence: dict[str, EvidenceValue] = {
+        "supersededGeneration": previous.generation,
+        "routingGeneration": incident.routing_generation,
+    }
+    if current is not None:
+        evidence["routingReason"] = current.reason.value
+        if current.recipient is not None:
+            evidence["newRecipient"] = current.recipient
+    return InboxRecord(
+        msg_id=f"health-{incident.id}-r{previous.generation}-superseded-{run}",
+        kind=MessageKind.HEALTH,
+        target=incident.target or incident.subject,
+        recipient_lead=previous.recipient,
+        content=(
+            f"fleetd health: incident {incident.id} ({incident.scope.value} {incident.subject}, "
+            f"{incident.state}) is no longer yours: routing generation {previous.generation} "
+            f"is superseded by {incident.routing_generation}, now with {went_to}. "
+            "Do not act on the earlier record. No task was replayed."
+        ),
+        created_at_epoch_millis=now_ms,
+        subject_terminal=incident.subject,
+        severity=Severity(incident.severity.value),
+        state="SUPERSEDED",
+        evidence=evidence,
+        first_seen_epoch_millis=opened_ms,
+        last_seen_epoch_millis=max(opened_ms, now_ms),
+        recovery_tried=False,
+        suggested_tool_calls=(),
     )
 
 
