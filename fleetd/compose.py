@@ -37,6 +37,9 @@ from fleetd.inbox.failures import DecodeFailureHook
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
+from fleetd.journal.health import ObservedJournal
+from fleetd.journal.port import Journal
+from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs, remember_run
 from fleetd.runtime.fleet_view import FleetViewBuilder
@@ -91,6 +94,7 @@ class Fleetd:
         except FleetdError as exc:
             _log.warning("herdr does not answer yet: %s", exc)
         await self.bridge.orphans.check()
+        await self.health.resume()
         self.scheduler.start()
         self.started = True
 
@@ -115,6 +119,8 @@ class Fleetd:
                 ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())),
             )
         await self.inbox.close()
+        if self.health.journal is not None:
+            await self.health.journal.close()
         self.started = False
 
     async def own_lead_keys(self) -> None:
@@ -150,8 +156,13 @@ def build_service(
     inbox: ReplyInbox | None = None,
     worktrees: Worktrees | None = None,
     metrics: Metrics | None = None,
+    journal: Journal | None = None,
 ) -> Fleetd:
-    """Build one fleetd from its config; any port may be replaced (tests pass fakes)."""
+    """Build one fleetd from its config; any port may be replaced (tests pass fakes).
+
+    The journal defaults to ``journal.url`` (the SQLite file beside the config unless a PostgreSQL
+    URL is configured); it connects, and applies its migrations, on first use.
+    """
     clock = clock or SystemClock()
     metrics = metrics or Metrics()
     settings = config.current
@@ -198,8 +209,17 @@ def build_service(
         outbox=bridge.outbox,
         view=bridge.view,
     )
+    observed_journal = ObservedJournal(
+        journal or SqlJournal(settings.journal.url.get_secret_value()), clock=clock
+    )
     health = FleetHealthMonitor(
-        clock=clock, control=observed, bridge=bridge, push=push, config=config, metrics=metrics
+        clock=clock,
+        control=observed,
+        bridge=bridge,
+        push=push,
+        config=config,
+        metrics=metrics,
+        journal=observed_journal,
     )
     view = FleetViewBuilder(
         bridge=bridge,

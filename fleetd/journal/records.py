@@ -21,7 +21,6 @@ shape. A payload outside the bound is refused with
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -39,6 +38,8 @@ from fleetd.health.incidents import (
     Route,
     RoutingReason,
 )
+from fleetd.health.states import Scope
+from fleetd.notify.keys import idempotency_key as webhook_key
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
@@ -104,9 +105,10 @@ class AttemptOutcome(StrEnum):
 
 
 def idempotency_key(incident_id: str, event_type: EventType, revision: int) -> str:
-    """``hash(incidentId, eventType, eventRevision)``: the same for every retry and restart."""
-    raw = "\x1f".join((incident_id, event_type.value, str(revision)))
-    return hashlib.sha256(raw.encode()).hexdigest()
+    """``hash(incidentId, eventType, eventRevision)``: the same for every retry and restart, and
+    the same recipe the webhook payload's ``eventId`` and ``webhook-id`` use
+    (:func:`fleetd.notify.keys.idempotency_key`, the one definition)."""
+    return webhook_key(incident_id, event_type.value, revision)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,10 +158,15 @@ def assignment_of(incident: Incident, routing: Routing) -> Assignment | None:
         return None
     reason = RoutingReason(routing.reason)
     route = Route.HUMAN if routing.recipient is None else Route.LEAD
-    if reason is RoutingReason.PEER_LEAD_INCIDENT:
-        on_behalf_of: str | None = incident.key.subject
-    elif routing.recipient != routing.owner:
+    # whom the recipient stands in for follows from the incident as routing decides it: the
+    # unhealthy owner, else the lead an ownerless lead incident is about
+    on_behalf_of: str | None
+    if reason is RoutingReason.OWNER or reason is RoutingReason.HUMAN_CONTROL_LINK_DOWN:
+        on_behalf_of = None
+    elif routing.owner is not None:
         on_behalf_of = routing.owner
+    elif incident.key.scope is Scope.LEAD:
+        on_behalf_of = incident.key.subject
     else:
         on_behalf_of = None
     return Assignment(
