@@ -62,6 +62,7 @@ EXPECTED_DEFAULTS = {
     "health.capacityLongIdleAfterSeconds": 900,
     "health.includePaneExcerpt": False,
     "health.notifications.mode": NotificationMode.DISABLED,
+    "health.repair.codex": False,
     "health.notifications.webhookUrlEnv": None,
     "health.notifications.requestTimeoutMs": 10_000,
 }
