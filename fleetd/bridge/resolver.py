@@ -213,12 +213,12 @@ class CompletionResolver:
         epoch = turn.watch.epoch
         with self._roster.reconciling(session.session_id):
             scrape = await self.scrape(session)
-            verdict = judge_scrape(policy, scrape, turn.baseline)
-            if isinstance(verdict, Refusal):
-                return Outcome(resolution=Resolution.REFUSED, refusal=verdict, fatal=scrape.fatal)
             strict = policy is Policy.LOST_BOUNDARY_REPAIR
             if not self.waiter_open(session, turn) or (strict and turn.watch.epoch != epoch):
                 return Outcome(resolution=Resolution.LOST, fatal=scrape.fatal)
+            verdict = judge_scrape(policy, scrape, turn.baseline)
+            if isinstance(verdict, Refusal):
+                return Outcome(resolution=Resolution.REFUSED, refusal=verdict, fatal=scrape.fatal)
             won = await self._completion.complete(
                 session, turn.token, content=verdict.content, source=verdict.source
             )
