@@ -4,16 +4,19 @@ For every session with outstanding work the poller asks herdr for the agent's li
 
 * a starting member is watched until herdr says it is interactive (or its launch failed);
 * queued sends are injected when the target is injectable — session READY or DONE, herdr ``idle``
-  or ``done``, no open turn and no reconciliation gate. Every answer to the prompt is classified by
+  or ``done``, no open turn, not being released and no resolver holding the target's
+  reconciliation gate (:mod:`fleetd.bridge.resolver`). Every answer to the prompt is classified by
   :mod:`fleetd.bridge.prompt_policy`: only a refusal herdr gives before typing anything is tried
   again (with backoff, within ``bridge.promptRetries``; then the ticket fails once, nothing typed);
   any answer that may have come after typing — an unknown code, an unreadable result, a broken
   link — opens the turn as ``delivery: uncertain`` and is never typed again;
-* an open turn records ``working`` when seen; ``working`` then ``idle``/``done`` for the same turn
-  is a trusted boundary. If the member has not called ``fleet_reply`` within a short grace after the
-  boundary, the completion fallback reads the pane and resolves the turn with the extracted
-  assistant block, marked as a fallback (the MUTE outcome), and with the tested fatal signature
-  the same read shows, if any (ERROR_ON_SCREEN);
+* an open turn records every status it is seen with (its :class:`~.turns.BoundaryWatch`, which
+  lost-boundary repair reads) and ``working`` when seen; ``working`` then ``idle``/``done`` for the
+  same turn is a trusted boundary. If the member has not called ``fleet_reply`` within a short
+  grace after the boundary, the completion fallback — the resolver guard core under the observed
+  boundary policy — reads the pane and resolves the turn with the extracted assistant block,
+  marked as a fallback (the MUTE outcome), and with the tested fatal signature the same read
+  shows, if any (ERROR_ON_SCREEN); while a resolver holds the turn the poller leaves it alone;
 * if a delivered prompt does not start working within the submit window, Enter is re-submitted once
   (the paste/submit race);
 * a ``*_not_found`` answer with a healthy link is target loss: the target's work fails once.

@@ -25,7 +25,13 @@ from fleetd.bridge.sessions import SessionEvent, SessionState
 from fleetd.bridge.tasks import ResultSource
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
-from fleetd.screens import CLIPPED_TAIL_MARKER, REPAIRED_COMPLETION_MARKER
+from fleetd.screens import (
+    CLIPPED_TAIL_MARKER,
+    COMPLETION_FALLBACK_MARKER,
+    READ_FAILED_NOTE,
+    REPAIRED_COMPLETION_MARKER,
+    UNCHANGED_MARKER,
+)
 from fleetd.testing import TestFleet, hold_calls
 
 R = RepairResult
@@ -396,3 +402,59 @@ async def test_the_poller_leaves_a_turn_alone_while_a_resolver_holds_it(fleet: T
     assert not fleet.control.calls_to("send_keys")
     gate.release()
     assert (await repair).result is R.REPAIRED
+
+
+async def test_an_agent_missing_from_a_fleet_list_breaks_the_stable_boundary(
+    fleet: TestFleet,
+) -> None:
+    """A list without the member: the fresh look alone is one sighting, not two."""
+    lost = await lost_turn(fleet)
+    await lost.finish_unseen(claude_screen("two", "Second answer."))
+    fleet.bridge.observe_live(())
+    outcome = await lost.reconcile()
+    assert (outcome.result, outcome.detail) == (R.RACE_LOST, "not_stable_at_prompt")
+    await lost.snapshot()  # a sighting after the gap, then the fresh look: two again
+    fleet.clock.advance(RETRY_DELAY.total_seconds())
+    assert (await lost.reconcile()).result is R.REPAIRED
+
+
+async def test_an_unreadable_agent_on_a_poller_pass_breaks_the_stable_boundary(
+    fleet: TestFleet,
+) -> None:
+    """herdr answering the member's lookup with an error counts as a conflicting observation."""
+    lost = await lost_turn(fleet)
+    await lost.finish_unseen(claude_screen("two", "Second answer."))
+    fleet.control.fail("get_agent", HerdrError("agent_unreadable", "x"), target=lost.session.name)
+    await fleet.poll()
+    fleet.control.fail("get_agent", None, target=lost.session.name)
+    outcome = await lost.reconcile()
+    assert (outcome.result, outcome.detail) == (R.RACE_LOST, "not_stable_at_prompt")
+
+
+async def test_the_observed_fallback_marks_text_equal_to_its_baseline(fleet: TestFleet) -> None:
+    """After a trusted boundary the same guard core still resolves, but says the text is old."""
+    lost = await lost_turn(fleet)
+    lost.status(AgentStatus.WORKING)
+    await fleet.poll()
+    lost.status(AgentStatus.DONE)
+    await fleet.poll()
+    await fleet.poll(1.0)
+    polled = await fleet.ok("fleet_poll", ticket=lost.ticket)
+    assert (polled["status"], polled["source"]) == ("done", "fallback")
+    assert polled["content"] == (f"{COMPLETION_FALLBACK_MARKER}\n{UNCHANGED_MARKER}\n\nAnswer 0.")
+    assert lost.session.history[-1][1] is SessionEvent.TURN_COMPLETED
+
+
+async def test_the_observed_fallback_stays_fail_open_without_a_baseline(fleet: TestFleet) -> None:
+    """No capture and an unreadable pane: a trusted boundary still resolves, marked unreadable."""
+    lost = await lost_turn(fleet)
+    fleet.bridge.roster.inflight[lost.session.session_id].baseline = None
+    lost.status(AgentStatus.WORKING)
+    await fleet.poll()
+    lost.status(AgentStatus.DONE)
+    fleet.control.fail("read", HerdrError("pane_read_failed", "x"))
+    await fleet.poll()
+    await fleet.poll(1.0)
+    polled = await fleet.ok("fleet_poll", ticket=lost.ticket)
+    assert (polled["status"], polled["source"]) == ("done", "raw_fallback")
+    assert polled["content"] == f"{COMPLETION_FALLBACK_MARKER}\n\n{READ_FAILED_NOTE}"
