@@ -112,6 +112,12 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.repairs_total = Counter(
+            "fleet_health_lost_boundary_repairs_total",
+            "Lost-boundary repair answers (reconcile_lost_boundary), by typed result.",
+            ["result"],
+            registry=r,
+        )
         self.tick_seconds = Histogram(
             "fleet_health_tick_seconds",
             "Duration of one fleet health tick.",

@@ -51,6 +51,7 @@ from fleetd.health.link import LINK_SUBJECT, step_link
 from fleetd.health.members import step_member, step_member_blind
 from fleetd.health.mute import rate_exceeded, record_mutes
 from fleetd.health.pane_budget import ProbeReason, allocate
+from fleetd.health.repair import repair_requests_after
 from fleetd.health.routing import lead_facts, route
 from fleetd.health.settings import Effective
 from fleetd.health.snapshot import FleetSnapshot
@@ -333,6 +334,11 @@ def _spend_budget(
                     grant.token
                     if grant.reason is ProbeReason.LOST_BOUNDARY
                     else member.repair_token
+                ),
+                repair_requests=(
+                    repair_requests_after(member.repair_token, member.repair_requests, grant.token)
+                    if grant.reason is ProbeReason.LOST_BOUNDARY
+                    else member.repair_requests
                 ),
                 final_read_state=(
                     member.state

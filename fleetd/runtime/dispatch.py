@@ -162,7 +162,7 @@ class EffectDispatcher:
             case FailTargetWork():
                 await self._fail_target(effect)
             case RequestLostBoundaryRepair():
-                self._lost_boundary(effect)
+                await self._lost_boundary(effect)
             case CountMute():
                 pass  # the bridge counts fleet_health_mute_total at each fallback resolution
             case RecordTransition():
@@ -290,14 +290,10 @@ class EffectDispatcher:
             session.apply(event, self.clock.now())
         await self.bridge.release(session, _FAIL_CAUSES[effect.cause])
 
-    @staticmethod
-    def _lost_boundary(effect: RequestLostBoundaryRepair) -> None:
-        _log.warning(
-            "session %s: lost boundary on %s; repair is not available in this build, "
-            "the ticket stays pending and nothing was reconstructed",
-            effect.session_id,
-            effect.token,
-        )
+    async def _lost_boundary(self, effect: RequestLostBoundaryRepair) -> None:
+        """The one repair call; its answer reaches the lead through the next tick's snapshot."""
+        outcome = await self.bridge.reconcile_lost_boundary(effect.target, effect.token)
+        self.metrics.repairs_total.labels(result=outcome.result.value).inc()
 
     def _transition(self, effect: RecordTransition) -> None:
         if effect.scope is not Scope.LEAD:

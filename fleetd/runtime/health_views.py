@@ -166,6 +166,16 @@ def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None)
         if assignment.route is Route.HUMAN and note is not None:
             routing["outcome"] = note.outcome
         row["routing"] = routing
+    evidence = dict(incident.evidence)
+    if "repair_result" in evidence:
+        row["repair"] = {
+            "result": evidence["repair_result"],
+            "detail": evidence.get("repair_detail"),
+            "attempts": int(evidence.get("repair_attempts", "0")),
+            "retry": evidence.get("repair_retry"),
+            "replyReconstructed": False,
+            "taskReplayed": False,
+        }
     return row
 
 

@@ -7,6 +7,9 @@ failed one; the record goes under the recipient's key, and its evidence says why
 (``onBehalfOf``, peers only). The ``msg_id`` carries the routing generation and the run id
 (``health-<incident>-r<generation>-<run>``): a reassigned incident is a new record, and a
 restarted service publishes afresh instead of colliding with a record the last run left queued.
+A lost-boundary repair answer republishes its TURN_BOUNDARY_LOST incident under
+``health-<incident>-r<generation>-repair<attempt>-<run>``, saying what repair answered and that
+no reply was reconstructed and no task replayed (M4 §8.4).
 Values and ``now`` in, a record out: no clock, no bridge.
 """
 
@@ -31,8 +34,10 @@ def health_record(incident: Incident, *, lead: str, now: datetime, run: str) -> 
         evidence["routingGeneration"] = assignment.generation
         if assignment.on_behalf_of is not None:
             evidence["onBehalfOf"] = assignment.on_behalf_of
+    attempt = dict(incident.evidence).get("repair_attempts")
+    revision = f"-repair{attempt}" if attempt is not None else ""
     return InboxRecord(
-        msg_id=f"health-{incident.id}-r{incident.routing_generation}-{run}",  # unique per run
+        msg_id=f"health-{incident.id}-r{incident.routing_generation}{revision}-{run}",
         kind=MessageKind.HEALTH,
         target=incident.target or incident.subject,
         recipient_lead=lead,
@@ -44,7 +49,7 @@ def health_record(incident: Incident, *, lead: str, now: datetime, run: str) -> 
         evidence=evidence,
         first_seen_epoch_millis=opened_ms,
         last_seen_epoch_millis=max(opened_ms, now_ms),
-        recovery_tried=False,
+        recovery_tried=attempt is not None,
         suggested_tool_calls=suggested_tool_calls(incident),
     )
 
@@ -100,10 +105,25 @@ def superseded_record(
 
 def health_summary(incident: Incident) -> str:
     """The lead-visible line of a health record: codes and names only."""
-    line = (
+    head = (
         f"fleetd health: {incident.scope.value} {incident.subject} is {incident.state} "
-        f"({incident.certainty.value}, cause {incident.key.cause}). No task was replayed."
+        f"({incident.certainty.value}, cause {incident.key.cause})."
     )
+    evidence = dict(incident.evidence)
+    result = evidence.get("repair_result")
+    if result is None:
+        line = f"{head} No task was replayed."
+    else:
+        later = (
+            "one delayed retry is scheduled"
+            if evidence.get("repair_retry") == "scheduled"
+            else "repair will not try this turn again"
+        )
+        line = (
+            f"{head} Lost-boundary repair refused: {result} ({evidence.get('repair_detail')}, "
+            f"attempt {evidence.get('repair_attempts')}); {later}. No reply was reconstructed and "
+            "no task was replayed: the ticket stays pending."
+        )
     assignment = incident.assignment
     if assignment is not None and assignment.on_behalf_of is not None:
         line += f" You receive it on behalf of lead {assignment.on_behalf_of}, which cannot act."

@@ -57,6 +57,8 @@ async def take_snapshot(
         list_ok = True
     except HerdrError:
         agents, list_ok = (), False
+    if list_ok:
+        bridge.observe_live(agents)  # the stable gate of lost-boundary repair reads these too
     names = {a.name for a in agents}
     ping_ok: bool | None = None
     if not list_ok or any(lead.agent not in names for lead in config.leads):
