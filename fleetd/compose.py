@@ -28,7 +28,7 @@ from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock, SystemClock
 from fleetd.config import ConfigRef, FleetdConfig, ReloadStatus
-from fleetd.errors import ConfigError, FleetdError
+from fleetd.errors import ConfigError, FleetdError, JournalUnavailableError
 from fleetd.herdr.control import AgentControl, HerdrAgentControl
 from fleetd.herdr.discovery import resolve_socket_path
 from fleetd.identity import Caller, Role
@@ -38,6 +38,7 @@ from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
+from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
 from fleetd.runs import Runs, remember_run
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
@@ -71,6 +72,7 @@ class Fleetd:
     authenticator: Authenticator
     view: FleetViewBuilder
     environ: Mapping[str, str]
+    desk: IncidentDesk | None = None  # the journal's operator view; None: no journal
     started: bool = False
 
     async def start(self) -> None:
@@ -93,6 +95,19 @@ class Fleetd:
         await self.bridge.orphans.check()
         self.scheduler.start()
         self.started = True
+
+    async def incidents(self, caller: Caller) -> IncidentListing:
+        """``GET /v1/incidents``: what ``caller`` may see of the journal."""
+        return await self._desk().incidents(caller, now=self.clock.now())
+
+    async def replay(self, incident_id: str) -> ReplayResult:
+        """``POST /v1/incidents/{id}/replay``: re-arm the incident's failed events."""
+        return await self._desk().replay(incident_id, now=self.clock.now())
+
+    def _desk(self) -> IncidentDesk:
+        if self.desk is None:
+            raise JournalUnavailableError("incidents", "no_journal")
+        return self.desk
 
     def stop_requested(self) -> None:
         """SIGTERM/SIGINT arrived: synchronous ``fleet_send`` callers get their ticket now, so

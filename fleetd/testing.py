@@ -28,6 +28,8 @@ from fleetd.herdr.model import AgentStatus
 from fleetd.identity import Caller, Role
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
+from fleetd.journal.memory import InMemoryJournal
+from fleetd.notify.desk import IncidentDesk
 
 __all__ = [
     "LEAD_TOKEN",
@@ -147,6 +149,8 @@ def build_test_fleet(
     service = build_service(
         ref, environ=env, clock=clock, control=control, inbox=inbox, worktrees=worktrees
     )
+    if service.desk is None:  # the incident list answers from an empty journal in memory
+        service.desk = IncidentDesk(InMemoryJournal())
     return TestFleet(
         clock=clock,
         control=control,
