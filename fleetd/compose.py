@@ -28,7 +28,7 @@ from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock, SystemClock
 from fleetd.config import ConfigRef, FleetdConfig, ReloadStatus
-from fleetd.errors import ConfigError, FleetdError, JournalUnavailableError
+from fleetd.errors import ConfigError, FleetdError
 from fleetd.herdr.control import AgentControl, HerdrAgentControl
 from fleetd.herdr.discovery import resolve_socket_path
 from fleetd.identity import Caller, Role
@@ -37,6 +37,9 @@ from fleetd.inbox.failures import DecodeFailureHook
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
+from fleetd.journal.health import ObservedJournal
+from fleetd.journal.port import Journal
+from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
 from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
 from fleetd.runs import Runs, remember_run
@@ -72,7 +75,7 @@ class Fleetd:
     authenticator: Authenticator
     view: FleetViewBuilder
     environ: Mapping[str, str]
-    desk: IncidentDesk | None = None  # the journal's operator view; None: no journal
+    desk: IncidentDesk  # the journal's operator view (/v1/incidents)
     started: bool = False
 
     async def start(self) -> None:
@@ -93,21 +96,17 @@ class Fleetd:
         except FleetdError as exc:
             _log.warning("herdr does not answer yet: %s", exc)
         await self.bridge.orphans.check()
+        await self.health.resume()
         self.scheduler.start()
         self.started = True
 
     async def incidents(self, caller: Caller) -> IncidentListing:
         """``GET /v1/incidents``: what ``caller`` may see of the journal."""
-        return await self._desk().incidents(caller, now=self.clock.now())
+        return await self.desk.incidents(caller, now=self.clock.now())
 
     async def replay(self, incident_id: str) -> ReplayResult:
         """``POST /v1/incidents/{id}/replay``: re-arm the incident's failed events."""
-        return await self._desk().replay(incident_id, now=self.clock.now())
-
-    def _desk(self) -> IncidentDesk:
-        if self.desk is None:
-            raise JournalUnavailableError("incidents", "no_journal")
-        return self.desk
+        return await self.desk.replay(incident_id, now=self.clock.now())
 
     def stop_requested(self) -> None:
         """SIGTERM/SIGINT arrived: synchronous ``fleet_send`` callers get their ticket now, so
@@ -130,6 +129,8 @@ class Fleetd:
                 ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())),
             )
         await self.inbox.close()
+        if self.health.journal is not None:
+            await self.health.journal.close()
         self.started = False
 
     async def own_lead_keys(self) -> None:
@@ -165,8 +166,13 @@ def build_service(
     inbox: ReplyInbox | None = None,
     worktrees: Worktrees | None = None,
     metrics: Metrics | None = None,
+    journal: Journal | None = None,
 ) -> Fleetd:
-    """Build one fleetd from its config; any port may be replaced (tests pass fakes)."""
+    """Build one fleetd from its config; any port may be replaced (tests pass fakes).
+
+    The journal defaults to ``journal.url`` (the SQLite file beside the config unless a PostgreSQL
+    URL is configured); it connects, and applies its migrations, on first use.
+    """
     clock = clock or SystemClock()
     metrics = metrics or Metrics()
     settings = config.current
@@ -213,8 +219,17 @@ def build_service(
         outbox=bridge.outbox,
         view=bridge.view,
     )
+    observed_journal = ObservedJournal(
+        journal or SqlJournal(settings.journal.url.get_secret_value()), clock=clock
+    )
     health = FleetHealthMonitor(
-        clock=clock, control=observed, bridge=bridge, push=push, config=config, metrics=metrics
+        clock=clock,
+        control=observed,
+        bridge=bridge,
+        push=push,
+        config=config,
+        metrics=metrics,
+        journal=observed_journal,
     )
     view = FleetViewBuilder(
         bridge=bridge,
@@ -259,6 +274,7 @@ def build_service(
         authenticator=authenticator,
         view=view,
         environ=environ,
+        desk=IncidentDesk(observed_journal),
     )
     service.scheduler.add(
         Loop(

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from fleetd.health.adoption import settle_adopted
 from fleetd.health.effects import (
     Effect,
     OpenIncident,
@@ -74,7 +75,8 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         or Effective.of(prior.settings).member_timers()
         == Effective.of(snapshot.config).member_timers()
     )
-    tick = Tick(snapshot, IncidentBook(prior.incidents, prior.generations), now, steady=steady)
+    book = IncidentBook(prior.incidents, prior.generations)
+    tick = Tick(snapshot, book, now, steady=steady, adopted=prior.adopted)
     link = step_link(tick, snapshot.live, prior.link)
     if link.state is not prior.link.state:
         tick.effects.append(
@@ -97,6 +99,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
     cursor, recent = prior.probe_cursor, prior.recent_reads
     if sighted:
         cursor, recent = _spend_budget(tick, members, leads, cursor, recent)
+    adopted = settle_adopted(tick, sighted=sighted) if tick.adopted else tick.adopted
     _route(tick, leads)
     state = HealthState(
         taken_at=now,
@@ -109,6 +112,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         probe_cursor=cursor,
         recent_reads=recent,
         settings=snapshot.config,
+        adopted=adopted,
     )
     return Decision(state=state, effects=tuple(sorted(tick.effects, key=effect_order)))
 

@@ -173,6 +173,7 @@ class HealthState:
     probe_cursor: str = ""
     recent_reads: Mapping[str, datetime] = field(default_factory=dict)
     settings: HealthSettings | None = None
+    adopted: Mapping[IncidentKey, int] = field(default_factory=dict)
 
     def open_incidents(self) -> tuple[Incident, ...]:
         """Open incidents in key order."""

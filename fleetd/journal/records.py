@@ -41,6 +41,7 @@ from fleetd.health.incidents import (
     Route,
     RoutingReason,
 )
+from fleetd.health.states import Scope
 from fleetd.notify.keys import EventType, idempotency_key, is_plain_id
 
 __all__ = [
@@ -144,10 +145,15 @@ def assignment_of(incident: Incident, routing: Routing) -> Assignment | None:
         return None
     reason = RoutingReason(routing.reason)
     route = Route.HUMAN if routing.recipient is None else Route.LEAD
-    if reason is RoutingReason.PEER_LEAD_INCIDENT:
-        on_behalf_of: str | None = incident.key.subject
-    elif routing.recipient != routing.owner:
+    # whom the recipient stands in for follows from the incident as routing decides it: the
+    # unhealthy owner, else the lead an ownerless lead incident is about
+    on_behalf_of: str | None
+    if reason is RoutingReason.OWNER or reason is RoutingReason.HUMAN_CONTROL_LINK_DOWN:
+        on_behalf_of = None
+    elif routing.owner is not None:
         on_behalf_of = routing.owner
+    elif incident.key.scope is Scope.LEAD:
+        on_behalf_of = incident.key.subject
     else:
         on_behalf_of = None
     return Assignment(

@@ -13,8 +13,9 @@ their results wait here until the next tick takes them (:meth:`take_evidence`) f
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import assert_never
 
 from fleetd.bridge.push import PushLoop
@@ -40,16 +41,17 @@ from fleetd.health.effects import (
     SupersedeAssignment,
     UpdateIncident,
 )
-from fleetd.health.incidents import Assignment, Incident
+from fleetd.health.incidents import Assignment, Incident, Route
 from fleetd.health.snapshot import ProbeResult
 from fleetd.health.states import Scope
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import ReadSource
 from fleetd.metrics import Metrics
+from fleetd.runtime.escalation import Escalation
 from fleetd.runtime.records import health_record, superseded_record
 from fleetd.screens import digest, match_fatal, parse_agent_kind
 
-__all__ = ["PASSIVE_NO_SINK", "EffectDispatcher", "RoutingNote"]
+__all__ = ["PASSIVE_NO_SINK", "WEBHOOK_QUEUED", "EffectDispatcher", "RoutingNote"]
 
 _log = logging.getLogger("fleetd.health")
 
@@ -73,6 +75,7 @@ class RoutingNote:
 
 
 PASSIVE_NO_SINK = "passive_no_sink"
+WEBHOOK_QUEUED = "webhook"
 """The outcome of the human leg while no webhook sink exists (coverage ``partial``)."""
 
 
@@ -85,8 +88,10 @@ class EffectDispatcher:
     bridge: Bridge
     metrics: Metrics
     push: PushLoop | None = None  # told which failed leads a peer covers, for its nudge
+    escalation: Escalation | None = None  # the journal and the human leg
     pane_reads: int = 0
     routing: dict[str, RoutingNote] = field(default_factory=dict)
+    _journal: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _probes: list[ProbeResult] = field(default_factory=list)
     _targeted: dict[str, str] = field(default_factory=dict)
 
@@ -103,16 +108,38 @@ class EffectDispatcher:
                 await self.apply(effect)
             except FleetdError as exc:
                 _log.warning("health effect %s failed: %s", type(effect).__name__, exc)
+        await self.record()
+
+    async def record(self) -> None:
+        """Write this tick's incident changes to the journal, in order, after the leads were
+        told: a slow or failing journal never delays a lead's record (the journal's own errors
+        are caught and shown as degraded coverage by :class:`Escalation`)."""
+        pending, self._journal = self._journal, []
+        for write in pending:
+            await write()
 
     async def apply(self, effect: Effect) -> None:
         """One effect; the only ``match`` over effects, exhaustive."""
         match effect:
             case OpenIncident(incident=incident):
                 self._opened(incident)
-            case UpdateIncident():
+                await self._journal_change(incident)
+            case UpdateIncident(incident=incident):
                 self.metrics.health_incidents_total.labels(event="updated").inc()
+                await self._journal_change(incident)
             case ResolveIncident():
                 self._resolved(effect)
+                if (escalation := self.escalation) is not None:
+                    now = self.clock.now()
+                    self._journal.append(
+                        partial(
+                            escalation.resolved,
+                            effect.incident,
+                            reason=effect.reason,
+                            resolved_at=effect.resolved_at,
+                            now=now,
+                        )
+                    )
             case PublishHealthRecord(recipient_lead=lead, incident=incident):
                 self.routing.pop(incident.id, None)
                 await self._publish(lead, incident)
@@ -120,6 +147,10 @@ class EffectDispatcher:
                     self.push.cover(lead, effect.on_behalf_of)
             case RouteToHuman(incident=incident, reason=reason):
                 self._to_human(incident, reason.value)
+                if (escalation := self.escalation) is not None:
+                    self._journal.append(
+                        partial(escalation.to_person, incident, now=self.clock.now())
+                    )
             case SupersedeAssignment(incident=incident, previous=previous):
                 await self._superseded(incident, previous)
             case RetireLead(lead=lead):
@@ -155,6 +186,12 @@ class EffectDispatcher:
         _log.info("incident %s resolved (%s)", effect.incident.id, effect.reason.value)
 
     def _to_human(self, incident: Incident, reason: str) -> None:
+        if self.escalation is not None and self.escalation.webhook:
+            self.routing[incident.id] = RoutingNote(reason=reason, outcome=WEBHOOK_QUEUED)
+            _log.warning(
+                "incident %s: no lead can act (%s); a person is notified", incident.id, reason
+            )
+            return
         self.routing[incident.id] = RoutingNote(reason=reason, outcome=PASSIVE_NO_SINK)
         _log.warning(
             "incident %s: no lead can act (%s); no human sink in this build, kept open",
@@ -162,9 +199,21 @@ class EffectDispatcher:
             reason,
         )
 
+    async def _journal_change(self, incident: Incident) -> None:
+        if (escalation := self.escalation) is not None:
+            self._journal.append(partial(escalation.changed, incident, now=self.clock.now()))
+
     async def _superseded(self, incident: Incident, previous: Assignment) -> None:
-        """Tell the lead that held the superseded assignment that it is no longer its own."""
+        """Tell the lead that held the superseded assignment that it is no longer its own; a
+        person's undelivered events are cancelled when a lead takes the incident back."""
         self.metrics.health_incidents_total.labels(event="reassigned").inc()
+        escalation = self.escalation
+        if (
+            escalation is not None
+            and previous.route is Route.HUMAN
+            and incident.route is Route.LEAD
+        ):
+            self._journal.append(partial(escalation.back_to_lead, incident, now=self.clock.now()))
         _log.info(
             "incident %s: routing generation %d (%s) superseded by %d",
             incident.id,

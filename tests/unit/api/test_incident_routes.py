@@ -14,9 +14,9 @@ from fleetd.api.app import create_app
 from fleetd.api.incident_routes import IncidentListAnswer, ReplayAnswerEnvelope
 from fleetd.errors import JournalUnavailableError
 from fleetd.health.incidents import Assignment, ResolveReason, Route, RoutingReason
+from fleetd.journal.health import ObservedJournal
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.records import IncidentChange, Routing
-from fleetd.notify.desk import IncidentDesk
 from fleetd.notify.retry import AttemptOutcome
 from fleetd.testing import LEAD_TOKEN, OPERATOR_TOKEN, TestFleet, build_test_fleet
 from tests.unit.notify.sink_kit import ScriptedSender, human_incident, make_worker, open_incident
@@ -25,15 +25,14 @@ DAY = timedelta(hours=24)
 
 
 @pytest.fixture
-def fleet(tmp_path: Path) -> TestFleet:
-    return build_test_fleet(tmp_path)
+def journal() -> InMemoryJournal:
+    return InMemoryJournal()
 
 
 @pytest.fixture
-def journal(fleet: TestFleet) -> InMemoryJournal:
-    journal = InMemoryJournal()
-    fleet.service.desk = IncidentDesk(journal)
-    return journal
+def fleet(tmp_path: Path, journal: InMemoryJournal) -> TestFleet:
+    """The service as ``fleetd serve`` builds it, its journal the fake."""
+    return build_test_fleet(tmp_path, journal=journal)
 
 
 def client(fleet: TestFleet) -> httpx.AsyncClient:
@@ -178,16 +177,16 @@ async def test_replay_of_a_bad_or_unknown_id_says_which(
 async def test_a_journal_that_cannot_answer_is_503(
     fleet: TestFleet, journal: InMemoryJournal
 ) -> None:
-    """Down, or absent altogether: journal_unavailable with the bounded reason only."""
+    """journal_unavailable with the bounded reason only; the journal's health says degraded."""
     journal.fail_with = JournalUnavailableError("recent", "unreachable")
     async with client(fleet) as http:
         down = await http.get("/v1/incidents", headers=bearer(OPERATOR_TOKEN))
         replay = await http.post(
             f"/v1/incidents/inc_{'0' * 24}/replay", headers=bearer(OPERATOR_TOKEN)
         )
-        fleet.service.desk = None
-        absent = await http.get("/v1/incidents", headers=bearer(OPERATOR_TOKEN))
-    for answer in (down, replay, absent):
+    for answer in (down, replay):
         assert (answer.status_code, answer.json()["error"]["code"]) == (503, "journal_unavailable")
-    assert "unreachable" in down.json()["error"]["message"]
-    assert "no_journal" in absent.json()["error"]["message"]
+    assert down.json()["error"]["message"].endswith("(recent: unreachable)")
+    observed = fleet.service.health.journal
+    assert isinstance(observed, ObservedJournal)
+    assert not observed.health.ok
