@@ -11,8 +11,7 @@ A thin adapter over the service's :meth:`~fleetd.api.service.FleetService.incide
 403    a member lists, or anyone but the operator replays (``forbidden``)
 404    no incident with that id (``unknown_incident``; replay only)
 409    the incident has no permanently failed event (``nothing_to_replay``; replay only)
-503    the journal cannot be read or written now, or fleetd runs without one
-       (``journal_unavailable``)
+503    the journal cannot be read or written now (``journal_unavailable``)
 =====  ========================================================================================
 
 The list holds open incidents and those resolved in the last 24 hours, newest first, with
@@ -59,7 +58,7 @@ _STATUSES = {
     403: "the caller's role may not do this (forbidden)",
     404: "no incident with that id (unknown_incident)",
     409: "the incident has no permanently failed event (nothing_to_replay)",
-    503: "the journal cannot be reached now, or there is none (journal_unavailable)",
+    503: "the journal cannot be read or written now (journal_unavailable)",
 }
 
 

@@ -49,7 +49,7 @@ class HealthReport(Protocol):
 class IncidentService(Protocol):
     """The incident journal, as ``/v1/incidents`` sees it (:class:`~fleetd.notify.desk.IncidentDesk`
     behind the service). Both raise :class:`~fleetd.errors.JournalError` when the journal cannot
-    answer, or when fleetd runs without one."""
+    answer."""
 
     async def incidents(self, caller: Caller) -> IncidentListing:
         """Open and recently resolved incidents ``caller`` (an operator or a lead) may see."""
