@@ -41,6 +41,7 @@ from fleetd.journal.health import ObservedJournal
 from fleetd.journal.port import Journal
 from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
+from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
 from fleetd.runs import Runs, remember_run
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
@@ -74,6 +75,7 @@ class Fleetd:
     authenticator: Authenticator
     view: FleetViewBuilder
     environ: Mapping[str, str]
+    desk: IncidentDesk  # the journal's operator view (/v1/incidents)
     started: bool = False
 
     async def start(self) -> None:
@@ -97,6 +99,14 @@ class Fleetd:
         await self.health.resume()
         self.scheduler.start()
         self.started = True
+
+    async def incidents(self, caller: Caller) -> IncidentListing:
+        """``GET /v1/incidents``: what ``caller`` may see of the journal."""
+        return await self.desk.incidents(caller, now=self.clock.now())
+
+    async def replay(self, incident_id: str) -> ReplayResult:
+        """``POST /v1/incidents/{id}/replay``: re-arm the incident's failed events."""
+        return await self.desk.replay(incident_id, now=self.clock.now())
 
     def stop_requested(self) -> None:
         """SIGTERM/SIGINT arrived: synchronous ``fleet_send`` callers get their ticket now, so
@@ -264,6 +274,7 @@ def build_service(
         authenticator=authenticator,
         view=view,
         environ=environ,
+        desk=IncidentDesk(observed_journal),
     )
     service.scheduler.add(
         Loop(

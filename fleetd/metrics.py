@@ -106,6 +106,31 @@ class Metrics:
             ["lead"],
             registry=r,
         )
+        # the human sink (M4 §10.6); fed by fleetd.notify.worker.SinkWorker
+        self.notifications_total = Counter(
+            "fleet_health_notifications_total",
+            "Webhook delivery attempts by event type and outcome (delivered, network, timeout, "
+            "http_408, http_429, http_5xx, http_4xx, http_other, invalid_url, payload_refused).",
+            ["event", "outcome"],
+            registry=r,
+        )
+        self.notification_queue_depth = Gauge(
+            "fleet_health_notification_queue_depth",
+            "Outstanding webhook delivery attempts in the journal (due, leased or waiting).",
+            registry=r,
+        )
+        self.notification_last_success_seconds = Gauge(
+            "fleet_health_notification_last_success_seconds",
+            "Unix time of the last delivered webhook event; 0 before the first.",
+            registry=r,
+        )
+        self.notification_capability = Gauge(
+            "fleet_health_notification_capability",
+            "1 for the human sink's current mode (disabled, webhook) and status (ok, degraded, "
+            "disabled).",
+            ["mode", "status"],
+            registry=r,
+        )
         self.pane_reads_total = Counter(
             "fleet_health_pane_reads_total",
             "Pane reads performed for health evidence, by outcome.",
