@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +43,10 @@ from fleetd.journal.port import Journal
 from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
 from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
+from fleetd.notify.http import HttpWebhookSender
+from fleetd.notify.sink import resolve_sink
+from fleetd.notify.sink_health import SinkStatus
+from fleetd.notify.worker import SinkWorker
 from fleetd.runs import Runs, remember_run
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
@@ -54,6 +59,7 @@ _log = logging.getLogger("fleetd")
 
 PUSH_INTERVAL_SECONDS = 2.0
 CONFIG_CHECK_SECONDS = 2.0
+WEBHOOK_PASS_SECONDS = 0.5  # one delivery pass: escalation reaches the receiver well within 1 s
 ORPHAN_CHECK_SECONDS = 10.0
 
 
@@ -76,6 +82,8 @@ class Fleetd:
     view: FleetViewBuilder
     environ: Mapping[str, str]
     desk: IncidentDesk  # the journal's operator view (/v1/incidents)
+    sink: SinkWorker  # delivers the journal's outbound events to the webhook
+    sender: HttpWebhookSender
     started: bool = False
 
     async def start(self) -> None:
@@ -129,6 +137,7 @@ class Fleetd:
                 ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())),
             )
         await self.inbox.close()
+        await self.sender.aclose()
         if self.health.journal is not None:
             await self.health.journal.close()
         self.started = False
@@ -231,6 +240,21 @@ def build_service(
         metrics=metrics,
         journal=observed_journal,
     )
+    sender = HttpWebhookSender(clock=clock)
+    assert health.escalation is not None  # built with the journal above
+    instance = health.escalation.instance
+    sink = SinkWorker(
+        journal=observed_journal,
+        target=lambda: resolve_sink(config.current.health.notifications, environ),
+        sender=sender,
+        clock=clock,
+        draw=random.random,
+        metrics=metrics,
+        owner=f"{instance}-{runs.current}",
+        repeat=lambda: config.current.health.human_repeat,
+        instance=instance,
+    )
+    health.sink_problem = lambda: _sink_problem(sink)
     view = FleetViewBuilder(
         bridge=bridge,
         link=link,
@@ -275,6 +299,8 @@ def build_service(
         view=view,
         environ=environ,
         desk=IncidentDesk(observed_journal),
+        sink=sink,
+        sender=sender,
     )
     service.scheduler.add(
         Loop(
@@ -290,6 +316,11 @@ def build_service(
         Loop(name="config", step=service.check_config, interval=lambda: CONFIG_CHECK_SECONDS)
     )
     service.scheduler.add(Loop(name="health", step=health.tick, interval=health.interval))
+
+    async def deliver() -> None:
+        await sink.step()
+
+    service.scheduler.add(Loop(name="webhook", step=deliver, interval=lambda: WEBHOOK_PASS_SECONDS))
     service.scheduler.add(
         Loop(
             name="orphans",
@@ -299,6 +330,14 @@ def build_service(
         )
     )
     return service
+
+
+def _sink_problem(sink: SinkWorker) -> str | None:
+    """The webhook sink's failure in bounded words, or None while it works or is off."""
+    health = sink.health
+    if health.status is SinkStatus.DEGRADED:
+        return health.reason.value if health.reason is not None else "failing"
+    return None
 
 
 def build_inbox(
