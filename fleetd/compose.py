@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from fleetd.api.auth import Authenticator
@@ -26,23 +26,26 @@ from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.worktrees import Worktrees
-from fleetd.catalog.http import HttpModelCatalog
 from fleetd.catalog.port import ModelCatalog
 from fleetd.catalog.tracker import ModelHealth
 from fleetd.clock import Clock, SystemClock
 from fleetd.config import ConfigRef, FleetdConfig, ReloadStatus
-from fleetd.errors import ConfigError, FleetdError
-from fleetd.herdr.control import AgentControl, HerdrAgentControl
-from fleetd.herdr.discovery import resolve_socket_path
+from fleetd.errors import FleetdError
+from fleetd.herdr.control import AgentControl
 from fleetd.identity import Caller, Role
-from fleetd.inbox.amqp import AmqpInbox
-from fleetd.inbox.failures import DecodeFailureHook
-from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
+from fleetd.journal.health import ObservedJournal
+from fleetd.journal.port import Journal
+from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
+from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
+from fleetd.notify.http import HttpWebhookSender
+from fleetd.notify.sink import resolve_sink
+from fleetd.notify.sink_health import SinkStatus
+from fleetd.notify.worker import SinkWorker
+from fleetd.outbound import build_inbox, herdr_control, inbox_from, model_health, repoint_inbox
 from fleetd.runs import Runs, remember_run
-from fleetd.runtime import DependencyCollector, DependencyView
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -54,6 +57,7 @@ _log = logging.getLogger("fleetd")
 
 PUSH_INTERVAL_SECONDS = 2.0
 CONFIG_CHECK_SECONDS = 2.0
+WEBHOOK_PASS_SECONDS = 0.5  # one delivery pass: escalation reaches the receiver well within 1 s
 ORPHAN_CHECK_SECONDS = 10.0
 #: How often the model-health loop looks for a provider whose catalog probe is due (each
 #: provider is still read at most once per modelHealth.probeIntervalSeconds, floor 5 min).
@@ -79,6 +83,9 @@ class Fleetd:
     view: FleetViewBuilder
     environ: Mapping[str, str]
     models: ModelHealth
+    desk: IncidentDesk  # the journal's operator view (/v1/incidents)
+    sink: SinkWorker  # delivers the journal's outbound events to the webhook
+    sender: HttpWebhookSender
     started: bool = False
 
     async def start(self) -> None:
@@ -99,8 +106,17 @@ class Fleetd:
         except FleetdError as exc:
             _log.warning("herdr does not answer yet: %s", exc)
         await self.bridge.orphans.check()
+        await self.health.resume()
         self.scheduler.start()
         self.started = True
+
+    async def incidents(self, caller: Caller) -> IncidentListing:
+        """``GET /v1/incidents``: what ``caller`` may see of the journal."""
+        return await self.desk.incidents(caller, now=self.clock.now())
+
+    async def replay(self, incident_id: str) -> ReplayResult:
+        """``POST /v1/incidents/{id}/replay``: re-arm the incident's failed events."""
+        return await self.desk.replay(incident_id, now=self.clock.now())
 
     def stop_requested(self) -> None:
         """SIGTERM/SIGINT arrived: synchronous ``fleet_send`` callers get their ticket now, so
@@ -124,6 +140,9 @@ class Fleetd:
             )
         await self.inbox.close()
         await self.models.aclose()
+        await self.sender.aclose()
+        if self.health.journal is not None:
+            await self.health.journal.close()
         self.started = False
 
     async def own_lead_keys(self) -> None:
@@ -147,13 +166,7 @@ class Fleetd:
                 )
             except FleetdError as exc:
                 _log.warning("lead tokens kept from before the reload: %s", exc)
-            if isinstance(self.inbox, AmqpInbox):  # a changed broker list or watchdog is hot
-                amqp = settings.inbox.amqp
-                self.inbox.repoint(
-                    amqp.endpoints,
-                    connect_timeout=amqp.connect_timeout.total_seconds(),
-                    operation_timeout=amqp.operation_timeout.total_seconds(),
-                )
+            repoint_inbox(self.inbox, settings)  # a changed broker list or watchdog is hot
             await self.own_lead_keys()
 
 
@@ -167,24 +180,20 @@ def build_service(
     worktrees: Worktrees | None = None,
     metrics: Metrics | None = None,
     catalog: ModelCatalog | None = None,
+    journal: Journal | None = None,
 ) -> Fleetd:
-    """Build one fleetd from its config; any port may be replaced (tests pass fakes)."""
+    """Build one fleetd from its config; any port may be replaced (tests pass fakes).
+
+    The journal defaults to ``journal.url`` (the SQLite file beside the config unless a PostgreSQL
+    URL is configured); it connects, and applies its migrations, on first use.
+    """
     clock = clock or SystemClock()
     metrics = metrics or Metrics()
     settings = config.current
     link = LinkState()
-    observed = control or _herdr(config, environ, clock)
+    observed = control or herdr_control(config, environ, clock)
     observed.observe(LinkObserver(clock=clock, state=link, metrics=metrics))
-    inbox = inbox or build_inbox(
-        settings.inbox.backend.value,
-        settings.inbox.amqp.endpoints,
-        clock=clock,
-        on_decode_failure=lambda failure: metrics.inbox_decode_failures_total.labels(
-            reason=failure.reason.value
-        ).inc(),
-        connect_timeout=settings.inbox.amqp.connect_timeout.total_seconds(),
-        operation_timeout=settings.inbox.amqp.operation_timeout.total_seconds(),
-    )
+    inbox = inbox or inbox_from(settings, clock=clock, metrics=metrics)
     lead_inboxes = LeadInboxRegistry(
         inbox, lambda: [lead.name for lead in config.current.leads], clock=clock
     )
@@ -217,17 +226,36 @@ def build_service(
         outbox=bridge.outbox,
         view=bridge.view,
     )
+    observed_journal = ObservedJournal(
+        journal or SqlJournal(settings.journal.url.get_secret_value()), clock=clock
+    )
+    models, dependencies = model_health(
+        config, environ=environ, clock=clock, inbox=inbox, metrics=metrics, catalog=catalog
+    )
     health = FleetHealthMonitor(
-        clock=clock, control=observed, bridge=bridge, push=push, config=config, metrics=metrics
-    )
-    models = ModelHealth(
-        catalog=catalog or HttpModelCatalog(clock=clock),
         clock=clock,
-        settings=lambda: config.current,
-        environ=environ,
+        control=observed,
+        bridge=bridge,
+        push=push,
+        config=config,
+        metrics=metrics,
+        journal=observed_journal,
     )
-    dependencies = DependencyView(inbox=inbox, models=models, clock_now=clock.now)
-    metrics.registry.register(DependencyCollector(dependencies))
+    sender = HttpWebhookSender(clock=clock)
+    assert health.escalation is not None  # built with the journal above
+    instance = health.escalation.instance
+    sink = SinkWorker(
+        journal=observed_journal,
+        target=lambda: resolve_sink(config.current.health.notifications, environ),
+        sender=sender,
+        clock=clock,
+        draw=random.random,
+        metrics=metrics,
+        owner=f"{instance}-{runs.current}",
+        repeat=lambda: config.current.health.human_repeat,
+        instance=instance,
+    )
+    health.sink_problem = lambda: _sink_problem(sink)
     view = FleetViewBuilder(
         bridge=bridge,
         link=link,
@@ -277,6 +305,9 @@ def build_service(
         view=view,
         environ=environ,
         models=models,
+        desk=IncidentDesk(observed_journal),
+        sink=sink,
+        sender=sender,
     )
     service.scheduler.add(
         Loop(
@@ -292,6 +323,11 @@ def build_service(
         Loop(name="config", step=service.check_config, interval=lambda: CONFIG_CHECK_SECONDS)
     )
     service.scheduler.add(Loop(name="health", step=health.tick, interval=health.interval))
+
+    async def deliver() -> None:
+        await sink.step()
+
+    service.scheduler.add(Loop(name="webhook", step=deliver, interval=lambda: WEBHOOK_PASS_SECONDS))
     service.scheduler.add(
         Loop(name="model-health", step=models.step, interval=lambda: MODEL_HEALTH_SECONDS)
     )
@@ -306,30 +342,12 @@ def build_service(
     return service
 
 
-def build_inbox(
-    backend: str,
-    amqp_url: str | Sequence[str] | None = None,
-    *,
-    clock: Clock | None = None,
-    on_decode_failure: DecodeFailureHook | None = None,
-    connect_timeout: float = 10.0,
-    operation_timeout: float = 10.0,
-) -> ReplyInbox:
-    """The inbox adapter named by ``inbox.backend`` (``memory`` or ``amqp``); ``amqp_url`` is
-    one broker URL or the brokers in failover order."""
-    if backend == "memory":
-        return InMemoryInbox()
-    if backend == "amqp":
-        if not amqp_url:
-            raise ConfigError("inbox.amqp.url", "required when inbox.backend is amqp")
-        return AmqpInbox(
-            amqp_url,
-            clock=clock,
-            on_decode_failure=on_decode_failure,
-            connect_timeout=connect_timeout,
-            operation_timeout=operation_timeout,
-        )
-    raise ConfigError("inbox.backend", "must be memory or amqp")
+def _sink_problem(sink: SinkWorker) -> str | None:
+    """The webhook sink's failure in bounded words, or None while it works or is off."""
+    health = sink.health
+    if health.status is SinkStatus.DEGRADED:
+        return health.reason.value if health.reason is not None else "failing"
+    return None
 
 
 def _feed_metrics(
@@ -361,25 +379,6 @@ def _feed_metrics(
     registry.on_result.append(count_call)
     metrics.before_scrape.append(count_sessions)
     metrics.control_link_up.set_function(link_up)
-
-
-def _herdr(config: ConfigRef, environ: Mapping[str, str], clock: Clock) -> AgentControl:
-    """The herdr socket client; its two watchdogs are read from the live config at each call."""
-    path = resolve_socket_path(
-        environ=environ,
-        home=Path(environ.get("HOME") or Path.home()),
-        explicit=config.current.herdr.socket_path,
-    )
-
-    def request_limit() -> float:
-        return config.current.herdr.request_timeout.total_seconds()
-
-    def connect_limit() -> float:
-        return config.current.herdr.connect_timeout.total_seconds()
-
-    return HerdrAgentControl.for_socket(
-        path, clock=clock, request_timeout=request_limit, connect_timeout=connect_limit
-    )
 
 
 def _lead_tokens(settings: FleetdConfig, environ: Mapping[str, str]) -> dict[str, str]:

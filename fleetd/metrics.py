@@ -103,10 +103,47 @@ class Metrics:
             ["lead", "state"],
             registry=r,
         )
+        self.lead_assigned_incidents = Gauge(
+            "fleet_lead_assigned_incidents",
+            "Open incidents each configured lead holds for another lead (foreign assignments).",
+            ["lead"],
+            registry=r,
+        )
+        # the human sink (M4 §10.6); fed by fleetd.notify.worker.SinkWorker
+        self.notifications_total = Counter(
+            "fleet_health_notifications_total",
+            "Webhook delivery attempts by event type and outcome (delivered, network, timeout, "
+            "http_408, http_429, http_5xx, http_4xx, http_other, invalid_url, payload_refused).",
+            ["event", "outcome"],
+            registry=r,
+        )
+        self.notification_queue_depth = Gauge(
+            "fleet_health_notification_queue_depth",
+            "Outstanding webhook delivery attempts in the journal (due, leased or waiting).",
+            registry=r,
+        )
+        self.notification_last_success_seconds = Gauge(
+            "fleet_health_notification_last_success_seconds",
+            "Unix time of the last delivered webhook event; 0 before the first.",
+            registry=r,
+        )
+        self.notification_capability = Gauge(
+            "fleet_health_notification_capability",
+            "1 for the human sink's current mode (disabled, webhook) and status (ok, degraded, "
+            "disabled).",
+            ["mode", "status"],
+            registry=r,
+        )
         self.pane_reads_total = Counter(
             "fleet_health_pane_reads_total",
             "Pane reads performed for health evidence, by outcome.",
             ["outcome"],
+            registry=r,
+        )
+        self.repairs_total = Counter(
+            "fleet_health_lost_boundary_repairs_total",
+            "Lost-boundary repair answers (reconcile_lost_boundary), by typed result.",
+            ["result"],
             registry=r,
         )
         self.tick_seconds = Histogram(

@@ -13,6 +13,8 @@
   health monitor's classification (§4.3), ``controlLink.lastCall`` the last herdr call's outcome.
 * ``/metrics`` — the service's own registry, never the process-global one.
 * ``POST /v1/tools/<name>``, ``GET /v1/fleet`` and ``/mcp`` — the fleet tools.
+* ``GET /v1/incidents`` and ``POST /v1/incidents/{id}/replay`` — the incident journal
+  (:mod:`fleetd.api.incident_routes`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from fleetd.api.http_tools import install_tool_routes
+from fleetd.api.incident_routes import install_incident_routes
 from fleetd.api.mcp_server import install_mcp
 from fleetd.api.service import FleetService
 
@@ -110,5 +113,6 @@ def create_app(service: FleetService) -> FastAPI:
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     install_tool_routes(app, service.registry, service.authenticator)
+    install_incident_routes(app, service, service.authenticator)
     mcp_running = install_mcp(app, service.registry, service.authenticator)
     return app

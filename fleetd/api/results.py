@@ -192,11 +192,25 @@ class CapacityRow(_Result):
     benched_until: str | None = None
 
 
+class ForeignIncident(_Result):
+    """An incident a lead holds for another (a peer assignment, §7.4): no pane content."""
+
+    id: str
+    subject: str
+    state: str
+    severity: str
+    age_seconds: float
+    routing_generation: int
+
+
 class LeadHealth(_Result):
-    """A lead's health state and how long it has held it."""
+    """A lead's health state, how long it has held it, and the foreign incidents it holds
+    (their count for everyone; the bounded list only for the operator and the lead itself)."""
 
     state: str
     age_seconds: float
+    assigned_foreign_incidents: int
+    foreign_incidents: list[ForeignIncident] | _Absent = None
 
 
 class LeadRow(_Result):

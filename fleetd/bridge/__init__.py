@@ -11,6 +11,8 @@ from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.orphans import ORPHANED, Orphan
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.release import ReleaseCause, WorktreeAction, stop_cause
+from fleetd.bridge.repair import RepairOutcome
+from fleetd.bridge.repair_gates import RepairResult
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionState
 from fleetd.bridge.spawn import SpawnRequest
@@ -31,6 +33,8 @@ __all__ = [
     "Orphan",
     "PushLoop",
     "ReleaseCause",
+    "RepairOutcome",
+    "RepairResult",
     "ResultSource",
     "Session",
     "SessionEvent",

@@ -48,7 +48,7 @@ from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.records import InboxStats
 from fleetd.metrics import Metrics
 
-__all__ = ["NUDGE_SPACING", "PushLoop", "PushOutcome", "heartbeat_text"]
+__all__ = ["NUDGE_SPACING", "PushLoop", "PushOutcome", "heartbeat_text", "nudge_text"]
 
 _log = logging.getLogger("fleetd.bridge")
 
@@ -90,7 +90,13 @@ class PushLoop:
     inbox: ReplyInbox
     outbox: LeadOutbox
     view: BridgeView
+    covering: dict[str, set[str]] = field(default_factory=dict)  # peer -> failed leads it covers
     outcomes: dict[str, PushOutcome] = field(default_factory=dict)
+
+    def cover(self, recipient: str, failed: str) -> None:
+        """``recipient`` was handed an incident of ``failed``, a lead that cannot act: its next
+        nudge names it. Forgotten once the recipient has collected everything."""
+        self.covering.setdefault(recipient, set()).add(failed)
 
     async def push_once(self) -> None:
         await self.outbox.flush()
@@ -115,6 +121,7 @@ class PushLoop:
             outcome.depth = stats.actionable
             outcome.oldest_epoch_millis = stats.oldest_created_epoch_millis
             if outcome.depth == 0:
+                self.covering.pop(lead.name, None)
                 await self._maybe_heartbeat(lead.name, lead.agent, outcome, backlogs)
                 continue
             if outcome.nudges_for_head >= cap:
@@ -200,10 +207,7 @@ class PushLoop:
         outcome.last_status = info.agent_status.value
         if not info.agent_status.at_prompt:
             return
-        text = (
-            f"fleetd: {outcome.depth} message(s) wait in your inbox. "
-            f'Collect them with fleet_poll(target="{lead}").'
-        )
+        text = nudge_text(lead, outcome.depth, sorted(self.covering.get(lead, ())))
         try:
             await self.control.prompt(agent, text)
         except HerdrError as exc:
@@ -219,6 +223,18 @@ class PushLoop:
         if outcome.nudges_for_head >= cap:
             outcome.cap_reached_at = now
             _log.warning("lead %s: inbox nudge cap reached with %d waiting", lead, outcome.depth)
+
+
+def nudge_text(lead: str, depth: int, covering: list[str]) -> str:
+    """The nudge: how much waits, for which failed leads it stands in, and the exact call."""
+    text = f"fleetd: {depth} message(s) wait in your inbox."
+    if covering:
+        names = ", ".join(covering)
+        text += (
+            f" They include health incidents of lead {names}, which cannot act: "
+            "you receive them as a healthy peer."
+        )
+    return text + f' Collect them with fleet_poll(target="{lead}").'
 
 
 def _maybe_typed(exc: HerdrError) -> bool:

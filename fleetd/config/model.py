@@ -46,6 +46,7 @@ __all__ = [
     "HealthConfig",
     "NotificationMode",
     "NotificationsConfig",
+    "RepairConfig",
 ]
 
 RESTART_KEYS: Final = frozenset(
@@ -128,6 +129,16 @@ def _required_variable(name: str | None, info: ValidationInfo) -> str | None:
     return text
 
 
+class RepairConfig(ConfigModel):
+    """Which agent kinds lost-boundary repair may rebuild a result for (M4 §8.2).
+
+    Claude Code is always on and OpenCode always off; Codex only with ``codex``: its answers and
+    its info notices share one marker and differ only in colour, which a text read loses.
+    """
+
+    codex: StrictBool = False
+
+
 class HealthConfig(ConfigModel):
     """M4 §11. Floors clamp with a warning (see :mod:`fleetd.config.floors`); a duration above
     its upper bound (an hour for a cadence, a day for a waiting period) is an error."""
@@ -153,6 +164,7 @@ class HealthConfig(ConfigModel):
     ] = 900
     include_pane_excerpt: StrictBool = False
     notifications: NotificationsConfig = NotificationsConfig()
+    repair: RepairConfig = RepairConfig()
 
     @property
     def snapshot_interval(self) -> timedelta:

@@ -31,21 +31,26 @@ from fleetd.health.effects import (
     RecordTransition,
     RequestLostBoundaryRepair,
     RequestPaneProbe,
-    RequestRouting,
     RequestTargetLookup,
     ResolveIncident,
-    RoutingReason,
+    RetireLead,
+    RouteToHuman,
+    SupersedeAssignment,
     UpdateIncident,
 )
 from fleetd.health.evidence import HealthState, LeadEvidence, LinkEvidence, MemberEvidence
 from fleetd.health.incidents import (
+    Assignment,
     Incident,
     IncidentKey,
     ResolveReason,
+    Route,
+    RoutingReason,
     incident_id,
     suggested_tool_calls,
 )
 from fleetd.health.pane_budget import ProbeReason
+from fleetd.health.routing import LeadFacts, Routing, foreign_assignments, lead_facts, route
 from fleetd.health.settings import HealthSettings
 from fleetd.health.snapshot import (
     BoundaryScreen,
@@ -63,6 +68,7 @@ from fleetd.health.snapshot import (
     ProbeResult,
     ProbeSource,
     ProfileCapacityInput,
+    RepairView,
     SessionState,
     TargetLoss,
     WorktreeFacts,
@@ -78,6 +84,7 @@ from fleetd.health.states import (
 )
 
 __all__ = [
+    "Assignment",
     "BoundaryScreen",
     "CapacityRow",
     "CapacitySummary",
@@ -99,6 +106,7 @@ __all__ = [
     "Incident",
     "IncidentKey",
     "LeadEvidence",
+    "LeadFacts",
     "LeadState",
     "LeadView",
     "LinkEvidence",
@@ -118,26 +126,34 @@ __all__ = [
     "ProfileCapacityInput",
     "PublishHealthRecord",
     "RecordTransition",
+    "RepairView",
     "RequestLostBoundaryRepair",
     "RequestPaneProbe",
-    "RequestRouting",
     "RequestTargetLookup",
     "ResolveIncident",
     "ResolveReason",
+    "RetireLead",
+    "Route",
+    "RouteToHuman",
+    "Routing",
     "RoutingReason",
     "Scope",
     "SessionState",
     "Severity",
+    "SupersedeAssignment",
     "TargetLoss",
     "UpdateIncident",
     "WorktreeFacts",
     "capacity_rows",
     "capacity_summary",
     "decide",
+    "foreign_assignments",
     "holds_capacity",
     "idle_for_seconds",
     "incident_id",
     "is_reclaimable",
+    "lead_facts",
     "live_count",
+    "route",
     "suggested_tool_calls",
 ]

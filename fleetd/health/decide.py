@@ -9,7 +9,10 @@ tick's time. ``decide`` classifies, in this order:
 3. every member (:mod:`~fleetd.health.members`), then the MUTE overlay;
 4. inbox keys that belong to no lead, inbox decode failures (:mod:`~fleetd.health.inboxes`;
    they need no herdr sighting), and per-profile MUTE rates;
-5. the pane budget (:mod:`~fleetd.health.pane_budget`) over the candidates the steps collected.
+5. the pane budget (:mod:`~fleetd.health.pane_budget`) over the candidates the steps collected;
+6. routing (:mod:`~fleetd.health.routing`): every open incident keeps or gets its recipient — its
+   owning lead, a healthy peer, or a person — from the lead health this tick settled. Open and
+   update effects of the tick carry the incident as routed.
 
 When the fleet list failed the tick is *blind*: live-derived evidence, classifications and
 incidents of leads and members stay exactly as they were (a failed list alone never claims a
@@ -28,22 +31,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from fleetd.health.adoption import settle_adopted
 from fleetd.health.effects import (
     Effect,
+    OpenIncident,
     RecordTransition,
     RequestLostBoundaryRepair,
     RequestPaneProbe,
+    RetireLead,
+    UpdateIncident,
     effect_order,
 )
 from fleetd.health.evidence import HealthState, LeadEvidence, MemberEvidence
 from fleetd.health.floors import TWO_SNAPSHOTS
 from fleetd.health.inboxes import step_inboxes
-from fleetd.health.incidents import IncidentBook, IncidentKey, ResolveReason
+from fleetd.health.incidents import Incident, IncidentBook, IncidentKey, ResolveReason
 from fleetd.health.leads import retained_view, step_lead, step_lead_blind
 from fleetd.health.link import LINK_SUBJECT, step_link
 from fleetd.health.members import step_member, step_member_blind
 from fleetd.health.mute import rate_exceeded, record_mutes
 from fleetd.health.pane_budget import ProbeReason, allocate
+from fleetd.health.repair import repair_requests_after
+from fleetd.health.routing import lead_facts, route
 from fleetd.health.settings import Effective
 from fleetd.health.snapshot import FleetSnapshot
 from fleetd.health.states import FAULT_LEAD_STATES, MemberState, Scope
@@ -67,7 +76,8 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         or Effective.of(prior.settings).member_timers()
         == Effective.of(snapshot.config).member_timers()
     )
-    tick = Tick(snapshot, IncidentBook(prior.incidents, prior.generations), now, steady=steady)
+    book = IncidentBook(prior.incidents, prior.generations)
+    tick = Tick(snapshot, book, now, steady=steady, adopted=prior.adopted)
     link = step_link(tick, snapshot.live, prior.link)
     if link.state is not prior.link.state:
         tick.effects.append(
@@ -90,6 +100,8 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
     cursor, recent = prior.probe_cursor, prior.recent_reads
     if sighted:
         cursor, recent = _spend_budget(tick, members, leads, cursor, recent)
+    adopted = settle_adopted(tick, sighted=sighted) if tick.adopted else tick.adopted
+    _route(tick, leads)
     state = HealthState(
         taken_at=now,
         link=link,
@@ -101,6 +113,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         probe_cursor=cursor,
         recent_reads=recent,
         settings=snapshot.config,
+        adopted=adopted,
     )
     return Decision(state=state, effects=tuple(sorted(tick.effects, key=effect_order)))
 
@@ -127,13 +140,35 @@ def _leads(
             and after.state not in FAULT_LEAD_STATES
         ):
             # retired after the grace, seen alive; outside a fault state no incident is open
-            tick.lead_states.pop(name, None)
+            tick.effects.append(
+                RetireLead(lead=name, agent_name=before.agent_name, terminal_id=before.terminal_id)
+            )
             continue
         result[name] = after
         _transition(
             tick, Scope.LEAD, subject=name, target=before.agent_name, before=before, after=after
         )
     return result
+
+
+def _route(tick: Tick, leads: Mapping[str, LeadEvidence]) -> None:
+    """Assign the tick's open incidents; open and update effects then carry them as routed."""
+    routing = route(tick.book.open.values(), [lead_facts(e) for e in leads.values()])
+    if not routing.routed:
+        return
+    tick.book.store(routing.routed)
+    routed = {incident.id: incident for incident in routing.routed}
+    tick.effects = [_as_routed(effect, routed) for effect in tick.effects]
+    tick.effects.extend(routing.effects)
+
+
+def _as_routed(effect: Effect, routed: Mapping[str, Incident]) -> Effect:
+    """An open or update effect of a routed incident, carrying the incident as routed."""
+    if isinstance(effect, OpenIncident) and effect.incident.id in routed:
+        return OpenIncident(incident=routed[effect.incident.id])
+    if isinstance(effect, UpdateIncident) and effect.incident.id in routed:
+        return UpdateIncident(incident=routed[effect.incident.id])
+    return effect
 
 
 def _members(
@@ -299,6 +334,11 @@ def _spend_budget(
                     grant.token
                     if grant.reason is ProbeReason.LOST_BOUNDARY
                     else member.repair_token
+                ),
+                repair_requests=(
+                    repair_requests_after(member.repair_token, member.repair_requests, grant.token)
+                    if grant.reason is ProbeReason.LOST_BOUNDARY
+                    else member.repair_requests
                 ),
                 final_read_state=(
                     member.state

@@ -3,8 +3,11 @@
 One dispatcher in ``fleetd.runtime`` turns each effect into adapter calls. Names are imperative.
 Incident effects are edge-triggered: they appear only on the tick where something changed.
 Request effects (pane probes, target lookups) are per tick by nature and already passed through
-the pane budget. ``decide`` returns effects sorted by :func:`effect_order`, so two runs over the
-same input produce the same tuple regardless of the order members or agents arrived in.
+the pane budget. Routing effects (:class:`PublishHealthRecord`, :class:`RouteToHuman`,
+:class:`SupersedeAssignment`) appear on the tick an incident gets a new assignment
+(:mod:`fleetd.health.routing`): once at open, then once per reassignment. ``decide`` returns
+effects sorted by :func:`effect_order`, so two runs over the same input produce the same tuple
+regardless of the order members or agents arrived in.
 
 Effects never carry pane text, prompts, replies or exception messages: only ids, names, codes,
 counts and times.
@@ -17,7 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Final
 
-from fleetd.health.incidents import Incident, ResolveReason
+from fleetd.health.incidents import Assignment, Incident, ResolveReason, RoutingReason
 from fleetd.health.pane_budget import ProbeReason
 from fleetd.health.snapshot import ProbeSource
 from fleetd.health.states import Scope
@@ -32,10 +35,12 @@ __all__ = [
     "RecordTransition",
     "RequestLostBoundaryRepair",
     "RequestPaneProbe",
-    "RequestRouting",
     "RequestTargetLookup",
     "ResolveIncident",
+    "RetireLead",
+    "RouteToHuman",
     "RoutingReason",
+    "SupersedeAssignment",
     "UpdateIncident",
     "effect_order",
 ]
@@ -47,16 +52,6 @@ class FailCause(StrEnum):
     GONE = "gone"
     NEVER_READY = "never_ready"
     DELEGATION_ORPHANED = "delegation_orphaned"
-
-
-class RoutingReason(StrEnum):
-    """Why an incident goes to the router (peer lead or person) instead of its owning lead."""
-
-    NO_OWNER = "no_owner"
-    OWNER_UNHEALTHY = "owner_unhealthy"
-    LEAD_FAULT = "lead_fault"
-    CONTROL_LINK = "control_link"
-    FLEET_SCOPE = "fleet_scope"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,18 +79,62 @@ class ResolveIncident:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PublishHealthRecord:
-    """Publish a typed health record under the member's key for its exact owning lead (§7.3)."""
+    """Publish a typed health record to ``recipient_lead``'s inbox key (§7.3, §7.4).
+
+    The recipient is the exact owning lead (``reason`` ``owner``) or a healthy peer standing in
+    for ``on_behalf_of`` (the failed owner, or the lead the incident is about). The record goes
+    under the recipient's key, never the failed subject's; a status-gated push to a peer names
+    ``on_behalf_of`` and the recipient's own ``fleet_poll`` call. ``recipient_terminal`` is the
+    recipient's herdr terminal id when known. ``generation`` is the routing generation: a record
+    of an older generation of the same incident is superseded (:class:`SupersedeAssignment`).
+    """
 
     recipient_lead: str
     incident: Incident
+    generation: int
+    reason: RoutingReason
+    on_behalf_of: str | None = None
+    recipient_terminal: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RequestRouting:
-    """Hand an incident to the router: healthy peer lead, else a person, else partial coverage."""
+class RouteToHuman:
+    """No lead can act on ``incident``: it goes to a person (§10.1), and stays open.
+
+    Without a human sink the leg is passive: the incident stays visible on ``fleet_list``,
+    ``/healthz``, metrics and the log, and coverage says ``partial``.
+    """
 
     incident: Incident
+    generation: int
     reason: RoutingReason
+    on_behalf_of: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SupersedeAssignment:
+    """``incident`` was reassigned: ``previous`` (its recipient and generation) is superseded.
+
+    The runtime tells the previous lead recipient that the record it holds is handled elsewhere,
+    or cancels a pending human delivery of the previous generation. ``incident.assignment`` is
+    the new one; a :class:`PublishHealthRecord` or :class:`RouteToHuman` for it follows.
+    """
+
+    incident: Incident
+    previous: Assignment
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetireLead:
+    """Health stopped tracking a lead after its two-successful-snapshot retirement grace.
+
+    No open incident is assigned to it any more (this tick's routing moved them). The runtime may
+    release its inbox key once the queue is empty (§7.5); a non-empty key stays owned.
+    """
+
+    lead: str
+    agent_name: str
+    terminal_id: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,7 +199,9 @@ Effect = (
     | UpdateIncident
     | ResolveIncident
     | PublishHealthRecord
-    | RequestRouting
+    | RouteToHuman
+    | SupersedeAssignment
+    | RetireLead
     | RequestPaneProbe
     | RequestTargetLookup
     | FailTargetWork
@@ -174,13 +215,15 @@ _RANK: Final[dict[type, int]] = {
     ResolveIncident: 1,
     OpenIncident: 2,
     UpdateIncident: 3,
-    PublishHealthRecord: 4,
-    RequestRouting: 5,
-    CountMute: 6,
-    RequestTargetLookup: 7,
-    RequestPaneProbe: 8,
-    RequestLostBoundaryRepair: 9,
-    FailTargetWork: 10,
+    SupersedeAssignment: 4,
+    PublishHealthRecord: 5,
+    RouteToHuman: 6,
+    CountMute: 7,
+    RequestTargetLookup: 8,
+    RequestPaneProbe: 9,
+    RequestLostBoundaryRepair: 10,
+    FailTargetWork: 11,
+    RetireLead: 12,
 }
 
 
@@ -190,12 +233,19 @@ def effect_order(effect: Effect) -> tuple[str, int, str]:
     Within one target a pane probe comes before the failure operation, so a final evidence read
     is attempted before teardown.
     """
-    if isinstance(effect, OpenIncident | UpdateIncident | ResolveIncident):
+    if isinstance(
+        effect,
+        OpenIncident
+        | UpdateIncident
+        | ResolveIncident
+        | SupersedeAssignment
+        | PublishHealthRecord
+        | RouteToHuman,
+    ):
         incident = effect.incident
         return (incident.target or incident.subject, _RANK[type(effect)], incident.id)
-    if isinstance(effect, PublishHealthRecord | RequestRouting):
-        incident = effect.incident
-        return (incident.target or incident.subject, _RANK[type(effect)], incident.id)
+    if isinstance(effect, RetireLead):
+        return (effect.agent_name, _RANK[RetireLead], effect.lead)
     if isinstance(effect, RecordTransition):
         return (effect.target or effect.subject, 0, f"{effect.scope}:{effect.subject}")
     if isinstance(effect, CountMute | FailTargetWork | RequestLostBoundaryRepair):

@@ -4,7 +4,8 @@ Current push and heartbeat loops forget history; health must not (§4.4). Per ta
 keeps: the raw live status and when it was first seen, ``state_change_seq``, consecutive absences
 from successful lists, sticky definitive-loss codes, the lost-boundary streak for one TurnToken,
 pane-probe facts (the last two digests for one turn, a fatal signature id), one-shot markers
-(repair requested for a token, final read taken, orphan retry spent, target loss reported), recent
+(repair requested for a token and how often, final read taken, orphan retry spent, target loss
+reported), recent
 mute times, the current classification with its since-time, and the key of its open incident.
 The per-target read cooldown belongs to the budget: :attr:`HealthState.recent_reads`.
 
@@ -89,6 +90,7 @@ class MemberEvidence:
     never_ready: bool = False
     probe: ProbeFacts = EMPTY_PROBE
     repair_token: str | None = None
+    repair_requests: int = 0
     final_read_state: MemberState | None = None
     orphan_retry_done: bool = False
     loss_reported: bool = False
@@ -99,7 +101,17 @@ class MemberEvidence:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeadEvidence:
-    """Retained identity, evidence and classification of one expected lead."""
+    """Retained identity, evidence and classification of one expected lead (§4.4).
+
+    Sightings: ``first_seen_at`` and ``last_seen_at`` (successful lists that showed it), the raw
+    status of the latest one with ``raw_since`` (its age), ``absent`` (consecutive successful
+    lists without it, capped at two). Per-target calls: ``not_found_code`` (definitive), and
+    ``lookup_error``/``lookup_failures`` (the last failed call's code, of any class, and how many
+    ticks in a row one failed). ``probe``: pane-probe facts. From the bridge's latest report
+    (kept while the identity map no longer lists the lead): the actionable backlog and its oldest
+    item, nudges and the cap, the push loop's last read status and error, the last nudge and
+    heartbeat.
+    """
 
     name: str
     agent_name: str
@@ -113,11 +125,22 @@ class LeadEvidence:
     raw_since: datetime | None = None
     seq: int | None = None
     absent: int = 0
+    first_seen_at: datetime | None = None
     last_seen_at: datetime | None = None
     not_found_code: str | None = None
+    lookup_error: str | None = None
+    lookup_failures: int = 0
     probe: ProbeFacts = EMPTY_PROBE
     final_read_state: LeadState | None = None
     identity_missing: int = 0
+    actionable_waiting: int = 0
+    oldest_actionable_at: datetime | None = None
+    nudges_sent: int = 0
+    nudge_cap_reached_at: datetime | None = None
+    push_status: LiveStatus | None = None
+    last_push_error: str | None = None
+    last_nudge_at: datetime | None = None
+    last_heartbeat_at: datetime | None = None
     incident: IncidentKey | None = None
 
 
@@ -152,6 +175,7 @@ class HealthState:
     probe_cursor: str = ""
     recent_reads: Mapping[str, datetime] = field(default_factory=dict)
     settings: HealthSettings | None = None
+    adopted: Mapping[IncidentKey, int] = field(default_factory=dict)
 
     def open_incidents(self) -> tuple[Incident, ...]:
         """Open incidents in key order."""

@@ -10,6 +10,11 @@ Ids are deterministic (a hash of key and generation) because the pure core has n
 After a restart the runtime seeds :attr:`IncidentBook.generations` from the journal so a
 recurrence cannot reuse an old id.
 
+Each open incident carries its :class:`Assignment`: where :func:`~fleetd.health.routing.route`
+sent it (a lead or a person), why, and the routing generation, which starts at 1 and goes up by
+one on every reassignment. The incident generation above counts recurrences of a key; the routing
+generation counts recipients of one incident.
+
 :class:`IncidentBook` is the working copy ``decide`` mutates during one tick; it starts from the
 prior state's mappings and never mutates them.
 """
@@ -17,7 +22,7 @@ prior state's mappings and never mutates them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -25,11 +30,14 @@ from enum import StrEnum
 from fleetd.health.states import Certainty, HealthStateName, Scope, Severity, spec_of
 
 __all__ = [
+    "Assignment",
     "Evidence",
     "Incident",
     "IncidentBook",
     "IncidentKey",
     "ResolveReason",
+    "Route",
+    "RoutingReason",
     "incident_id",
     "suggested_tool_calls",
 ]
@@ -44,6 +52,53 @@ class ResolveReason(StrEnum):
     CLEARED = "cleared"
     SUPERSEDED = "superseded"
     SUBJECT_RETIRED = "subject_retired"
+
+
+class Route(StrEnum):
+    """Who an incident is routed to: a lead's inbox, or a person (M4 §7.4 Figure 2, §10.1)."""
+
+    LEAD = "lead"
+    HUMAN = "human"
+
+
+class RoutingReason(StrEnum):
+    """Why an incident has the recipient it has (shown as ``routing.reason`` on ``fleet_list``).
+
+    ``owner``: the exact delegating lead (§7.3), healthy. ``peer_*``: a healthy peer lead because
+    the owner is unhealthy or gone, the incident is about a lead, or it is fleet-wide with no
+    owning lead (§7.4). ``human_*``: a person, because a member incident has no exact owner
+    (Figure 2), the control link is down (§10.1), or no healthy lead can receive it.
+    """
+
+    OWNER = "owner"
+    PEER_OWNER_UNHEALTHY = "peer_owner_unhealthy"
+    PEER_LEAD_INCIDENT = "peer_lead_incident"
+    PEER_NO_OWNER = "peer_no_owner"
+    HUMAN_NO_OWNER = "human_no_owner"
+    HUMAN_CONTROL_LINK_DOWN = "human_control_link_down"
+    HUMAN_NO_HEALTHY_LEAD = "human_no_healthy_lead"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assignment:
+    """Where one incident is routed in one routing generation.
+
+    ``recipient`` is a lead name for :attr:`Route.LEAD` and ``None`` for :attr:`Route.HUMAN`;
+    ``on_behalf_of`` names the lead the recipient stands in for (the failed owner, or the lead
+    the incident is about), ``None`` when the owner itself receives or no lead is involved.
+    """
+
+    route: Route
+    recipient: str | None
+    reason: RoutingReason
+    generation: int
+    on_behalf_of: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.route is Route.LEAD) != (self.recipient is not None):
+            raise ValueError("a lead route names its recipient; a human route names none")
+        if self.generation < 1:
+            raise ValueError("Assignment.generation starts at 1")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, order=True)
@@ -67,8 +122,8 @@ class Incident:
     """One open (or just resolved) incident.
 
     ``target`` is the herdr target name where one exists; ``owner_lead`` is the exact delegating
-    lead at open time; ``recipient_lead`` is the lead the record was published to, ``None`` while
-    routing (peer or human) owns it.
+    lead at open time (or the lead whose inbox key it is); ``assignment`` is where routing sent it,
+    ``None`` only between opening and the routing pass of the same tick.
     """
 
     id: str
@@ -79,9 +134,44 @@ class Incident:
     certainty: Certainty
     opened_at: datetime
     owner_lead: str | None = None
-    recipient_lead: str | None = None
+    assignment: Assignment | None = None
     committed_work_at_risk: bool = False
     evidence: Evidence = ()
+
+    def routed(self, assignment: Assignment) -> Incident:
+        """This incident with ``assignment``; ``dataclasses.replace`` without its cost, which a
+        routing pass over a thousand incidents notices."""
+        return Incident(
+            id=self.id,
+            key=self.key,
+            generation=self.generation,
+            target=self.target,
+            severity=self.severity,
+            certainty=self.certainty,
+            opened_at=self.opened_at,
+            owner_lead=self.owner_lead,
+            assignment=assignment,
+            committed_work_at_risk=self.committed_work_at_risk,
+            evidence=self.evidence,
+        )
+
+    @property
+    def recipient_lead(self) -> str | None:
+        """The lead that holds the incident now; ``None`` while a person (or nobody) does."""
+        return self.assignment.recipient if self.assignment is not None else None
+
+    @property
+    def route(self) -> Route | None:
+        return self.assignment.route if self.assignment is not None else None
+
+    @property
+    def routing_reason(self) -> RoutingReason | None:
+        return self.assignment.reason if self.assignment is not None else None
+
+    @property
+    def routing_generation(self) -> int:
+        """The routing generation; 0 before the first assignment."""
+        return self.assignment.generation if self.assignment is not None else 0
 
     @property
     def scope(self) -> Scope:
@@ -131,7 +221,6 @@ class IncidentBook:
         now: datetime,
         target: str | None,
         owner_lead: str | None = None,
-        recipient_lead: str | None = None,
         committed_work_at_risk: bool = False,
         evidence: Evidence = (),
     ) -> Incident:
@@ -151,7 +240,6 @@ class IncidentBook:
             certainty=spec.certainty,
             opened_at=now,
             owner_lead=owner_lead,
-            recipient_lead=recipient_lead,
             committed_work_at_risk=committed_work_at_risk,
             evidence=evidence,
         )
@@ -171,6 +259,14 @@ class IncidentBook:
         updated = replace(incident, **changes)  # type: ignore[arg-type]
         opened[incident.key] = updated
         return updated
+
+    def store(self, incidents: Iterable[Incident]) -> None:
+        """Replace open incidents with changed copies already built (a routing pass's result)."""
+        opened, _ = self._writable()
+        for incident in incidents:
+            if incident.key not in opened:
+                raise ValueError(f"no open incident for {incident.key}")
+            opened[incident.key] = incident
 
     def forget_subjects(self, scope: Scope, subjects: set[str]) -> None:
         """Drop generation counters of retired subjects whose ids never recur (sessions)."""

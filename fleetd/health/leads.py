@@ -24,15 +24,15 @@ lead cannot escape health by vanishing from one map.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from fleetd.health.effects import RequestTargetLookup
 from fleetd.health.evidence import EMPTY_PROBE, LeadEvidence
 from fleetd.health.floors import TWO_SNAPSHOTS
-from fleetd.health.incidents import IncidentKey
+from fleetd.health.incidents import Evidence, IncidentKey
 from fleetd.health.pane_budget import ProbeCandidate, ProbeReason
 from fleetd.health.snapshot import AT_PROMPT, LeadView, LiveStatus, ProbeSource
-from fleetd.health.states import FAULT_LEAD_STATES, LeadState, Scope, spec_of
+from fleetd.health.states import LeadState, Scope, spec_of
 from fleetd.health.tick import Tick, absorb_probe, settle_probe
 
 __all__ = ["FINAL_READ_LEAD_STATES", "retained_view", "step_lead", "step_lead_blind"]
@@ -58,7 +58,6 @@ def step_lead_blind(
     tick: Tick, view: LeadView, prior: LeadEvidence | None, identity_missing: int
 ) -> LeadEvidence:
     """A tick without a usable live view changes nothing about a known lead (§4.3)."""
-    tick.lead_states[view.name] = prior.state if prior is not None else _L.LEAD_STATUS_UNKNOWN
     if prior is not None:
         return prior
     return LeadEvidence(
@@ -80,7 +79,10 @@ class _Seen:
     __slots__ = (
         "absent",
         "agent",
+        "first_seen",
         "last_seen",
+        "lookup_error",
+        "lookup_failures",
         "not_found",
         "probe",
         "raw",
@@ -119,6 +121,13 @@ class _Seen:
         else:
             self.absent, self.last_seen, held = 0, now, None
         self.not_found = tick.not_found(view.agent_name) or held
+        first = prior.first_seen_at if prior is not None else None
+        self.first_seen = first or (now if agent is not None else None)
+        # the last failed per-target call's code survives; its streak ends with a sighting
+        code = tick.targeted.get(view.agent_name)
+        self.lookup_error = code or (prior.lookup_error if prior is not None else None)
+        streak = prior.lookup_failures if prior is not None and agent is None else 0
+        self.lookup_failures = streak + 1 if code is not None else streak
 
 
 def _classify(
@@ -185,9 +194,6 @@ def step_lead(
         tick.effects.append(RequestTargetLookup(target=view.agent_name))
     state, cause = _classify(tick, view, seen, prior)
     entered = prior is None or prior.state is not state
-    tick.lead_states[view.name] = state
-    if entered and state in FAULT_LEAD_STATES:
-        tick.reroute_from(view.name)
 
     final_read_state = prior.final_read_state if prior is not None else None
     candidate = _candidate(view, seen, state, final_read_state)
@@ -201,12 +207,9 @@ def step_lead(
     )
     current = prior.incident if prior is not None else None
     if current != desired:
-        evidence = (
-            ("raw_status", str(seen.raw or "absent")),
-            ("consecutive_absences", str(seen.absent)),
-            ("actionable_waiting", str(view.actionable_waiting)),
+        tick.sync_incident(
+            current, desired, target=view.agent_name, evidence=_evidence(tick, view, seen)
         )
-        tick.sync_incident(current, desired, target=view.agent_name, evidence=evidence)
 
     return LeadEvidence(
         name=view.name,
@@ -221,10 +224,45 @@ def step_lead(
         raw_since=seen.raw_since,
         seq=seen.agent.state_change_seq if seen.agent is not None else None,
         absent=seen.absent,
+        first_seen_at=seen.first_seen,
         last_seen_at=seen.last_seen,
         not_found_code=seen.not_found if seen.agent is None else None,
+        lookup_error=seen.lookup_error,
+        lookup_failures=seen.lookup_failures,
         probe=seen.probe,
         final_read_state=final_read_state,
         identity_missing=identity_missing,
         incident=desired,
+        **_reported(view if identity_missing == 0 or prior is None else prior),
     )
+
+
+def _reported(source: LeadView | LeadEvidence) -> dict[str, Any]:
+    """The bridge's report about a lead: from this tick's view, or kept from the last one the
+    identity map still listed (a retained identity carries no report of its own)."""
+    return {
+        "actionable_waiting": source.actionable_waiting,
+        "oldest_actionable_at": source.oldest_actionable_at,
+        "nudges_sent": source.nudges_sent,
+        "nudge_cap_reached_at": source.nudge_cap_reached_at,
+        "push_status": source.push_status,
+        "last_push_error": source.last_push_error,
+        "last_nudge_at": source.last_nudge_at,
+        "last_heartbeat_at": source.last_heartbeat_at,
+    }
+
+
+def _evidence(tick: Tick, view: LeadView, seen: _Seen) -> Evidence:
+    """Codes and counts a lead incident opens with: never pane text."""
+    pairs = [
+        ("raw_status", str(seen.raw or "absent")),
+        ("consecutive_absences", str(seen.absent)),
+        ("actionable_waiting", str(view.actionable_waiting)),
+        ("nudges_sent", str(view.nudges_sent)),
+    ]
+    if view.oldest_actionable_at is not None:
+        age = max(0, int((tick.now - view.oldest_actionable_at).total_seconds()))
+        pairs.append(("oldest_actionable_seconds", str(age)))
+    if seen.lookup_error is not None:
+        pairs.append(("lookup_error", seen.lookup_error))
+    return tuple(pairs)

@@ -43,6 +43,7 @@ __all__ = [
     "ProbeResult",
     "ProbeSource",
     "ProfileCapacityInput",
+    "RepairView",
     "SessionState",
     "TargetLoss",
     "WorktreeFacts",
@@ -145,6 +146,25 @@ class LiveView:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RepairView:
+    """What lost-boundary repair last answered for an open turn's token (M4 §8.3-§8.4).
+
+    ``result`` is the bridge's typed result value (``refused_unchanged``, ...), ``detail`` the
+    stable code of the check that answered, ``attempts`` how many answers the token has had, and
+    ``retry_at`` when one more request may be made (``None``: repair will not try it again).
+    """
+
+    result: str
+    detail: str
+    attempts: int
+    retry_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("RepairView.attempts must be at least 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OpenTurn:
     """An accepted send that has not resolved: its TurnToken and where it stands."""
 
@@ -153,6 +173,7 @@ class OpenTurn:
     accepted_at: datetime
     delivered_at: datetime | None = None
     waiter_open: bool = True
+    repair: RepairView | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,7 +262,12 @@ class LeadView:
     """One expected lead: identity from the CallerResolver supplier, plus push/nudge outcomes.
 
     Identity is not liveness; liveness comes only from the live view. ``actionable_waiting``
-    counts typed records waiting for this lead to collect.
+    counts typed records waiting for this lead to collect, the oldest created at
+    ``oldest_actionable_at``. The push and heartbeat loops publish what they saw and did before
+    deciding not to inject (§4.4, Unit 4 criterion 4): ``push_status`` is the raw status they
+    last read, ``last_push_error`` the code of their last failed herdr call, ``nudges_sent`` the
+    nudges for the current head of the inbox (``nudge_cap_reached_at`` once capped), and
+    ``last_nudge_at``/``last_heartbeat_at`` when they last injected one.
     """
 
     name: str
@@ -253,6 +279,10 @@ class LeadView:
     oldest_actionable_at: datetime | None = None
     nudges_sent: int = 0
     nudge_cap_reached_at: datetime | None = None
+    push_status: LiveStatus | None = None
+    last_push_error: str | None = None
+    last_nudge_at: datetime | None = None
+    last_heartbeat_at: datetime | None = None
 
     def __post_init__(self) -> None:
         _non_negative(self, "actionable_waiting", "nudges_sent")

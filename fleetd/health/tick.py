@@ -3,8 +3,9 @@ the effects and pane candidates collected so far.
 
 Indexes are built deterministically: when two live agents claim the same terminal id or name
 (ambiguous herdr data), the one with the smallest pane id wins, so the result never depends on
-the order of ``agent.list``. Incident opening, closing and routing go through
-:meth:`Tick.sync_incident`, the single place where an incident edge becomes effects.
+the order of ``agent.list``. Incident opening and closing go through :meth:`Tick.sync_incident`,
+the single place where an incident edge becomes effects; who receives an incident is decided
+once per tick afterwards, by :func:`~fleetd.health.routing.route`.
 """
 
 from __future__ import annotations
@@ -12,15 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from fleetd.health.effects import (
-    Effect,
-    OpenIncident,
-    PublishHealthRecord,
-    RequestRouting,
-    ResolveIncident,
-    RoutingReason,
-    UpdateIncident,
-)
+from fleetd.health.effects import Effect, OpenIncident, ResolveIncident, UpdateIncident
 from fleetd.health.evidence import ProbeFacts
 from fleetd.health.incidents import Evidence, Incident, IncidentBook, IncidentKey, ResolveReason
 from fleetd.health.pane_budget import ProbeCandidate
@@ -34,17 +27,8 @@ from fleetd.health.snapshot import (
     ProbeSource,
     is_target_loss,
 )
-from fleetd.health.states import FAULT_LEAD_STATES, LeadState, Scope
 
 __all__ = ["Tick", "absorb_probe", "settle_probe"]
-
-_OWNED_SCOPES = frozenset({Scope.MEMBER, Scope.INBOX})
-_ROUTE_BY_SCOPE = {
-    Scope.LEAD: RoutingReason.LEAD_FAULT,
-    Scope.CONTROL_LINK: RoutingReason.CONTROL_LINK,
-    Scope.INBOX: RoutingReason.FLEET_SCOPE,
-    Scope.PROFILE: RoutingReason.FLEET_SCOPE,
-}
 
 
 def _by_terminal(agents: tuple[LiveAgent, ...]) -> dict[str, LiveAgent]:
@@ -146,9 +130,11 @@ class Tick:
         now: datetime,
         *,
         steady: bool,
+        adopted: Mapping[IncidentKey, int] | None = None,
     ) -> None:
         self.now = now
         self.steady = steady
+        self.adopted: dict[IncidentKey, int] = dict(adopted or {})
         self.eff = Effective.of(snapshot.config)
         self.live_ok = snapshot.live.list_ok
         self.ping_ok = snapshot.live.ping_ok
@@ -162,7 +148,6 @@ class Tick:
         self.book = book
         self.effects: list[Effect] = []
         self.candidates: list[ProbeCandidate] = []
-        self.lead_states: dict[str, LeadState] = {}
         self.mutes_by_profile: dict[str, int] = {}
 
     @property
@@ -186,11 +171,6 @@ class Tick:
         """A ``*_not_found`` code from this tick's per-target calls, if any."""
         code = self.targeted.get(target)
         return code if is_target_loss(code) else None
-
-    def owner_can_receive(self, lead: str | None) -> bool:
-        """True when ``lead`` is a known lead not in a fault state this tick."""
-        state = self.lead_states.get(lead) if lead is not None else None
-        return state is not None and state not in FAULT_LEAD_STATES
 
     def sync_incident(
         self,
@@ -237,35 +217,26 @@ class Tick:
         committed: bool,
         evidence: Evidence,
     ) -> None:
-        """Open ``key`` and route it: exact owning lead, else the router (§7.3, Figure 2).
+        """Open ``key``; the tick's routing pass assigns its recipient (§7.3, §7.4).
 
-        Member incidents and inbox incidents of a lead's own key have an owning lead.
+        Member incidents carry their exact delegating lead; an inbox incident of a lead's own key
+        carries that lead. A key still open from before a restart (adopted from the journal) is
+        claimed instead: the same incident, no second ``open``.
         """
-        owned = key.scope in _OWNED_SCOPES
-        recipient = owner_lead if owned and self.owner_can_receive(owner_lead) else None
+        if self.adopted.pop(key, None) is not None:
+            held = self.book.open[key]
+            if (held.owner_lead, held.committed_work_at_risk) != (owner_lead, committed):
+                changed = self.book.amend(
+                    held, owner_lead=owner_lead, committed_work_at_risk=committed
+                )
+                self.effects.append(UpdateIncident(incident=changed))
+            return
         incident = self.book.open_new(
             key,
             now=self.now,
             target=target,
             owner_lead=owner_lead,
-            recipient_lead=recipient,
             committed_work_at_risk=committed,
             evidence=evidence,
         )
         self.effects.append(OpenIncident(incident=incident))
-        if recipient is not None:
-            self.effects.append(PublishHealthRecord(recipient_lead=recipient, incident=incident))
-            return
-        if key.scope is Scope.MEMBER or (owned and owner_lead):
-            reason = RoutingReason.OWNER_UNHEALTHY if owner_lead else RoutingReason.NO_OWNER
-        else:
-            reason = _ROUTE_BY_SCOPE[key.scope]
-        self.effects.append(RequestRouting(incident=incident, reason=reason))
-
-    def reroute_from(self, lead: str) -> None:
-        """A lead turned unhealthy: hand every incident published to it to the router."""
-        for key in sorted(k for k, i in self.book.open.items() if i.recipient_lead == lead):
-            updated = self.book.amend(self.book.open[key], recipient_lead=None)
-            self.effects.append(
-                RequestRouting(incident=updated, reason=RoutingReason.OWNER_UNHEALTHY)
-            )

@@ -6,6 +6,7 @@ A stored code the core does not know (a state from a newer build, a severity ren
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import TypeVar
@@ -24,7 +25,14 @@ from fleetd.health.states import (
     Scope,
     Severity,
 )
-from fleetd.journal.records import EventState, EventType, Routing, StoredEvent, StoredIncident
+from fleetd.journal.records import (
+    EventState,
+    EventType,
+    Routing,
+    StoredEvent,
+    StoredIncident,
+    assignment_of,
+)
 from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
 
 __all__ = ["incident_key", "make_key", "stored_incidents"]
@@ -116,9 +124,9 @@ def _incident(row: IncidentRow, events: tuple[StoredEvent, ...]) -> StoredIncide
         certainty=_parse(Certainty, row.certainty),
         opened_at=row.opened_at,
         owner_lead=routing.owner,
-        recipient_lead=routing.recipient,
         committed_work_at_risk=row.committed_work_at_risk,
     )
+    incident = dataclasses.replace(incident, assignment=assignment_of(incident, routing))
     return StoredIncident(
         incident=incident,
         routing=routing,

@@ -51,8 +51,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from fleetd.health.effects import RoutingReason
-from fleetd.health.incidents import Incident, ResolveReason, suggested_tool_calls
+from fleetd.health.incidents import Incident, ResolveReason, RoutingReason, suggested_tool_calls
 from fleetd.health.states import STATE_SPECS, Certainty, Scope, Severity
 from fleetd.notify.keys import EVENT_ID_PATTERN, EventType, idempotency_key
 

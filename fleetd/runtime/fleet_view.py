@@ -6,7 +6,9 @@ outcomes, inbox decode failures and the records held in memory for an unreachabl
 the config status, the outbound dependencies (broker endpoints, model providers, benched
 profiles; :mod:`fleetd.runtime.dependencies`) and — once the health monitor runs — member and lead
 health, open incidents and ``healthCoverage``. It never carries pane content, prompts, replies,
-tokens or URLs. Preserved worktrees (paths included) are shown to leads only.
+tokens or URLs. Preserved worktrees (paths included) are shown to leads only. A lead sees its own
+members, and of the inbox only its own key's decode failures and held records; the operator sees
+the whole fleet.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from fleetd.errors import HerdrError
 from fleetd.health.states import Scope
 from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
+from fleetd.inbox.records import InboxRecord
 from fleetd.runtime.dependencies import DependencyView
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -93,11 +96,7 @@ class FleetViewBuilder:
             + [_orphan(o, now, statuses) for o in orphans],
             "capacity": self.bridge.view.capacity_view(backlogs),
             "leads": self._leads(caller),
-            "inbox": {
-                "reachable": self.bridge.inbox.reachable(),
-                "failures": [_failure(f) for f in self.bridge.inbox.failures()],
-                "heldInMemory": self._held(),
-            },
+            "inbox": self._inbox(caller),
             "teardownFailures": list(self.bridge.teardown_failures),
             "config": self._config_status(),
         }
@@ -118,7 +117,7 @@ class FleetViewBuilder:
         ``inbox_unavailable``); ``warn`` while a record waits in memory for the inbox (a kill
         would lose it) or an entry could not be decoded.
         """
-        held = self._held()
+        held = self._held(self.bridge.unpublished)
         failures = self.bridge.inbox.failures()
         reachable = self.bridge.inbox.reachable()
         status = "fail" if not reachable else "warn" if held["records"] or failures else "pass"
@@ -130,9 +129,25 @@ class FleetViewBuilder:
             "decodeFailures": len(failures),
         }
 
-    def _held(self) -> dict[str, Any]:
-        """Records accepted for a lead that the inbox has not taken yet (they live in memory)."""
-        held = list(self.bridge.unpublished)
+    def _inbox(self, caller: Caller) -> dict[str, Any]:
+        """Reachability, decode failures and records held in memory. A lead's figures are its
+        own key's (another lead's counts are theirs to see); the operator sees every key."""
+        failures = self.bridge.inbox.failures()
+        held = self.bridge.unpublished
+        if caller.role is not Role.OPERATOR:
+            failures = [f for f in failures if f.key == caller.name]
+            held = [r for r in held if r.recipient_lead == caller.name]
+        return {
+            "reachable": self.bridge.inbox.reachable(),
+            "failures": [_failure(f) for f in failures],
+            "heldInMemory": self._held(held),
+        }
+
+    def _held(self, held: list[InboxRecord]) -> dict[str, Any]:
+        """Records accepted for a lead that the inbox has not taken yet (they live in memory).
+
+        ``gaveWay`` counts the records that gave way to the bound, which all leads share.
+        """
         created = [r.created_at_epoch_millis for r in held if r.created_at_epoch_millis]
         return {
             "records": len(held),
@@ -159,8 +174,9 @@ class FleetViewBuilder:
         return row
 
     def _leads(self, caller: Caller) -> list[dict[str, Any]]:
-        """Every configured lead; a lead sees its own push and inbox counts, of a peer only
-        its name, agent, herdr status and health (what peer routing weighs, §7.4)."""
+        """Every configured lead; a lead sees its own push and inbox counts and the foreign
+        incidents it holds, of a peer only its name, agent, herdr status and health with the
+        count of foreign incidents it holds (what peer routing weighs, §7.4)."""
         rows = []
         for lead in self.config.current.leads:
             outcome = self.push.outcomes.get(lead.name)
@@ -169,12 +185,16 @@ class FleetViewBuilder:
                 "agent": lead.agent,
                 "liveStatus": outcome.last_status if outcome else None,
             }
-            if caller.role is Role.OPERATOR or caller.name == lead.name:
+            own = caller.role is Role.OPERATOR or caller.name == lead.name
+            if own:
                 row["inboxDepth"] = outcome.depth if outcome else None
                 row["nudgesForHead"] = outcome.nudges_for_head if outcome else 0
                 row["nudgeCapReached"] = bool(outcome and outcome.cap_reached_at)
             if self.health is not None:
-                row["health"] = self.health.lead_health(lead.name)
+                health = self.health.lead_health(lead.name)
+                if health is not None and not own:
+                    health.pop("foreignIncidents")  # a peer sees the count, not the incidents
+                row["health"] = health
             rows.append(row)
         return rows
 

@@ -1,25 +1,30 @@
 """The health part of what fleetd shows: ``fleet_list`` health, the ``/healthz`` component.
 
 Pure renderers: the monitor's state, counters and routing notes and ``now`` in, JSON-ready dicts
-out. No pane content ever reaches a view, only states, codes, names and ages. Coverage says what
-this build can do about an incident no lead can act on (§10.2): detection only, so ``partial``.
+out. No pane content ever reaches a view, only states, codes, names and ages. Each incident shows
+its owner, its recipient and its ``routing`` (route, reason, generation, on whose behalf); a lead's
+health shows the foreign incidents it holds for others (§7.4). Coverage says what this build can
+do about an incident no lead can act on (§10.2): peer routing when there is a peer, but no human
+sink, so ``partial``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from fleetd.config import HealthConfig, NotificationMode
 from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.health.evidence import HealthState
-from fleetd.health.incidents import Incident
+from fleetd.health.incidents import Incident, Route
+from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState, spec_of
 from fleetd.runtime.dispatch import RoutingNote
 from fleetd.runtime.link import LinkState
 
 __all__ = [
+    "FOREIGN_SHOWN",
     "coverage",
     "fleet_health",
     "healthz_component",
@@ -30,21 +35,37 @@ __all__ = [
 ]
 
 
-def coverage(health: HealthConfig) -> dict[str, Any]:
-    """What detection and escalation this deployment has (§10.2)."""
+FOREIGN_SHOWN = 10
+"""A lead's health row lists at most this many of the foreign incidents it holds."""
+
+
+def coverage(health: HealthConfig, *, leads: int, degraded: Sequence[str] = ()) -> dict[str, Any]:
+    """What detection and escalation this deployment has (§10.2, §7.6), for ``leads`` leads.
+
+    ``full``: a webhook sink takes what no lead can act on. ``partial``: notifications are
+    disabled, so no person is told (with a single lead, its own failure has no peer either).
+    ``degraded``: the journal or the sink is failing (``degraded`` says which, in bounded words);
+    detection goes on regardless.
+    """
     if not health.enabled:
         return {"detection": "disabled", "humanEscalation": "unavailable", "status": "off"}
     webhook = health.notifications.mode is NotificationMode.WEBHOOK
+    if webhook:
+        reason = "a person is notified by webhook when no lead can act"
+    else:
+        reason = "notifications disabled: no person is told when no lead can act"
+        if leads < 2:
+            reason += "; with a single lead, a lead failure has no active notification or recovery"
+    status = "full" if webhook else "partial"
+    if degraded:
+        status = "degraded"
+        reason = "; ".join(degraded) + f"; {reason}"
     return {
         "detection": "enabled",
-        "peerRouting": "unavailable",
-        "humanEscalation": "unavailable",
-        "status": "partial",
-        "reason": (
-            "webhook configured but the human sink is not part of this build"
-            if webhook
-            else "notifications disabled: no person is told when no lead can act"
-        ),
+        "peerRouting": "available" if leads >= 2 else "no_peer",
+        "humanEscalation": "webhook" if webhook else "unavailable",
+        "status": status,
+        "reason": reason,
     }
 
 
@@ -75,9 +96,22 @@ def lead_health(state: HealthState, name: str, *, now: datetime) -> dict[str, An
     evidence = state.leads.get(name)
     if evidence is None:
         return None
+    held = foreign_assignments(state.open_incidents()).get(name, [])
     return {
         "state": str(evidence.state),
         "ageSeconds": round((now - evidence.since).total_seconds(), 3),
+        "assignedForeignIncidents": len(held),
+        "foreignIncidents": [
+            {
+                "id": incident.id,
+                "subject": incident.subject,
+                "state": str(incident.state),
+                "severity": incident.severity.value,
+                "ageSeconds": round((now - incident.opened_at).total_seconds(), 3),
+                "routingGeneration": incident.routing_generation,
+            }
+            for incident in held[:FOREIGN_SHOWN]
+        ],
     }
 
 
@@ -85,10 +119,12 @@ def fleet_health(
     state: HealthState,
     *,
     health: HealthConfig,
+    leads: int,
     ticks: int,
     pane_reads: int,
     routing: Mapping[str, RoutingNote],
     now: datetime,
+    covered: dict[str, Any],
 ) -> dict[str, Any]:
     """The health part of ``fleet_list``: monitor counters, incidents, coverage — no pane content.
 
@@ -100,12 +136,14 @@ def fleet_health(
         "incidents": [
             incident_row(i, now=now, note=routing.get(i.id)) for i in state.open_incidents()
         ],
-        "healthCoverage": coverage(health),
+        "healthCoverage": covered,
     }
 
 
 def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None) -> dict[str, Any]:
-    """One open incident for ``fleet_list``, with its routing note when routing holds it."""
+    """One open incident for ``fleet_list``: owner, recipient and ``routing`` once assigned —
+    route (``lead`` or ``human``), reason, generation, on whose behalf, and for the human leg
+    what became of it."""
     row: dict[str, Any] = {
         "id": incident.id,
         "scope": incident.scope.value,
@@ -117,14 +155,32 @@ def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None)
         "owner": incident.owner_lead,
         "recipient": incident.recipient_lead,
     }
-    if note is not None:
-        row["routing"] = {"reason": note.reason, "outcome": note.outcome}
+    assignment = incident.assignment
+    if assignment is not None:
+        routing: dict[str, Any] = {
+            "route": assignment.route.value,
+            "reason": assignment.reason.value,
+            "generation": assignment.generation,
+            "onBehalfOf": assignment.on_behalf_of,
+        }
+        if assignment.route is Route.HUMAN and note is not None:
+            routing["outcome"] = note.outcome
+        row["routing"] = routing
+    evidence = dict(incident.evidence)
+    if "repair_result" in evidence:
+        row["repair"] = {
+            "result": evidence["repair_result"],
+            "detail": evidence.get("repair_detail"),
+            "attempts": int(evidence.get("repair_attempts", "0")),
+            "retry": evidence.get("repair_retry"),
+            "replyReconstructed": False,
+            "taskReplayed": False,
+        }
     return row
 
 
-def healthz_component(state: HealthState, *, health: HealthConfig, ticks: int) -> dict[str, Any]:
+def healthz_component(state: HealthState, *, ticks: int, covered: dict[str, Any]) -> dict[str, Any]:
     """The nested ``fleetHealth`` component of ``/healthz``."""
-    covered = coverage(health)
     return {
         "status": covered["status"],
         "openIncidents": len(state.incidents),

@@ -3,9 +3,11 @@
 The herdr side is exactly one ``agent.list`` (plus a ping only when that list failed or an
 expected lead is missing from it); the bridge side is read from memory: sessions, open turns,
 tickets, the leads' inbox statistics and push outcomes, the inbox's redacted decode failures, and
-the pane reads the previous tick asked for. Each lead's inbox is read once: what the lead can
-collect becomes its backlog (entries held for a decode failure are not: they are their own
-incident), and each waiting reply is counted on the member that wrote it.
+the pane reads the previous tick asked for. The push loop's outcomes per lead (the status it
+last read, its last error, nudges and heartbeats) travel on each lead's view. Each lead's inbox
+is read once: what the lead can collect becomes its backlog (entries held for a decode failure
+are not: they are their own incident), and each waiting reply is counted on the member that
+wrote it.
 Only codes, names, counts, times and digests go into the snapshot — never pane text.
 """
 
@@ -55,6 +57,8 @@ async def take_snapshot(
         list_ok = True
     except HerdrError:
         agents, list_ok = (), False
+    if list_ok:
+        bridge.observe_live(agents)  # the stable gate of lost-boundary repair reads these too
     names = {a.name for a in agents}
     ping_ok: bool | None = None
     if not list_ok or any(lead.agent not in names for lead in config.leads):
@@ -102,6 +106,11 @@ def _failure(failure: DecodeFailure) -> InboxFailureView:
         occurrences=failure.occurrences,
         last_seen_at=datetime.fromtimestamp(failure.last_seen_epoch_millis / 1000, UTC),
     )
+
+
+def _status(value: str | None) -> LiveStatus | None:
+    """The raw status the push loop last read, as health spells it (None if unknown to it)."""
+    return LiveStatus(value) if value in frozenset(LiveStatus) else None
 
 
 def _live(agent: AgentInfo) -> LiveAgent:
@@ -157,6 +166,10 @@ def _leads(
                 oldest_actionable_at=oldest,
                 nudges_sent=outcome.nudges_for_head if outcome else 0,
                 nudge_cap_reached_at=outcome.cap_reached_at if outcome else None,
+                push_status=_status(outcome.last_status) if outcome else None,
+                last_push_error=outcome.last_error if outcome else None,
+                last_nudge_at=outcome.last_nudge_at if outcome else None,
+                last_heartbeat_at=outcome.last_heartbeat_at if outcome else None,
             )
         )
     return tuple(inboxes), tuple(leads)

@@ -3,7 +3,9 @@
 Everything here is pure: it takes the text of a pane read and returns values. The bridge uses it
 for the completion fallback and the delivery baseline (:func:`extract_assistant_block`,
 :func:`render_fallback`), health for ERROR_ON_SCREEN (:func:`match_fatal`) and STALL_SUSPECTED
-(:func:`digest`), and the herdr simulator draws its fake screens with :mod:`.compose`.
+(:func:`digest`). What the agents draw — markers, status cues, fatal messages — is written once in
+:mod:`.vocabulary`: the screen tests compose their screens from it (:mod:`.compose`) and the herdr
+simulator (:mod:`fleetd.sim.screens`) draws its animated screens from it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from fleetd.screens.markers import (
     RAW_TEXT_MARKER,
     READ_FAILED_NOTE,
     REPAIRED_COMPLETION_MARKER,
+    UNCHANGED_MARKER,
     FallbackReason,
     render_fallback,
 )
@@ -35,6 +38,7 @@ __all__ = [
     "RAW_TEXT_MARKER",
     "READ_FAILED_NOTE",
     "REPAIRED_COMPLETION_MARKER",
+    "UNCHANGED_MARKER",
     "AgentKind",
     "CaptureResult",
     "Extraction",

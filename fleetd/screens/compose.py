@@ -1,11 +1,16 @@
-"""Compose plausible agent screens from a few facts.
+"""Compose plausible agent screens from a few facts, for the screen-reading tests.
 
-The herdr simulator draws these for its simulated agents, and the screen tests use them to check
-that reading inverts drawing: ``extract_assistant_block(kind, compose_finished_screen(kind, t))``
-gives ``t`` back (for tidy text), every ``compose_error_screen(kind, id)`` matches exactly the
-signature ``id``, and ``compose_working_screen(kind, tick)`` has the same progress digest for every
-tick. The shapes follow ``shared/agents/SCREENS.md``; the words are ours. For ``OTHER`` kinds there
-is no agent chrome: the screen is plain text and nothing on it is ever recognised.
+The screen tests use these to check that reading inverts drawing:
+``extract_assistant_block(kind, compose_finished_screen(kind, t))`` gives ``t`` back (for tidy
+text), every ``compose_error_screen(kind, id)`` matches exactly the signature ``id``, and
+``compose_working_screen(kind, tick)`` has the same progress digest for every tick. Each shape is
+drawn once, at a fixed size, with the answer's lines kept as given.
+
+The herdr simulator does not draw with these: its agents show animated screens (progress frames,
+timers, the pane's directory, answers wrapped to the pane) from :mod:`fleetd.sim.screens`. Both
+take every marker, status cue and error message from :mod:`fleetd.screens.vocabulary`, so the two
+draw one vocabulary. For ``OTHER`` kinds there is no agent chrome: the screen is plain text and
+nothing on it is ever recognised.
 """
 
 from __future__ import annotations
@@ -13,8 +18,15 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable
 
-from fleetd.screens.examples import ERROR_EXAMPLES
 from fleetd.screens.kinds import AgentKind
+from fleetd.screens.vocabulary import (
+    CLAUDE,
+    CODEX,
+    ERROR_EXAMPLES,
+    OPENCODE,
+    SPINNER_GLYPHS,
+    SPINNER_VERBS,
+)
 
 __all__ = [
     "DEFAULT_PROMPT",
@@ -29,13 +41,15 @@ __all__ = [
 
 DEFAULT_PROMPT = "Tidy the release notes and check the links."
 _WIDTH = 80
-_RULE = "─" * _WIDTH
-_OC_MODEL = "Build · Claude Sonnet 4.5"
-_OC_INPUT = ("  ┃", "  ┃", f"  ┃  {_OC_MODEL} Anthropic", "  ╹" + "▀" * (_WIDTH - 3))
-_OC_STATUS = "   ~/src/app:main         9.1K (5%) · $0.02  ctrl+p commands    • OpenCode 1.18.29"
-_SPINNER_GLYPHS = ("·", "✢", "*", "✶", "✻", "✽")
-_SPINNER_VERBS = ("Pondering", "Percolating", "Noodling", "Simmering")
+_RULE = CLAUDE.rule * _WIDTH
+_MARK = CLAUDE.mark_macos
+_OC_BOX_BOTTOM = OPENCODE.box_bottom + OPENCODE.box_fill * (_WIDTH - 3)
+_OC_INPUT = (OPENCODE.bar, OPENCODE.bar, OPENCODE.input_label, _OC_BOX_BOTTOM)
+_OC_STATUS = (
+    f"   ~/src/app:main         9.1K (5%) · $0.02  {OPENCODE.commands}    • {OPENCODE.version}"
+)
 _FIRST_STEP = "I'll read the notes first, then check each link."
+_COMMAND = "scripts/check-links.sh docs/release-notes.md"
 
 
 def error_screen_ids(kind: AgentKind) -> tuple[str, ...]:
@@ -55,12 +69,16 @@ def _indent(lines: Iterable[str], first: str, rest: str) -> list[str]:
     return out
 
 
-def _claude(body: list[str], *, status: str = "  ? for shortcuts") -> str:
-    return "\n".join(["", *body, "", _RULE, "❯ ", _RULE, status])
+def _claude(body: list[str], *, status: str = CLAUDE.shortcuts) -> str:
+    return "\n".join(["", *body, "", _RULE, CLAUDE.prompt_box, _RULE, status])
+
+
+def _claude_summary(duration: str) -> str:
+    return CLAUDE.summary.format(verb="Worked", duration=duration)
 
 
 def _codex(body: list[str]) -> str:
-    footer = ["", "", "› Ask Codex to do anything", "", "  gpt-5.5 high · ~/src/app"]
+    footer = ["", "", CODEX.composer, "", CODEX.model.format(cwd="~/src/app")]
     return "\n".join(["", *body, *footer])
 
 
@@ -69,7 +87,8 @@ def _opencode(body: list[str], *, status: str = _OC_STATUS) -> str:
 
 
 def _oc_user(prompt: str) -> list[str]:
-    return ["  ┃", *_indent(_wrap(prompt, _WIDTH - 8), "  ┃  ", "  ┃  "), "  ┃", ""]
+    box = OPENCODE.box
+    return [OPENCODE.bar, *_indent(_wrap(prompt, _WIDTH - 8), box, box), OPENCODE.bar, ""]
 
 
 def compose_finished_screen(
@@ -81,31 +100,32 @@ def compose_finished_screen(
     """
     answer = answer_text.split("\n")
     if kind is AgentKind.CLAUDE:
-        body = [f"❯ {prompt}", "", "⏺ Read(docs/release-notes.md)"]
-        body.append("  ⎿  Read 42 lines (ctrl+o to expand)")
+        body = [f"{CLAUDE.user}{prompt}", "", f"{_MARK}Read(docs/release-notes.md)"]
+        body.append(f"{CLAUDE.result}Read 42 lines (ctrl+o to expand)")
         if answer_text:
-            body += ["", *_indent(answer, "⏺ ", "  ")]
-        return _claude([*body, "", "✻ Worked for 18s"])
+            body += ["", *_indent(answer, _MARK, CLAUDE.continuation)]
+        return _claude([*body, "", _claude_summary("18s")])
     if kind is AgentKind.CODEX:
-        body = [f"› {prompt}", "", "", "• Ran git diff --stat"]
-        body.append("  └ docs/release-notes.md | 4 ++--")
+        body = [f"{CODEX.user}{prompt}", "", "", f"{CODEX.agent}Ran git diff --stat"]
+        body.append(f"{CODEX.output}docs/release-notes.md | 4 ++--")
         if answer_text:
-            body += ["", *_indent(answer, "• ", "  ")]
-        return _codex([*body, "", "─ Worked for 18s " + "─" * (_WIDTH - 17)])
+            body += ["", *_indent(answer, CODEX.agent, CODEX.continuation)]
+        separator = CODEX.separator.format(duration="18s")
+        return _codex([*body, "", separator + "─" * (_WIDTH - len(separator))])
     if kind is AgentKind.OPENCODE:
-        body = [*_oc_user(prompt), "     → Read docs/release-notes.md", ""]
+        body = [*_oc_user(prompt), f"{OPENCODE.tool}Read docs/release-notes.md", ""]
         if answer_text:
-            body += [*_indent(answer, "     ", "     "), ""]
-        return _opencode([*body, f"     ▣  {_OC_MODEL} · 18.4s"])
+            body += [*_indent(answer, OPENCODE.indent, OPENCODE.indent), ""]
+        return _opencode([*body, OPENCODE.footer_line("18.4s")])
     return answer_text
 
 
 def compose_idle_screen(kind: AgentKind) -> str:
     """A fresh session waiting for its first prompt: chrome only, no turn yet."""
     if kind is AgentKind.CLAUDE:
-        return _claude(["✻ Welcome to Claude Code!", "", "  /help for help"])
+        return _claude([CLAUDE.welcome, "", CLAUDE.help])
     if kind is AgentKind.CODEX:
-        return _codex([">_ OpenAI Codex (v0.150.0)", "", "  model: gpt-5.5 high"])
+        return _codex([CODEX.banner, "", "  model: gpt-5.5 high"])
     if kind is AgentKind.OPENCODE:
         return _opencode(["", "                 opencode", ""])
     return "$ "
@@ -113,75 +133,88 @@ def compose_idle_screen(kind: AgentKind) -> str:
 
 def compose_working_screen(kind: AgentKind, tick: int, *, prompt: str = DEFAULT_PROMPT) -> str:
     """A turn in progress; only the spinner, timer and token counters depend on ``tick``."""
-    glyph = _SPINNER_GLYPHS[tick % len(_SPINNER_GLYPHS)]
     if kind is AgentKind.CLAUDE:
-        verb = _SPINNER_VERBS[tick % len(_SPINNER_VERBS)]
-        body = [f"❯ {prompt}", "", f"⏺ {_FIRST_STEP}", ""]
-        body += ["⏺ Bash(scripts/check-links.sh docs/release-notes.md)", "  ⎿  Running…", ""]
-        body.append(f"{glyph} {verb}… ({tick}s · ↓ {tick * 37 / 10:.1f}k tokens)")
-        return _claude(body, status="  ⏵⏵ accept edits on (shift+tab to cycle) · esc to interrupt")
+        glyph = SPINNER_GLYPHS[tick % len(SPINNER_GLYPHS)]
+        verb = SPINNER_VERBS[tick % len(SPINNER_VERBS)]
+        body = [f"{CLAUDE.user}{prompt}", "", f"{_MARK}{_FIRST_STEP}", ""]
+        body += [f"{_MARK}Bash({_COMMAND})", f"{CLAUDE.result}Running…", ""]
+        tokens = f"{tick * 37 / 10:.1f}k"
+        body.append(
+            CLAUDE.spinner.format(glyph=glyph, verb=verb, duration=f"{tick}s", tokens=tokens)
+        )
+        return _claude(body, status=CLAUDE.accept_edits + CLAUDE.interrupt)
     if kind is AgentKind.CODEX:
-        dot = "•" if tick % 2 == 0 else "◦"
-        body = [f"› {prompt}", "", "", f"• {_FIRST_STEP}", ""]
-        body.append(f"{dot} Working ({tick}s • esc to interrupt)")
+        dot = CODEX.agent if tick % 2 == 0 else CODEX.agent_blink
+        body = [f"{CODEX.user}{prompt}", "", "", f"{CODEX.agent}{_FIRST_STEP}", ""]
+        body.append(dot + CODEX.working.format(duration=f"{tick}s"))
         return _codex(body)
     if kind is AgentKind.OPENCODE:
-        bar = "".join("■" if (i - tick) % 8 < 3 else "⬝" for i in range(8))
+        full, empty = OPENCODE.progress
+        bar = "".join(full if (i - tick) % 8 < 3 else empty for i in range(8))
         tokens = f"{9 + tick % 7}.{tick % 10}K ({5 + tick % 3}%) · ${tick % 9 / 100:.2f}"
-        status = f"   {bar}  esc interrupt          {tokens}  ctrl+p commands"
-        body = [*_oc_user(prompt), "     → Read docs/release-notes.md", ""]
-        body += ["     I'll check each link in the notes.", "", f"     ▣  {_OC_MODEL}"]
-        return _opencode(body, status=status)
+        status = f"   {bar}  {OPENCODE.interrupt}          {tokens}  {OPENCODE.commands}"
+        body = [*_oc_user(prompt), f"{OPENCODE.tool}Read docs/release-notes.md", ""]
+        body += [f"{OPENCODE.indent}I'll check each link in the notes.", ""]
+        return _opencode([*body, OPENCODE.footer_line()], status=status)
     return f"working… ({tick}s)"
 
 
 def compose_retrying_screen(kind: AgentKind, attempt: int, *, prompt: str = DEFAULT_PROMPT) -> str:
     """A turn whose provider call is being retried (attempt ``attempt``): working, not fatal."""
     if kind is AgentKind.CLAUDE:
-        body = [f"❯ {prompt}", "", f"⏺ {_FIRST_STEP}", ""]
+        body = [f"{CLAUDE.user}{prompt}", "", f"{_MARK}{_FIRST_STEP}", ""]
         body.append(f"✻ Spelunking… ({attempt * 7}s · esc to interrupt)")
         body.append(
-            '  ⎿  API Error (529 {"type":"error","error":{"type":"overloaded_error",'
+            f'{CLAUDE.result}API Error (529 {{"type":"error","error":{{"type":"overloaded_error",'
             '"message":"Overloaded"}})'
         )
-        body.append(f"     · Retrying in {attempt * 2} seconds… (attempt {attempt}/10)")
-        return _claude(body, status="  ? for shortcuts · esc to interrupt")
+        body.append(CLAUDE.retrying.format(seconds=attempt * 2, attempt=attempt))
+        return _claude(body, status=CLAUDE.shortcuts + CLAUDE.interrupt)
     if kind is AgentKind.CODEX:
-        body = [f"› {prompt}", "", "", f"• {_FIRST_STEP}", ""]
-        body.append(f"• Reconnecting... {attempt}/5 ({attempt * 9}s • esc to interrupt)")
-        body.append("  └ Stream disconnected before completion: error sending request for url")
+        body = [f"{CODEX.user}{prompt}", "", "", f"{CODEX.agent}{_FIRST_STEP}", ""]
+        reconnecting = CODEX.reconnecting.format(attempt=attempt, duration=f"{attempt * 9}s")
+        body.append(CODEX.agent + reconnecting)
+        body.append(
+            f"{CODEX.output}Stream disconnected before completion: error sending request for url"
+        )
         body.append("    (https://chatgpt.com/backend-api/codex/responses)")
         return _codex(body)
     if kind is AgentKind.OPENCODE:
-        status = f"   Too Many Requests [retrying in {60 - attempt}m 12s attempt #{attempt}]"
-        body = [*_oc_user(prompt), "     → Read docs/release-notes.md", "", f"     ▣  {_OC_MODEL}"]
-        return _opencode(body, status=status)
+        retrying = OPENCODE.retrying.format(wait=f"{60 - attempt}m 12s", attempt=attempt)
+        body = [*_oc_user(prompt), f"{OPENCODE.tool}Read docs/release-notes.md", ""]
+        return _opencode([*body, OPENCODE.footer_line()], status=f"   Too Many Requests {retrying}")
     return f"retrying (attempt {attempt})"
 
 
 def compose_blocked_screen(kind: AgentKind, *, prompt: str = DEFAULT_PROMPT) -> str:
     """A turn waiting on the agent's own approval prompt (herdr: blocked; not an error)."""
-    command = "scripts/check-links.sh docs/release-notes.md"
+    step = "I'll run the link checker over the notes."
     if kind is AgentKind.CLAUDE:
-        lines = ["", f"❯ {prompt}", "", "⏺ I'll run the link checker over the notes.", "", _RULE]
-        lines += [" Bash command", "", f"   {command}", "   Check every link in the notes", ""]
-        lines += [" Do you want to proceed?", " ❯ 1. Yes"]
-        lines.append("   2. Yes, and don't ask again for scripts/check-links.sh commands in ~/src")
-        lines += ["   3. No, and tell Claude what to do differently (esc)", ""]
-        lines.append(" Esc to cancel · Tab to amend · ctrl+e to explain")
-        return "\n".join(lines)
+        yes, always, no = CLAUDE.approval_options
+        scope = "scripts/check-links.sh commands in ~/src"
+        lines = ["", f"{CLAUDE.user}{prompt}", "", f"{_MARK}{step}", "", _RULE]
+        lines += [
+            CLAUDE.approval_tool,
+            "",
+            f"   {_COMMAND}",
+            "   Check every link in the notes",
+            "",
+        ]
+        lines += [CLAUDE.approval_question, yes, always.format(scope=scope), no, ""]
+        return "\n".join([*lines, CLAUDE.approval_footer])
     if kind is AgentKind.CODEX:
-        lines = ["", f"› {prompt}", "", "", "• I'll run the link checker over the notes.", ""]
-        lines += ["  Would you like to run the following command?", "", f"  $ {command}", ""]
-        lines += ["› 1. Yes, proceed (y)", "  2. Yes, and don't ask again for these commands (p)"]
-        lines += ["  3. No, and tell Codex what to do differently (esc)", ""]
-        lines.append("  Press enter to confirm or esc to cancel")
-        return "\n".join(lines)
+        yes, always, no = CODEX.approval_options
+        lines = ["", f"{CODEX.user}{prompt}", "", "", f"{CODEX.agent}{step}", ""]
+        lines += [CODEX.approval_question, "", f"  $ {_COMMAND}", ""]
+        lines += [yes, always.format(scope="these commands"), no, ""]
+        return "\n".join([*lines, CODEX.approval_footer])
     if kind is AgentKind.OPENCODE:
-        lines = ["", *_oc_user(prompt), f"     $ {command}", "", f"     ▣  {_OC_MODEL}", "", ""]
-        lines += ["  ┃", "  ┃  △ Permission required", "  ┃    # Check every link in the notes"]
-        lines += ["  ┃", f"  ┃  $ {command}", "  ┃"]
-        lines.append("  ┃   Allow once   Allow always   Reject     ⇆ select  enter confirm")
+        bar, box = OPENCODE.bar, OPENCODE.box
+        lines = ["", *_oc_user(prompt), f"{OPENCODE.indent}$ {_COMMAND}", ""]
+        lines += [OPENCODE.footer_line(), "", ""]
+        lines += [bar, f"{box}{OPENCODE.permission}", f"{box}  # Check every link in the notes"]
+        lines += [bar, f"{box}$ {_COMMAND}", bar]
+        lines.append(f"{box} {OPENCODE.permission_buttons}     {OPENCODE.permission_hints}")
         return "\n".join(lines)
     return "Allow this action? [y/n] "
 
@@ -198,14 +231,16 @@ def compose_error_screen(
         return message
     if kind is AgentKind.CLAUDE:
         if style == "bullet":
-            drawn = _indent(_wrap(message, _WIDTH - 4), "⏺ ", "  ")
+            drawn = _indent(_wrap(message, _WIDTH - 4), _MARK, CLAUDE.continuation)
         else:
-            drawn = _indent(_wrap(message, _WIDTH - 7), "  ⎿  ", "     ")
-        head = [f"❯ {prompt}", "", f"⏺ {_FIRST_STEP}", ""]
-        return _claude([*head, *drawn, "", "✻ Worked for 4s"])
+            result, rest = CLAUDE.result, CLAUDE.result_continuation
+            drawn = _indent(_wrap(message, _WIDTH - 7), result, rest)
+        head = [f"{CLAUDE.user}{prompt}", "", f"{_MARK}{_FIRST_STEP}", ""]
+        return _claude([*head, *drawn, "", _claude_summary("4s")])
     if kind is AgentKind.CODEX:
-        drawn = _indent(_wrap(message, _WIDTH - 2), "■ ", "")
-        return _codex([f"› {prompt}", "", "", f"• {_FIRST_STEP}", "", *drawn])
-    drawn = _indent(_wrap(message, _WIDTH - 8), "  ┃  ", "  ┃  ")
-    body = [*_oc_user(prompt), "     → Read docs/release-notes.md", "", "  ┃", *drawn, "  ┃"]
-    return _opencode([*body, "", f"     ▣  {_OC_MODEL}"])
+        drawn = _indent(_wrap(message, _WIDTH - 2), CODEX.error, "")
+        return _codex([f"{CODEX.user}{prompt}", "", "", f"{CODEX.agent}{_FIRST_STEP}", "", *drawn])
+    drawn = _indent(_wrap(message, _WIDTH - 8), OPENCODE.box, OPENCODE.box)
+    body = [*_oc_user(prompt), f"{OPENCODE.tool}Read docs/release-notes.md", ""]
+    body += [OPENCODE.bar, *drawn, OPENCODE.bar]
+    return _opencode([*body, "", OPENCODE.footer_line()])

@@ -1,8 +1,10 @@
-"""One example message per fatal signature, worded as the agent prints it.
+"""One example message per fatal signature, worded as the agent prints it; SCREENS.md's names.
 
-The simulator draws these (through :func:`fleetd.screens.compose.compose_error_screen`) and the
-tests check that each one matches its own signature and no other. The texts follow the literals
-recorded in ``shared/agents/SCREENS.md``; times, ids and request ids are made up.
+The fatal part of :mod:`fleetd.screens.vocabulary` (import it from there). Both drawers render
+these — :func:`fleetd.screens.compose.compose_error_screen` and the simulator's
+:func:`fleetd.sim.screens.errored` — and the tests check that each one matches its own signature and
+no other. The texts follow the literals recorded in ``shared/agents/SCREENS.md``; times, ids and
+request ids are made up.
 
 Each entry is ``(style, message)``: ``bullet`` is a Claude assistant line (``⏺`` and a 2-space
 continuation), ``result`` an orphan Claude result (``⎿`` and a 5-space continuation), ``square`` a
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from fleetd.screens.kinds import AgentKind
 
-__all__ = ["ERROR_EXAMPLES"]
+__all__ = ["ERROR_EXAMPLES", "SCREENS_NAMES"]
 
 _CLAUDE_CRASH = "\n".join(
     (
@@ -166,3 +168,46 @@ ERROR_EXAMPLES: dict[AgentKind, dict[str, tuple[str, str]]] = {
         "opencode.crash": ("crash", _OPENCODE_CRASH),
     },
 }
+
+SCREENS_NAMES: dict[AgentKind, dict[str, str]] = {
+    AgentKind.CLAUDE: {
+        "overloaded": "claude.api_error_529",
+        "api-500": "claude.api_error_500",
+        "oauth-expired": "claude.oauth_expired",
+        "oauth-revoked": "claude.oauth_revoked",
+        "bad-key": "claude.bad_api_key",
+        "credit": "claude.credit_low",
+        "usage-limit": "claude.usage_limit",
+        "rate-limit": "claude.rate_limit",
+        "prompt-too-long": "claude.prompt_too_long",
+        "broken-history": "claude.broken_history",
+        "network": "claude.network",
+        "policy-refusal": "claude.policy_refusal",
+        "cli-crash": "claude.cli_crash",
+    },
+    AgentKind.CODEX: {
+        "usage-limit": "codex.usage_limit",
+        "plan-excluded": "codex.plan_excluded",
+        "quota": "codex.quota_exceeded",
+        "retry-exhausted": "codex.retry_exhausted_429",
+        "unexpected-status": "codex.unexpected_status",
+        "refresh-token": "codex.refresh_token",
+        "stream-lost": "codex.stream_lost",
+        "context-full": "codex.context_full",
+        "high-demand": "codex.high_demand",
+        "blocked-region": "codex.blocked_region",
+        "crash": "codex.crash",
+    },
+    AgentKind.OPENCODE: {
+        "bad-key": "opencode.bad_api_key",
+        "credit": "opencode.credit_low",
+        "context": "opencode.context_overflow",
+        "unreachable": "opencode.unreachable",
+        "conn-reset": "opencode.conn_reset",
+        "model": "opencode.model_not_found",
+        "provider-http": "opencode.provider_http",
+        "crash": "opencode.crash",
+    },
+}
+"""The ``id`` column of SCREENS.md's signature tables (the names simulator scenarios use for
+``error_signature``), mapped to the signature id fleetd reports for that kind."""

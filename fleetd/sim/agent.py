@@ -65,7 +65,7 @@ class SimAgent:
         self,
         *,
         host: AgentHost,
-        pane: Pane,
+        pane: Pane[SimAgent],
         name: str | None,
         kind: str,
         profile: AgentProfile,

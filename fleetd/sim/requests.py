@@ -11,14 +11,14 @@ fails the same way.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus, ReadSource
 
-__all__ = ["KNOWN_METHODS", "Params", "Request", "parse_request"]
+__all__ = ["KNOWN_METHODS", "Handler", "Params", "Request", "parse_request"]
 
 KNOWN_METHODS = frozenset(
     [
@@ -235,3 +235,7 @@ class Params:
         if not isinstance(value, dict):
             raise _invalid(f"invalid type for `{key}`, expected a map")
         return value
+
+
+Handler = Callable[[Params], dict[str, Any]]
+"""A one-shot method: typed params in, herdr's ``result`` object out (or a ``HerdrError``)."""

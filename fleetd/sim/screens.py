@@ -1,8 +1,10 @@
 """What a simulated agent's pane shows, shaped like the real TUIs.
 
-fleetd's pane-reading code (assistant-block extraction, fatal-signature matching) is tested
-against composed samples (``shared/agents/SCREENS.md``); the simulator draws screens with the
-same landmarks so end-to-end runs exercise that code for real:
+The simulator draws its own screens — animated: a turn's progress frames, ticking timers, the
+pane's directory, answers wrapped to the pane — but every marker, status cue and fatal message
+comes from :mod:`fleetd.screens.vocabulary`, the vocabulary the screen tests' composed screens
+(:mod:`fleetd.screens.compose`) draw too. So end-to-end runs exercise fleetd's pane-reading code
+(assistant-block extraction, fatal-signature matching, progress digests) on the same words:
 
 * Claude Code (Linux glyphs): ``❯ prompt``, ``● Tool(...)`` + ``  ⎿  ...``, ``● answer`` with
   2-space continuation, ``✻ Brewed for 12s``, the prompt box between two ``─`` rules; working
@@ -14,14 +16,26 @@ same landmarks so end-to-end runs exercise that code for real:
 
 Every function is pure (text in, lines out). A new ``frame`` adds work to a working screen (its
 progress digest changes); ``elapsed`` only moves timers (the digest does not), so a stalled
-agent's screen reads as no progress. ``tests/unit/sim/test_sim_screens.py`` checks that fleetd's
-own reader (:mod:`fleetd.screens`) extracts each finished turn's answer and identifies each fatal
-signature drawn here.
+agent's screen reads as no progress. :func:`errored` draws any fatal signature of the kind, named
+by its id (``claude.usage_limit``) or its SCREENS.md name (``usage-limit``).
+``tests/unit/sim/test_sim_screens.py`` checks that fleetd's own reader (:mod:`fleetd.screens`)
+extracts each finished turn's answer and identifies each fatal signature drawn here.
 """
 
 from __future__ import annotations
 
 import textwrap
+
+from fleetd.screens import AgentKind, parse_agent_kind
+from fleetd.screens.vocabulary import (
+    CLAUDE,
+    CODEX,
+    ERROR_EXAMPLES,
+    OPENCODE,
+    SPINNER_GLYPHS,
+    SPINNER_VERBS,
+    fatal_signature_id,
+)
 
 __all__ = [
     "DEFAULT_SIGNATURE",
@@ -36,40 +50,19 @@ __all__ = [
 ]
 
 Lines = list[str]
-_RULE = "─" * 88
+_RULE = CLAUDE.rule * 88
 _WIDTH = 76
-_SPINNER = "·✢✶✻✽*"
-_VERBS = ("Percolating", "Pondering", "Brewing", "Crunching", "Noodling", "Simmering")
-_OC_MODEL = "Claude Sonnet 4.5"
-_OC_BAR = "▀" * 88
+_MARK = CLAUDE.mark_linux
+_OC_BAR = OPENCODE.box_bottom + OPENCODE.box_fill * 88
 
-DEFAULT_SIGNATURE = {"claude": "overloaded", "codex": "usage-limit", "opencode": "credit"}
+DEFAULT_SIGNATURE = {
+    AgentKind.CLAUDE: "claude.api_error_529",
+    AgentKind.CODEX: "codex.usage_limit",
+    AgentKind.OPENCODE: "opencode.credit_low",
+}
+"""The fatal signature :func:`errored` draws when a scenario names none the kind has."""
 
-_CLAUDE_ERRORS = {
-    "overloaded": "● API Error: 529 Overloaded. This is a server-side issue, usually temporary —"
-    " try again in a moment. If it persists, check https://status.claude.com.",
-    "usage-limit": "  ⎿  You've hit your limit · resets 3:30am (UTC)",
-    "oauth-expired": '● API Error: 401 {"type":"error","error":{"type":"authentication_error",'
-    '"message":"OAuth token has expired. Please obtain a new token or refresh your existing'
-    ' token."}} · Please run /login',
-    "credit": "  ⎿  Credit balance too low · Add funds: https://platform.claude.com/settings/billing",
-}
-_CODEX_ERRORS = {
-    "usage-limit": "■ You've hit your usage limit. Upgrade to Pro"
-    " (https://openai.com/chatgpt/pricing), visit https://chatgpt.com/codex/settings/usage to"
-    " purchase more credits or try again at 4:12 PM.",
-    "stream-lost": "■ stream disconnected before completion: error sending request for url"
-    " (https://chatgpt.com/backend-api/codex/responses)",
-    "context-full": "■ Codex ran out of room in the model's context window. Start a new"
-    " conversation or clear earlier history before retrying.",
-}
-_OPENCODE_ERRORS = {
-    "credit": "Your credit balance is too low to access the Anthropic API. Please go to Plans &"
-    " Billing to upgrade or purchase credits.",
-    "bad-key": "Incorrect API key provided: sk-sim. You can find your API key at"
-    " https://platform.openai.com/account/api-keys.",
-    "context": "prompt is too long: 202744 tokens > 200000 maximum",
-}
+_OTHER_ERROR = "Error: the model provider refused the request."
 
 
 def _duration(seconds: float) -> str:
@@ -124,98 +117,114 @@ def launching(kind: str, argv: list[str], cwd: str | None) -> Lines:
 
 
 def _claude_box(working: bool) -> Lines:
-    footer = "  ⏵⏵ bypass permissions on (shift+tab to cycle)"
-    return [_RULE, "❯ ", _RULE, footer + (" · esc to interrupt" if working else "")]
+    status = CLAUDE.bypass + (CLAUDE.interrupt if working else "")
+    return [_RULE, CLAUDE.prompt_box, _RULE, status]
 
 
 def _claude_tools(frame: int) -> Lines:
     tools = [
-        ["● Read(README.md)", "  ⎿  Read 42 lines (ctrl+o to expand)", ""],
-        ["● Bash(python -m pytest -q)", "  ⎿  12 passed in 0.8s", ""],
+        [f"{_MARK}Read(README.md)", f"{CLAUDE.result}Read 42 lines (ctrl+o to expand)", ""],
+        [f"{_MARK}Bash(python -m pytest -q)", f"{CLAUDE.result}12 passed in 0.8s", ""],
     ]
     return [line for block in tools[: max(0, min(frame, len(tools)))] for line in block]
 
 
+def _claude_error(style: str, message: str) -> Lines:
+    if style == "bullet":
+        return _wrap(message, _MARK, CLAUDE.continuation)
+    return _wrap(message, CLAUDE.result, CLAUDE.result_continuation)
+
+
 def _claude(state: str, prompt: str, *, frame: int, elapsed: float, text: str) -> Lines:
-    top = ["", f"❯ {_head(prompt)}", ""]
+    top = ["", f"{CLAUDE.user}{_head(prompt)}", ""]
     if state == "working":
-        glyph = _SPINNER[frame % len(_SPINNER)]
-        verb = _VERBS[frame % len(_VERBS)]
-        tokens = f"{0.4 + 0.3 * frame:.1f}k"
-        status = f"{glyph} {verb}… ({_duration(elapsed)} · ↓ {tokens} tokens)"
+        status = CLAUDE.spinner.format(
+            glyph=SPINNER_GLYPHS[frame % len(SPINNER_GLYPHS)],
+            verb=SPINNER_VERBS[frame % len(SPINNER_VERBS)],
+            duration=_duration(elapsed),
+            tokens=f"{0.4 + 0.3 * frame:.1f}k",
+        )
         return [*top, *_claude_tools(frame), status, "", *_claude_box(True)]
     if state == "blocked":
+        yes, always, no = CLAUDE.approval_options
         return [
             *top,
-            "● I'll run the command that needs approval.",
+            f"{_MARK}I'll run the command that needs approval.",
             "",
             _RULE,
-            " Bash command",
+            CLAUDE.approval_tool,
             "",
             "   rm -rf build/ && python -m build --wheel",
             "   Remove stale build output and rebuild the wheel",
             "",
-            " Do you want to proceed?",
-            " ❯ 1. Yes",
-            "   2. Yes, and don't ask again for python -m build commands",
-            "   3. No, and tell Claude what to do differently (esc)",
+            CLAUDE.approval_question,
+            yes,
+            always.format(scope="python -m build commands"),
+            no,
             "",
-            " Esc to cancel · Tab to amend · ctrl+e to explain",
+            CLAUDE.approval_footer,
         ]
     if state == "interrupted":
-        return [*top, "  ⎿  Interrupted by user", "", *_claude_box(False)]
+        return [*top, CLAUDE.result + CLAUDE.interrupted, "", *_claude_box(False)]
+    summary = CLAUDE.summary.format(verb="Worked", duration=_duration(elapsed))
     if state == "error":
-        body = _wrap(text, "", "  ") if text.startswith("●") else [text]
-        return [*top, *_claude_tools(1), *body, "", f"✻ Worked for {_duration(elapsed)}", "",
-                *_claude_box(False)]  # fmt: skip
+        return [*top, *_claude_tools(1), *text.split("\n"), "", summary, "", *_claude_box(False)]
     if state == "done":
-        answer = _wrap(text, "● ", "  ")
-        return [*top, *_claude_tools(2), *answer, "", f"✻ Brewed for {_duration(elapsed)}", "",
-                *_claude_box(False)]  # fmt: skip
-    return ["", " ✻ Welcome to Claude Code!", "", *_claude_box(False)]
+        answer = _wrap(text, _MARK, CLAUDE.continuation)
+        summary = CLAUDE.summary.format(verb="Brewed", duration=_duration(elapsed))
+        return [*top, *_claude_tools(2), *answer, "", summary, "", *_claude_box(False)]
+    return ["", f" {CLAUDE.welcome}", "", *_claude_box(False)]
 
 
 # -- Codex --------------------------------------------------------------------------------
 
 
 def _codex_composer(cwd: str | None) -> Lines:
-    return ["", "› Ask Codex to do anything", "", f"  gpt-5.5 high · {_where(cwd)}"]
+    return ["", CODEX.composer, "", CODEX.model.format(cwd=_where(cwd))]
 
 
 def _codex(
     state: str, prompt: str, *, frame: int, elapsed: float, text: str, cwd: str | None
 ) -> Lines:
-    top = [f"› {_head(prompt)}", "", "", "• I'll look at the relevant files first.", ""]
-    explored = ["• Explored", "  └ Read README.md", ""]
+    first_step = f"{CODEX.agent}I'll look at the relevant files first."
+    top = [f"{CODEX.user}{_head(prompt)}", "", "", first_step, ""]
+    explored = [f"{CODEX.agent}Explored", f"{CODEX.output}Read README.md", ""]
     if state == "working":
-        ran = ["• Ran python -m pytest -q", "  └ 12 passed in 0.8s", ""] if frame >= 2 else []
-        status = f"• Working ({_duration(elapsed)} • esc to interrupt)"
-        return [*top, *(explored if frame >= 1 else []), *ran, status, *_codex_composer(cwd)]
-    if state == "blocked":
+        ran = [f"{CODEX.agent}Ran python -m pytest -q", f"{CODEX.output}12 passed in 0.8s", ""]
+        status = CODEX.agent + CODEX.working.format(duration=_duration(elapsed))
         return [
             *top,
-            "• Running git worktree remove --force ../wt/stale",
+            *(explored if frame >= 1 else []),
+            *(ran if frame >= 2 else []),
+            status,
+            *_codex_composer(cwd),
+        ]
+    if state == "blocked":
+        yes, always, no = CODEX.approval_options
+        return [
+            *top,
+            f"{CODEX.agent}Running git worktree remove --force ../wt/stale",
             "",
             "",
-            "  Would you like to run the following command?",
+            CODEX.approval_question,
             "",
             "  $ git worktree remove --force ../wt/stale",
             "",
-            "› 1. Yes, proceed (y)",
-            "  2. Yes, and don't ask again for commands that start with `git worktree` (p)",
-            "  3. No, and tell Codex what to do differently (esc)",
+            yes,
+            always.format(scope="commands that start with `git worktree`"),
+            no,
             "",
-            "  Press enter to confirm or esc to cancel",
+            CODEX.approval_footer,
         ]
     if state == "interrupted":
-        return [*top, "■ Conversation interrupted - tell the model what to do differently.",
-                *_codex_composer(cwd)]  # fmt: skip
+        return [*top, CODEX.interrupted, *_codex_composer(cwd)]
     if state == "error":
-        return [*top, *explored, *_wrap(text, "", ""), "", *_codex_composer(cwd)]
+        return [*top, *explored, *text.split("\n"), "", *_codex_composer(cwd)]
     if state == "done":
-        rule = f"─ Worked for {_duration(elapsed)} " + "─" * 60
-        return [*top, *explored, *_wrap(text, "• ", "  "), "", rule, "", *_codex_composer(cwd)]
-    return [">_ OpenAI Codex (v0.150.0)", "", *_codex_composer(cwd)]
+        rule = CODEX.separator.format(duration=_duration(elapsed)) + "─" * 60
+        answer = _wrap(text, CODEX.agent, CODEX.continuation)
+        return [*top, *explored, *answer, "", rule, "", *_codex_composer(cwd)]
+    return [CODEX.banner, "", *_codex_composer(cwd)]
 
 
 # -- OpenCode -------------------------------------------------------------------------------
@@ -223,22 +232,25 @@ def _codex(
 
 def _oc_input(cwd: str | None, *, busy: int | None) -> Lines:
     if busy is None:
-        status = f"   {_where(cwd)}:main              12.4K (6%) · $0.04  ctrl+p commands"
-        status += "    • OpenCode 1.18.29"
+        status = f"   {_where(cwd)}:main              12.4K (6%) · $0.04  {OPENCODE.commands}"
+        status += f"    • {OPENCODE.version}"
     else:
+        full, empty = OPENCODE.progress
         filled = busy % 8
-        bar = "⬝" * (8 - filled) + "■" * filled
-        status = f"   {bar}  esc interrupt                     12.9K (6%) · $0.05  ctrl+p commands"
-    return ["", "", "  ┃", "  ┃", f"  ┃  Build · {_OC_MODEL} Anthropic", f"  ╹{_OC_BAR}", status]
+        bar = empty * (8 - filled) + full * filled
+        status = f"   {bar}  {OPENCODE.interrupt}                     12.9K (6%) · $0.05"
+        status += f"  {OPENCODE.commands}"
+    return ["", "", OPENCODE.bar, OPENCODE.bar, OPENCODE.input_label, _OC_BAR, status]
 
 
 def _opencode(
     state: str, prompt: str, *, frame: int, elapsed: float, text: str, cwd: str | None
 ) -> Lines:
-    top = ["", "  ┃", f"  ┃  {_head(prompt)}", "  ┃", "", "     → Read README.md", ""]
-    footer = f"     ▣  Build · {_OC_MODEL}"
+    bar, box = OPENCODE.bar, OPENCODE.box
+    top = ["", bar, f"{box}{_head(prompt)}", bar, "", f"{OPENCODE.tool}Read README.md", ""]
+    footer = OPENCODE.footer_line()
     if state == "working":
-        partial = "     I'll cover the main path first" + "." * (frame % 4)
+        partial = f"{OPENCODE.indent}I'll cover the main path first" + "." * (frame % 4)
         return [*top, partial, "", footer, *_oc_input(cwd, busy=frame + 1)]
     if state == "blocked":
         return [
@@ -246,25 +258,25 @@ def _opencode(
             footer,
             "",
             "",
-            "  ┃",
-            "  ┃  △ Permission required",
-            "  ┃    # Remove generated files and rebuild",
-            "  ┃",
-            "  ┃  $ rm -rf gen && make proto",
-            "  ┃",
-            "  ┃   Allow once   Allow always   Reject"
-            "          ctrl+f fullscreen  ⇆ select  enter confirm",
+            bar,
+            f"{box}{OPENCODE.permission}",
+            f"{box}  # Remove generated files and rebuild",
+            bar,
+            f"{box}$ rm -rf gen && make proto",
+            bar,
+            f"{box} {OPENCODE.permission_buttons}"
+            f"          ctrl+f fullscreen  {OPENCODE.permission_hints}",
         ]
     if state == "interrupted":
-        return [*top, f"{footer} · interrupted", *_oc_input(cwd, busy=None)]
+        return [*top, footer + OPENCODE.interrupted, *_oc_input(cwd, busy=None)]
     if state == "error":
-        box = ["  ┃", *_wrap(text, "  ┃  ", "  ┃  "), "  ┃", ""]
-        return [*top, *box, footer, *_oc_input(cwd, busy=None)]
+        error_box = [bar, *text.split("\n"), bar, ""]
+        return [*top, *error_box, footer, *_oc_input(cwd, busy=None)]
     if state == "done":
-        answer = _wrap(text, "     ", "     ")
-        done_footer = f"{footer} · {elapsed:.1f}s"
+        answer = _wrap(text, OPENCODE.indent, OPENCODE.indent)
+        done_footer = OPENCODE.footer_line(f"{elapsed:.1f}s")
         return [*top, *answer, "", done_footer, *_oc_input(cwd, busy=None)]
-    return ["", "  OpenCode 1.18.29", *_oc_input(cwd, busy=None)]
+    return ["", f"  {OPENCODE.version}", *_oc_input(cwd, busy=None)]
 
 
 # -- any other kind ---------------------------------------------------------------------------
@@ -285,11 +297,12 @@ def _generic(state: str, prompt: str, *, frame: int, elapsed: float, text: str, 
 
 def _render(kind: str, state: str, prompt: str, *, frame: int = 0, elapsed: float = 0.0,
             text: str = "", cwd: str | None = None) -> Lines:  # fmt: skip
-    if kind == "claude":
+    agent_kind = parse_agent_kind(kind)
+    if agent_kind is AgentKind.CLAUDE:
         return _claude(state, prompt, frame=frame, elapsed=elapsed, text=text)
-    if kind == "codex":
+    if agent_kind is AgentKind.CODEX:
         return _codex(state, prompt, frame=frame, elapsed=elapsed, text=text, cwd=cwd)
-    if kind == "opencode":
+    if agent_kind is AgentKind.OPENCODE:
         return _opencode(state, prompt, frame=frame, elapsed=elapsed, text=text, cwd=cwd)
     return _generic(state, prompt, frame=frame, elapsed=elapsed, text=text, kind=kind)
 
@@ -318,12 +331,28 @@ def interrupted(kind: str, prompt: str, cwd: str | None = None) -> Lines:
     return _render(kind, "interrupted", prompt, cwd=cwd)
 
 
+def _error_cell(kind: AgentKind, style: str, message: str) -> Lines:
+    """The agent's own message ending the turn, marked as the kind marks an error."""
+    if kind is AgentKind.CLAUDE:
+        return _claude_error(style, message)
+    if kind is AgentKind.CODEX:
+        return _wrap(message, CODEX.error, "")
+    return _wrap(message, OPENCODE.box, OPENCODE.box)
+
+
 def errored(kind: str, prompt: str, signature: str | None, *, elapsed: float,
             cwd: str | None = None) -> Lines:  # fmt: skip
-    """Back at the prompt with a fatal signature from SCREENS.md instead of an answer."""
-    table: dict[str, dict[str, str]] = {
-        "claude": _CLAUDE_ERRORS, "codex": _CODEX_ERRORS, "opencode": _OPENCODE_ERRORS,
-    }  # fmt: skip
-    errors = table.get(kind, {"error": "Error: the model provider refused the request."})
-    key = signature if signature in errors else DEFAULT_SIGNATURE.get(kind, "error")
-    return _render(kind, "error", prompt, elapsed=elapsed, text=errors[key], cwd=cwd)
+    """Back at the prompt with a fatal signature instead of an answer.
+
+    ``signature`` is a signature id or a SCREENS.md name of the kind; one the kind does not have
+    draws :data:`DEFAULT_SIGNATURE`. A crash leaves the TUI: the pane shows the crash output.
+    """
+    agent_kind = parse_agent_kind(kind)
+    if agent_kind is AgentKind.OTHER:
+        return _render(kind, "error", prompt, elapsed=elapsed, text=_OTHER_ERROR, cwd=cwd)
+    chosen = fatal_signature_id(agent_kind, signature) or DEFAULT_SIGNATURE[agent_kind]
+    style, message = ERROR_EXAMPLES[agent_kind][chosen]
+    if style == "crash":
+        return message.split("\n")
+    cell = "\n".join(_error_cell(agent_kind, style, message))
+    return _render(kind, "error", prompt, elapsed=elapsed, text=cell, cwd=cwd)

@@ -67,7 +67,7 @@ class HerdrSimulator:
             clock=self.clock,
             behaviour=behaviour or ScriptedBehaviour(),
         )
-        self.waits = Waits(self.world, self.dispatcher, self.clock)
+        self.waits = Waits(self.world, self.dispatcher.agents, self.clock)
         self.unresponsive = settings.unresponsive
         self.latency_seconds = settings.latency_seconds
         self._tap = tap
@@ -115,7 +115,7 @@ class HerdrSimulator:
         )
         if existing.kind is None:
             return
-        agent = self.dispatcher.spawn_agent(
+        agent = self.dispatcher.agents.spawn_agent(
             pane, name=existing.name, kind=existing.kind, overrides=existing.overrides
         )
         agent.mark_ready()

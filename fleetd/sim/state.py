@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from fleetd.herdr.model import AgentStatus
 
-if TYPE_CHECKING:
-    from fleetd.sim.agent import SimAgent
-
-__all__ = ["AgentState", "Pane", "Tab", "Workspace", "rollup", "wire_status"]
+__all__ = ["AgentState", "Occupant", "Pane", "Tab", "Workspace", "rollup", "wire_status"]
 
 JsonObject = dict[str, Any]
 
@@ -54,8 +51,28 @@ def rollup(statuses: list[AgentStatus]) -> AgentStatus:
     return max(statuses, key=_PRIORITY.__getitem__, default=AgentStatus.UNKNOWN)
 
 
+class Occupant(Protocol):
+    """What a pane's record reads of the agent running in it: the fields herdr puts on the wire.
+
+    The simulator's agent (:class:`fleetd.sim.agent.SimAgent`) is the one occupant; naming only
+    this much here keeps the records below the agent that acts in them.
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def status(self) -> AgentStatus: ...
+
+
+AgentT = TypeVar("AgentT", bound=Occupant)
+
+
 @dataclass(eq=False, kw_only=True)
-class Pane:
+class Pane(Generic[AgentT]):
     pane_id: str
     terminal_id: str
     workspace_id: str
@@ -68,7 +85,7 @@ class Pane:
     scrollback: list[str] = field(default_factory=list)
     shell_history: list[str] = field(default_factory=list)
     input_buffer: str = ""
-    agent: SimAgent | None = None
+    agent: AgentT | None = None
     alive: bool = True
 
     @property

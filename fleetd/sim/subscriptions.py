@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from fleetd.errors import HerdrError
 from fleetd.herdr.events import GLOBAL_KINDS
-from fleetd.sim.handlers import read_pane
+from fleetd.sim.pane_methods import read_pane
 from fleetd.sim.requests import Params
 from fleetd.sim.state import JsonObject
 from fleetd.sim.world import World

@@ -19,7 +19,7 @@ from fleetd.clock import Clock
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
 from fleetd.sim.agent import SimAgent
-from fleetd.sim.handlers import Dispatcher, answer_after_typing
+from fleetd.sim.agent_methods import AgentMethods, answer_after_typing
 from fleetd.sim.requests import Params
 from fleetd.sim.state import JsonObject
 from fleetd.sim.world import World
@@ -34,9 +34,9 @@ Check = Callable[[], JsonObject | None]
 
 
 class Waits:
-    def __init__(self, world: World, dispatcher: Dispatcher, clock: Clock) -> None:
+    def __init__(self, world: World, agents: AgentMethods, clock: Clock) -> None:
         self.world = world
-        self.dispatcher = dispatcher
+        self.agents = agents
         self.clock = clock
 
     async def agent_wait(self, p: Params, hangup: asyncio.Future[bytes]) -> JsonObject | None:
@@ -76,7 +76,7 @@ class Waits:
         wait = Params(p.obj("wait") or {})
         until = set(wait.statuses("until") or DEFAULT_UNTIL)
         timeout_ms = wait.opt_int("timeout_ms")
-        failure = self.dispatcher.type_prompt(agent, text)
+        failure = self.agents.type_prompt(agent, text)
         if failure is not None:
             return answer_after_typing(failure, {})
         baseline = agent.state_change_seq

@@ -47,7 +47,7 @@ class World:
         self.protocol = protocol
         self.workspaces: dict[str, Workspace] = {}
         self.tabs: dict[str, Tab] = {}
-        self.panes: dict[str, Pane] = {}
+        self.panes: dict[str, Pane[SimAgent]] = {}
         self.focused_workspace_id: str | None = None
         self.seq = 0
         self.history: deque[tuple[int, JsonObject]] = deque(maxlen=RETAINED_EVENTS)
@@ -71,7 +71,7 @@ class World:
 
     # -- lookups --------------------------------------------------------------------------
 
-    def pane(self, pane_id: str, code: str = "pane_not_found") -> Pane:
+    def pane(self, pane_id: str, code: str = "pane_not_found") -> Pane[SimAgent]:
         pane = self.panes.get(pane_id)
         if pane is None:
             raise HerdrError(code, f"pane {pane_id} not found")
@@ -110,7 +110,7 @@ class World:
 
     # -- wire views -------------------------------------------------------------------------
 
-    def pane_wire(self, pane: Pane) -> JsonObject:
+    def pane_wire(self, pane: Pane[SimAgent]) -> JsonObject:
         return pane.to_wire(focused=pane.pane_id == self.focused_pane_id)
 
     def tab_wire(self, tab: Tab) -> JsonObject:
@@ -170,10 +170,12 @@ class World:
 
     # -- structure --------------------------------------------------------------------------
 
-    def _new_pane(self, ws: Workspace, tab: Tab, cwd: str | None, env: Mapping[str, str]) -> Pane:
+    def _new_pane(
+        self, ws: Workspace, tab: Tab, cwd: str | None, env: Mapping[str, str]
+    ) -> Pane[SimAgent]:
         pane_id = f"{ws.workspace_id}:p{ws.next_pane}"
         ws.next_pane += 1
-        pane = Pane(
+        pane: Pane[SimAgent] = Pane(
             pane_id=pane_id,
             terminal_id=f"term_{next(self._terminals):08x}",
             workspace_id=ws.workspace_id,
@@ -215,7 +217,7 @@ class World:
 
     def create_workspace(
         self, *, cwd: str | None, label: str | None, env: Mapping[str, str], focus: bool
-    ) -> tuple[Workspace, Tab, Pane]:
+    ) -> tuple[Workspace, Tab, Pane[SimAgent]]:
         number = next(self._ws_numbers)
         ws = Workspace(
             workspace_id=f"w{workspace_code(number)}",
@@ -239,7 +241,7 @@ class World:
         label: str | None,
         env: Mapping[str, str],
         focus: bool,
-    ) -> tuple[Tab, Pane]:
+    ) -> tuple[Tab, Pane[SimAgent]]:
         ws_id = workspace_id or self.focused_workspace_id
         if ws_id is None:
             _, tab, pane = self.create_workspace(cwd=cwd, label=label, env=env, focus=focus)
@@ -260,7 +262,7 @@ class World:
         cwd: str | None,
         env: Mapping[str, str],
         focus: bool,
-    ) -> Pane:
+    ) -> Pane[SimAgent]:
         if target_pane_id is not None:
             origin = self.pane(target_pane_id, "target_pane_not_found")
         else:
@@ -320,7 +322,7 @@ class World:
         if self.focused_workspace_id == ws.workspace_id:
             self.focused_workspace_id = next(iter(self.workspaces), None)
 
-    def focus_pane(self, pane: Pane, *, mark_seen: bool = True) -> None:
+    def focus_pane(self, pane: Pane[SimAgent], *, mark_seen: bool = True) -> None:
         """Move UI focus to ``pane``; an explicit focus marks its agent seen (done -> idle)."""
         ws = self.workspaces[pane.workspace_id]
         tab = self.tabs[pane.tab_id]

@@ -1,8 +1,9 @@
 """Shared fixtures for the inbox contract suites: broker check, unique keys, raw broker, TCP proxy.
 
-Test modules import the fixtures they use from here (``from inbox_fixtures import ...``), so this
-file needs no conftest. Broker tests need RabbitMQ on 127.0.0.1:5672; when it is unreachable they
-fail under ``CI=true`` and skip otherwise, saying so.
+Test modules take its fixtures with ``pytest_plugins = ["tests.contract.inbox_fixtures"]`` and its
+types with ``from tests.contract.inbox_fixtures import ...``, so this file needs no conftest.
+Broker tests need RabbitMQ on 127.0.0.1:5672; when it is unreachable they fail under ``CI=true``
+and skip otherwise, saying so.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Shared fixtures for the journal suites: the PostgreSQL check, a private schema per test, and
 ``journal_kit``, which runs a test on the fake, on SQLite and on PostgreSQL.
 
-Test modules load this with ``pytest_plugins = ["journal_fixtures"]``. PostgreSQL tests need the
-server on 127.0.0.1:5432 (database ``test``, user ``postgres``, trust auth); when it is
-unreachable they fail under ``CI=true`` and skip otherwise, saying so. Each PostgreSQL test gets
-its own schema (``search_path`` set in the URL), dropped afterwards, so concurrent runs never
-meet.
+Test modules load this with ``pytest_plugins = ["tests.contract.journal_fixtures"]``.
+PostgreSQL tests need the server on 127.0.0.1:5432 (database ``test``, user ``postgres``, trust
+auth); when it is unreachable they fail under ``CI=true`` and skip otherwise, saying so. Each
+PostgreSQL test gets its own schema (``search_path`` set in the URL), dropped afterwards, so
+concurrent runs never meet.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ import contextlib
 from typing import Any
 
 import pytest
-from herdr_schema import herdr_schema
 
 from fleetd.errors import HerdrError
 from fleetd.herdr.calls import PromptWait
@@ -21,6 +20,7 @@ from fleetd.herdr.events import GLOBAL_KINDS, Subscription
 from fleetd.herdr.model import AgentStatus, ReadSource, SplitDirection
 from fleetd.sim.harness import SimHarness
 from fleetd.sim.scenario import Fault, parse_scenario
+from tests.contract.herdr_schema import herdr_schema
 
 pytestmark = pytest.mark.herdr_schema
 

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from herdr_schema import REPO, herdr_schema
 
 from fleetd.errors import HerdrError, TargetNotFoundError
 from fleetd.herdr import calls
 from fleetd.herdr.events import Subscription
 from fleetd.herdr.model import AgentStatus, ReadSource, SplitDirection
 from fleetd.herdr.protocol import Call, decode_response, decode_stream_line
+from tests.contract.herdr_schema import REPO, herdr_schema
 
 pytestmark = pytest.mark.herdr_schema
 
@@ -150,7 +150,7 @@ def test_missing_schema_skips_locally_and_fails_in_ci(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ci: str, outcome: type[BaseException]
 ) -> None:
     """Without ../shared the schema tests skip with a reason, except under CI=true."""
-    import herdr_schema as module  # noqa: PLC0415 - the helper is patched, not re-imported
+    from tests.contract import herdr_schema as module  # noqa: PLC0415 - the helper is patched, not re-imported
 
     monkeypatch.setattr(module, "SCHEMA_PATH", tmp_path / "absent.json")
     monkeypatch.setenv("CI", ci)

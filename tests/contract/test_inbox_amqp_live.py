@@ -28,9 +28,9 @@ from fleetd.inbox.quarantine import REASON_HEADER, AmqpQuarantineLane, Quarantin
 from fleetd.inbox.records import InboxRecord, MessageKind, Severity
 
 if TYPE_CHECKING:
-    from inbox_fixtures import RawBroker, TcpProxy
+    from tests.contract.inbox_fixtures import RawBroker, TcpProxy
 
-pytest_plugins = ["inbox_fixtures"]
+pytest_plugins = ["tests.contract.inbox_fixtures"]
 pytestmark = pytest.mark.amqp
 
 ATTEMPTS = 500

@@ -11,9 +11,9 @@ from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource, Severity
 
 if TYPE_CHECKING:
-    from inbox_fixtures import InboxKit
+    from tests.contract.inbox_fixtures import InboxKit
 
-pytest_plugins = ["inbox_fixtures"]
+pytest_plugins = ["tests.contract.inbox_fixtures"]
 
 
 def reply(key: str, msg_id: str, **changes: Any) -> InboxRecord:

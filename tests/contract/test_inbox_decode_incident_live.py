@@ -17,9 +17,9 @@ from fleetd.inbox.codec import TYPED_MEDIA_TYPE
 from fleetd.testing import LEAD_TOKEN, build_test_fleet, sample_document
 
 if TYPE_CHECKING:
-    from inbox_fixtures import RawBroker
+    from tests.contract.inbox_fixtures import RawBroker
 
-pytest_plugins = ["inbox_fixtures"]
+pytest_plugins = ["tests.contract.inbox_fixtures"]
 pytestmark = pytest.mark.amqp
 
 

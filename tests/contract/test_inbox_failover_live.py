@@ -20,11 +20,12 @@ from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.resilience import BreakerState, ErrorClass
 from fleetd.testing import LEAD_TOKEN, build_test_fleet, hold_calls, sample_document
+from tests.contract.inbox_fixtures import AMQP_HOST, AMQP_PORT, TcpProxy
 
 if TYPE_CHECKING:
-    from inbox_fixtures import RawBroker, TcpProxy
+    from tests.contract.inbox_fixtures import RawBroker
 
-pytest_plugins = ["inbox_fixtures"]
+pytest_plugins = ["tests.contract.inbox_fixtures"]
 pytestmark = pytest.mark.amqp
 
 BROKER = "amqp://guest:guest@127.0.0.1:{port}/?reconnect_interval=0.1"
@@ -66,8 +67,6 @@ async def eventually(condition: Callable[[], bool], what: str, within: float = 1
 @pytest.fixture
 async def second_proxy(inbox_amqp_url: str) -> AsyncIterator[TcpProxy]:
     """Another cuttable relay in front of the same broker (a second 'node')."""
-    from inbox_fixtures import AMQP_HOST, AMQP_PORT, TcpProxy  # noqa: PLC0415 - pytest plugin
-
     relay = TcpProxy(AMQP_HOST, AMQP_PORT)
     await relay.start()
     try:

@@ -20,9 +20,9 @@ from fleetd.inbox.amqp import AmqpInbox
 from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet, sample_document
 
 if TYPE_CHECKING:
-    from inbox_fixtures import RawBroker, TcpProxy
+    from tests.contract.inbox_fixtures import RawBroker, TcpProxy
 
-pytest_plugins = ["inbox_fixtures"]
+pytest_plugins = ["tests.contract.inbox_fixtures"]
 pytestmark = pytest.mark.amqp
 
 

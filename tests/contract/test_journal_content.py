@@ -17,7 +17,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from journal_cases import T0, make_incident
 from sqlalchemy import Engine, MetaData, select
 
 from fleetd.errors import JournalRefusedError
@@ -25,8 +24,9 @@ from fleetd.health.incidents import ResolveReason
 from fleetd.journal.engine import journal_engine
 from fleetd.journal.records import EventType, IncidentChange, NewEvent, Routing
 from fleetd.journal.sql import SqlJournal
+from tests.contract.journal_cases import T0, make_incident
 
-pytest_plugins = ["journal_fixtures"]
+pytest_plugins = ["tests.contract.journal_fixtures"]
 
 PANE = "PANE-MARKER-7f3a"
 PROMPT = "PROMPT-MARKER-91bc"

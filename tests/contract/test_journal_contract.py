@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from fleetd.errors import JournalRefusedError
-from fleetd.health.incidents import ResolveReason
+from fleetd.health.incidents import ResolveReason, RoutingReason
 from fleetd.health.states import LeadState, Severity
 from fleetd.journal.records import (
     EventState,
@@ -21,11 +21,11 @@ from fleetd.journal.records import (
 )
 
 if TYPE_CHECKING:
-    from journal_fixtures import JournalKit
+    from tests.contract.journal_fixtures import JournalKit
 
-from journal_cases import T0, make_incident
+from tests.contract.journal_cases import T0, make_incident
 
-pytest_plugins = ["journal_fixtures"]
+pytest_plugins = ["tests.contract.journal_fixtures"]
 
 LEASE = timedelta(seconds=30)
 
@@ -140,11 +140,15 @@ async def test_routing_changes_are_kept(journal_kit: JournalKit) -> None:
     journal = journal_kit.build()
     change = opened()
     await journal.record(change, now=T0)
-    routing = Routing(owner="lead", recipient="peer", reason="owner_unhealthy", generation=2)
+    routing = Routing(owner="lead", recipient="peer", reason="peer_owner_unhealthy", generation=2)
     await journal.record(dataclasses.replace(change, routing=routing), now=T0)
     (stored,) = (await journal_kit.build().load_open()).open_incidents
     assert stored.routing == routing
     assert stored.incident.recipient_lead == "peer"
+    assert stored.incident.routing_reason is RoutingReason.PEER_OWNER_UNHEALTHY
+    assert stored.incident.routing_generation == 2
+    assert stored.incident.assignment is not None
+    assert stored.incident.assignment.on_behalf_of == "lead"
 
 
 @pytest.mark.parametrize(
@@ -336,7 +340,7 @@ def test_a_missing_postgres_skips_locally_and_fails_in_ci(
     monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]
 ) -> None:
     """Without the server the PostgreSQL cases skip with a reason, except under CI=true."""
-    from journal_fixtures import postgres_reachable, require_postgres  # noqa: PLC0415
+    from tests.contract.journal_fixtures import postgres_reachable, require_postgres  # noqa: PLC0415
 
     monkeypatch.setenv("CI", ci)
     assert not postgres_reachable("127.0.0.1", 9)

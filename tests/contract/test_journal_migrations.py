@@ -26,7 +26,7 @@ from fleetd.journal.migrate import (
 )
 from fleetd.journal.tables import METADATA
 
-pytest_plugins = ["journal_fixtures"]
+pytest_plugins = ["tests.contract.journal_fixtures"]
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = {"incidents", "outbound_events", "delivery_attempts"}

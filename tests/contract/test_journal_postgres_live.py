@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from journal_cases import T0, make_incident
 
 from fleetd.journal.records import Claim, EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
+from tests.contract.journal_cases import T0, make_incident
 
-pytest_plugins = ["journal_fixtures"]
+pytest_plugins = ["tests.contract.journal_fixtures"]
 pytestmark = pytest.mark.postgres
 
 LEASE = timedelta(minutes=5)
@@ -32,7 +32,7 @@ async def test_a_claim_skips_rows_another_transaction_has_locked(
 ) -> None:
     """While another transaction holds the earliest attempt, a claim takes the others at once
     (a plain ``FOR UPDATE`` would wait, and hit the 2 s lock timeout set here)."""
-    from journal_fixtures import schema_url  # noqa: PLC0415 - loaded as a plugin above
+    from tests.contract.journal_fixtures import schema_url  # noqa: PLC0415 - loaded as a plugin above
 
     url = schema_url(journal_pg_base, journal_pg_schema, "lock_timeout=2000")
     journal = SqlJournal(url)

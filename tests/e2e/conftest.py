@@ -1,5 +1,5 @@
 """Fixtures of the end-to-end suite."""
 
-from e2e_fleet import e2e
+from tests.e2e.e2e_fleet import e2e
 
 __all__ = ["e2e"]

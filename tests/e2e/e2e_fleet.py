@@ -72,6 +72,11 @@ class E2EFleet:
     base_url: str
     server: _Server
     serving: asyncio.Task[None]
+    herdr_requests: list[dict[str, Any]]  # every request the simulator received, in order
+
+    def requests_to(self, method: str) -> list[dict[str, Any]]:
+        """The recorded herdr requests of one method (``agent.prompt``, ``pane.read`` ...)."""
+        return [r for r in self.herdr_requests if r["method"] == method]
 
     async def stop(self) -> None:
         """A clean stop, as SIGTERM asks for one: uvicorn's lifespan stops the service."""
@@ -155,20 +160,28 @@ async def start_e2e(
     adds scenario profiles by agent-name pattern (applied after the default ones).
 
     ``restart_of`` starts a new fleetd on the herdr, clock, port and state that an earlier one
-    (stopped or crashed) left; the simulator then stays up for the earlier fleet to stop.
+    (stopped or crashed) left; the simulator then stays up for the earlier fleet to stop. Every
+    request the simulator receives is kept in ``herdr_requests`` (across a restart too).
     """
     if restart_of is None:
         clock = FakeClock()
         short = Path(tempfile.mkdtemp(prefix="fe2e"))
         socket_path = short / "herdr.sock"
         scenario = parse_scenario({**SCENARIO, "agents": {**SCENARIO["agents"], **(agents or {})}})
+        requests: list[dict[str, Any]] = []
+
+        def tap(kind: str, frame: dict[str, Any]) -> None:
+            if kind == "request":
+                requests.append(frame)
+
         simulator = HerdrSimulator(
-            socket_path, scenario, clock=clock, behaviour=FleetdCallbackBehaviour()
+            socket_path, scenario, clock=clock, behaviour=FleetdCallbackBehaviour(), tap=tap
         )
         await simulator.start()
         port = _free_port()
     else:
         clock, simulator = restart_of.clock, restart_of.simulator
+        requests = restart_of.herdr_requests
         socket_path = simulator.socket_path
         port = int(restart_of.base_url.rsplit(":", 1)[1])
     env = {"T_LEAD": LEAD_TOKEN, "T_OP": OPERATOR_TOKEN}
@@ -202,6 +215,7 @@ async def start_e2e(
         base_url=f"http://127.0.0.1:{port}",
         server=server,
         serving=serving,
+        herdr_requests=requests,
     )
     try:
         yield fleet

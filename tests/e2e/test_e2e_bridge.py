@@ -6,13 +6,13 @@ import json
 from typing import Any
 
 import httpx2
-from e2e_fleet import LEAD_TOKEN, OPERATOR_TOKEN, E2EFleet
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import TextContent
 
 from fleetd.bridge.sessions import SessionState
 from fleetd.screens.markers import COMPLETION_FALLBACK_MARKER
+from tests.e2e.e2e_fleet import LEAD_TOKEN, OPERATOR_TOKEN, E2EFleet
 
 
 def _state(e2e: E2EFleet, session_id: str) -> SessionState | None:

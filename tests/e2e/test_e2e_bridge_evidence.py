@@ -13,11 +13,11 @@ import logging
 from typing import Any
 
 import pytest
-from e2e_fleet import E2EFleet, start_e2e
 
 from fleetd.bridge.sessions import SessionState
 from fleetd.health.states import MemberState
 from fleetd.screens.markers import COMPLETION_FALLBACK_MARKER
+from tests.e2e.e2e_fleet import E2EFleet, start_e2e
 
 HEALTH = {"enabled": True, "snapshotIntervalSeconds": 15}
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from e2e_fleet import E2EFleet, start_e2e
-
 from fleetd.bridge.sessions import SessionState
 from fleetd.health.states import MemberState
+from tests.e2e.e2e_fleet import E2EFleet, start_e2e
 
 # The status poller looks only once a minute here, so it never sees the member's short turn:
 # the bridge keeps the session BUSY while herdr says done — exactly the missed boundary of trace 1.

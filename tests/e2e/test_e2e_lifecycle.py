@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from e2e_fleet import LEAD_TOKEN, E2EFleet, start_e2e
-
 from fleetd.bridge.manifests import load_manifests
 from fleetd.bridge.sessions import SessionState
 from fleetd.sim.agent import SimAgent
+from tests.e2e.e2e_fleet import LEAD_TOKEN, E2EFleet, start_e2e
 
 CAPPED = {"profiles": {"sonnet": {"kind": "claude", "maxLoad": 1}, "codex": {"kind": "codex"}}}
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_fleet import E2EFleet, start_e2e
 
 from fleetd.bridge.sessions import SessionState
 from fleetd.screens.markers import COMPLETION_FALLBACK_MARKER
+from tests.e2e.e2e_fleet import E2EFleet, start_e2e
 
 
 async def _ready(e2e: E2EFleet, lead: Any, name: str) -> str:

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from e2e_fleet import LEAD_TOKEN, OPERATOR_TOKEN, E2EFleet
 from jsonschema import Draft202012Validator
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import TextContent
 
 from fleetd.bridge.sessions import SessionState
+from tests.e2e.e2e_fleet import LEAD_TOKEN, OPERATOR_TOKEN, E2EFleet
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "contracts" / "api"
 TOOLS = frozenset(

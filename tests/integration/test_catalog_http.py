@@ -6,13 +6,13 @@ import socket
 from datetime import timedelta
 
 import pytest
-from hook_server import HookServer, Reply
 
 from fleetd.catalog import http as catalog_http
 from fleetd.catalog.http import HttpModelCatalog
 from fleetd.catalog.port import CatalogTarget
 from fleetd.clock import FakeClock, SystemClock
 from fleetd.resilience import ErrorClass
+from tests.integration.hook_server import HookServer, Reply
 
 LIMIT = timedelta(seconds=2)
 

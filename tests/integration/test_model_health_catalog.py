@@ -12,11 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from hook_server import HookServer, Reply
 
 from fleetd.api.app import create_app
 from fleetd.api.tools import Caller, Role
 from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet, sample_document
+from tests.integration.hook_server import HookServer, Reply
 
 OPERATOR = Caller(role=Role.OPERATOR, name="operator")
 MODEL = "claude-sonnet-4"

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import standardwebhooks
-from hook_server import HookServer, Reply
 
 from fleetd.clock import FakeClock, SystemClock
 from fleetd.health.states import Certainty, Scope, Severity
@@ -26,6 +25,7 @@ from fleetd.notify.retry import (
     next_step,
 )
 from fleetd.notify.signing import WebhookSecret
+from tests.integration.hook_server import HookServer, Reply
 
 SECRET_TEXT = "whsec_" + base64.b64encode(bytes(range(100, 132))).decode()
 SECRET = WebhookSecret.parse(SECRET_TEXT)

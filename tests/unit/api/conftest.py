@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from api_doubles import LEAD_TOKEN, OPERATOR_TOKEN, OTHER_LEAD_TOKEN, Calls, build_registry
 
 from fleetd.api.auth import Authenticator
 from fleetd.api.tools import ToolRegistry
+from tests.unit.api.api_doubles import (
+    LEAD_TOKEN,
+    OPERATOR_TOKEN,
+    OTHER_LEAD_TOKEN,
+    Calls,
+    build_registry,
+)
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 
 import pytest
-from api_doubles import LEAD_TOKEN, OPERATOR_TOKEN, OTHER_LEAD_TOKEN
 
 from fleetd.api.auth import Authenticator, bearer_token
 from fleetd.api.tools import Caller, Role
 from fleetd.errors import AuthError, ConfigError
 from fleetd.runs import Runs
+from tests.unit.api.api_doubles import LEAD_TOKEN, OPERATOR_TOKEN, OTHER_LEAD_TOKEN
 
 
 @pytest.mark.parametrize(

@@ -9,12 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
-from api_doubles import LEAD_TOKEN, OPERATOR_TOKEN, SECRET_IN_HANDLER, Calls
 from fastapi import FastAPI
 
 from fleetd.api.auth import Authenticator
 from fleetd.api.http_tools import install_tool_routes
 from fleetd.api.tools import ToolRegistry
+from tests.unit.api.api_doubles import LEAD_TOKEN, OPERATOR_TOKEN, SECRET_IN_HANDLER, Calls
 
 LIMIT = 2048
 LEAD_AUTH = {"Authorization": f"Bearer {LEAD_TOKEN}"}

@@ -6,13 +6,13 @@ from typing import Any
 
 import httpx
 import pytest
-from api_doubles import LEAD, LEAD_TOKEN
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from fleetd.api.auth import Authenticator
 from fleetd.api.mcp_server import CALLER_SCOPE_KEY, McpAuthGate, install_mcp
 from fleetd.api.tools import ToolRegistry
+from tests.unit.api.api_doubles import LEAD, LEAD_TOKEN
 
 
 class Inner:

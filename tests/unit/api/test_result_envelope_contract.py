@@ -8,13 +8,13 @@ from typing import Any
 
 import httpx
 import pytest
-from api_doubles import LEAD, LEAD_TOKEN, MEMBER
 from fastapi import FastAPI
 from jsonschema import Draft202012Validator
 
 from fleetd.api.auth import Authenticator
 from fleetd.api.http_tools import install_tool_routes
 from fleetd.api.tools import ToolRegistry
+from tests.unit.api.api_doubles import LEAD, LEAD_TOKEN, MEMBER
 
 CONTRACT = Path(__file__).resolve().parents[3] / "contracts" / "api" / "tool-result.v1.schema.json"
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_doubles import Calls, NoParams, build_registry
 from jsonschema import Draft202012Validator
 
 from fleetd.api.schemas import (
@@ -19,6 +18,7 @@ from fleetd.api.schemas import (
     schema_drift,
 )
 from fleetd.api.tools import Caller, Role, ToolRegistry, ToolSpec
+from tests.unit.api.api_doubles import Calls, NoParams, build_registry
 
 
 def test_export_writes_one_params_file_per_tool_and_declared_results(

@@ -7,7 +7,6 @@ import logging
 from typing import Any
 
 import pytest
-from api_doubles import LEAD, MEMBER, OPERATOR, SECRET_IN_HANDLER, Calls, NoParams, build_registry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -23,6 +22,15 @@ from fleetd.api.tools import (
     failure_from_error,
 )
 from fleetd.errors import AuthError, PermissionDeniedError, UnknownTargetError, UnknownToolError
+from tests.unit.api.api_doubles import (
+    LEAD,
+    MEMBER,
+    OPERATOR,
+    SECRET_IN_HANDLER,
+    Calls,
+    NoParams,
+    build_registry,
+)
 
 
 async def test_success_runs_the_handler_with_validated_params(

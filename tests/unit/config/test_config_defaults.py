@@ -67,6 +67,7 @@ EXPECTED_DEFAULTS = {
     "health.capacityLongIdleAfterSeconds": 900,
     "health.includePaneExcerpt": False,
     "health.notifications.mode": NotificationMode.DISABLED,
+    "health.repair.codex": False,
     "health.notifications.webhookUrlEnv": None,
     "health.notifications.secretEnv": None,
     "health.notifications.requestTimeoutMs": 10_000,

@@ -10,9 +10,7 @@ names (relative imports and ``from fleetd import compose`` included). The rules:
   :class:`~fleetd.api.service.FleetService`, not the root);
 * ``fleetd.health`` imports nothing of fleetd but itself (its compiled floors included);
 * no import cycle between fleetd modules (``TYPE_CHECKING`` imports count: a type-only cycle is
-  still two modules that cannot be understood apart). Today's cycles are listed in
-  :data:`KNOWN_CYCLES`: the strict xfail turns into a failure once they are gone (drop the list
-  then), and no cycle outside them may appear meanwhile.
+  still two modules that cannot be understood apart).
 """
 
 from __future__ import annotations
@@ -20,8 +18,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 import fleetd
 
@@ -32,9 +28,6 @@ ENTRY_POINTS = frozenset({"fleetd.cli", "fleetd.demo", "fleetd.__main__"})
 
 TEST_HARNESS = frozenset({"fleetd.testing"})
 """The test harness builds the service through the same root as ``fleetd serve``, with fakes."""
-
-KNOWN_CYCLES: tuple[frozenset[str], ...] = (frozenset({"fleetd.sim.agent", "fleetd.sim.state"}),)
-"""Import cycles that exist today (a type-only import of ``SimAgent``)."""
 
 
 def _module_name(path: Path) -> str:
@@ -174,16 +167,8 @@ def test_the_cycle_scan_finds_a_cycle() -> None:
     """The scan finds direct and longer cycles, so an empty answer means something."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"e"}, "e": {"d", "a"}, "f": {"a"}}
     assert sorted(map(sorted, import_cycles(graph))) == [["a", "b", "c"], ["d", "e"]]
-    assert set(KNOWN_CYCLES) <= set(import_cycles())
 
 
-def test_no_import_cycle_beyond_the_known_ones() -> None:
-    """A new cycle, or a known one that grew, fails at once."""
-    found = [cycle for cycle in import_cycles() if not any(cycle <= k for k in KNOWN_CYCLES)]
-    assert found == []
-
-
-@pytest.mark.xfail(strict=True, reason="known cycle: the simulator's")
 def test_no_import_cycle() -> None:
     """No two fleetd modules import each other, directly or through others."""
     assert import_cycles() == []

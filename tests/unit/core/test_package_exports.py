@@ -35,6 +35,8 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "Orphan",
         "PushLoop",
         "ReleaseCause",
+        "RepairOutcome",
+        "RepairResult",
         "ResultSource",
         "Session",
         "SessionEvent",

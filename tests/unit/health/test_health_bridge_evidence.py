@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from health_fleet import T0, Run, agent, failed_list, live, member, turn
-
 from fleetd.health import (
     BoundaryScreen,
     FailTargetWork,
@@ -15,6 +13,7 @@ from fleetd.health import (
     SessionState,
     TargetLoss,
 )
+from tests.unit.health.health_fleet import T0, Run, agent, failed_list, live, member, turn
 
 S, L, M = SessionState, LiveStatus, MemberState
 

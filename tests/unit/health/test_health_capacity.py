@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
-from health_fleet import T0, Run, agent, live, member, turn
 
 from fleetd.health import (
     CapacityRow,
@@ -23,6 +22,7 @@ from fleetd.health import (
     is_reclaimable,
     live_count,
 )
+from tests.unit.health.health_fleet import T0, Run, agent, live, member, turn
 
 S = SessionState
 

@@ -31,6 +31,7 @@ EXPECTED = {
     "ProbeResult",
     "ProbeSource",
     "ProfileCapacityInput",
+    "RepairView",
     "HealthSettings",
     # classifications
     "MemberState",
@@ -46,14 +47,24 @@ EXPECTED = {
     "ResolveReason",
     "incident_id",
     "suggested_tool_calls",
+    # routing
+    "route",
+    "Routing",
+    "LeadFacts",
+    "lead_facts",
+    "foreign_assignments",
+    "Assignment",
+    "Route",
+    "RoutingReason",
     # effects
     "Effect",
     "OpenIncident",
     "UpdateIncident",
     "ResolveIncident",
     "PublishHealthRecord",
-    "RequestRouting",
-    "RoutingReason",
+    "RouteToHuman",
+    "SupersedeAssignment",
+    "RetireLead",
     "RequestPaneProbe",
     "ProbeReason",
     "RequestTargetLookup",
@@ -95,5 +106,11 @@ def test_state_values_keep_the_spec_spelling_and_other_enums_are_lowercase() -> 
         fleetd.health.ControlLinkState,
     ):
         assert all(member.value == member.name for member in enum)
-    for enum in (fleetd.health.Severity, fleetd.health.Certainty, fleetd.health.Scope):
+    for enum in (
+        fleetd.health.Severity,
+        fleetd.health.Certainty,
+        fleetd.health.Scope,
+        fleetd.health.Route,
+        fleetd.health.RoutingReason,
+    ):
         assert all(member.value == member.name.lower() for member in enum)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from health_fleet import T0, Run, failed_list, inbox, live
-
 from fleetd.health import (
     InboxFailureView,
     InboxState,
@@ -13,12 +11,13 @@ from fleetd.health import (
     MemberState,
     OpenIncident,
     PublishHealthRecord,
-    RequestRouting,
     ResolveIncident,
+    RouteToHuman,
     RoutingReason,
     Scope,
 )
 from fleetd.health.inboxes import DECODE_FAILURE_HOLD, MESSAGE_IDS_SHOWN
+from tests.unit.health.health_fleet import T0, Run, failed_list, inbox, live
 
 
 def failure(
@@ -58,10 +57,10 @@ def test_a_held_entry_opens_one_incident_and_tells_the_owning_lead_once() -> Non
         "unsettled": "2",
         "messageIds": "m-1,m-2",
     }
-    assert [(e.recipient_lead, e.incident.id) for e in run.effects(PublishHealthRecord)] == [
-        ("lead-a", incident.id)
-    ]
-    assert run.effects(RequestRouting) == []
+    assert [
+        (e.recipient_lead, e.incident.id, e.reason) for e in run.effects(PublishHealthRecord)
+    ] == [("lead-a", incident.id, RoutingReason.OWNER)]
+    assert run.effects(RouteToHuman) == []
     for _ in range(3):
         run.tick(live(), inbox_failures=bad, advance=DECODE_FAILURE_HOLD)
         assert run.effects(OpenIncident) == run.effects(PublishHealthRecord) == []
@@ -99,24 +98,32 @@ def test_reasons_and_keys_are_separate_incidents_with_bounded_evidence() -> None
     assert ids == [f"m-{n:02}" for n in range(MESSAGE_IDS_SHOWN)]
 
 
-def test_a_key_no_lead_owns_goes_to_the_router() -> None:
-    """A failure on a key that is no expected lead's is routed as a fleet-scope incident."""
+def test_a_key_no_lead_owns_goes_to_a_healthy_peer() -> None:
+    """A failure on a key that is no expected lead's goes to a healthy lead, owned by none."""
     run = Run()
     run.tick(live(), inbox_failures=(failure(key="retired-lead"),))
-    [routed] = run.effects(RequestRouting)
-    assert (routed.reason, routed.incident.owner_lead) == (RoutingReason.FLEET_SCOPE, None)
-    assert run.effects(PublishHealthRecord) == []
+    [routed] = run.effects(PublishHealthRecord)
+    assert (routed.recipient_lead, routed.reason, routed.incident.owner_lead) == (
+        "lead-a",
+        RoutingReason.PEER_NO_OWNER,
+        None,
+    )
+    assert run.effects(RouteToHuman) == []
 
 
-def test_an_unreachable_owner_is_bypassed_for_the_router() -> None:
-    """When the owning lead is in a fault state the incident goes to the router instead."""
+def test_an_unreachable_sole_owner_leaves_the_incident_to_a_person() -> None:
+    """When the only lead, which owns the key, is in a fault state, a person gets the incident."""
     run = Run()
     for _ in range(2):
         run.tick(live(with_lead=False))
     assert run.lead() is LeadState.LEAD_UNREACHABLE
     run.tick(live(with_lead=False), inbox_failures=(failure(),))
-    [routed] = run.effects(RequestRouting)
-    assert (routed.reason, routed.incident.owner_lead) == (RoutingReason.OWNER_UNHEALTHY, "lead-a")
+    [routed] = [e for e in run.effects(RouteToHuman) if e.incident.scope is Scope.INBOX]
+    assert (routed.reason, routed.on_behalf_of, routed.incident.owner_lead) == (
+        RoutingReason.HUMAN_NO_HEALTHY_LEAD,
+        "lead-a",
+        "lead-a",
+    )
     assert run.effects(PublishHealthRecord) == []
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from health_fleet import T0, Run, agent, inbox, live, member, turn
 
 from fleetd.health import (
     HealthState,
@@ -21,6 +20,7 @@ from fleetd.health import (
     suggested_tool_calls,
 )
 from fleetd.health.incidents import IncidentBook
+from tests.unit.health.health_fleet import T0, Run, agent, inbox, live, member, turn
 
 KEY = IncidentKey(
     scope=Scope.MEMBER, subject="s-1", state=MemberState.GONE, cause="agent_not_found"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from health_fleet import LEAD, TICK, Run, agent, failed_list, inbox, lead, live, member
 
 from fleetd.health import (
     HealthSettings,
@@ -17,10 +16,22 @@ from fleetd.health import (
     ProbeSource,
     PublishHealthRecord,
     RequestPaneProbe,
-    RequestRouting,
     RequestTargetLookup,
     ResolveIncident,
+    RouteToHuman,
     SessionState,
+    SupersedeAssignment,
+)
+from tests.unit.health.health_fleet import (
+    LEAD,
+    TICK,
+    Run,
+    agent,
+    failed_list,
+    inbox,
+    lead,
+    live,
+    member,
 )
 
 L, LS = LiveStatus, LeadState
@@ -60,7 +71,8 @@ def test_two_successful_absences_with_working_ping_are_unreachable() -> None:
     assert run.lead() is LS.LEAD_UNREACHABLE
     [opened] = run.effects(OpenIncident)
     assert (opened.incident.scope, opened.incident.severity) == ("lead", "critical")
-    assert run.effects(RequestRouting)[0].reason == "lead_fault"
+    [human] = run.effects(RouteToHuman)  # the sole lead: no peer can take it
+    assert (human.reason, human.on_behalf_of) == ("human_no_healthy_lead", "lead-a")
     assert run.state.leads["lead-a"].last_seen_at == run.now - 2 * TICK
 
 
@@ -223,40 +235,51 @@ def test_member_incident_goes_to_its_exact_owning_lead() -> None:
     [published] = run.effects(PublishHealthRecord)
     assert published.recipient_lead == "lead-a"
     assert published.incident.recipient_lead == "lead-a"
-    assert not run.effects(RequestRouting)
+    assert (published.reason, published.generation, published.on_behalf_of) == ("owner", 1, None)
+    assert not run.effects(RouteToHuman)
 
 
-def test_member_incident_without_owner_goes_to_routing() -> None:
-    """No known owner: no fallback lead, the router (peer or person) decides."""
+def test_member_incident_without_owner_goes_to_a_person() -> None:
+    """No known owner: no lead is guessed, the incident goes to a person (Figure 2)."""
     run = Run()
     gone = live(targeted={"m1": "agent_not_found"})  # no owner, so no lead inbox to strand in
     run.tick(gone, [member(owner=None)])
     assert not run.effects(PublishHealthRecord)
-    assert [e.reason for e in run.effects(RequestRouting)] == ["no_owner"]
+    assert [e.reason for e in run.effects(RouteToHuman)] == ["human_no_owner"]
 
 
-def test_member_incident_of_an_unhealthy_owner_goes_to_routing() -> None:
-    """An owner that is itself unreachable cannot receive the incident."""
+def test_member_incident_of_an_unhealthy_owner_goes_to_a_healthy_peer() -> None:
+    """An owner that is itself unreachable cannot receive the incident: its peer does."""
     run = Run()
     view, box = stranded(owner="lead-b")
     leads = [LEAD, lead("lead-b")]
     lost_b = live(agent("m1"), targeted={"lead-b": "agent_not_found"})
     run.tick(lost_b, [view], leads=leads)
     run.tick(lost_b, [view], leads=leads, inboxes=[box])
-    assert not run.effects(PublishHealthRecord)
-    assert [e.reason for e in run.effects(RequestRouting)] == ["owner_unhealthy"]
+    [told] = [e for e in run.effects(PublishHealthRecord) if e.incident.scope == "member"]
+    assert (told.recipient_lead, told.reason, told.on_behalf_of) == (
+        "lead-a",
+        "peer_owner_unhealthy",
+        "lead-b",
+    )
+    assert not run.effects(RouteToHuman)
 
 
-def test_owner_turning_unhealthy_hands_its_incidents_to_routing() -> None:
-    """When the owning lead becomes unreachable its open member incidents are re-routed."""
+def test_sole_owner_turning_unhealthy_hands_its_incidents_to_a_person() -> None:
+    """When the only lead becomes unreachable its member incidents go to a person, once."""
     run = Run()
     view, box = stranded()
     run.tick(live(agent("m1")), [view], inboxes=[box])
     lost_a = live(agent("m1"), targeted={"lead-a": "agent_not_found"}, with_lead=False)
     run.tick(lost_a, [view], inboxes=[box])
-    rerouted = [e for e in run.effects(RequestRouting) if e.incident.scope == "member"]
-    assert [(e.reason, e.incident.recipient_lead) for e in rerouted] == [("owner_unhealthy", None)]
-    held = {i.scope: i.recipient_lead for i in run.state.open_incidents()}
-    assert held == {"member": None, "lead": None}
+    rerouted = [e for e in run.effects(RouteToHuman) if e.incident.scope == "member"]
+    assert [(e.reason, e.generation, e.incident.recipient_lead) for e in rerouted] == [
+        ("human_no_healthy_lead", 2, None)
+    ]
+    [superseded] = run.effects(SupersedeAssignment)
+    assert (superseded.previous.recipient, superseded.previous.generation) == ("lead-a", 1)
+    held = {i.scope: (i.route, i.recipient_lead) for i in run.state.open_incidents()}
+    assert held == {"member": ("human", None), "lead": ("human", None)}
     run.tick(lost_a, [view], inboxes=[box])
-    assert not run.effects(RequestRouting)
+    assert not run.effects(RouteToHuman)
+    assert not run.effects(SupersedeAssignment)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from health_fleet import T0, TICK, Run, agent, inbox, live, member, probe, turn
 
 from fleetd.health import (
     CountMute,
@@ -19,7 +18,6 @@ from fleetd.health import (
     PublishHealthRecord,
     RequestLostBoundaryRepair,
     RequestPaneProbe,
-    RequestRouting,
     RequestTargetLookup,
     ResolveIncident,
     SessionState,
@@ -27,6 +25,7 @@ from fleetd.health import (
     WorktreeFacts,
 )
 from fleetd.health.settings import TEARDOWN_GRACE
+from tests.unit.health.health_fleet import T0, TICK, Run, agent, inbox, live, member, probe, turn
 
 S, L, M = SessionState, LiveStatus, MemberState
 
@@ -408,7 +407,8 @@ def test_orphan_inbox_key_is_stranded_at_inbox_scope() -> None:
     run.tick(live(), [], inboxes=[inbox("old-member", capped=True)])
     [opened] = run.effects(OpenIncident)
     assert (opened.incident.scope, opened.incident.subject) == ("inbox", "old-member")
-    assert run.effects(RequestRouting)[0].reason == "fleet_scope"
+    [told] = run.effects(PublishHealthRecord)
+    assert (told.recipient_lead, told.reason) == ("lead-a", "peer_no_owner")
     run.tick(live(), [], inboxes=[])
     assert run.effects(ResolveIncident)[0].reason == "cleared"
 

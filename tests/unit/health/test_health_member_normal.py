@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from health_fleet import TICK, Run, agent, live, member, turn
 
 from fleetd.health import (
     FailTargetWork,
@@ -14,6 +13,7 @@ from fleetd.health import (
     RequestPaneProbe,
     SessionState,
 )
+from tests.unit.health.health_fleet import TICK, Run, agent, live, member, turn
 
 S, L, M = SessionState, LiveStatus, MemberState
 

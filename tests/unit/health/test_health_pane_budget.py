@@ -6,7 +6,6 @@ import itertools
 from datetime import timedelta
 
 import pytest
-from health_fleet import T0, TICK, Run, agent, live, member, turn
 
 from fleetd.config.floors import MAX_PANE_READS_PER_TICK
 from fleetd.health import (
@@ -19,6 +18,7 @@ from fleetd.health import (
 )
 from fleetd.health.pane_budget import ProbeCandidate, ProbeReason, allocate
 from fleetd.health.settings import Effective
+from tests.unit.health.health_fleet import T0, TICK, Run, agent, live, member, turn
 
 COOLDOWN = timedelta(seconds=60)
 

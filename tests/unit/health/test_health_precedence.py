@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from health_fleet import T0, Run, agent, failed_list, inbox, live, member, turn
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,14 +16,15 @@ from fleetd.health import (
     OpenIncident,
     ProbeSource,
     RequestPaneProbe,
-    RequestRouting,
     RequestTargetLookup,
     ResolveIncident,
+    RouteToHuman,
     SessionState,
     TargetLoss,
 )
 from fleetd.health.member_rules import classify
 from fleetd.health.states import spec_of
+from tests.unit.health.health_fleet import T0, Run, agent, failed_list, inbox, live, member, turn
 
 S, L, M = SessionState, LiveStatus, MemberState
 
@@ -106,7 +106,8 @@ def test_control_link_down_needs_two_failed_lists_and_a_failed_ping() -> None:
     assert run.state.link.state is ControlLinkState.CONTROL_LINK_DOWN
     [opened] = run.effects(OpenIncident)
     assert (opened.incident.scope, opened.incident.severity) == ("control_link", "critical")
-    assert run.effects(RequestRouting)[0].reason == "control_link"
+    [human] = run.effects(RouteToHuman)
+    assert (human.reason, human.generation) == ("human_control_link_down", 1)
 
 
 def test_failed_list_with_working_ping_is_never_a_member_or_link_fault() -> None:

@@ -7,7 +7,6 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from health_fleet import T0, agent, inbox, lead, member, turn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +30,7 @@ from fleetd.health import (
     decide,
 )
 from fleetd.health.settings import Effective
+from tests.unit.health.health_fleet import T0, agent, inbox, lead, member, turn
 
 S, L = SessionState, LiveStatus
 SECONDS = st.integers(min_value=0, max_value=4000).map(lambda s: timedelta(seconds=s))
@@ -214,7 +214,8 @@ def test_effective_settings_never_fall_below_a_floor(config: HealthSettings) -> 
 def test_decide_is_deterministic_and_independent_of_input_order(
     ticks: list[Tick], rnd: random.Random
 ) -> None:
-    """Shuffled members, agents, leads, inboxes and probes give the very same decisions."""
+    """Shuffled members, agents, leads, inboxes and probes give the very same decisions, in
+    which every open incident is routed and a lead's own incident never goes to that lead."""
 
     def shuffled(items: tuple[object, ...]) -> tuple[object, ...]:
         copy = list(items)
@@ -242,8 +243,13 @@ def test_decide_is_deterministic_and_independent_of_input_order(
                 ),
             )
         )
-    assert replay(ticks) == replay(permuted)
-    assert replay(ticks) == replay(ticks)
+    decisions = replay(ticks)
+    assert decisions == replay(permuted)
+    assert decisions == replay(ticks)
+    for decision in decisions:  # and every open incident is routed, never to its lead subject
+        for incident in decision.state.open_incidents():
+            assert incident.assignment is not None
+            assert incident.scope != "lead" or incident.recipient_lead != incident.subject
 
 
 @st.composite

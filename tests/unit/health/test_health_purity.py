@@ -17,6 +17,7 @@ ALLOWED = {
     "datetime",
     "enum",
     "hashlib",
+    "heapq",
     "types",
     "typing",
 }

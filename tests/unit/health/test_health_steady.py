@@ -6,7 +6,6 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from health_fleet import LEAD, T0, TICK, Run, agent, live, member, turn
 
 from fleetd.health import (
     FleetSnapshot,
@@ -29,6 +28,7 @@ from fleetd.health import (
 from fleetd.health.evidence import MemberEvidence
 from fleetd.health.incidents import IncidentKey
 from fleetd.health.states import Scope
+from tests.unit.health.health_fleet import LEAD, T0, TICK, Run, agent, live, member, turn
 
 S, L, M = SessionState, LiveStatus, MemberState
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from health_fleet import T0, TICK, Run, agent, live, member, turn
-
 from fleetd.health import (
     FailCause,
     FailTargetWork,
@@ -16,6 +14,7 @@ from fleetd.health import (
     RequestLostBoundaryRepair,
     SessionState,
 )
+from tests.unit.health.health_fleet import T0, TICK, Run, agent, live, member, turn
 
 S, L, M = SessionState, LiveStatus, MemberState
 

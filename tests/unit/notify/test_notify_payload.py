@@ -14,8 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from fleetd.health.effects import RoutingReason
-from fleetd.health.incidents import IncidentBook, IncidentKey, ResolveReason
+from fleetd.health.incidents import IncidentBook, IncidentKey, ResolveReason, RoutingReason
 from fleetd.health.states import Certainty, LeadState, MemberState, Scope, Severity
 from fleetd.notify.keys import EventType, idempotency_key
 from fleetd.notify.payload import (
@@ -85,7 +84,7 @@ def event(**changes: Any) -> IncidentEvent:
         "profile": "claude-sonnet-4-5",
         "owner_lead": "lead-a",
         "recipient_lead": None,
-        "routing_reason": RoutingReason.OWNER_UNHEALTHY,
+        "routing_reason": RoutingReason.PEER_OWNER_UNHEALTHY,
         "evidence": (("consecutive_list_failures", "2"),),
         "tool_calls": ('fleet_status(sessionId="s-1a2b3c4d")', "fleet_list()"),
     }
@@ -106,7 +105,7 @@ def test_a_built_event_matches_the_contract_file() -> None:
     assert document["incident"]["evidence"] == [{"type": "consecutive_list_failures", "count": 2}]
     assert document["occurredAt"] == "2026-08-15T09:31:30Z"
     assert document["routing"] == {
-        "reason": "owner_unhealthy",
+        "reason": "peer_owner_unhealthy",
         "owner": "lead-a",
         "recipient": None,
     }
@@ -299,7 +298,7 @@ def test_an_event_from_a_health_incident() -> None:
         occurred_at=T0,
         instance="fleetd-a",
         coverage=CoverageStatus.FULL,
-        routing_reason=RoutingReason.OWNER_UNHEALTHY,
+        routing_reason=RoutingReason.PEER_OWNER_UNHEALTHY,
         profile="claude",
     )
     document = body_of(built)

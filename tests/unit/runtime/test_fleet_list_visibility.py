@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import httpx
+from jsonschema import Draft202012Validator
+
+from fleetd.api.app import create_app
 from fleetd.api.tools import Caller, Role
-from fleetd.testing import TestFleet, build_test_fleet, sample_document
+from fleetd.errors import InboxUnavailableError
+from fleetd.inbox.codec import DecodeReason
+from fleetd.inbox.failures import DecodeFailure, Disposition
+from fleetd.inbox.memory import InMemoryInbox
+from fleetd.inbox.records import InboxRecord, MessageKind, Severity
+from fleetd.testing import LEAD_TOKEN, OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
 
 LEAD = Caller(role=Role.LEAD, name="lead")
 LEAD_B = Caller(role=Role.LEAD, name="lead-b")
 OPERATOR = Caller(role=Role.OPERATOR, name="operator")
 _PEER_FIELDS = {"name", "agent", "liveStatus", "health"}
+RESULT_SCHEMA = (
+    Path(__file__).resolve().parents[3] / "contracts" / "api" / "fleet_list.result.schema.json"
+)
 
 
 async def _fleet(tmp_path: Path) -> TestFleet:
@@ -58,13 +72,20 @@ async def test_a_lead_sees_its_own_members_and_no_other_leads(tmp_path: Path) ->
     rows = {row["name"]: row for row in listed["leads"]}
     assert set(rows["lead-b"]) == _PEER_FIELDS
     assert rows["lead-b"]["health"]["state"] == "LEAD_UNRESPONSIVE"
+    assert "foreignIncidents" not in rows["lead-b"]["health"]  # a peer's holdings: count only
+    assert rows["lead-b"]["health"]["assignedForeignIncidents"] == 0
+    assert rows["lead"]["health"]["assignedForeignIncidents"] == 2  # it holds lead-b's two
+    foreign = rows["lead"]["health"]["foreignIncidents"]
+    # the member's incident went to its owner lead-b first, then to the peer: generation 2
+    assert {i["subject"]: i["routingGeneration"] for i in foreign} == {other: 2, "lead-b": 1}
     assert {"inboxDepth", "nudgesForHead", "nudgeCapReached"} <= set(rows["lead"])
     for row in everything["leads"]:
         assert {"inboxDepth", "nudgesForHead", "nudgeCapReached", "health"} <= set(row)
 
 
 async def test_a_lead_sees_only_its_own_incidents(tmp_path: Path) -> None:
-    """Another lead's stranded reply and that lead's own incident reach only it and the operator."""
+    """Another lead's stranded reply and that lead's own incident reach it, the operator, and
+    the healthy peer that holds them for it — as their recipient, nobody else."""
     fleet = await _fleet(tmp_path)
     _, other = await _stranded_for_lead_b(fleet)
     open_ = {(i.subject, str(i.state)) for i in fleet.service.health.state.open_incidents()}
@@ -76,7 +97,9 @@ async def test_a_lead_sees_only_its_own_incidents(tmp_path: Path) -> None:
     }
     assert {(other, "REPLY_STRANDED"), ("lead-b", "LEAD_UNRESPONSIVE")} <= theirs
     mine = (await fleet.ok("fleet_list", LEAD))["incidents"]
-    assert not [i for i in mine if i["subject"] in (other, "lead-b")]
+    held = [i for i in mine if i["subject"] in (other, "lead-b")]
+    assert {(i["recipient"], i["routing"]["onBehalfOf"]) for i in held} == {("lead", "lead-b")}
+    assert {i["routing"]["reason"] for i in held} == {"peer_owner_unhealthy", "peer_lead_incident"}
     for incident in mine:
         assert "lead" in (incident["owner"], incident["recipient"], incident["subject"]) or (
             incident["scope"] in ("control_link", "profile")
@@ -106,3 +129,148 @@ async def test_no_field_appears_twice(tmp_path: Path) -> None:
         assert not set(view["health"]) & set(view)
         assert view["controlLink"]["classifiedBy"] == "health"
         assert {row["health"]["state"] for row in view["leads"]} >= {"LEAD_UNRESPONSIVE"}
+
+
+class TroubledInbox(InMemoryInbox):
+    """An inbox that can be down (records wait in memory) and reports entries it cannot decode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.bad: list[DecodeFailure] = []
+
+    async def publish(self, record: InboxRecord) -> bool:
+        if self.down:
+            raise InboxUnavailableError("the broker is away")
+        return await super().publish(record)
+
+    def failures(self) -> list[DecodeFailure]:
+        return list(self.bad)
+
+    def reachable(self) -> bool:
+        return not self.down and super().reachable()
+
+
+def _bad_entry(key: str, message_id: str, reason: DecodeReason) -> DecodeFailure:
+    return DecodeFailure(
+        key=key,
+        reason=reason,
+        disposition=Disposition.QUARANTINED,
+        message_id=message_id,
+        version=1,
+        detail="redacted",
+        first_seen_epoch_millis=1_000,
+        last_seen_epoch_millis=2_000,
+        occurrences=1,
+    )
+
+
+def _record(lead: str, index: int, kind: MessageKind, created: int) -> InboxRecord:
+    health: dict[str, Any] = {}
+    if kind is MessageKind.HEALTH:
+        health = {
+            "subject_terminal": f"m-{index}",
+            "severity": Severity.WARNING,
+            "state": "REPLY_STRANDED",
+            "evidence": {},
+            "first_seen_epoch_millis": created,
+            "last_seen_epoch_millis": created,
+            "recovery_tried": False,
+            "suggested_tool_calls": (f'fleet_status(sessionId="m-{index}")',),
+        }
+    return InboxRecord(
+        msg_id=f"{lead}-{index}",
+        kind=kind,
+        target=f"m-{index}",
+        recipient_lead=lead,
+        content="held",
+        created_at_epoch_millis=created,
+        **health,
+    )
+
+
+async def _troubled_fleet(tmp_path: Path, *, quiet: str | None = None) -> TestFleet:
+    """lead-b has three records held in memory and two bad entries; lead has one of each; one
+    bad entry sits under a key no lead owns. The ``quiet`` lead's are left out."""
+    inbox = TroubledInbox()
+    fleet = build_test_fleet(tmp_path, inbox=inbox)
+    await fleet.service.own_lead_keys()
+    inbox.down = True
+    held = [
+        _record("lead-b", 1, MessageKind.HEALTH, 1_000),
+        _record("lead", 2, MessageKind.REPLY, 5_000),
+        _record("lead-b", 3, MessageKind.REPLY, 2_000),
+        _record("lead-b", 4, MessageKind.HEALTH, 3_000),
+    ]
+    for record in held:
+        if record.recipient_lead != quiet:
+            await fleet.bridge.keep_for_lead(record)
+    bad = [
+        _bad_entry("lead-b", "b-1", DecodeReason.MALFORMED_JSON),
+        _bad_entry("lead", "a-1", DecodeReason.MISSING_FIELD),
+        _bad_entry("lead-b", "b-2", DecodeReason.UNSUPPORTED_VERSION),
+        _bad_entry("stray", "s-1", DecodeReason.MALFORMED_UTF8),
+    ]
+    inbox.bad = [entry for entry in bad if entry.key != quiet]
+    return fleet
+
+
+def _inbox_figures(view: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    inbox = view["inbox"]
+    return inbox["heldInMemory"], [(f["key"], f["messageId"]) for f in inbox["failures"]]
+
+
+async def test_a_lead_sees_only_its_own_inbox_figures(tmp_path: Path) -> None:
+    """Held records and decode failures of another lead's key stay hidden, in counts too; the
+    operator sees every key."""
+    fleet = await _troubled_fleet(tmp_path)
+    held, failures = _inbox_figures(await fleet.ok("fleet_list", OPERATOR))
+    assert (held["records"], held["byLead"]) == (4, {"lead": 1, "lead-b": 3})
+    assert (held["byKind"], held["oldestCreatedEpochMillis"]) == ({"health": 2, "reply": 2}, 1_000)
+    assert failures == [("lead-b", "b-1"), ("lead", "a-1"), ("lead-b", "b-2"), ("stray", "s-1")]
+    held, failures = _inbox_figures(await fleet.ok("fleet_list", LEAD))
+    assert (held["records"], held["byLead"]) == (1, {"lead": 1})
+    assert (held["byKind"], held["oldestCreatedEpochMillis"]) == ({"reply": 1}, 5_000)
+    assert failures == [("lead", "a-1")]
+    held, failures = _inbox_figures(await fleet.ok("fleet_list", LEAD_B))
+    assert (held["records"], held["byLead"]) == (3, {"lead-b": 3})
+    assert (held["byKind"], held["oldestCreatedEpochMillis"]) == ({"health": 2, "reply": 1}, 1_000)
+    assert failures == [("lead-b", "b-1"), ("lead-b", "b-2")]
+
+
+async def test_a_lead_with_nothing_held_sees_empty_figures_not_the_fleets(tmp_path: Path) -> None:
+    """A lead whose key holds nothing sees zeros, the same shape as the operator's view."""
+    fleet = await _troubled_fleet(tmp_path, quiet="lead")
+    operator = (await fleet.ok("fleet_list", OPERATOR))["inbox"]
+    assert operator["heldInMemory"]["records"] == 3
+    listed = (await fleet.ok("fleet_list", LEAD))["inbox"]
+    assert listed["failures"] == []
+    assert listed["heldInMemory"] == {
+        "records": 0,
+        "byLead": {},
+        "byKind": {},
+        "oldestCreatedEpochMillis": None,
+        "gaveWay": 0,
+    }
+    assert set(listed) == set(operator)
+    assert set(listed["heldInMemory"]) == set(operator["heldInMemory"])
+
+
+async def test_over_http_a_lead_does_not_see_another_leads_counts(tmp_path: Path) -> None:
+    """``GET /v1/fleet`` with a lead's token scopes the inbox figures to that lead's key, and
+    both answers obey the committed result schema."""
+    fleet = await _troubled_fleet(tmp_path)
+    schema = Draft202012Validator(json.loads(RESULT_SCHEMA.read_text(encoding="utf-8")))
+    transport = httpx.ASGITransport(app=create_app(fleet.service))
+    async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as client:
+        views = {}
+        for who, token in (("lead", LEAD_TOKEN), ("operator", OPERATOR_TOKEN)):
+            answer = await client.get("/v1/fleet", headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 200
+            views[who] = answer.json()["result"]
+            assert [e.message for e in schema.iter_errors(views[who])] == []
+    held, failures = _inbox_figures(views["lead"])
+    assert (held["records"], held["byLead"], failures) == (1, {"lead": 1}, [("lead", "a-1")])
+    assert "lead-b" not in json.dumps(views["lead"]["inbox"])
+    held, failures = _inbox_figures(views["operator"])
+    assert (held["records"], len(failures)) == (4, 4)

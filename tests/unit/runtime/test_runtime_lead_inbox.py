@@ -109,3 +109,20 @@ async def test_a_lead_absent_from_one_list_keeps_its_state(tmp_path: Path) -> No
     assert lead_state(await fleet.ok("fleet_list")) == "LEAD_IDLE"
     await _step(fleet)
     assert lead_state(await fleet.ok("fleet_list")) == "LEAD_UNREACHABLE"
+
+
+async def test_the_push_loops_outcomes_reach_the_lead_evidence(tmp_path: Path) -> None:
+    """What the push loop read and did before not injecting is health evidence (criterion 4)."""
+    fleet = await _fleet(tmp_path)
+    await _replied(fleet)
+    for _ in range(6):
+        await _step(fleet)
+    outcome = fleet.service.push.outcomes["lead"]
+    evidence = fleet.service.health.state.leads["lead"]
+    assert evidence.nudges_sent == outcome.nudges_for_head > 0
+    assert evidence.nudge_cap_reached_at == outcome.cap_reached_at
+    assert evidence.last_nudge_at == outcome.last_nudge_at
+    assert evidence.push_status is not None
+    assert evidence.push_status.value == outcome.last_status
+    assert evidence.actionable_waiting >= 1  # the reply (and the health record about it)
+    assert evidence.first_seen_at is not None

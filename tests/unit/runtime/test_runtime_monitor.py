@@ -156,3 +156,29 @@ async def test_preserved_branch_with_commits_is_work_product_at_risk(tmp_path: P
     [incident] = fleet.service.health.view()["incidents"]
     assert (incident["state"], incident["severity"]) == ("WORK_PRODUCT_AT_RISK", "warning")
     assert fleet.worktrees.removed == []
+
+
+async def test_a_sole_lead_that_vanishes_is_left_to_a_person_passively(tmp_path: Path) -> None:
+    """One lead, no sink: its loss goes to the human leg, which stays passive, and says so."""
+    document = sample_document(tmp_path)
+    document["leads"] = document["leads"][:1]
+    document["health"] = {"enabled": True}
+    fleet = build_test_fleet(tmp_path, document=document)
+    await fleet.service.own_lead_keys()
+    lead = document["leads"][0]["agent"]
+    fleet.control.remove(lead)
+    for _ in range(3):
+        fleet.clock.advance(30)
+        await fleet.service.health.tick()
+    listed = await fleet.ok("fleet_list")
+    [incident] = listed["incidents"]
+    assert (incident["state"], incident["recipient"]) == ("LEAD_UNREACHABLE", None)
+    assert incident["routing"] == {
+        "route": "human",
+        "reason": "human_no_healthy_lead",
+        "generation": 1,
+        "onBehalfOf": document["leads"][0]["name"],
+        "outcome": "passive_no_sink",
+    }
+    assert listed["healthCoverage"]["peerRouting"] == "no_peer"
+    assert fleet.control.calls_to("start_agent") == []

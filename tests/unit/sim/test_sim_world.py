@@ -96,7 +96,7 @@ async def test_completion_is_done_until_focused_and_reading_does_not_mark_seen()
     """working -> idle reports done; focus marks seen (idle); each change bumps state_change_seq."""
     world, dispatcher = _world()
     _, _, pane = world.create_workspace(cwd=None, label=None, env={}, focus=False)
-    agent = dispatcher.spawn_agent(pane, name="m1", kind="claude")
+    agent = dispatcher.agents.spawn_agent(pane, name="m1", kind="claude")
     agent.mark_ready()
     assert agent.status is AgentStatus.IDLE
     seq = agent.state_change_seq
@@ -129,8 +129,8 @@ def test_agent_target_resolution() -> None:
     world, dispatcher = _world()
     _, _, first = world.create_workspace(cwd=None, label=None, env={}, focus=False)
     _, _, second = world.create_workspace(cwd=None, label=None, env={}, focus=False)
-    dispatcher.spawn_agent(first, name="twin", kind="claude")
-    dispatcher.spawn_agent(second, name="twin", kind="codex")
+    dispatcher.agents.spawn_agent(first, name="twin", kind="claude")
+    dispatcher.agents.spawn_agent(second, name="twin", kind="codex")
     with pytest.raises(HerdrError) as ambiguous:
         world.resolve_agent("twin")
     assert ambiguous.value.code == "agent_target_ambiguous"

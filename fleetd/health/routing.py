@@ -1,0 +1,288 @@
+"""Routing (M4 §7.3–§7.6, Figure 2): which lead, or which person, holds each open incident.
+
+Theory of operation. :func:`route` runs beside ``decide``: open incidents (each with its current
+:class:`~fleetd.health.incidents.Assignment`, or none yet) and lead health (:class:`LeadFacts`)
+in, the incidents whose assignment changed and the effects that tell the runtime out. It is
+total, deterministic and independent of input order. ``decide`` calls it once per tick, after
+every incident of the tick is open or closed.
+
+One incident's plan, first match wins:
+
+1. **Control link** (scope ``control_link``) — a person (``human_control_link_down``): with the
+   link to herdr down no lead can be reached or pushed (§4.3, §10.1).
+2. **Owned** (a member incident's exact delegating lead, or the lead whose inbox key it is) —
+   the owner while it is healthy (``owner``): known to health and not in a fault state. A healthy
+   owner always wins, also over a peer that held the incident while the owner was down. Never a
+   guessed "primary" lead (§7.3).
+3. **Owned by an unhealthy owner** — a healthy peer (``peer_owner_unhealthy``), on behalf of the
+   owner. An owner health no longer knows (retired) counts as unhealthy.
+4. **A member incident with no exact owner** — a person (``human_no_owner``; Figure 2: no lead
+   is guessed for it).
+5. **About a lead** (scope ``lead``) — a healthy peer (``peer_lead_incident``), never the lead
+   itself, on behalf of it.
+6. **Fleet-wide with no owning lead** (a profile's MUTE rate, an inbox key no lead owns) — a
+   healthy peer (``peer_no_owner``).
+
+The **peer set** (§7.4) holds the leads that are present in the latest successful list with a
+known raw status other than UNKNOWN, classified LEAD_IDLE or LEAD_WORKING (a reachable working or
+blocked peer is allowed: its push waits for an injectable window), and still in the identity map;
+minus the incident's subject and its failed owner. The peer with the fewest assigned foreign
+incidents (incidents it holds but does not own) wins; ties go to the smaller lead name, then the
+smaller terminal id. An empty peer set sends the incident to a person
+(``human_no_healthy_lead``); without a sink that leg is passive and coverage says so. One lead
+and no peer is a normal deployment (§7.6): its own faults go to a person, and nothing here can
+restart or replace a lead.
+
+**Pinning.** An incident keeps its assignment while it stays valid: the owner while healthy; a
+peer until that peer enters a fault state or retires (one missed sighting or an UNKNOWN raw
+status does not move it); a person while no lead can take it. Otherwise it is reassigned: the
+routing generation goes up by one, a :class:`~fleetd.health.effects.SupersedeAssignment` names
+the previous recipient, and a :class:`~fleetd.health.effects.PublishHealthRecord` (under the new
+recipient's inbox key) or :class:`~fleetd.health.effects.RouteToHuman` follows. Every generation
+has exactly one recipient.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Final
+
+from fleetd.health.effects import (
+    Effect,
+    PublishHealthRecord,
+    RouteToHuman,
+    SupersedeAssignment,
+)
+from fleetd.health.evidence import LeadEvidence
+from fleetd.health.incidents import Assignment, Incident, Route, RoutingReason
+from fleetd.health.snapshot import LiveStatus
+from fleetd.health.states import FAULT_LEAD_STATES, LeadState, Scope
+
+__all__ = ["PEER_STATES", "LeadFacts", "Routing", "foreign_assignments", "lead_facts", "route"]
+
+PEER_STATES: Final = frozenset({LeadState.LEAD_IDLE, LeadState.LEAD_WORKING})
+"""Lead states a peer may be chosen in (LEAD_STATUS_UNKNOWN and the fault states may not)."""
+
+_R = RoutingReason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeadFacts:
+    """What routing weighs about one lead health knows.
+
+    ``present``: seen in the latest successful fleet list (a missed sighting, a ``*_not_found``
+    or a lead never seen is not present). ``retiring``: gone from the identity map, inside its
+    two-successful-snapshot retirement grace.
+    """
+
+    name: str
+    terminal_id: str | None
+    state: LeadState
+    raw_status: LiveStatus | None
+    present: bool
+    retiring: bool = False
+
+    @property
+    def healthy(self) -> bool:
+        """Not in an open unhealthy (fault) state."""
+        return self.state not in FAULT_LEAD_STATES
+
+    @property
+    def peer_candidate(self) -> bool:
+        """May be chosen as a new peer recipient (before per-incident exclusions)."""
+        return (
+            self.present
+            and not self.retiring
+            and self.state in PEER_STATES
+            and self.raw_status is not None
+            and self.raw_status is not LiveStatus.UNKNOWN
+        )
+
+
+def lead_facts(evidence: LeadEvidence) -> LeadFacts:
+    """The routing view of a lead's retained evidence.
+
+    The raw status is ``None`` exactly when the latest successful list did not show the lead
+    (blind ticks keep the evidence of the last sighted one).
+    """
+    return LeadFacts(
+        name=evidence.name,
+        terminal_id=evidence.terminal_id,
+        state=evidence.state,
+        raw_status=evidence.raw_status,
+        present=evidence.raw_status is not None,
+        retiring=evidence.identity_missing > 0,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Routing:
+    """The result of one routing pass.
+
+    ``routed``: the incidents whose assignment changed, each carrying its new assignment, in key
+    order. ``load``: foreign incidents assigned per known lead after the pass.
+    """
+
+    routed: tuple[Incident, ...]
+    effects: tuple[Effect, ...]
+    load: Mapping[str, int]
+
+
+class _Kind(Enum):
+    OWNER = 1
+    PEER = 2
+    HUMAN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    kind: _Kind
+    reason: RoutingReason
+    on_behalf_of: str | None = None
+    excluded: tuple[str, ...] = ()
+
+
+def _plan(incident: Incident, leads: Mapping[str, LeadFacts]) -> _Plan:
+    scope, owner = incident.scope, incident.owner_lead
+    if scope is Scope.CONTROL_LINK:
+        return _Plan(_Kind.HUMAN, _R.HUMAN_CONTROL_LINK_DOWN)
+    subject = (incident.subject,) if scope in (Scope.LEAD, Scope.INBOX) else ()
+    if owner is not None:
+        facts = leads.get(owner)
+        if facts is not None and facts.healthy:
+            return _Plan(_Kind.OWNER, _R.OWNER)
+        return _Plan(_Kind.PEER, _R.PEER_OWNER_UNHEALTHY, owner, (owner, *subject))
+    if scope is Scope.MEMBER:
+        return _Plan(_Kind.HUMAN, _R.HUMAN_NO_OWNER)
+    if scope is Scope.LEAD:
+        return _Plan(_Kind.PEER, _R.PEER_LEAD_INCIDENT, incident.subject, subject)
+    return _Plan(_Kind.PEER, _R.PEER_NO_OWNER, None, subject)
+
+
+def _holds(
+    prior: Assignment, plan: _Plan, owner: str | None, leads: Mapping[str, LeadFacts]
+) -> bool:
+    """Whether the pinned ``prior`` assignment still serves ``plan``."""
+    if prior.reason is not plan.reason:
+        return False
+    if plan.kind is _Kind.OWNER:
+        return prior.recipient == owner
+    if plan.kind is _Kind.HUMAN or prior.recipient is None:
+        return plan.kind is _Kind.HUMAN
+    facts = leads.get(prior.recipient)
+    return facts is not None and facts.healthy and prior.recipient not in plan.excluded
+
+
+def _take(heap: list[tuple[int, str, str]], excluded: tuple[str, ...]) -> str | None:
+    """Pop the least-loaded candidate not excluded, charge it one incident, push it back."""
+    skipped: list[tuple[int, str, str]] = []
+    chosen: tuple[int, str, str] | None = None
+    while heap:
+        entry = heapq.heappop(heap)
+        if entry[1] in excluded:
+            skipped.append(entry)
+            continue
+        chosen = entry
+        break
+    for entry in skipped:
+        heapq.heappush(heap, entry)
+    if chosen is None:
+        return None
+    heapq.heappush(heap, (chosen[0] + 1, chosen[1], chosen[2]))
+    return chosen[1]
+
+
+def route(incidents: Iterable[Incident], leads: Iterable[LeadFacts]) -> Routing:
+    """Assign every open incident in ``incidents`` to a lead or a person (see the module doc)."""
+    listed = list(leads)
+    index = {facts.name: facts for facts in listed}
+    if len(index) != len(listed):
+        raise ValueError("route() needs one LeadFacts per lead name")
+    load = dict.fromkeys(index, 0)
+    pending: list[tuple[Incident, _Plan]] = []
+    for incident in incidents:
+        plan = _plan(incident, index)
+        prior = incident.assignment
+        if prior is not None and _holds(prior, plan, incident.owner_lead, index):
+            if plan.kind is _Kind.PEER and prior.recipient is not None:
+                load[prior.recipient] += 1
+            continue
+        pending.append((incident, plan))
+    if not pending:
+        return Routing(routed=(), effects=(), load=load)
+
+    heap = [
+        (load[facts.name], facts.name, facts.terminal_id or "")
+        for facts in index.values()
+        if facts.peer_candidate
+    ]
+    heapq.heapify(heap)
+    pending.sort(key=lambda pair: _order(pair[0]))
+    routed: list[Incident] = []
+    effects: list[Effect] = []
+    for incident, plan in pending:
+        prior = incident.assignment
+        generation = prior.generation + 1 if prior is not None else 1
+        recipient: str | None = None
+        reason = plan.reason
+        if plan.kind is _Kind.OWNER:
+            recipient = incident.owner_lead
+        elif plan.kind is _Kind.PEER:
+            recipient = _take(heap, plan.excluded)
+            if recipient is None:
+                reason = _R.HUMAN_NO_HEALTHY_LEAD
+            else:
+                load[recipient] += 1
+        new = Assignment(
+            route=Route.HUMAN if recipient is None else Route.LEAD,
+            recipient=recipient,
+            reason=reason,
+            generation=generation,
+            on_behalf_of=plan.on_behalf_of,
+        )
+        if prior is not None and replace(prior, generation=generation) == new:
+            continue  # still no lead can take it: the person keeps it, nothing to say again
+        updated = incident.routed(new)
+        routed.append(updated)
+        if prior is not None:
+            effects.append(SupersedeAssignment(incident=updated, previous=prior))
+        effects.append(_deliver(updated, new, index))
+    return Routing(routed=tuple(routed), effects=tuple(effects), load=load)
+
+
+def _order(incident: Incident) -> tuple[str, str, str, str]:
+    key = incident.key
+    return (key.scope, key.subject, key.state, key.cause)
+
+
+def _deliver(
+    incident: Incident, assignment: Assignment, index: Mapping[str, LeadFacts]
+) -> PublishHealthRecord | RouteToHuman:
+    if assignment.recipient is None:
+        return RouteToHuman(
+            incident=incident,
+            generation=assignment.generation,
+            reason=assignment.reason,
+            on_behalf_of=assignment.on_behalf_of,
+        )
+    return PublishHealthRecord(
+        recipient_lead=assignment.recipient,
+        incident=incident,
+        generation=assignment.generation,
+        reason=assignment.reason,
+        on_behalf_of=assignment.on_behalf_of,
+        recipient_terminal=index[assignment.recipient].terminal_id,
+    )
+
+
+def foreign_assignments(incidents: Iterable[Incident]) -> dict[str, list[Incident]]:
+    """Per lead, the open incidents it holds but does not own (its foreign assignments)."""
+    held: dict[str, list[Incident]] = {}
+    for incident in incidents:
+        recipient = incident.recipient_lead
+        if recipient is not None and recipient != incident.owner_lead:
+            held.setdefault(recipient, []).append(incident)
+    return held
