@@ -106,6 +106,12 @@ class Metrics:
             ["lead"],
             registry=r,
         )
+        self.notification_capability = Gauge(
+            "fleet_health_notification_capability",
+            "1 for the notification mode and health coverage in effect (status: off, partial).",
+            ["mode", "status"],
+            registry=r,
+        )
         self.pane_reads_total = Counter(
             "fleet_health_pane_reads_total",
             "Pane reads performed for health evidence, by outcome.",

@@ -154,13 +154,22 @@ def parse_config(
     _check_leads(config)
     _check_tokens(config, environ)
     warnings = list(context.warnings)
-    health = config.health
-    if health.enabled and health.notifications.mode is NotificationMode.DISABLED:
-        warnings.append(
-            "health.notifications.mode=disabled: human escalation is unavailable; "
-            "fleet health coverage is partial"
-        )
+    if config.health.enabled:
+        warnings.append(_coverage_warning(config))
     return LoadedConfig(config=config, warnings=tuple(warnings))
+
+
+def _coverage_warning(config: FleetdConfig) -> str:
+    """The one startup (and reload) WARN of §10.2: this build has no human sink, so with
+    detection on, coverage is partial whatever the notification mode says."""
+    mode = config.health.notifications.mode
+    text = f"health.notifications.mode={mode.value}: "
+    if mode is NotificationMode.WEBHOOK:
+        text += "the human webhook sink is not part of this build, so "
+    text += "human escalation is unavailable; fleet health coverage is partial"
+    if len(config.leads) < 2:  # a peer needs a second lead
+        text += "; with a single lead, a lead failure has no active notification or recovery"
+    return text
 
 
 class _StrictLoader(yaml.SafeLoader):
