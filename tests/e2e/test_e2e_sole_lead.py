@@ -57,6 +57,7 @@ async def test_a_sole_lead_killed_is_never_replaced_and_every_coverage_surface_s
         assert (dead["state"], routing(dead)) == ("LEAD_UNREACHABLE", (*human, 1, "lead"))
         assert {i["routing"]["outcome"] for i in listed["incidents"]} == {"passive_no_sink"}
         assert lead_row(listed, "lead")["health"]["state"] == "LEAD_UNREACHABLE"
+        assert lead_row(listed, "lead")["liveStatus"] is None  # herdr lists no such agent
         assert lifecycle_since(e2e, killed) == []
         assert [r for r in e2e.requests[killed:] if r["method"] == "agent.prompt"] == []
         assert [s.name for s in e2e.service.bridge.roster.live()] == ["m-usage-1"]
