@@ -1,14 +1,16 @@
 """Peer routing end to end (M4 §7.3–§7.4, Unit 4 criterion 14), two and three leads.
 
 Each lead is an agent in the simulated herdr with its own token; every fault is made in herdr
-(an agent exits, works for a long time, shows an unknown status, stops collecting) and every
-check reads a user's surface: ``fleet_list``, the peer's ``fleet_poll``, the nudges herdr was
+(an agent exits, works for a long time, shows an unknown status, stops collecting) or in the
+config file (the identity map stops naming a lead), and every check reads a user's surface: ``fleet_list``, the peer's ``fleet_poll``, the nudges herdr was
 asked to type, ``/healthz`` and ``/metrics``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import yaml
 
 from fleetd.herdr.model import AgentStatus
 from tests.e2e.e2e_fleet import start_e2e
@@ -184,3 +186,35 @@ async def test_an_unknown_lead_is_passed_over_and_a_peer_that_stops_collecting_i
         assert lead_row(listed, "lead-c")["health"]["state"] == "LEAD_IDLE"
         assert incidents(listed, subject="lead-c") == {}
         assert {i["id"]: routing(i) for i in listed["incidents"]} == moved
+
+
+async def test_a_peer_dropped_from_the_config_keeps_its_assignment_through_the_grace(
+    tmp_path: Path,
+) -> None:
+    """The identity map stops naming a peer that holds an incident: for the two-snapshot grace
+    the pin holds, then the lead retires and the incident moves on, one generation further."""
+    async with (
+        start_e2e(tmp_path, HEALTH, leads=("lead", "lead-b", "lead-c")) as e2e,
+        e2e.as_lead("lead") as lead,
+    ):
+        sid = await member_incident(e2e, lead)
+        e2e.simulator.agent("lead").exit()
+        await ticks(e2e, 2)
+        held = incidents(await fleet(e2e), subject=sid)["ERROR_ON_SCREEN"]
+        assert routing(held) == ("lead-c", "lead", PEER, 2, "lead")
+
+        document = yaml.safe_load(e2e.config_path.read_text(encoding="utf-8"))
+        document["leads"] = [row for row in document["leads"] if row["name"] != "lead-c"]
+        e2e.config_path.write_text(yaml.safe_dump(document), encoding="utf-8")
+        health = e2e.service.health
+        await e2e.until(lambda: health.state.leads["lead-c"].identity_missing == 1)  # the grace
+        listed = await fleet(e2e)
+        assert [row["name"] for row in listed["leads"]] == ["lead", "lead-b"]
+        assert routing(incidents(listed, subject=sid)["ERROR_ON_SCREEN"]) == routing(held)
+
+        await ticks(e2e, 1)
+        assert "lead-c" not in health.state.leads  # retired
+        listed = await fleet(e2e)
+        moved = incidents(listed, subject=sid)["ERROR_ON_SCREEN"]
+        assert routing(moved) == ("lead-b", "lead", PEER, 3, "lead")
+        assert lead_row(listed, "lead-b")["health"]["assignedForeignIncidents"] == 3
