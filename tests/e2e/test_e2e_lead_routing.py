@@ -2,8 +2,9 @@
 
 Each lead is an agent in the simulated herdr with its own token; every fault is made in herdr
 (an agent exits, works for a long time, shows an unknown status, stops collecting) or in the
-config file (the identity map stops naming a lead), and every check reads a user's surface: ``fleet_list``, the peer's ``fleet_poll``, the nudges herdr was
-asked to type, ``/healthz`` and ``/metrics``.
+config file (the identity map stops naming a lead), and every check reads a user's surface:
+``fleet_list``, the peer's ``fleet_poll``, the nudges herdr was asked to type, ``/healthz`` and
+``/metrics``.
 """
 
 from __future__ import annotations
