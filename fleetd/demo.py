@@ -7,8 +7,11 @@ members (Claude Code, Codex, OpenCode profiles), sends each a task, collects the
 fleet view is printed as it changes. Then it delegates to a member that hits its usage limit and
 never replies: health opens an incident for the lead that owns it, the lead's agent exits, and
 the incident moves to the second lead, a healthy peer, whose collected health record is printed
-with the routing (reason, recipient, generation). Then it keeps serving until Ctrl-C (or exits
-at once with ``--once``).
+with the routing (reason, recipient, generation). Last, the second lead dies too: with no healthy
+lead left, the incidents go to a person, and a local webhook receiver verifies and prints each
+signed event — ``open``, then ``resolved`` once the second lead is started again
+(:mod:`fleetd.demo_webhook`). Then it keeps serving until Ctrl-C (or exits at once with
+``--once``).
 
 The demo runs on a simulated clock (:class:`~fleetd.clock.FakeClock`, moved by
 :func:`~fleetd.sim.harness.drive`), so the minutes of health ticks it shows pass in seconds;
@@ -37,6 +40,7 @@ from fleetd.clock import Clock, FakeClock, SystemClock
 from fleetd.compose import build_service
 from fleetd.config import ConfigRef
 from fleetd.config.loader import parse_config
+from fleetd.demo_webhook import DemoSink, human_act, start_demo_sink
 from fleetd.sim.callback import FleetdCallbackBehaviour
 from fleetd.sim.harness import drive
 from fleetd.sim.run import bundled_scenario
@@ -77,7 +81,10 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
         repo = _demo_repo(root / "repo")
         port = port if port and _port_free(port) else _free_port()
         tokens = {lead: secrets.token_urlsafe(24) for lead in ("lead", "lead-b", "operator")}
+        clock = FakeClock(SystemClock().now())
+        sink = await start_demo_sink(clock, say)
         environ = {
+            **sink.environ,
             "FLEETD_DEMO_LEAD_TOKEN": tokens["lead"],
             "FLEETD_DEMO_LEAD_B_TOKEN": tokens["lead-b"],
             "FLEETD_DEMO_OPERATOR_TOKEN": tokens["operator"],
@@ -96,9 +103,12 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
                 "opencode": {"kind": "opencode"},
             },
             "worktrees": {"root": str(root / "worktrees"), "defaultRepo": str(repo)},
-            "health": {"enabled": True, "snapshotIntervalSeconds": 15},
+            "health": {
+                "enabled": True,
+                "snapshotIntervalSeconds": 15,
+                "notifications": sink.notifications,
+            },
         }
-        clock = FakeClock(SystemClock().now())
         ref = ConfigRef(
             parse_config(document, environ, base_dir=root), environ=environ, now=clock.now()
         )
@@ -131,8 +141,11 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
                 f"{tokens['operator']}' {base}/v1/fleet"
             )
             say(f"  metrics:     curl {base}/metrics     health: curl {base}/healthz")
+            say(f"  webhook:     a receiver at {sink.running.url} verifies and prints each event")
             final = await drive(
-                clock, _script(base, tokens, simulator, typed, say), max_seconds=_SCRIPT_SECONDS
+                clock,
+                _script(base, tokens, simulator, typed, say, sink=sink),
+                max_seconds=_SCRIPT_SECONDS,
             )
             if not once:
                 say("The demo keeps serving; press Ctrl-C to stop.")
@@ -143,6 +156,7 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
             with contextlib.suppress(asyncio.CancelledError):
                 await drive(clock, serving, max_seconds=60)
             await simulator.stop()
+            await sink.running.stop()
 
 
 async def _started(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
@@ -170,8 +184,11 @@ async def _script(
     simulator: HerdrSimulator,
     typed: list[tuple[str, str]],
     say: Any,
+    *,
+    sink: DemoSink,
 ) -> dict[str, Any]:
-    """Both acts: the first lead's delegation, then its death and the peer taking over."""
+    """The three acts: the first lead's delegation, its death and the peer taking over, then
+    the peer's death and a person told by webhook."""
     async with (
         _client(base, tokens["lead"]) as lead,
         _client(base, tokens["lead-b"]) as peer,
@@ -185,6 +202,9 @@ async def _script(
             simulator=simulator,
             typed=typed,
             say=say,
+        )
+        await human_act(
+            operator=_caller(operator), simulator=simulator, sink=sink, until=_until, say=say
         )
         return await _caller(operator)("fleet_list")
 
