@@ -358,7 +358,8 @@ def _feed_metrics(
     link: LinkState,
     health: FleetHealthMonitor,
 ) -> None:
-    """Count tool calls as they end; read live sessions and the link's state at each scrape."""
+    """Count tool calls as they end; read live sessions, the link's state and the health
+    coverage at each scrape."""
 
     def count_call(tool: str | None, result: ToolResult) -> None:
         outcome = "ok" if result.error is None else result.error.code
@@ -376,8 +377,14 @@ def _feed_metrics(
     def link_up() -> float:
         return 1.0 if health.link_view(link)["state"] == "up" else 0.0
 
+    def capability() -> None:
+        mode = health.config.current.health.notifications.mode.value
+        metrics.notification_capability.clear()
+        metrics.notification_capability.labels(mode=mode, status=health.coverage()["status"]).set(1)
+
     registry.on_result.append(count_call)
     metrics.before_scrape.append(count_sessions)
+    metrics.before_scrape.append(capability)
     metrics.control_link_up.set_function(link_up)
 
 

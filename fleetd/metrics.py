@@ -129,8 +129,8 @@ class Metrics:
         )
         self.notification_capability = Gauge(
             "fleet_health_notification_capability",
-            "1 for the human sink's current mode (disabled, webhook) and status (ok, degraded, "
-            "disabled).",
+            "1 for the notification mode (disabled, webhook) and the health coverage it gives "
+            "(off, partial, full, degraded).",
             ["mode", "status"],
             registry=r,
         )

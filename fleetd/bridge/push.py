@@ -92,16 +92,23 @@ class PushLoop:
     view: BridgeView
     covering: dict[str, set[str]] = field(default_factory=dict)  # peer -> failed leads it covers
     outcomes: dict[str, PushOutcome] = field(default_factory=dict)
+    _covers: int = field(default=0, init=False)  # covers armed so far
+    _covered_at: dict[str, int] = field(default_factory=dict, init=False)  # peer -> its last one
 
     def cover(self, recipient: str, failed: str) -> None:
         """``recipient`` was handed an incident of ``failed``, a lead that cannot act: its next
         nudge names it. Forgotten once the recipient has collected everything."""
         self.covering.setdefault(recipient, set()).add(failed)
+        self._covers += 1
+        self._covered_at[recipient] = self._covers
 
     async def push_once(self) -> None:
         await self.outbox.flush()
         config = self.settings()
         cap = config.bridge.push.max_nudges_per_item
+        # A cover armed after this point may belong to a record the reads below missed: an
+        # empty inbox read then is no proof the recipient collected it.
+        read_from = self._covers
         all_stats: dict[str, InboxStats] = {}
         for lead in config.leads:
             outcome = self.outcomes.setdefault(lead.name, PushOutcome(lead=lead.name))
@@ -121,7 +128,8 @@ class PushLoop:
             outcome.depth = stats.actionable
             outcome.oldest_epoch_millis = stats.oldest_created_epoch_millis
             if outcome.depth == 0:
-                self.covering.pop(lead.name, None)
+                if self._covered_at.get(lead.name, 0) <= read_from:
+                    self.covering.pop(lead.name, None)
                 await self._maybe_heartbeat(lead.name, lead.agent, outcome, backlogs)
                 continue
             if outcome.nudges_for_head >= cap:

@@ -28,8 +28,11 @@ __all__ = ["resume", "settle_adopted"]
 _EVIDENCE_DRIVEN = frozenset({Scope.MEMBER, Scope.LEAD, Scope.CONTROL_LINK})
 
 
-def resume(incidents: Iterable[Incident], generations: Mapping[IncidentKey, int]) -> HealthState:
-    """The state a restarted monitor starts from: the journal's open incidents, adopted."""
+def resume(
+    incidents: Iterable[Incident], generations: Mapping[IncidentKey, int], namespace: str = ""
+) -> HealthState:
+    """The state a restarted monitor starts from: the journal's open incidents, adopted; new
+    incidents get ids in ``namespace``."""
     opened = {incident.key: incident for incident in incidents}
     known = dict(generations)
     for key, incident in opened.items():
@@ -38,6 +41,7 @@ def resume(incidents: Iterable[Incident], generations: Mapping[IncidentKey, int]
         incidents=opened,
         generations=known,
         adopted={key: TWO_SNAPSHOTS for key in opened if key.scope in _EVIDENCE_DRIVEN},
+        namespace=namespace,
     )
 
 

@@ -76,7 +76,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         or Effective.of(prior.settings).member_timers()
         == Effective.of(snapshot.config).member_timers()
     )
-    book = IncidentBook(prior.incidents, prior.generations)
+    book = IncidentBook(prior.incidents, prior.generations, prior.namespace)
     tick = Tick(snapshot, book, now, steady=steady, adopted=prior.adopted)
     link = step_link(tick, snapshot.live, prior.link)
     if link.state is not prior.link.state:
@@ -114,6 +114,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         recent_reads=recent,
         settings=snapshot.config,
         adopted=adopted,
+        namespace=prior.namespace,
     )
     return Decision(state=state, effects=tuple(sorted(tick.effects, key=effect_order)))
 

@@ -176,6 +176,7 @@ class HealthState:
     recent_reads: Mapping[str, datetime] = field(default_factory=dict)
     settings: HealthSettings | None = None
     adopted: Mapping[IncidentKey, int] = field(default_factory=dict)
+    namespace: str = ""  # folded into new incident ids (the runtime's run id)
 
     def open_incidents(self) -> tuple[Incident, ...]:
         """Open incidents in key order."""

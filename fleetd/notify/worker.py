@@ -155,7 +155,6 @@ class SinkWorker:
         self._last_attempt_at: datetime | None = None
         self._last_delivered_at: datetime | None = None
         self._health = SinkHealth()
-        self._publish_capability()
 
     @property
     def health(self) -> SinkHealth:
@@ -202,7 +201,6 @@ class SinkWorker:
             last_attempt_at=self._last_attempt_at,
             last_delivered_at=self._last_delivered_at,
         )
-        self._publish_capability()
         return report
 
     async def _deliver(self, target: SinkTarget, now: datetime, report: PassReport) -> None:
@@ -385,8 +383,3 @@ class SinkWorker:
             self._journal_ok = False
             _log.warning("notification journal failed: %s: %s", exc.operation, exc.reason)
             return None
-
-    def _publish_capability(self) -> None:
-        gauge = self._metrics.notification_capability
-        gauge.clear()
-        gauge.labels(mode=self._health.mode, status=self._health.status.value).set(1)

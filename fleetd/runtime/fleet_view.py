@@ -95,7 +95,7 @@ class FleetViewBuilder:
             "members": [self._member(s, now, statuses, backlogs) for s in visible]
             + [_orphan(o, now, statuses) for o in orphans],
             "capacity": self.bridge.view.capacity_view(backlogs),
-            "leads": self._leads(caller),
+            "leads": self._leads(caller, statuses if live is not None else None),
             "inbox": self._inbox(caller),
             "teardownFailures": list(self.bridge.teardown_failures),
             "config": self._config_status(),
@@ -173,17 +173,22 @@ class FleetViewBuilder:
             row["health"] = self.health.member_health(session.session_id)
         return row
 
-    def _leads(self, caller: Caller) -> list[dict[str, Any]]:
+    def _leads(self, caller: Caller, statuses: dict[str, str] | None) -> list[dict[str, Any]]:
         """Every configured lead; a lead sees its own push and inbox counts and the foreign
         incidents it holds, of a peer only its name, agent, herdr status and health with the
-        count of foreign incidents it holds (what peer routing weighs, §7.4)."""
+        count of foreign incidents it holds (what peer routing weighs, §7.4).
+
+        ``liveStatus`` is the lead's status in this view's own agent list (None for a lead herdr
+        does not list: a dead lead never shows the last status the push loop read); only when
+        that list failed (``statuses`` None) is it the push loop's last read."""
         rows = []
         for lead in self.config.current.leads:
             outcome = self.push.outcomes.get(lead.name)
+            last_read = outcome.last_status if outcome else None
             row: dict[str, Any] = {
                 "name": lead.name,
                 "agent": lead.agent,
-                "liveStatus": outcome.last_status if outcome else None,
+                "liveStatus": last_read if statuses is None else statuses.get(lead.agent),
             }
             own = caller.role is Role.OPERATOR or caller.name == lead.name
             if own:

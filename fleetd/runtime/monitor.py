@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetd.bridge.push import PushLoop
@@ -67,6 +67,8 @@ class FleetHealthMonitor:
     _mute_cursor: int = 0
 
     def __post_init__(self) -> None:
+        if not self.state.namespace:  # new incident ids are unique to this run
+            self.state = replace(self.state, namespace=self.bridge.runs.current)
         if self.journal is not None:
             self.escalation = Escalation(journal=self.journal, settings=lambda: self.config.current)
         self.dispatcher = EffectDispatcher(
@@ -89,7 +91,7 @@ class FleetHealthMonitor:
             _log.warning("incident journal not read at start (%s); detection starts afresh", exc)
             return 0
         incidents = [stored.incident for stored in kept.open_incidents]
-        self.state = resume(incidents, kept.generations)
+        self.state = resume(incidents, kept.generations, self.bridge.runs.current)
         await self.escalation.seed(incidents)
         if incidents:
             _log.info("resumed %d open incidents from the journal", len(incidents))

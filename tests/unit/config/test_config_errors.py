@@ -204,6 +204,44 @@ def test_health_without_a_sink_warns_about_coverage() -> None:
     assert loaded.warnings[0].startswith("health.notifications.mode=disabled")
 
 
+TWO_LEADS = {
+    "leads": [
+        {"name": "lead", "agent": "lead", "tokenEnv": "T_A"},
+        {"name": "lead-b", "agent": "lead-b", "tokenEnv": "T_B"},
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("document", "environ", "warning"),
+    [
+        (
+            {"health": {"enabled": True}, **TWO_LEADS},
+            {},
+            "health.notifications.mode=disabled: human escalation is unavailable; "
+            "fleet health coverage is partial",
+        ),
+        (
+            {"health": {"enabled": True}, "leads": TWO_LEADS["leads"][:1]},
+            {},
+            "health.notifications.mode=disabled: human escalation is unavailable; fleet health "
+            "coverage is partial; with a single lead, a lead failure has no active notification "
+            "or recovery",
+        ),
+        ({"health": {"enabled": True, "notifications": WEBHOOK}, **TWO_LEADS}, WEBHOOK_ENV, None),
+        ({"health": {"notifications": WEBHOOK}, **TWO_LEADS}, WEBHOOK_ENV, None),
+    ],
+)
+def test_the_coverage_warning_says_what_this_build_and_the_lead_count_leave_out(
+    document: dict[str, Any], environ: dict[str, str], warning: str | None
+) -> None:
+    """One WARN while detection runs without a human sink (and for a sole lead, that its failure
+    has no recovery); none in webhook mode, none with detection off."""
+    environ = {"T_A": "token-aaaa-0001", "T_B": "token-bbbb-0001", **environ}
+    loaded = parse_config(document, environ)
+    assert list(loaded.warnings) == ([] if warning is None else [warning])
+
+
 @pytest.mark.parametrize(
     "document",
     [

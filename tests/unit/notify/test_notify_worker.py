@@ -90,19 +90,10 @@ async def test_disabled_mode_claims_nothing_and_resumes_when_enabled() -> None:
     assert (report.claimed, sender.requests) == (0, [])
     assert worker.health.status is SinkStatus.DISABLED
     assert sample(metrics, "fleet_health_notification_queue_depth") == 1
-    assert (
-        sample(metrics, "fleet_health_notification_capability", mode="disabled", status="disabled")
-        == 1
-    )
     current["target"] = target()  # type: ignore[assignment]
     clock.advance(60)
     assert (await worker.step()).delivered == 1
     assert worker.health.status is SinkStatus.OK
-    assert sample(metrics, "fleet_health_notification_capability", mode="webhook", status="ok") == 1
-    assert (
-        sample(metrics, "fleet_health_notification_capability", mode="disabled", status="disabled")
-        is None
-    )
     assert sample(metrics, "fleet_health_notification_queue_depth") == 0
     assert (
         sample(metrics, "fleet_health_notification_last_success_seconds") == clock.now().timestamp()

@@ -167,3 +167,17 @@ async def test_a_restart_resumes_the_journal_incidents_without_opening_them_agai
     stored = await journal.get(incident.id)
     assert stored is not None
     assert [e.type for e in stored.events] == [EventType.OPEN]  # no second open
+
+
+async def test_incident_ids_differ_between_runs_so_receivers_never_merge_them(
+    tmp_path: Path,
+) -> None:
+    """The same failure in two deployments (each with its own journal) is two incidents with
+    two ids, so their webhook ids differ too."""
+    first = _fleet(tmp_path / "a", InMemoryJournal(), webhook=True)
+    second = _fleet(tmp_path / "b", InMemoryJournal(), webhook=True)
+    for fleet in (first, second):
+        await _sole_lead_gone(fleet)
+    [one], [two] = _lead_incidents(first), _lead_incidents(second)
+    assert (one.key, one.generation) == (two.key, two.generation)
+    assert one.id != two.id

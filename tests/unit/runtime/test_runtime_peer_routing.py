@@ -186,3 +186,56 @@ async def test_the_gauge_counts_foreign_assignments_per_configured_lead(tmp_path
     gauge = fleet.service.metrics.lead_assigned_incidents
     assert gauge.labels(lead="lead-b")._value.get() == 1
     assert gauge.labels(lead="lead")._value.get() == 0
+
+
+async def test_a_peer_covered_while_a_push_pass_is_under_way_still_hears_the_failed_lead(
+    tmp_path: Path,
+) -> None:
+    """A peer record lands while a push pass, having read the inboxes, asks herdr about another
+    lead: the pass's stale empty reading of the peer's inbox does not forget the cover, so the
+    peer's nudge still names the failed lead."""
+    fleet = build_test_fleet(tmp_path)
+    await fleet.service.own_lead_keys()
+    push, dispatcher = fleet.service.push, fleet.service.health.dispatcher
+    own = replace(INCIDENT, id="inc_own", owner_lead="lead", assignment=None)
+    await dispatcher.apply(  # lead has a record waiting, so the pass asks herdr about it
+        PublishHealthRecord(
+            recipient_lead="lead",
+            incident=own,
+            generation=1,
+            reason=RoutingReason.OWNER,
+            on_behalf_of=None,
+            recipient_terminal=None,
+        )
+    )
+    asked = fleet.control.get_agent
+    landed: list[str] = []
+
+    async def get_agent(target: str) -> object:
+        if target == "lead" and not landed:  # the health tick dispatches meanwhile
+            landed.append(target)
+            await dispatcher.apply(
+                PublishHealthRecord(
+                    recipient_lead="lead-b",
+                    incident=INCIDENT,
+                    generation=1,
+                    reason=RoutingReason.PEER_LEAD_INCIDENT,
+                    on_behalf_of="lead",
+                    recipient_terminal=None,
+                )
+            )
+        return await asked(target)
+
+    fleet.control.get_agent = get_agent  # type: ignore[method-assign]
+    await push.push_once()
+    assert landed
+    assert push.covering == {"lead-b": {"lead"}}
+    fleet.clock.advance(31)
+    await push.push_once()
+    [nudge] = [
+        c.args["text"] for c in fleet.control.calls_to("prompt") if c.args["target"] == "lead-b"
+    ]
+    assert "health incidents of lead lead, which cannot act" in nudge
+    await fleet.inbox.collect("lead-b")
+    await push.push_once()
+    assert push.covering == {}  # collected: the next nudge no longer names lead
