@@ -254,3 +254,14 @@ async def inbox_proxy(inbox_amqp_url: str) -> AsyncIterator[TcpProxy]:
         yield relay
     finally:
         await relay.close()
+
+
+@pytest.fixture
+async def inbox_second_proxy(inbox_amqp_url: str) -> AsyncIterator[TcpProxy]:
+    """Another cuttable relay in front of the same broker (a second broker address)."""
+    relay = TcpProxy(AMQP_HOST, AMQP_PORT)
+    await relay.start()
+    try:
+        yield relay
+    finally:
+        await relay.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,10 +20,9 @@ from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.resilience import BreakerState, ErrorClass
 from fleetd.testing import LEAD_TOKEN, build_test_fleet, hold_calls, sample_document
-from tests.contract.inbox_fixtures import AMQP_HOST, AMQP_PORT, TcpProxy
 
 if TYPE_CHECKING:
-    from tests.contract.inbox_fixtures import RawBroker
+    from tests.contract.inbox_fixtures import RawBroker, TcpProxy
 
 pytest_plugins = ["tests.contract.inbox_fixtures"]
 pytestmark = pytest.mark.amqp
@@ -62,17 +61,6 @@ async def eventually(condition: Callable[[], bool], what: str, within: float = 1
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
-
-
-@pytest.fixture
-async def second_proxy(inbox_amqp_url: str) -> AsyncIterator[TcpProxy]:
-    """Another cuttable relay in front of the same broker (a second 'node')."""
-    relay = TcpProxy(AMQP_HOST, AMQP_PORT)
-    await relay.start()
-    try:
-        yield relay
-    finally:
-        await relay.close()
 
 
 async def test_a_refusing_primary_fails_over_to_the_second_broker(
@@ -202,7 +190,7 @@ async def test_every_broker_down_is_not_ready_alive_and_loses_nothing(
 
 async def test_sticky_primary_returns_once_the_primary_answers(
     inbox_proxy: TcpProxy,
-    second_proxy: TcpProxy,
+    inbox_second_proxy: TcpProxy,
     inbox_broker: RawBroker,
     inbox_new_key: Callable[[], str],
 ) -> None:
@@ -211,7 +199,7 @@ async def test_sticky_primary_returns_once_the_primary_answers(
     key = inbox_broker.track(inbox_new_key())
     inbox_proxy.cut()
     inbox = AmqpInbox(
-        [BROKER.format(port=inbox_proxy.port), BROKER.format(port=second_proxy.port)],
+        [BROKER.format(port=inbox_proxy.port), BROKER.format(port=inbox_second_proxy.port)],
         operation_timeout=2.0,
     )
     try:
@@ -222,7 +210,7 @@ async def test_sticky_primary_returns_once_the_primary_answers(
         await eventually(lambda: inbox.broker_report().active == 0, "the return to the primary")
         await inbox.publish(reply(key, "m-2"))
         assert [r.msg_id for r in await inbox.collect(key)] == ["m-1", "m-2"]
-        await eventually(lambda: not second_proxy.live, "the fallback connection to close")
+        await eventually(lambda: not inbox_second_proxy.live, "the fallback connection to close")
         assert inbox.broker_report().pool.endpoints[0].breaker.state is BreakerState.CLOSED
     finally:
         await inbox.close()
@@ -230,7 +218,7 @@ async def test_sticky_primary_returns_once_the_primary_answers(
 
 async def test_a_dropped_connection_fails_over_within_one_call(
     inbox_proxy: TcpProxy,
-    second_proxy: TcpProxy,
+    inbox_second_proxy: TcpProxy,
     inbox_broker: RawBroker,
     inbox_new_key: Callable[[], str],
 ) -> None:
@@ -238,7 +226,7 @@ async def test_a_dropped_connection_fails_over_within_one_call(
     publish rides out briefly, strikes it and lands on the second broker."""
     key = inbox_broker.track(inbox_new_key())
     inbox = AmqpInbox(
-        [BROKER.format(port=inbox_proxy.port), BROKER.format(port=second_proxy.port)],
+        [BROKER.format(port=inbox_proxy.port), BROKER.format(port=inbox_second_proxy.port)],
         operation_timeout=2.0,
     )
     try:
@@ -255,7 +243,7 @@ async def test_a_dropped_connection_fails_over_within_one_call(
 
 async def test_a_reload_repoints_after_the_call_in_flight(
     inbox_proxy: TcpProxy,
-    second_proxy: TcpProxy,
+    inbox_second_proxy: TcpProxy,
     inbox_broker: RawBroker,
     inbox_new_key: Callable[[], str],
 ) -> None:
@@ -270,7 +258,9 @@ async def test_a_reload_repoints_after_the_call_in_flight(
         in_flight: Awaitable[list[InboxRecord]] = asyncio.ensure_future(inbox.collect(key))
         await gate.entered.wait()
         inbox.repoint(
-            [BROKER.format(port=second_proxy.port)], connect_timeout=2.0, operation_timeout=2.0
+            [BROKER.format(port=inbox_second_proxy.port)],
+            connect_timeout=2.0,
+            operation_timeout=2.0,
         )
         assert inbox_proxy.live  # the old connection still serves the call in flight
         gate.release()
@@ -278,7 +268,7 @@ async def test_a_reload_repoints_after_the_call_in_flight(
         await eventually(lambda: not inbox_proxy.live, "the old connection to close")
         inbox_proxy.cut()
         assert await inbox.publish(reply(key, "m-2")) is True  # on the new broker
-        assert second_proxy.accepted == 1
+        assert inbox_second_proxy.accepted == 1
         state = inbox.broker_report()
         assert state.active == 0
         assert state.pool.endpoints[0].breaker.state is BreakerState.CLOSED
