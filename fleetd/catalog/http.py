@@ -16,14 +16,13 @@ One :meth:`~HttpModelCatalog.fetch` is one ``GET {baseUrl}/models``:
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import timedelta
 
 import httpx
 
 from fleetd.catalog.port import CatalogAnswer, CatalogTarget
-from fleetd.clock import Clock
+from fleetd.clock import Clock, DeadlineExceededError, within
 from fleetd.resilience import CatalogFetch, ErrorClass, classify_status, parse_catalog, retry_after
 
 __all__ = ["MAX_BODY_BYTES", "USER_AGENT", "HttpModelCatalog"]
@@ -51,18 +50,10 @@ class HttpModelCatalog:
         seconds = limit.total_seconds()
         if seconds <= 0:
             raise ValueError("the request limit must be positive")
-        work = asyncio.ensure_future(self._get(target, seconds))
-        timer = asyncio.ensure_future(self._clock.sleep(seconds))
         try:
-            await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-            if not work.done():
-                work.cancel()
-            await asyncio.gather(work, timer, return_exceptions=True)
-        if work.cancelled():
+            return await within(self._clock, self._get(target, seconds), seconds)
+        except DeadlineExceededError:
             return _failed(ErrorClass.TIMEOUT)
-        return work.result()
 
     async def _get(self, target: CatalogTarget, seconds: float) -> CatalogAnswer:
         headers = {"accept": "application/json"}
