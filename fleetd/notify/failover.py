@@ -9,7 +9,7 @@ decides whether the sweep moves on and whether the receiver's breaker counts a s
     2xx                                  (success)      —               —
     refused, reset, DNS, TLS (network)   REFUSED        yes             yes
     requestTimeoutMs elapsed             TIMEOUT        yes             yes
-    5xx (503/529 without Retry-After)    SERVER_ERROR   yes             yes
+    5xx (but 503/529 with Retry-After)   SERVER_ERROR   yes             yes
     429; 503/529 with Retry-After        THROTTLED      yes             never
     401, 403                             AUTH           no              no
     408, other 4xx, 3xx, invalid URL     REJECTED       no              no
