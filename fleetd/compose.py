@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,10 +40,16 @@ from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
 from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
 from fleetd.notify.http import HttpWebhookSender
-from fleetd.notify.sink import resolve_sink
-from fleetd.notify.sink_health import SinkStatus
 from fleetd.notify.worker import SinkWorker
-from fleetd.outbound import build_inbox, herdr_control, inbox_from, model_health, repoint_inbox
+from fleetd.outbound import (
+    build_inbox,
+    herdr_control,
+    inbox_from,
+    model_health,
+    repoint_inbox,
+    sink_problem,
+    webhook_sink,
+)
 from fleetd.runs import Runs, remember_run
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
@@ -241,21 +246,19 @@ def build_service(
         metrics=metrics,
         journal=observed_journal,
     )
-    sender = HttpWebhookSender(clock=clock)
     assert health.escalation is not None  # built with the journal above
     instance = health.escalation.instance
-    sink = SinkWorker(
-        journal=observed_journal,
-        target=lambda: resolve_sink(config.current.health.notifications, environ),
-        sender=sender,
+    sink, sender = webhook_sink(
+        config,
+        environ=environ,
         clock=clock,
-        draw=random.random,
+        journal=observed_journal,
         metrics=metrics,
         owner=f"{instance}-{runs.current}",
-        repeat=lambda: config.current.health.human_repeat,
         instance=instance,
+        dependencies=dependencies,
     )
-    health.sink_problem = lambda: _sink_problem(sink)
+    health.sink_problem = lambda: sink_problem(sink)
     view = FleetViewBuilder(
         bridge=bridge,
         link=link,
@@ -340,14 +343,6 @@ def build_service(
         )
     )
     return service
-
-
-def _sink_problem(sink: SinkWorker) -> str | None:
-    """The webhook sink's failure in bounded words, or None while it works or is off."""
-    health = sink.health
-    if health.status is SinkStatus.DEGRADED:
-        return health.reason.value if health.reason is not None else "failing"
-    return None
 
 
 def _feed_metrics(

@@ -9,13 +9,17 @@ outbound dependencies, so the root stays one readable page:
   broker or an ordered list), and :func:`repoint_inbox`, which hands a reloaded broker list and
   watchdogs to a running AMQP inbox;
 * :func:`model_health` — the model catalog probe and the ``dependencies`` view over it and the
-  inbox, with the dependency series registered on the service's metrics.
+  inbox, with the dependency series registered on the service's metrics;
+* :func:`webhook_sink` — the delivery worker of the human webhook, which resolves its receivers
+  from the live config each pass, and whose receivers the ``dependencies`` view shows; and
+  :func:`sink_problem`, its failure in the bounded words notification coverage shows.
 
 Nothing here runs at import; every function builds what it is asked for and returns it.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -31,10 +35,23 @@ from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.failures import DecodeFailureHook
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
+from fleetd.journal.port import Journal
 from fleetd.metrics import Metrics
+from fleetd.notify.http import HttpWebhookSender
+from fleetd.notify.sink import resolve_sink
+from fleetd.notify.sink_health import SinkStatus
+from fleetd.notify.worker import SinkWorker
 from fleetd.runtime import DependencyCollector, DependencyView
 
-__all__ = ["build_inbox", "herdr_control", "inbox_from", "model_health", "repoint_inbox"]
+__all__ = [
+    "build_inbox",
+    "herdr_control",
+    "inbox_from",
+    "model_health",
+    "repoint_inbox",
+    "sink_problem",
+    "webhook_sink",
+]
 
 
 def herdr_control(config: ConfigRef, environ: Mapping[str, str], clock: Clock) -> AgentControl:
@@ -128,3 +145,40 @@ def model_health(
     dependencies = DependencyView(inbox=inbox, models=models, clock_now=clock.now)
     metrics.registry.register(DependencyCollector(dependencies))
     return models, dependencies
+
+
+def webhook_sink(
+    config: ConfigRef,
+    *,
+    environ: Mapping[str, str],
+    clock: Clock,
+    journal: Journal,
+    metrics: Metrics,
+    owner: str,
+    instance: str,
+    dependencies: DependencyView,
+) -> tuple[SinkWorker, HttpWebhookSender]:
+    """The webhook delivery worker over httpx (its target, receivers included, resolved from the
+    live config at each pass) and its sender; the ``dependencies`` view shows its receivers."""
+    sender = HttpWebhookSender(clock=clock)
+    sink = SinkWorker(
+        journal=journal,
+        target=lambda: resolve_sink(config.current.health.notifications, environ),
+        sender=sender,
+        clock=clock,
+        draw=random.random,
+        metrics=metrics,
+        owner=owner,
+        repeat=lambda: config.current.health.human_repeat,
+        instance=instance,
+    )
+    dependencies.webhook = sink.receivers
+    return sink, sender
+
+
+def sink_problem(sink: SinkWorker) -> str | None:
+    """The webhook sink's failure in bounded words, or None while it works or is off."""
+    health = sink.health
+    if health.status is SinkStatus.DEGRADED:
+        return health.reason.value if health.reason is not None else "failing"
+    return None

@@ -266,6 +266,16 @@ class InboxDependency(_Result):
     endpoints: list[DependencyEndpoint]
 
 
+class WebhookDependency(_Result):
+    """The human sink's receivers in failover order (``kind`` ``disabled``: none); ``allDown``
+    (no receiver's breaker closed) makes notification coverage degraded."""
+
+    kind: str
+    all_down: bool
+    active: int | None
+    endpoints: list[DependencyEndpoint]
+
+
 class BenchedProfile(_Result):
     profile: str
     until: str
@@ -300,6 +310,7 @@ class DependenciesBlock(_Result):
     """fleetd's outbound dependencies (RFC 0018 §4.4; Model health)."""
 
     inbox: InboxDependency
+    webhook: WebhookDependency | _Absent = None
     providers: list[ProviderDependency]
     models: list[ModelSeat]
 

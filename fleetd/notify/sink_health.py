@@ -1,8 +1,8 @@
 """Is the human sink working? :class:`SinkHealth`, judged after every delivery pass.
 
-The delivery worker keeps a few facts (its mode, failures since the last delivery, the breaker,
-whether the journal answered) and :func:`judge` turns them into one status a coverage surface can
-show without reading anything else:
+The delivery worker keeps a few facts (its mode, failures since the last delivery, each
+receiver's breaker, whether the journal answered) and :func:`judge` turns them into one status a
+coverage surface can show without reading anything else:
 
 =========  ==================  =====================================================================
 status     reason              when
@@ -10,8 +10,10 @@ status     reason              when
 disabled   —                   ``health.notifications.mode`` is ``disabled``: nothing is sent
 degraded   sink_unresolved     webhook mode, but the target cannot be resolved from environment
 degraded   journal_failing     the journal failed during the pass: retries and dedupe are at risk
-degraded   breaker_open        blind failures opened the sink's breaker; nothing is sent until it
-                               lets a probe through and the probe is answered
+degraded   all_receivers_down  no receiver's breaker is closed: blind failures opened every one
+                               (with one receiver, its breaker); nothing is sent until a cooldown
+                               lets a probe through and the probe is answered. One receiver down
+                               while another's breaker is closed is not degraded: it fails over
 degraded   attempts_failing    the last :data:`FAILING_AFTER` or more attempts all failed
 degraded   permanent_failure   the target refused an event permanently (a 4xx) since the last
                                delivery; it waits for a config change or an operator's replay
@@ -47,7 +49,7 @@ class SinkStatus(StrEnum):
 class SinkReason(StrEnum):
     SINK_UNRESOLVED = "sink_unresolved"
     JOURNAL_FAILING = "journal_failing"
-    BREAKER_OPEN = "breaker_open"
+    ALL_RECEIVERS_DOWN = "all_receivers_down"
     ATTEMPTS_FAILING = "attempts_failing"
     PERMANENT_FAILURE = "permanent_failure"
 
@@ -59,7 +61,7 @@ class SinkFacts:
     enabled: bool
     resolved: bool = True
     journal_ok: bool = True
-    breaker: BreakerState = BreakerState.CLOSED
+    receivers: tuple[BreakerState, ...] = ()  # each receiver's breaker, in list order
     consecutive_failures: int = 0
     permanent_since_delivery: bool = False
 
@@ -88,13 +90,17 @@ class SinkHealth:
         return "disabled" if self.status is SinkStatus.DISABLED else "webhook"
 
 
+def _all_down(receivers: tuple[BreakerState, ...]) -> bool:
+    return bool(receivers) and all(state is not BreakerState.CLOSED for state in receivers)
+
+
 def _verdict(facts: SinkFacts) -> tuple[SinkStatus, SinkReason | None]:
     if not facts.enabled:
         return SinkStatus.DISABLED, None
     rows = (
         (not facts.resolved, SinkReason.SINK_UNRESOLVED),
         (not facts.journal_ok, SinkReason.JOURNAL_FAILING),
-        (facts.breaker is not BreakerState.CLOSED, SinkReason.BREAKER_OPEN),
+        (_all_down(facts.receivers), SinkReason.ALL_RECEIVERS_DOWN),
         (facts.consecutive_failures >= FAILING_AFTER, SinkReason.ATTEMPTS_FAILING),
         (facts.permanent_since_delivery, SinkReason.PERMANENT_FAILURE),
     )

@@ -17,14 +17,19 @@ sends nothing. The scheduler calls :meth:`SinkWorker.step` every few seconds; on
    twice.
 4. **Claim and send.** Due attempts are leased to ``owner`` (the journal guarantees one
    outstanding attempt per event and no attempt leased twice). Incidents are sent concurrently,
-   the events of one incident in revision order. Each attempt re-signs the stored body at the
-   current time under the event's idempotency key (``webhook-id`` = ``Idempotency-Key`` =
-   ``eventId``), is bounded by ``requestTimeoutMs``, and ends as **complete**, **reschedule**
-   (the next attempt at :func:`~fleetd.notify.retry.next_step`'s time, drawn with ``draw()``) or
-   **fail** (permanent, naming the target). An outcome is recorded only while the lease holds;
-   a lease too short for another request is given back unsent.
-5. **Breaker.** A :class:`~fleetd.resilience.breaker.Breaker` counts blind failures across events:
-   once open, passes claim nothing until its cooldown lets exactly one probe through.
+   the events of one incident in revision order. Each attempt is one failover sweep over the
+   receivers (:class:`~fleetd.notify.receivers.Receivers`: lowest-index receiver whose breaker
+   admits first, the next one after a failover-class failure); each dial re-signs the stored
+   body at the current time under the event's idempotency key (``webhook-id`` =
+   ``Idempotency-Key`` = ``eventId``) and is bounded by ``requestTimeoutMs``. The attempt ends
+   as **complete**, **reschedule** (the next attempt at :func:`~fleetd.notify.failover.decide`'s
+   time, drawn with ``draw()``) or **fail** (permanent, naming the target). An outcome is
+   recorded only while the lease holds; a lease too short for another request is given back
+   unsent, and so is an attempt that every breaker refused.
+5. **Breakers.** One per receiver counts blind failures across events. While every receiver's
+   breaker is open, passes claim nothing until a cooldown lets exactly one probe through; while
+   none is closed, a pass claims one event (the probe). The target is taken anew each pass: a
+   reload that changes the list swaps it between passes (a repointed receiver starts afresh).
 6. **Health and metrics.** :attr:`SinkWorker.health` (:mod:`fleetd.notify.sink_health`) and the
    §10.6 series: attempts by event and outcome, queue depth, last success, capability.
 
@@ -47,8 +52,10 @@ from fleetd.errors import ConfigError, JournalError
 from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, Journal
 from fleetd.journal.records import Claim, EventType, NewEvent, StoredIncident
 from fleetd.metrics import Metrics
+from fleetd.notify.failover import decide
 from fleetd.notify.http import WebhookSender
 from fleetd.notify.payload import CoverageStatus
+from fleetd.notify.receivers import ReceiverReport, Receivers
 from fleetd.notify.reminders import (
     follow_up_payload,
     last_revision,
@@ -56,18 +63,10 @@ from fleetd.notify.reminders import (
     owes_resolved,
 )
 from fleetd.notify.request import signed_request, stored_body
-from fleetd.notify.retry import (
-    AttemptOutcome,
-    OutcomeReason,
-    TransportFailure,
-    Verdict,
-    classify,
-    next_step,
-)
+from fleetd.notify.retry import AttemptOutcome, OutcomeReason, Verdict, classify
 from fleetd.notify.sink import SinkTarget
 from fleetd.notify.sink_health import SinkFacts, SinkHealth, judge
-from fleetd.resilience.breaker import Breaker, BreakerPolicy, BreakerState
-from fleetd.resilience.classify import ErrorClass, classify_status
+from fleetd.resilience.breaker import BreakerPolicy
 
 __all__ = ["LEASE_MARGIN", "PAYLOAD_REFUSED", "REMINDER_SCAN", "PassReport", "SinkWorker"]
 
@@ -76,24 +75,12 @@ _log = logging.getLogger("fleetd.notify")
 T = TypeVar("T")
 
 LEASE_MARGIN: Final = timedelta(seconds=30)
-"""A claim's lease is two request limits plus this: time for the events of one incident."""
+"""A claim's lease is one request limit per receiver, one more, and this: time for a sweep over
+every receiver and for the events of one incident."""
 REMINDER_SCAN: Final = timedelta(seconds=30)
 """Open incidents are checked for a due reminder at most this often."""
 PAYLOAD_REFUSED: Final = "payload_refused"
 """The outcome of an event whose stored payload is not a valid v1 event: never sent."""
-
-_TRANSPORT_CLASSES: Final = {
-    TransportFailure.NETWORK: ErrorClass.REFUSED,
-    TransportFailure.TIMEOUT: ErrorClass.TIMEOUT,
-    TransportFailure.INVALID_URL: ErrorClass.REJECTED,
-}
-
-
-def _error_class(outcome: AttemptOutcome) -> ErrorClass | None:
-    if outcome.failure is not None:
-        return _TRANSPORT_CLASSES[outcome.failure]
-    assert outcome.status is not None
-    return classify_status(outcome.status, retry_after=outcome.retry_after is not None)
 
 
 def _full_coverage() -> CoverageStatus:
@@ -145,7 +132,7 @@ class SinkWorker:
         self._coverage = coverage
         self._limit = limit
         self._policy = breaker_policy or BreakerPolicy()
-        self._breaker = Breaker()
+        self._receivers: Receivers | None = None  # built from the first target
         self._generation: str | None = None
         self._next_scan: datetime | None = None
         self._journal_ok = True
@@ -161,9 +148,11 @@ class SinkWorker:
         """The sink's status after the last pass (``disabled`` before the first)."""
         return self._health
 
-    @property
-    def breaker(self) -> BreakerState:
-        return self._breaker.state_at(self._clock.now())
+    def receivers(self) -> ReceiverReport | None:
+        """The receivers' breakers and health now (``None`` until a target was resolved, and
+        while notifications are disabled)."""
+        receivers = self._receivers
+        return None if receivers is None else receivers.report(self._clock.now())
 
     async def step(self, now: datetime | None = None) -> PassReport:
         """One delivery pass at ``now`` (default: the clock's time); see the module docstring."""
@@ -180,6 +169,8 @@ class SinkWorker:
             await self._deliver(target, now, report)
         else:
             self._generation = None
+            if resolved:  # disabled: re-enabling starts every receiver afresh
+                self._receivers = None
         stats = await self._call(self._journal.stats())
         if stats is not None:
             self._metrics.notification_queue_depth.set(stats.queue_depth)
@@ -189,7 +180,7 @@ class SinkWorker:
             enabled=target is not None or not resolved,
             resolved=resolved,
             journal_ok=self._journal_ok,
-            breaker=self._breaker.state_at(now),
+            receivers=() if self._receivers is None else self._receivers.states(now),
             consecutive_failures=self._failures,
             permanent_since_delivery=self._permanent,
         )
@@ -204,6 +195,13 @@ class SinkWorker:
         return report
 
     async def _deliver(self, target: SinkTarget, now: datetime, report: PassReport) -> None:
+        receivers = self._receivers
+        if receivers is None:
+            receivers = self._receivers = Receivers(
+                target.urls, clock=self._clock, policy=self._policy
+            )
+        else:
+            receivers.repoint(target.urls)  # between passes: no attempt is in flight
         if target.generation != self._generation:
             rearmed = await self._call(self._journal.rearm(now=now, except_sink=target.generation))
             if rearmed is None:
@@ -214,10 +212,10 @@ class SinkWorker:
         scan = self._next_scan is None or now >= self._next_scan
         if scan and not await self._remind(now, report):
             return
-        if not self._breaker.admits(now):
+        if not receivers.admits(now):
             return
-        limit = self._limit if self._breaker.state_at(now) is BreakerState.CLOSED else 1
-        lease = 2 * target.limit + LEASE_MARGIN
+        limit = self._limit if receivers.any_closed(now) else 1
+        lease = (len(target.urls) + 1) * target.limit + LEASE_MARGIN
         claims = await self._call(
             self._journal.claim_due(self._owner, now=now, lease=lease, limit=limit)
         )
@@ -228,7 +226,10 @@ class SinkWorker:
         for claim in sorted(claims, key=lambda c: (c.incident_id, c.revision)):
             by_incident.setdefault(claim.incident_id, []).append(claim)
         await asyncio.gather(
-            *(self._send_in_order(group, target, report) for group in by_incident.values())
+            *(
+                self._send_in_order(group, target, receivers, report)
+                for group in by_incident.values()
+            )
         )
 
     async def _remind(self, now: datetime, report: PassReport) -> bool:
@@ -273,12 +274,14 @@ class SinkWorker:
         return None if added is None else len(added)
 
     async def _send_in_order(
-        self, claims: list[Claim], target: SinkTarget, report: PassReport
+        self, claims: list[Claim], target: SinkTarget, receivers: Receivers, report: PassReport
     ) -> None:
         for claim in claims:
-            await self._send(claim, target, report)
+            await self._send(claim, target, receivers, report)
 
-    async def _send(self, claim: Claim, target: SinkTarget, report: PassReport) -> None:
+    async def _send(
+        self, claim: Claim, target: SinkTarget, receivers: Receivers, report: PassReport
+    ) -> None:
         try:
             body = stored_body(
                 claim.payload,
@@ -298,27 +301,28 @@ class SinkWorker:
             if await self._call(refused):
                 report.failed += 1
             return
-        start = self._clock.now()
-        breaker, permit = self._breaker.admit(start)
-        self._breaker = breaker
-        if permit is None or start + target.limit > claim.lease_expires_at:
-            if permit is not None:
-                self._breaker = self._breaker.abandon(permit)
-            if await self._call(self._journal.release(claim, now=start)):
+
+        async def dial(index: int, url: str) -> AttemptOutcome:
+            request = signed_request(
+                body,
+                event_id=claim.idempotency_key,
+                url=url,
+                secret=target.secret,
+                now=self._clock.now(),
+            )
+            return await self._sender.send(request, limit=target.limit)
+
+        # No dial may outlive the lease: the last one starts a request limit before it ends.
+        swept = await receivers.sweep(dial, deadline=claim.lease_expires_at - target.limit)
+        done = self._clock.now()
+        outcome = swept.last
+        if outcome is None:  # the lease is too short, or every breaker refused: given back
+            if await self._call(self._journal.release(claim, now=done)):
                 report.released += 1
             return
-        request = signed_request(
-            body, event_id=claim.idempotency_key, url=target.url, secret=target.secret, now=start
-        )
-        try:
-            outcome = await self._sender.send(request, limit=target.limit)
-        except asyncio.CancelledError:
-            self._breaker = self._breaker.abandon(permit)
-            raise
-        done = self._clock.now()
-        self._breaker = self._breaker.record(permit, _error_class(outcome), done, self._policy)
         draw = self._draw() if classify(outcome) is Verdict.RETRY else 0.0
-        decision = next_step(outcome, failures=claim.attempt, draw=draw, now=done)
+        decision = decide(swept, failures=claim.attempt, draw=draw, now=done)
+        assert decision is not None
         self._count(claim, decision.reason.value)
         self._last_outcome, self._last_attempt_at = decision.reason, done
         if decision.verdict is Verdict.DELIVERED:
@@ -340,8 +344,9 @@ class SinkWorker:
             return
         self._permanent = True
         _log.warning(
-            "webhook refused event %s of incident %s permanently (%s); it waits for a config "
-            "change or a replay",
+            "webhook receiver %s refused event %s of incident %s permanently (%s); it waits for "
+            "a config change or a replay",
+            swept.receiver,
             claim.revision,
             claim.incident_id,
             decision.reason.value,

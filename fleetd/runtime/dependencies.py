@@ -6,6 +6,9 @@ fleetd's outbound dependencies, as the surfaces show them (RFC 0018 §4.3–§4.
   (:class:`~fleetd.resilience.Standing`), its breaker state and when an open one may be probed,
   reachability, EWMA latency, calls, failures, error rate and the last error class; and whether
   every broker is down (which makes ``/readyz`` not ready);
+* ``webhook`` — the human sink's receivers in failover order, with the same fields per receiver;
+  the one in use is the lowest-index receiver whose breaker is closed, and while none is every
+  receiver is down (which makes notification coverage degraded, not ``/readyz``);
 * ``providers`` — each configured model provider: its last catalog probe, the next one due, how
   it ended, its latency and error counts, how many models it listed, and the profiles it benches
   with the end of each bench;
@@ -30,12 +33,14 @@ from prometheus_client.registry import Collector
 from fleetd.catalog.tracker import ModelHealth, ProviderState
 from fleetd.inbox.amqp_link import BrokerReport
 from fleetd.inbox.port import ReplyInbox
+from fleetd.notify.receivers import ReceiverReport
 from fleetd.resilience import BreakerState, EndpointHealth, Pool, standing
 
 __all__ = ["BrokerReporter", "DependencyCollector", "DependencyView"]
 
 _AMQP = "amqp"
 _CATALOG = "catalog"
+_WEBHOOK = "webhook"
 
 
 @runtime_checkable
@@ -63,14 +68,14 @@ def _health(health: EndpointHealth) -> dict[str, Any]:
     }
 
 
-def _endpoints(pool: Pool, active: int | None, now: datetime) -> list[dict[str, Any]]:
+def _endpoints(pool: Pool, active: int | None, now: datetime, kind: str) -> list[dict[str, Any]]:
     rows = []
     for index, endpoint in enumerate(pool.endpoints):
         breaker = endpoint.breaker
         rows.append(
             {
                 "index": index,
-                "kind": _AMQP,
+                "kind": kind,
                 "active": index == active,
                 "standing": standing(endpoint, index, active, now).value,
                 "breaker": breaker.state_at(now).value,
@@ -83,16 +88,19 @@ def _endpoints(pool: Pool, active: int | None, now: datetime) -> list[dict[str, 
 
 @dataclass(slots=True, kw_only=True)
 class DependencyView:
-    """Reads the inbox link and the model health into the surfaces."""
+    """Reads the inbox link, the webhook receivers and the model health into the surfaces."""
 
     inbox: ReplyInbox
     models: ModelHealth
     clock_now: Callable[[], datetime]
+    #: The webhook worker's receivers (``None``, or answering ``None``: notifications are off).
+    webhook: Callable[[], ReceiverReport | None] | None = None
 
     def view(self, now: datetime) -> dict[str, Any]:
         """The ``dependencies`` block of ``fleet_list``."""
         return {
             "inbox": self._inbox(now),
+            "webhook": self._webhook(now),
             "providers": self._providers(now),
             "models": self._models(now),
         }
@@ -120,7 +128,22 @@ class DependencyView:
             "kind": _AMQP,
             "allDown": not state.reachable,
             "active": state.active,
-            "endpoints": _endpoints(state.pool, state.active, now),
+            "endpoints": _endpoints(state.pool, state.active, now, _AMQP),
+        }
+
+    def receivers(self) -> ReceiverReport | None:
+        """The webhook receivers now, or ``None`` while notifications are off."""
+        return None if self.webhook is None else self.webhook()
+
+    def _webhook(self, now: datetime) -> dict[str, Any]:
+        report = self.receivers()
+        if report is None:
+            return {"kind": "disabled", "allDown": False, "active": None, "endpoints": []}
+        return {
+            "kind": _WEBHOOK,
+            "allDown": report.all_down,
+            "active": report.active,
+            "endpoints": _endpoints(report.pool, report.active, now, _WEBHOOK),
         }
 
     def _providers(self, now: datetime) -> list[dict[str, Any]]:
@@ -218,17 +241,24 @@ class DependencyCollector(Collector):
             if record.latency is not None:
                 latency.add_metric([kind, name], record.latency.total_seconds())
 
+        def endpoints(kind: str, pool: Pool, in_use: int | None) -> None:
+            for index, endpoint in enumerate(pool.endpoints):
+                name = str(index)
+                health(kind, name, endpoint.health)
+                active.add_metric([kind, name], 1.0 if index == in_use else 0.0)
+                current = endpoint.breaker.state_at(now)
+                for each in BreakerState:
+                    breaker.add_metric([kind, name, each.value], 1.0 if each is current else 0.0)
+
         inbox = self._view.inbox
         if isinstance(inbox, BrokerReporter):
             state = inbox.broker_report()
             all_down.add_metric([_AMQP], 0.0 if state.reachable else 1.0)
-            for index, endpoint in enumerate(state.pool.endpoints):
-                name = str(index)
-                health(_AMQP, name, endpoint.health)
-                active.add_metric([_AMQP, name], 1.0 if index == state.active else 0.0)
-                current = endpoint.breaker.state_at(now)
-                for each in BreakerState:
-                    breaker.add_metric([_AMQP, name, each.value], 1.0 if each is current else 0.0)
+            endpoints(_AMQP, state.pool, state.active)
+        receivers = self._view.receivers()
+        if receivers is not None:
+            all_down.add_metric([_WEBHOOK], 1.0 if receivers.all_down else 0.0)
+            endpoints(_WEBHOOK, receivers.pool, receivers.active)
         for name, provider in self._view.models.providers.items():
             health(_CATALOG, name, provider.health)
         yield from (up, active, breaker, latency, calls, failures, all_down)

@@ -34,7 +34,7 @@ async def run(journal_url: str, webhook: str, owner: str, interval: float) -> No
     journal = SqlJournal(journal_url)
     sender = HttpWebhookSender(clock=clock)
     sink = SinkTarget(
-        url=webhook,
+        urls=(webhook,),
         secret=WebhookSecret.parse(os.environ[SECRET_ENV]),
         limit=timedelta(seconds=5),
     )

@@ -68,6 +68,7 @@ EXPECTED_DEFAULTS = {
     "health.includePaneExcerpt": False,
     "health.notifications.mode": NotificationMode.DISABLED,
     "health.repair.codex": False,
+    "health.notifications.webhookUrlEnvs": None,
     "health.notifications.webhookUrlEnv": None,
     "health.notifications.secretEnv": None,
     "health.notifications.requestTimeoutMs": 10_000,

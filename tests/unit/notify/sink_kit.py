@@ -35,10 +35,11 @@ LIMIT = timedelta(seconds=10)
 REPEAT = timedelta(hours=1)
 
 
-def target(
-    url: str = "http://127.0.0.1:9/hooks", secret: str = SECRET_TEXT, limit: timedelta = LIMIT
-) -> SinkTarget:
-    return SinkTarget(url=url, secret=WebhookSecret.parse(secret), limit=limit)
+def target(*urls: str, secret: str = SECRET_TEXT, limit: timedelta = LIMIT) -> SinkTarget:
+    """A target over ``urls`` (primary first; one closed local port when none is given)."""
+    return SinkTarget(
+        urls=urls or ("http://127.0.0.1:9/hooks",), secret=WebhookSecret.parse(secret), limit=limit
+    )
 
 
 def human_incident(subject: str = "sess_1", **changes: Any) -> Incident:
@@ -112,6 +113,32 @@ class ScriptedSender:
             if hasattr(result, "__await__"):
                 await result
         return self.outcomes.popleft() if self.outcomes else AttemptOutcome(status=200)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class RoutedSender:
+    """A :class:`WebhookSender` whose answers depend on the URL: each receiver's own script
+    (200 when it runs out); ``requests`` keeps every request in order."""
+
+    def __init__(self, scripts: Mapping[str, Iterable[AttemptOutcome]] | None = None) -> None:
+        self.scripts: dict[str, deque[AttemptOutcome]] = {
+            url: deque(outcomes) for url, outcomes in (scripts or {}).items()
+        }
+        self.requests: list[WebhookRequest] = []
+
+    def answer(self, url: str, *outcomes: AttemptOutcome) -> None:
+        self.scripts.setdefault(url, deque()).extend(outcomes)
+
+    def to(self, url: str) -> list[WebhookRequest]:
+        """The requests sent to ``url``."""
+        return [request for request in self.requests if request.url == url]
+
+    async def send(self, request: WebhookRequest, *, limit: timedelta) -> AttemptOutcome:
+        self.requests.append(request)
+        script = self.scripts.get(request.url)
+        return script.popleft() if script else AttemptOutcome(status=200)
 
     async def aclose(self) -> None:
         return None

@@ -40,15 +40,22 @@ ON = {"enabled": True}
             SinkReason.SINK_UNRESOLVED,
         ),
         (
-            SinkFacts(**ON, journal_ok=False, breaker=BreakerState.OPEN),
+            SinkFacts(**ON, journal_ok=False, receivers=(BreakerState.OPEN,)),
             SinkStatus.DEGRADED,
             SinkReason.JOURNAL_FAILING,
         ),
         (
-            SinkFacts(**ON, breaker=BreakerState.HALF_OPEN, consecutive_failures=9),
+            SinkFacts(**ON, receivers=(BreakerState.HALF_OPEN,), consecutive_failures=9),
             SinkStatus.DEGRADED,
-            SinkReason.BREAKER_OPEN,
+            SinkReason.ALL_RECEIVERS_DOWN,
         ),
+        (
+            SinkFacts(**ON, receivers=(BreakerState.OPEN, BreakerState.HALF_OPEN)),
+            SinkStatus.DEGRADED,
+            SinkReason.ALL_RECEIVERS_DOWN,
+        ),
+        (SinkFacts(**ON, receivers=(BreakerState.OPEN, BreakerState.CLOSED)), SinkStatus.OK, None),
+        (SinkFacts(**ON, receivers=(BreakerState.CLOSED,)), SinkStatus.OK, None),
         (
             SinkFacts(**ON, consecutive_failures=FAILING_AFTER, permanent_since_delivery=True),
             SinkStatus.DEGRADED,
@@ -78,7 +85,7 @@ def test_since_is_kept_while_status_and_reason_stay() -> None:
     first = judge(SinkHealth(), failing, now=T0, **args)
     later = judge(first, failing, now=T0 + timedelta(minutes=5), **args)
     assert later.since == T0
-    moved = judge(later, SinkFacts(**ON, breaker=BreakerState.OPEN), now=T0 + REPEAT, **args)
+    moved = judge(later, SinkFacts(**ON, receivers=(BreakerState.OPEN,)), now=T0 + REPEAT, **args)
     assert moved.since == T0 + REPEAT
 
 

@@ -158,7 +158,7 @@ async def test_a_config_change_while_running_re_arms() -> None:
     worker = make_worker(journal, sender, clock, sink=lambda: current["target"])
     await open_incident(journal, human_incident(), at=T0)
     assert (await worker.step()).failed == 1
-    current["target"] = target(url="http://127.0.0.1:9/other")
+    current["target"] = target("http://127.0.0.1:9/other")
     report = await worker.step()
     assert (report.rearmed, report.delivered) == (1, 1)
 
@@ -282,7 +282,8 @@ async def test_a_payload_outside_the_contract_is_never_sent() -> None:
 
 
 async def test_blind_failures_open_the_breaker_and_one_probe_closes_it() -> None:
-    """Three refused connections: degraded (breaker_open), nothing claimed during the cooldown,
+    """Three refused connections: degraded (all_receivers_down: the one receiver's breaker is
+    open), nothing claimed during the cooldown,
     then one claim probes and its success closes the breaker."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
     network = AttemptOutcome(failure=TransportFailure.NETWORK)
@@ -294,7 +295,7 @@ async def test_blind_failures_open_the_breaker_and_one_probe_closes_it() -> None
     assert (report.retried, report.released) == (3, 1)
     assert (worker.health.status, worker.health.reason) == (
         SinkStatus.DEGRADED,
-        SinkReason.BREAKER_OPEN,
+        SinkReason.ALL_RECEIVERS_DOWN,
     )
     assert (await worker.step()).claimed == 0
     clock.advance(5)

@@ -12,6 +12,7 @@ from fleetd.config import parse_config
 from fleetd.inbox.amqp_link import BrokerReport
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.metrics import Metrics
+from fleetd.notify.receivers import ReceiverReport
 from fleetd.resilience import ErrorClass, Outcome, Pool
 from fleetd.runtime import DependencyCollector, DependencyView
 
@@ -95,4 +96,73 @@ async def test_metrics_label_by_kind_index_and_names_never_urls() -> None:
     ):
         assert line in text, line
     assert "secret-host" not in text
+    assert "://" not in text
+
+
+def _receivers(clock: FakeClock) -> ReceiverReport:
+    """Two receivers: the primary struck three times (open), the second answered in 7 ms."""
+    pool = Pool.of("0", "1")
+    for _ in range(3):
+        pool = pool.observe(0, Outcome(error=ErrorClass.SERVER_ERROR), clock.now())
+    pool = pool.observe(1, Outcome(latency=timedelta(milliseconds=7)), clock.now())
+    return ReceiverReport(pool=pool, active=1)
+
+
+async def test_webhook_receivers_show_by_index_which_serves_and_why_the_others_do_not() -> None:
+    """The open primary is breaker_open with its cooldown end, the second active with its EWMA
+    latency; no URL; once the primary's cooldown has passed it shows probe_due."""
+    clock = FakeClock()
+    view, _ = _view(InMemoryInbox(), clock)
+    report = _receivers(clock)
+    view.webhook = lambda: report
+    webhook = view.view(clock.now())["webhook"]
+    primary, second = webhook["endpoints"]
+    assert (webhook["kind"], webhook["allDown"], webhook["active"]) == ("webhook", False, 1)
+    assert (primary["index"], primary["kind"], primary["standing"]) == (
+        0,
+        "webhook",
+        "breaker_open",
+    )
+    assert (primary["breaker"], primary["failures"], primary["lastError"]) == (
+        "open",
+        3,
+        "server_error",
+    )
+    assert primary["breakerReadyAt"] == (clock.now() + timedelta(seconds=5)).isoformat()
+    assert (second["standing"], second["latencyMs"], second["calls"]) == ("active", 7.0, 1)
+    clock.advance(5)
+    assert view.view(clock.now())["webhook"]["endpoints"][0]["standing"] == "probe_due"
+    assert view.readiness() == {"inbox": {"kind": "memory", "allDown": False, "active": None}}
+
+
+async def test_a_disabled_sink_has_no_receivers() -> None:
+    """Notifications off (no worker, or one without a target): kind disabled, nothing listed."""
+    clock = FakeClock()
+    view, _ = _view(InMemoryInbox(), clock)
+    disabled = {"kind": "disabled", "allDown": False, "active": None, "endpoints": []}
+    assert view.view(clock.now())["webhook"] == disabled
+    view.webhook = lambda: None
+    assert view.view(clock.now())["webhook"] == disabled
+
+
+async def test_webhook_metrics_label_by_index_and_count_all_down() -> None:
+    """Receiver series carry kind webhook and the index; all-down is 1 while no breaker is
+    closed; no URL appears."""
+    clock = FakeClock()
+    view, _ = _view(InMemoryInbox(), clock)
+    reports = [_receivers(clock)]
+    view.webhook = lambda: reports[-1]
+    metrics = Metrics()
+    metrics.registry.register(DependencyCollector(view))
+    text = metrics.exposition().decode()
+    for line in (
+        'fleetd_dependency_endpoint_active{endpoint="1",kind="webhook"} 1.0',
+        'fleetd_dependency_breaker_state{endpoint="0",kind="webhook",state="open"} 1.0',
+        'fleetd_dependency_failures_total{endpoint="0",kind="webhook"} 3.0',
+        'fleetd_dependency_latency_seconds{endpoint="1",kind="webhook"} 0.007',
+        'fleetd_dependency_all_down{kind="webhook"} 0.0',
+    ):
+        assert line in text, line
+    reports.append(ReceiverReport(pool=reports[0].pool, active=None))
+    assert 'fleetd_dependency_all_down{kind="webhook"} 1.0' in metrics.exposition().decode()
     assert "://" not in text
