@@ -15,11 +15,13 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/fleetd demo
 
-# The pure core's own tests must reach every branch of fleetd/health (see [tool.coverage] in
-# pyproject.toml). Only that run is traced: tracing the whole suite slows it by about half.
+# The pure cores' own tests must reach every branch of fleetd/health and fleetd/resilience (see
+# [tool.coverage] in pyproject.toml). Only that run is traced: tracing the whole suite slows it
+# by about half.
+PURE_TESTS := tests/unit/health tests/unit/resilience
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests/unit/health --cov
-	$(BIN)/python -m pytest -q --ignore=tests/unit/health
+	$(BIN)/python -m pytest -q $(PURE_TESTS) --cov
+	$(BIN)/python -m pytest -q $(addprefix --ignore=,$(PURE_TESTS))
 
 lint: $(STAMP)
 	$(BIN)/ruff check fleetd tests benchmarks

@@ -15,10 +15,13 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
-__all__ = ["Clock", "FakeClock", "SystemClock", "wait_event"]
+__all__ = ["Clock", "DeadlineExceededError", "FakeClock", "SystemClock", "wait_event", "within"]
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -129,3 +132,29 @@ async def wait_event(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return event.is_set()
+
+
+class DeadlineExceededError(Exception):
+    """:func:`within` gave up: the work did not finish in time on the clock (and was cancelled)."""
+
+
+async def within(clock: Clock, aw: Awaitable[T], seconds: float) -> T:
+    """Await ``aw`` for at most ``seconds`` of ``clock`` time, else cancel it and raise
+    :class:`DeadlineExceededError`.
+
+    ``asyncio.wait_for`` measures the event loop's real time, which a :class:`FakeClock` cannot
+    move; racing the work against ``clock.sleep`` keeps every outbound deadline testable without
+    sleeping. The work's own errors pass through unchanged.
+    """
+    work = asyncio.ensure_future(aw)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+        if not work.done():
+            work.cancel()
+        await asyncio.gather(work, timer, return_exceptions=True)
+    if work.cancelled():
+        raise DeadlineExceededError(f"no answer within {seconds:g}s")
+    return work.result()

@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from fleetd.api.auth import Authenticator
@@ -27,18 +26,31 @@ from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.worktrees import Worktrees
+from fleetd.catalog.port import ModelCatalog
+from fleetd.catalog.tracker import ModelHealth
 from fleetd.clock import Clock, SystemClock
-from fleetd.config import ConfigRef, FleetdConfig, ReloadStatus
-from fleetd.errors import ConfigError, FleetdError
-from fleetd.herdr.control import AgentControl, HerdrAgentControl
-from fleetd.herdr.discovery import resolve_socket_path
+from fleetd.config import ConfigRef, ReloadStatus
+from fleetd.errors import FleetdError
+from fleetd.herdr.control import AgentControl
 from fleetd.identity import Caller, Role
-from fleetd.inbox.amqp import AmqpInbox
-from fleetd.inbox.failures import DecodeFailureHook
-from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
+from fleetd.journal.health import ObservedJournal
+from fleetd.journal.port import Journal
+from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
+from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
+from fleetd.notify.http import HttpWebhookSender
+from fleetd.notify.worker import SinkWorker
+from fleetd.outbound import (
+    build_inbox,
+    herdr_control,
+    inbox_from,
+    model_health,
+    repoint_inbox,
+    sink_problem,
+    webhook_sink,
+)
 from fleetd.runs import Runs, remember_run
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
@@ -46,6 +58,7 @@ from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
 from fleetd.runtime.scheduler import Loop, Scheduler
+from fleetd.wiring import feed_metrics, lead_tokens
 
 __all__ = ["Fleetd", "build_inbox", "build_service"]
 
@@ -60,6 +73,10 @@ when no tick has for that interval and this long besides)."""
 
 #: Tools that change nothing: every other call ends with a new fleet view version.
 _READ_TOOLS = frozenset({"fleet_list", "fleet_status"})
+WEBHOOK_PASS_SECONDS = 0.5  # one delivery pass: escalation reaches the receiver well within 1 s
+#: How often the model-health loop looks for a provider whose catalog probe is due (each
+#: provider is still read at most once per modelHealth.probeIntervalSeconds, floor 5 min).
+MODEL_HEALTH_SECONDS = 15.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -81,6 +98,10 @@ class Fleetd:
     view: FleetViewBuilder
     views: FleetViews
     environ: Mapping[str, str]
+    models: ModelHealth
+    desk: IncidentDesk  # the journal's operator view (/v1/incidents)
+    sink: SinkWorker  # delivers the journal's outbound events to the webhook
+    sender: HttpWebhookSender
     started: bool = False
 
     @property
@@ -106,6 +127,7 @@ class Fleetd:
         except FleetdError as exc:
             _log.warning("herdr does not answer yet: %s", exc)
         await self.observe_herdr()
+        await self.health.resume()
         self.scheduler.start()
         self.started = True
 
@@ -118,6 +140,14 @@ class Fleetd:
         if health.enabled:
             older_than += health.snapshot_interval
         await self.view.refresh_agents(older_than)
+
+    async def incidents(self, caller: Caller) -> IncidentListing:
+        """``GET /v1/incidents``: what ``caller`` may see of the journal."""
+        return await self.desk.incidents(caller, now=self.clock.now())
+
+    async def replay(self, incident_id: str) -> ReplayResult:
+        """``POST /v1/incidents/{id}/replay``: re-arm the incident's failed events."""
+        return await self.desk.replay(incident_id, now=self.clock.now())
 
     def stop_requested(self) -> None:
         """SIGTERM/SIGINT arrived: synchronous ``fleet_send`` callers get their ticket now, so
@@ -140,6 +170,10 @@ class Fleetd:
                 ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())),
             )
         await self.inbox.close()
+        await self.models.aclose()
+        await self.sender.aclose()
+        if self.health.journal is not None:
+            await self.health.journal.close()
         self.started = False
 
     async def own_lead_keys(self) -> None:
@@ -158,11 +192,12 @@ class Fleetd:
             settings = self.config.current
             try:
                 self.authenticator.set_fixed(
-                    lead_tokens=_lead_tokens(settings, self.environ),
+                    lead_tokens=lead_tokens(settings, self.environ),
                     operator_token=self.environ.get(settings.operator_token_env or "") or None,
                 )
             except FleetdError as exc:
                 _log.warning("lead tokens kept from before the reload: %s", exc)
+            repoint_inbox(self.inbox, settings)  # a changed broker list or watchdog is hot
             await self.own_lead_keys()
 
 
@@ -175,29 +210,28 @@ def build_service(
     inbox: ReplyInbox | None = None,
     worktrees: Worktrees | None = None,
     metrics: Metrics | None = None,
+    catalog: ModelCatalog | None = None,
+    journal: Journal | None = None,
 ) -> Fleetd:
-    """Build one fleetd from its config; any port may be replaced (tests pass fakes)."""
+    """Build one fleetd from its config; any port may be replaced (tests pass fakes).
+
+    The journal defaults to ``journal.url`` (the SQLite file beside the config unless a PostgreSQL
+    URL is configured); it connects, and applies its migrations, on first use.
+    """
     clock = clock or SystemClock()
     metrics = metrics or Metrics()
     settings = config.current
     link = LinkState()
     agents = LiveAgents()
-    observed = control or _herdr(settings, environ, clock)
+    observed = control or herdr_control(config, environ, clock)
     observed.observe(LinkObserver(clock=clock, state=link, metrics=metrics, agents=agents))
-    inbox = inbox or build_inbox(
-        settings.inbox.backend.value,
-        settings.inbox.amqp.url.get_secret_value(),
-        clock=clock,
-        on_decode_failure=lambda failure: metrics.inbox_decode_failures_total.labels(
-            reason=failure.reason.value
-        ).inc(),
-    )
+    inbox = inbox or inbox_from(settings, clock=clock, metrics=metrics)
     lead_inboxes = LeadInboxRegistry(
         inbox, lambda: [lead.name for lead in config.current.leads], clock=clock
     )
     runs = Runs()
     authenticator = Authenticator(
-        lead_tokens=_lead_tokens(settings, environ),
+        lead_tokens=lead_tokens(settings, environ),
         operator_token=environ.get(settings.operator_token_env or "") or None,
         run=runs.current,
         ended_run=runs.ended,
@@ -224,9 +258,34 @@ def build_service(
         outbox=bridge.outbox,
         view=bridge.view,
     )
-    health = FleetHealthMonitor(
-        clock=clock, control=observed, bridge=bridge, push=push, config=config, metrics=metrics
+    observed_journal = ObservedJournal(
+        journal or SqlJournal(settings.journal.url.get_secret_value()), clock=clock
     )
+    models, dependencies = model_health(
+        config, environ=environ, clock=clock, inbox=inbox, metrics=metrics, catalog=catalog
+    )
+    health = FleetHealthMonitor(
+        clock=clock,
+        control=observed,
+        bridge=bridge,
+        push=push,
+        config=config,
+        metrics=metrics,
+        journal=observed_journal,
+    )
+    assert health.escalation is not None  # built with the journal above
+    instance = health.escalation.instance
+    sink, sender = webhook_sink(
+        config,
+        environ=environ,
+        clock=clock,
+        journal=observed_journal,
+        metrics=metrics,
+        owner=f"{instance}-{runs.current}",
+        instance=instance,
+        dependencies=dependencies,
+    )
+    health.sink_problem = lambda: sink_problem(sink)
     view = FleetViewBuilder(
         bridge=bridge,
         link=link,
@@ -235,11 +294,16 @@ def build_service(
         manifest_root=manifest_root,
         health=health,
         agents=agents,
+        dependencies=dependencies,
     )
     views = FleetViews(view, clock=clock, stopping=bridge.stopping)
     registry = ToolRegistry()
 
     async def spawn(request: SpawnRequest) -> dict[str, Any]:
+        free = {row["profile"]: row["free"] for row in bridge.view.capacity_view()}
+        refusal = models.refusal(request.profile, free, clock.now())
+        if refusal is not None:  # its model is gone: the lead picks another profile
+            raise refusal
         session = await bridge.spawn(
             request,
             mint_token=authenticator.mint_member_token,
@@ -260,7 +324,7 @@ def build_service(
 
     registry.on_contact.append(on_contact)
     registry.on_result.append(settle)
-    _feed_metrics(metrics, registry=registry, bridge=bridge, link=link, health=health)
+    feed_metrics(metrics, registry=registry, bridge=bridge, link=link, health=health)
 
     service = Fleetd(
         config=config,
@@ -278,18 +342,40 @@ def build_service(
         view=view,
         views=views,
         environ=environ,
+        models=models,
+        desk=IncidentDesk(observed_journal),
+        sink=sink,
+        sender=sender,
     )
+    _schedule(service)
+    return service
+
+
+def _schedule(service: Fleetd) -> None:
+    """The loops; each step that changes what ``fleet_list`` shows is settled."""
     # Each step is settled: what it changed gets a fleet view version of its own.
-    settled = views.settling
+    settled = service.views.settling
     service.scheduler.add(
         Loop(
             name="status-poller",
-            step=settled(bridge.poll_once),
-            interval=settings.herdr.status_poll_interval.total_seconds,  # restart-only key
+            step=settled(service.bridge.poll_once),
+            interval=service.config.current.herdr.status_poll_interval.total_seconds,  # no reload
         )
     )
     service.scheduler.add(
-        Loop(name="push", step=settled(push.push_once), interval=lambda: PUSH_INTERVAL_SECONDS)
+        Loop(
+            name="push",
+            step=settled(service.push.push_once),
+            interval=lambda: PUSH_INTERVAL_SECONDS,
+        )
+    )
+
+    async def deliver() -> None:
+        await service.sink.step()
+
+    service.scheduler.add(Loop(name="webhook", step=deliver, interval=lambda: WEBHOOK_PASS_SECONDS))
+    service.scheduler.add(
+        Loop(name="model-health", step=service.models.step, interval=lambda: MODEL_HEALTH_SECONDS)
     )
     service.scheduler.add(
         Loop(
@@ -298,7 +384,9 @@ def build_service(
             interval=lambda: CONFIG_CHECK_SECONDS,
         )
     )
-    service.scheduler.add(Loop(name="health", step=settled(health.tick), interval=health.interval))
+    service.scheduler.add(
+        Loop(name="health", step=settled(service.health.tick), interval=service.health.interval)
+    )
     service.scheduler.add(
         Loop(
             name="herdr-agents",
@@ -307,74 +395,3 @@ def build_service(
             run_first_immediately=False,  # start() has just observed
         )
     )
-    return service
-
-
-def build_inbox(
-    backend: str,
-    amqp_url: str | None = None,
-    *,
-    clock: Clock | None = None,
-    on_decode_failure: DecodeFailureHook | None = None,
-) -> ReplyInbox:
-    """The inbox adapter named by ``inbox.backend`` (``memory`` or ``amqp``)."""
-    if backend == "memory":
-        return InMemoryInbox()
-    if backend == "amqp":
-        if not amqp_url:
-            raise ConfigError("inbox.amqp.url", "required when inbox.backend is amqp")
-        return AmqpInbox(amqp_url, clock=clock, on_decode_failure=on_decode_failure)
-    raise ConfigError("inbox.backend", "must be memory or amqp")
-
-
-def _feed_metrics(
-    metrics: Metrics,
-    *,
-    registry: ToolRegistry,
-    bridge: Bridge,
-    link: LinkState,
-    health: FleetHealthMonitor,
-) -> None:
-    """Count tool calls as they end; read live sessions and the link's state at each scrape."""
-
-    def count_call(tool: str | None, result: ToolResult) -> None:
-        outcome = "ok" if result.error is None else result.error.code
-        metrics.tool_calls_total.labels(tool=tool or "unknown", outcome=outcome).inc()
-
-    def count_sessions() -> None:
-        counts: dict[tuple[str, str], int] = {}
-        for session in bridge.live_members():
-            key = (session.profile, session.state.value)
-            counts[key] = counts.get(key, 0) + 1
-        metrics.sessions.clear()
-        for (profile, state), count in sorted(counts.items()):
-            metrics.sessions.labels(profile=profile, state=state).set(count)
-
-    def link_up() -> float:
-        return 1.0 if health.link_view(link)["state"] == "up" else 0.0
-
-    registry.on_result.append(count_call)
-    metrics.before_scrape.append(count_sessions)
-    metrics.control_link_up.set_function(link_up)
-
-
-def _herdr(settings: FleetdConfig, environ: Mapping[str, str], clock: Clock) -> AgentControl:
-    path = resolve_socket_path(
-        environ=environ,
-        home=Path(environ.get("HOME") or Path.home()),
-        explicit=settings.herdr.socket_path,
-    )
-    return HerdrAgentControl.for_socket(
-        path, clock=clock, request_timeout=settings.herdr.request_timeout.total_seconds()
-    )
-
-
-def _lead_tokens(settings: FleetdConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    tokens = {}
-    for lead in settings.leads:
-        token = environ.get(lead.token_env)
-        if token:
-            tokens[lead.name] = token
-        else:
-            _log.warning("lead %s has no token: %s is not set", lead.name, lead.token_env)
-    return tokens

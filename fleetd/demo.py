@@ -1,10 +1,21 @@
-"""``fleetd demo``: a simulated herdr, fleetd on embedded defaults, and a scripted lead.
+"""``fleetd demo``: a simulated herdr, fleetd on embedded defaults, and two scripted leads.
 
 Everything runs in one process on this machine: the herdr-protocol simulator on a temporary unix
 socket (bundled ``demo`` scenario, members that call back into fleetd as real agents do), fleetd's
-HTTP and MCP API on 127.0.0.1, and a scripted lead that spawns three members (Claude Code, Codex,
-OpenCode profiles), sends each a task, collects the replies, and prints the fleet view as it
-changes. Then it keeps serving until Ctrl-C (or exits at once with ``--once``).
+HTTP and MCP API on 127.0.0.1, and a script acting for two leads. The first lead spawns three
+members (Claude Code, Codex, OpenCode profiles), sends each a task, collects the replies, and the
+fleet view is printed as it changes. Then it delegates to a member that hits its usage limit and
+never replies: health opens an incident for the lead that owns it, the lead's agent exits, and
+the incident moves to the second lead, a healthy peer, whose collected health record is printed
+with the routing (reason, recipient, generation). Last, the second lead dies too: with no healthy
+lead left, the incidents go to a person, and a local webhook receiver verifies and prints each
+signed event — ``open``, then ``resolved`` once the second lead is started again
+(:mod:`fleetd.demo_webhook`). Then it keeps serving until Ctrl-C (or exits at once with
+``--once``).
+
+The demo runs on a simulated clock (:class:`~fleetd.clock.FakeClock`, moved by
+:func:`~fleetd.sim.harness.drive`), so the minutes of health ticks it shows pass in seconds;
+while it keeps serving, that clock follows real time.
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ import secrets
 import socket
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +36,28 @@ import httpx
 import uvicorn
 
 from fleetd.api.app import create_app
-from fleetd.clock import SystemClock
+from fleetd.clock import Clock, FakeClock, SystemClock
 from fleetd.compose import build_service
 from fleetd.config import ConfigRef
 from fleetd.config.loader import parse_config
+from fleetd.demo_webhook import DemoSink, human_act, start_demo_sink
 from fleetd.sim.callback import FleetdCallbackBehaviour
+from fleetd.sim.harness import drive
 from fleetd.sim.run import bundled_scenario
 from fleetd.sim.scenario import load_scenario
 from fleetd.sim.server import HerdrSimulator
 
 __all__ = ["main", "run_demo"]
 
+Call = Callable[..., Awaitable[dict[str, Any]]]
+
 _MEMBERS = (
     ("sonnet", "Add input validation to the signup form"),
     ("codex", "Write unit tests for the date parser"),
     ("opencode", "Update the changelog for the release"),
 )
+_DOOMED = ("sonnet-usage", "Migrate the billing tables")  # the scenario's *-usage* member
+_SCRIPT_SECONDS = 900.0  # simulated time the script may take (it needs about four minutes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
-    """Run the whole demo; returns the final fleet view."""
+    """Run the whole demo; returns the final fleet view (as the operator sees it)."""
 
     def say(text: str) -> None:
         print(text, file=out, flush=True)
@@ -63,33 +80,51 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
         root = Path(tmp)
         repo = _demo_repo(root / "repo")
         port = port if port and _port_free(port) else _free_port()
-        lead_token, operator_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        tokens = {lead: secrets.token_urlsafe(24) for lead in ("lead", "lead-b", "operator")}
+        clock = FakeClock(SystemClock().now())
+        sink = await start_demo_sink(clock, say)
         environ = {
-            "FLEETD_DEMO_LEAD_TOKEN": lead_token,
-            "FLEETD_DEMO_OPERATOR_TOKEN": operator_token,
+            **sink.environ,
+            "FLEETD_DEMO_LEAD_TOKEN": tokens["lead"],
+            "FLEETD_DEMO_LEAD_B_TOKEN": tokens["lead-b"],
+            "FLEETD_DEMO_OPERATOR_TOKEN": tokens["operator"],
         }
         document = {
             "api": {"host": "127.0.0.1", "port": port},
             "herdr": {"socketPath": str(root / "herdr.sock")},
             "operatorTokenEnv": "FLEETD_DEMO_OPERATOR_TOKEN",
-            "leads": [{"name": "lead", "agent": "lead", "tokenEnv": "FLEETD_DEMO_LEAD_TOKEN"}],
+            "leads": [
+                {"name": "lead", "agent": "lead", "tokenEnv": "FLEETD_DEMO_LEAD_TOKEN"},
+                {"name": "lead-b", "agent": "lead-b", "tokenEnv": "FLEETD_DEMO_LEAD_B_TOKEN"},
+            ],
             "profiles": {
                 "sonnet": {"kind": "claude", "maxLoad": 2},
                 "codex": {"kind": "codex", "maxLoad": 2},
                 "opencode": {"kind": "opencode"},
             },
             "worktrees": {"root": str(root / "worktrees"), "defaultRepo": str(repo)},
-            "health": {"enabled": True, "snapshotIntervalSeconds": 15},
+            "health": {
+                "enabled": True,
+                "snapshotIntervalSeconds": 15,
+                "notifications": sink.notifications,
+            },
         }
-        clock = SystemClock()
         ref = ConfigRef(
             parse_config(document, environ, base_dir=root), environ=environ, now=clock.now()
         )
+        typed: list[tuple[str, str]] = []  # (agent, text) of every agent.prompt herdr received
+
+        def tap(kind: str, frame: dict[str, Any]) -> None:
+            if kind == "request" and frame.get("method") == "agent.prompt":
+                params = frame.get("params") or {}
+                typed.append((str(params.get("target")), str(params.get("text"))))
+
         simulator = HerdrSimulator(
             root / "herdr.sock",
             load_scenario(bundled_scenario("demo")),
             clock=clock,
             behaviour=FleetdCallbackBehaviour(),
+            tap=tap,
         )
         await simulator.start()
         service = build_service(ref, environ=environ, clock=clock)
@@ -98,97 +133,236 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
         )
         serving = asyncio.create_task(server.serve())
         try:
-            while not server.started:
-                if serving.done():
-                    await serving
-                    raise RuntimeError("the API server stopped during startup")
-                await asyncio.sleep(0.05)
+            await drive(clock, _started(server, serving), max_seconds=60)
             base = f"http://127.0.0.1:{port}"
             say(f"fleetd is up at {base} (herdr simulator on {root / 'herdr.sock'})")
-            say(f"  fleet view:  curl -H 'Authorization: Bearer {operator_token}' {base}/v1/fleet")
+            say(
+                "  fleet view:  curl -H 'Authorization: Bearer "
+                f"{tokens['operator']}' {base}/v1/fleet"
+            )
             say(f"  metrics:     curl {base}/metrics     health: curl {base}/healthz")
-            final = await _scripted_lead(base, lead_token, say)
+            say(f"  webhook:     a receiver at {sink.running.url} verifies and prints each event")
+            final = await drive(
+                clock,
+                _script(base, tokens, simulator, typed, say, sink=sink),
+                max_seconds=_SCRIPT_SECONDS,
+            )
             if not once:
                 say("The demo keeps serving; press Ctrl-C to stop.")
-                await serving
+                await _follow_real_time(clock, serving)
             return final
         finally:
             server.should_exit = True
             with contextlib.suppress(asyncio.CancelledError):
-                await serving
+                await drive(clock, serving, max_seconds=60)
             await simulator.stop()
+            await sink.running.stop()
 
 
-async def _scripted_lead(base: str, token: str, say: Any) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client:
-
-        async def call(tool: str, **args: Any) -> dict[str, Any]:
-            response = await client.post(f"/v1/tools/{tool}", json=args)
-            body: dict[str, Any] = response.json()
-            if not body.get("ok"):
-                raise RuntimeError(f"{tool} failed: {body.get('error')}")
-            result: dict[str, Any] = body["result"]
-            return result
-
-        sessions = []
-        for profile, _task in _MEMBERS:
-            row = await call("fleet_spawn", profile=profile, role="implementer")
-            sessions.append(row["sessionId"])
-            say(f"lead: spawned {row['name']} ({profile}) as {row['sessionId']} — {row['state']}")
-        await _until(lambda: _states(call, sessions), lambda s: all(v == "ready" for v in s), say)
-        tickets = []
-        for session_id, (_profile, task) in zip(sessions, _MEMBERS, strict=True):
-            ticket = await call("fleet_send", target=session_id, prompt=task)
-            tickets.append(ticket["ticket"])
-            say(f"lead: sent {task!r} to {session_id} — ticket {ticket['ticket']}")
-
-        async def outcomes() -> list[str]:
-            return [(await call("fleet_poll", ticket=t))["status"] for t in tickets]
-
-        await _until(outcomes, lambda s: all(v != "pending" for v in s), say)
-        for t in tickets:
-            result = await call("fleet_poll", ticket=t)
-            say(f"lead: {t} {result['status']} via {result.get('source')}: {result.get('content')}")
-        inbox = await call("fleet_poll")
-        say(f"lead: inbox held {len(inbox['messages'])} message(s)")
-
-        async def judged() -> list[str]:
-            rows = (await call("fleet_list"))["members"]
-            return [(m.get("health") or {}).get("state", "-") for m in rows]
-
-        say("lead: waiting for the health monitor's next look at the fleet")
-        await _until(judged, lambda s: "-" not in s, say)
-        view = await call("fleet_list")
-        for member in view["members"]:
-            health = (member.get("health") or {}).get("state", "-")
-            say(
-                f"  {member['name']:<12} {member['profile']:<9} state={member['state']:<6} "
-                f"herdr={member['liveStatus']} turn={member['turn']} health={health}"
-            )
-        coverage = view.get("healthCoverage", {})
-        say(f"  incidents: {len(view.get('incidents', []))}; coverage: {coverage.get('status')}")
-        return view
+async def _started(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
+    while not server.started:
+        if serving.done():
+            await serving
+            raise RuntimeError("the API server stopped during startup")
+        await asyncio.sleep(0)
 
 
-async def _states(call: Any, sessions: list[str]) -> list[str]:
+async def _follow_real_time(clock: FakeClock, serving: asyncio.Task[None]) -> None:
+    """Move the simulated clock with real time until the server stops."""
+    real = SystemClock()
+    last = real.monotonic()
+    while not serving.done():
+        await real.sleep(0.05)
+        now = real.monotonic()
+        clock.advance(now - last)
+        last = now
+
+
+async def _script(
+    base: str,
+    tokens: dict[str, str],
+    simulator: HerdrSimulator,
+    typed: list[tuple[str, str]],
+    say: Any,
+    *,
+    sink: DemoSink,
+) -> dict[str, Any]:
+    """The three acts: the first lead's delegation, its death and the peer taking over, then
+    the peer's death and a person told by webhook."""
+    async with (
+        _client(base, tokens["lead"]) as lead,
+        _client(base, tokens["lead-b"]) as peer,
+        _client(base, tokens["operator"]) as operator,
+    ):
+        await _delegate(_caller(lead), simulator.clock, say)
+        await _reroute(
+            lead=_caller(lead),
+            peer=_caller(peer),
+            operator=_caller(operator),
+            simulator=simulator,
+            typed=typed,
+            say=say,
+        )
+        await human_act(
+            operator=_caller(operator), simulator=simulator, sink=sink, until=_until, say=say
+        )
+        return await _caller(operator)("fleet_list")
+
+
+def _client(base: str, token: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+
+
+def _caller(client: httpx.AsyncClient) -> Call:
+    async def call(tool: str, **args: Any) -> dict[str, Any]:
+        response = await client.post(f"/v1/tools/{tool}", json=args)
+        body: dict[str, Any] = response.json()
+        if not body.get("ok"):
+            raise RuntimeError(f"{tool} failed: {body.get('error')}")
+        result: dict[str, Any] = body["result"]
+        return result
+
+    return call
+
+
+async def _delegate(call: Call, clock: Clock, say: Any) -> None:
+    """Act one: the lead spawns three members, sends each a task and collects the replies."""
+    sessions = []
+    for profile, _task in _MEMBERS:
+        row = await call("fleet_spawn", profile=profile, role="implementer")
+        sessions.append(row["sessionId"])
+        say(f"lead: spawned {row['name']} ({profile}) as {row['sessionId']} — {row['state']}")
+    await _until(clock, lambda: _states(call, sessions), _all_ready, say)
+    tickets = []
+    for session_id, (_profile, task) in zip(sessions, _MEMBERS, strict=True):
+        ticket = await call("fleet_send", target=session_id, prompt=task)
+        tickets.append(ticket["ticket"])
+        say(f"lead: sent {task!r} to {session_id} — ticket {ticket['ticket']}")
+
+    async def outcomes() -> list[str]:
+        return [(await call("fleet_poll", ticket=t))["status"] for t in tickets]
+
+    await _until(clock, outcomes, lambda s: all(v != "pending" for v in s), say)
+    for t in tickets:
+        result = await call("fleet_poll", ticket=t)
+        say(f"lead: {t} {result['status']} via {result.get('source')}: {result.get('content')}")
+    inbox = await call("fleet_poll")
+    say(f"lead: inbox held {len(inbox['messages'])} message(s)")
+
+    async def judged() -> list[str]:
+        rows = (await call("fleet_list"))["members"]
+        return [(m.get("health") or {}).get("state", "-") for m in rows]
+
+    say("lead: waiting for the health monitor's next look at the fleet")
+    await _until(clock, judged, lambda s: "-" not in s, say)
+    view = await call("fleet_list")
+    for member in view["members"]:
+        health = (member.get("health") or {}).get("state", "-")
+        say(
+            f"  {member['name']:<12} {member['profile']:<9} state={member['state']:<6} "
+            f"herdr={member['liveStatus']} turn={member['turn']} health={health}"
+        )
+    coverage = view.get("healthCoverage", {})
+    say(f"  incidents: {len(view.get('incidents', []))}; coverage: {coverage.get('status')}")
+
+
+async def _reroute(
+    *,
+    lead: Call,
+    peer: Call,
+    operator: Call,
+    simulator: HerdrSimulator,
+    typed: list[tuple[str, str]],
+    say: Any,
+) -> None:
+    """Act two: a member of the lead fails, the lead dies, the peer lead takes the incident."""
+    clock = simulator.clock
+    name, task = _DOOMED
+    row = await lead("fleet_spawn", profile="sonnet", name=name)
+    sid = row["sessionId"]
+    say(f"lead: spawned {name} as {sid}; it will hit its usage limit and never reply")
+    await _until(clock, lambda: _states(lead, [sid]), _all_ready, say)
+    ticket = (await lead("fleet_send", target=sid, prompt=task))["ticket"]
+    say(f"lead: sent {task!r} to {sid} — ticket {ticket}")
+
+    async def routed() -> list[str]:
+        rows = (await operator("fleet_list"))["incidents"]
+        return [_route_line(i) for i in rows if i["subject"] == sid]
+
+    await _until(clock, routed, bool, say, label="routing")
+    say("herdr: the agent of lead exits; its pane is gone")
+    simulator.agent("lead").exit()
+    await _until(clock, routed, _all_with("lead-b"), say, label="routing")
+    view = await operator("fleet_list")
+    for row in view["leads"]:
+        health = row.get("health") or {}
+        say(
+            f"  lead {row['name']:<7} health={health.get('state')} "
+            f"holds {health.get('assignedForeignIncidents', 0)} incident(s) for another lead"
+        )
+
+    async def nudges() -> list[str]:
+        return [text for agent, text in typed if agent == "lead-b"]
+
+    await _until(clock, nudges, bool, say, label="herdr typed into lead-b")
+    messages = (await peer("fleet_poll", target="lead-b"))["messages"]
+    say(f'lead-b: fleet_poll(target="lead-b") -> {len(messages)} message(s)')
+    for message in messages:
+        evidence = message.get("evidence") or {}
+        say(
+            f"  {message['kind']} {message.get('state')} of {message.get('subjectTerminal')}: "
+            f"{evidence.get('routingReason')}, generation {evidence.get('routingGeneration')}, "
+            f"on behalf of {evidence.get('onBehalfOf')}"
+        )
+        say(f"    {message.get('content')}")
+    coverage = view.get("healthCoverage", {})
+    say(f"  incidents: {len(view.get('incidents', []))}; coverage: {coverage.get('status')}")
+
+
+def _route_line(incident: dict[str, Any]) -> str:
+    """One incident's routing: state, recipient, reason, generation, on whose behalf."""
+    routing = incident.get("routing") or {}
+    recipient = incident.get("recipient") or "a person"
+    line = (
+        f"{incident['state']} -> {recipient} ({routing.get('reason')}, "
+        f"generation {routing.get('generation')}"
+    )
+    behalf = routing.get("onBehalfOf")
+    return line + (f", on behalf of {behalf})" if behalf else ")")
+
+
+def _all_with(recipient: str) -> Callable[[list[str]], bool]:
+    """Done once every routing line names ``recipient``."""
+    return lambda lines: bool(lines) and all(f"-> {recipient} " in line for line in lines)
+
+
+def _all_ready(states: list[str]) -> bool:
+    return all(state == "ready" for state in states)
+
+
+async def _states(call: Call, sessions: list[str]) -> list[str]:
     return [(await call("fleet_status", sessionId=s))["state"] for s in sessions]
 
 
-async def _until(probe: Any, done: Any, say: Any, *, limit: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit
+async def _until(
+    clock: Clock, probe: Any, done: Any, say: Any, *, label: str = "fleet", limit: float = 300.0
+) -> None:
+    """Print ``probe()`` (as ``label``) each time it changes until ``done`` holds, looking every
+    quarter of a second of ``clock``; give up after ``limit`` seconds of it."""
+    deadline = clock.monotonic() + limit
     last = None
     while True:
         value = await probe()
-        if value != last:
-            say(f"  fleet: {value}")
+        if value != last and value:  # nothing yet is not news
+            say(f"  {label}: {value}")
             last = value
         if done(value):
             return
-        if loop.time() > deadline:
+        if clock.monotonic() > deadline:
             raise RuntimeError("the demo fleet did not settle in time")
-        await asyncio.sleep(0.25)
+        await clock.sleep(0.25)
 
 
 def _demo_repo(path: Path) -> Path:

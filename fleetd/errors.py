@@ -20,6 +20,7 @@
     │   ├── UnknownTicketError      no such ticket in this run (``hint``: if of a previous run)
     │   ├── UnknownToolError        no such tool (``hint``: the tool names)
     │   ├── CapacityError           placement refused: the profile is at ``maxLoad``
+    │   ├── ProfileBenchedError     placement refused: the provider no longer lists the model
     │   ├── ConflictError           the session's state forbids the call
     │   │   └── NoOpenTaskError     ``fleet_reply`` from a member with no task to answer (``hint``)
     │   └── UnavailableError        a dependency (herdr, the broker) cannot be reached now
@@ -39,6 +40,8 @@ pane text or raw foreign exception messages that could leak them.
 
 from __future__ import annotations
 
+import math
+from datetime import datetime
 from typing import Any
 
 __all__ = [
@@ -64,6 +67,7 @@ __all__ = [
     "ManifestError",
     "NoOpenTaskError",
     "PermissionDeniedError",
+    "ProfileBenchedError",
     "TargetNotFoundError",
     "TicketExpiredError",
     "ToolError",
@@ -200,6 +204,42 @@ class UnknownToolError(ToolError):
 class CapacityError(ToolError):
     status = 409
     code = "capacity_exceeded"
+
+
+class ProfileBenchedError(ToolError):
+    """Placement refused: the profile's provider no longer lists its model (Model health), so
+    the profile is benched until ``until``. The hint names the profiles that can take the work
+    now (not benched, with a free slot); fleetd never moves the work to one of them itself."""
+
+    status = 409
+    code = "profile_benched"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        profile: str,
+        model: str,
+        provider: str | None,
+        until: datetime,
+        now: datetime,
+        profiles: list[str],
+    ) -> None:
+        wait = max(1, math.ceil((until - now).total_seconds()))
+        super().__init__(
+            message,
+            hint={
+                "profile": profile,
+                "model": model,
+                "provider": provider,
+                "reason": "model_unavailable",
+                "benchedUntil": until.isoformat(),
+                "retryAfterSeconds": wait,
+                "profiles": profiles,
+            },
+        )
+        self.profile = profile
+        self.until = until
 
 
 class ConflictError(ToolError):

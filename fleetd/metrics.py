@@ -2,7 +2,10 @@
 
 Every declared series is fed: counters where the event happens (herdr requests in
 :class:`~fleetd.runtime.link.LinkObserver`, tool calls in the tool registry's result hook), and
-gauges of live state (sessions, the control link) are read from that state at scrape time.
+gauges of live state (sessions, the control link) are read from that state at scrape time. The
+outbound dependencies' series (``fleetd_dependency_*``, ``fleetd_profile_*``) are read at scrape
+time too, by :class:`~fleetd.runtime.dependencies.DependencyCollector`, which the composition
+root registers on the same registry.
 
 Every series lives on the :class:`~prometheus_client.CollectorRegistry` handed to :class:`Metrics`,
 never on the process-global default registry, so two services (or two tests) in one process never
@@ -100,10 +103,47 @@ class Metrics:
             ["lead", "state"],
             registry=r,
         )
+        self.lead_assigned_incidents = Gauge(
+            "fleet_lead_assigned_incidents",
+            "Open incidents each configured lead holds for another lead (foreign assignments).",
+            ["lead"],
+            registry=r,
+        )
+        # the human sink (M4 §10.6); fed by fleetd.notify.worker.SinkWorker
+        self.notifications_total = Counter(
+            "fleet_health_notifications_total",
+            "Webhook delivery attempts by event type and outcome (delivered, network, timeout, "
+            "http_408, http_429, http_5xx, http_4xx, http_other, invalid_url, payload_refused).",
+            ["event", "outcome"],
+            registry=r,
+        )
+        self.notification_queue_depth = Gauge(
+            "fleet_health_notification_queue_depth",
+            "Outstanding webhook delivery attempts in the journal (due, leased or waiting).",
+            registry=r,
+        )
+        self.notification_last_success_seconds = Gauge(
+            "fleet_health_notification_last_success_seconds",
+            "Unix time of the last delivered webhook event; 0 before the first.",
+            registry=r,
+        )
+        self.notification_capability = Gauge(
+            "fleet_health_notification_capability",
+            "1 for the notification mode (disabled, webhook) and the health coverage it gives "
+            "(off, partial, full, degraded).",
+            ["mode", "status"],
+            registry=r,
+        )
         self.pane_reads_total = Counter(
             "fleet_health_pane_reads_total",
             "Pane reads performed for health evidence, by outcome.",
             ["outcome"],
+            registry=r,
+        )
+        self.repairs_total = Counter(
+            "fleet_health_lost_boundary_repairs_total",
+            "Lost-boundary repair answers (reconcile_lost_boundary), by typed result.",
+            ["result"],
             registry=r,
         )
         self.tick_seconds = Histogram(

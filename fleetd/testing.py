@@ -28,6 +28,8 @@ from fleetd.herdr.model import AgentStatus
 from fleetd.identity import Caller, Role
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
+from fleetd.journal.memory import InMemoryJournal
+from fleetd.journal.port import Journal
 
 __all__ = [
     "LEAD_TOKEN",
@@ -127,6 +129,7 @@ def build_test_fleet(
     environ: Mapping[str, str] | None = None,
     inbox: ReplyInbox | None = None,
     control: FakeAgentControl | None = None,
+    journal: Journal | None = None,
 ) -> TestFleet:
     """A fleet on fakes, built by the production composition root.
 
@@ -145,7 +148,13 @@ def build_test_fleet(
     inbox = inbox if inbox is not None else InMemoryInbox()
     worktrees = FakeWorktrees()
     service = build_service(
-        ref, environ=env, clock=clock, control=control, inbox=inbox, worktrees=worktrees
+        ref,
+        environ=env,
+        clock=clock,
+        control=control,
+        inbox=inbox,
+        worktrees=worktrees,
+        journal=journal if journal is not None else InMemoryJournal(),
     )
     return TestFleet(
         clock=clock,

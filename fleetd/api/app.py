@@ -3,14 +3,18 @@
 * ``/livez`` — the event loop answers and every scheduler loop still runs. No dependency checks.
 * ``/readyz`` — ``application/health+json``; only what serving needs (the service has started,
   its tools are registered, and the reply inbox is reachable: without it no reply can be stored
-  and no poll answered). herdr being down does not make fleetd unready: it must still answer
-  ``fleet_list`` and say so.
+  and no poll answered). With several brokers that means one of them: while every broker is
+  down it is not ready (RFC 0018 §6), and ``dependencies.inbox`` says which broker is in use
+  (by index) and whether all are down. herdr being down does not make fleetd unready: it must
+  still answer ``fleet_list`` and say so; nor does a model provider, whose probe fails open.
 * ``/healthz`` — HTTP 200 while alive, with nested component status (``controlLink``, ``inbox``
   — records held in memory for an unreachable inbox and decode failures, counts only —
   ``config``, and ``fleetHealth`` once the health monitor runs). ``controlLink.state`` is the
   health monitor's classification (§4.3), ``controlLink.lastCall`` the last herdr call's outcome.
 * ``/metrics`` — the service's own registry, never the process-global one.
 * ``POST /v1/tools/<name>``, ``GET /v1/fleet`` and ``/mcp`` — the fleet tools.
+* ``GET /v1/incidents`` and ``POST /v1/incidents/{id}/replay`` — the incident journal
+  (:mod:`fleetd.api.incident_routes`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from fleetd.api.http_tools import install_tool_routes
+from fleetd.api.incident_routes import install_incident_routes
 from fleetd.api.mcp_server import install_mcp
 from fleetd.api.service import FleetService
 
@@ -77,8 +82,11 @@ def create_app(service: FleetService) -> FastAPI:
     async def readyz() -> JSONResponse:
         inbox = service.bridge.inbox.reachable()
         ready = service.started and bool(service.registry.names()) and inbox
+        body: dict[str, Any] = {"status": "pass" if ready else "fail", "inboxReachable": inbox}
+        if service.view.dependencies is not None:
+            body["dependencies"] = service.view.dependencies.readiness()
         return JSONResponse(
-            {"status": "pass" if ready else "fail", "inboxReachable": inbox},
+            body,
             status_code=200 if ready else 503,
             media_type=_HEALTH_JSON,
         )
@@ -107,5 +115,6 @@ def create_app(service: FleetService) -> FastAPI:
     install_tool_routes(
         app, service.registry, service.authenticator, fleet=service.views, run=service.run
     )
+    install_incident_routes(app, service, service.authenticator)
     mcp_running = install_mcp(app, service.registry, service.authenticator)
     return app

@@ -12,7 +12,8 @@ is the same envelope MCP clients see, ``{"ok": true, "result": ...}`` or
 403    the caller's role may not call the tool (``forbidden``)
 404    no such tool (``unknown_tool``, hint: the tools), target (``unknown_target``) or ticket
        (``unknown_ticket``)
-409    the session's state or capacity refuses the call (``conflict``, ``capacity_exceeded``)
+409    the session's state or capacity refuses the call (``conflict``, ``capacity_exceeded``,
+       ``profile_benched``)
 413    the body is larger than the limit (``body_too_large``)
 422    the arguments do not match the tool's schema (``invalid_arguments``)
 500    the tool failed inside fleetd (``internal_error``; no exception text)

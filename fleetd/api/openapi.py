@@ -46,7 +46,8 @@ ERROR_STATUSES: dict[int, str] = {
     403: "the caller's role may not call the tool (forbidden)",
     404: "no such tool, target or ticket (unknown_tool, unknown_target, unknown_ticket, "
     "ticket_expired)",
-    409: "the session's state or capacity refuses the call (conflict, capacity_exceeded, ...)",
+    409: "the session's state or capacity refuses the call (conflict, capacity_exceeded, "
+    "profile_benched, ...)",
     413: "the body is larger than the limit (body_too_large)",
     422: "the arguments do not match the tool's schema (invalid_arguments)",
     500: "the tool failed inside fleetd (internal_error; no exception text)",
@@ -128,6 +129,7 @@ FAILURE_DEFS: dict[str, dict[str, Any]] = {
             _hint_when("invalid_arguments", "invalidArgumentsHint"),
             _hint_when("body_too_large", "bodyTooLargeHint"),
             _hint_when("invalid_body", "invalidBodyHint"),
+            _hint_when("profile_benched", "profileBenchedHint"),
         ],
     },
     "unknownToolHint": _closed(
@@ -162,6 +164,30 @@ FAILURE_DEFS: dict[str, dict[str, Any]] = {
     ),
     "bodyTooLargeHint": _closed(["maxBytes"], {"maxBytes": {"type": "integer", "minimum": 1}}),
     "invalidBodyHint": _closed(["expected"], {"expected": {"type": "string"}}),
+    "profileBenchedHint": _closed(
+        [
+            "profile",
+            "model",
+            "provider",
+            "reason",
+            "benchedUntil",
+            "retryAfterSeconds",
+            "profiles",
+        ],
+        {
+            "profile": {"type": "string"},
+            "model": {"type": "string"},
+            "provider": {"type": ["string", "null"]},
+            "reason": {"const": "model_unavailable"},
+            "benchedUntil": {"type": "string", "format": "date-time"},
+            "retryAfterSeconds": {"type": "integer", "minimum": 1},
+            "profiles": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "profiles that can take the work now: not benched, a slot free",
+            },
+        },
+    ),
 }
 
 

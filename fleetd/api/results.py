@@ -24,8 +24,10 @@ from fleetd.bridge.release import ReleaseCause, WorktreeAction
 from fleetd.bridge.sessions import SessionState
 from fleetd.bridge.tasks import Delivery, ResultSource, TicketOutcome
 from fleetd.inbox.records import MessageKind, ReplySource, Severity
+from fleetd.resilience import Availability, BreakerState, ErrorClass, Standing, VerdictReason
 
 __all__ = [
+    "DependenciesBlock",
     "FleetHealthBlock",
     "FleetListResult",
     "InboxDrainResult",
@@ -175,7 +177,9 @@ class LiveAgent(_Result):
 
 
 class CapacityRow(_Result):
-    """One profile's capacity; ``maxLoad`` and ``free`` are null for an uncapped profile."""
+    """One profile's capacity; ``maxLoad`` and ``free`` are null for an uncapped profile.
+    ``contextWindow`` is the effective one (the provider catalog's, else the configured one;
+    ``contextWindowSource`` says which), ``benchedUntil`` the end of a model bench."""
 
     profile: str
     max_load: int | None
@@ -183,6 +187,9 @@ class CapacityRow(_Result):
     free: int | None
     reclaimable: int
     orphaned: int
+    context_window: int | None = None
+    context_window_source: Literal["catalog", "config"] | None = None
+    benched_until: str | None = None
 
 
 class ForeignIncident(_Result):
@@ -226,6 +233,88 @@ class FleetHealthBlock(_Result):
     pane_reads: int
 
 
+class _HealthRecord(_Result):
+    """An endpoint's health record: reachability, EWMA latency, counts, the last error class."""
+
+    reachable: bool | None
+    latency_ms: float | None
+    calls: int
+    failures: int
+    error_rate: float
+    last_error: ErrorClass | None
+    last_error_at: str | None
+    last_ok_at: str | None
+
+
+class DependencyEndpoint(_HealthRecord):
+    """One endpoint of a dependency, by index and kind (never its URL): in use or why not."""
+
+    index: int
+    kind: str
+    active: bool
+    standing: Standing
+    breaker: BreakerState
+    breaker_ready_at: str | None
+
+
+class InboxDependency(_Result):
+    """The reply inbox's brokers; ``allDown`` makes ``/readyz`` not ready."""
+
+    kind: str
+    all_down: bool
+    active: int | None
+    endpoints: list[DependencyEndpoint]
+
+
+class WebhookDependency(_Result):
+    """The human sink's receivers in failover order (``kind`` ``disabled``: none); ``allDown``
+    (no receiver's breaker closed) makes notification coverage degraded."""
+
+    kind: str
+    all_down: bool
+    active: int | None
+    endpoints: list[DependencyEndpoint]
+
+
+class BenchedProfile(_Result):
+    profile: str
+    until: str
+
+
+class ProviderDependency(_HealthRecord):
+    """A model provider's catalog probe: the last one, the next due, and whom it benches."""
+
+    name: str
+    last_probe_at: str | None
+    next_probe_at: str | None
+    last_outcome: str | None  # "ok" or an error class
+    listed_models: int | None
+    benched: list[BenchedProfile]
+
+
+class ModelSeat(_Result):
+    """A profile's model: the verdict on it, its bench, its effective context window."""
+
+    profile: str
+    provider: str | None
+    model: str
+    verdict: Availability
+    reason: VerdictReason
+    benched_until: str | None
+    strikes: int
+    context_window: int | None
+    context_window_source: Literal["catalog", "config"] | None
+
+
+class DependenciesBlock(_Result):
+    """fleetd's outbound dependencies (RFC 0018 §4.4; Model health)."""
+
+    inbox: InboxDependency
+    webhook: WebhookDependency | _Absent = None
+    providers: list[ProviderDependency]
+    models: list[ModelSeat]
+
+
 class FleetListResult(_Result):
     """``fleet_list`` v1: the top level is closed; nested health and link views stay open."""
 
@@ -248,6 +337,7 @@ class FleetListResult(_Result):
     inbox: dict[str, Any]
     teardown_failures: list[str]
     config: dict[str, Any]
+    dependencies: DependenciesBlock | _Absent = None
     health: FleetHealthBlock | _Absent = None
     incidents: list[dict[str, Any]] | _Absent = None
     health_coverage: dict[str, Any] | _Absent = None

@@ -4,9 +4,10 @@
 composition root. :class:`fleetd.compose.Fleetd` satisfies the protocol structurally, and so can a
 test double. The members are exactly the ones the app reads: the lifecycle (``start``/``stop``,
 ``started``), the probes' sources (the scheduler, the inbox, the control link and its health
-classification, the fleet view's inbox component, the config status, the metrics) and what the tool
+classification, the fleet view's inbox component, the config status, the metrics), what the tool
 routes are built from (the registry, the authenticator, the versioned fleet view and the run id
-its ``ETag`` values name).
+its ``ETag`` values name) and the incident journal's operator view (:class:`IncidentService`:
+``incidents`` and ``replay``).
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ from fleetd.api.auth import Authenticator
 from fleetd.api.http_tools import FleetVersions
 from fleetd.api.tools import ToolRegistry
 from fleetd.config import ConfigRef
+from fleetd.identity import Caller
 from fleetd.inbox.port import ReplyInbox
 from fleetd.metrics import Metrics
+from fleetd.notify.desk import IncidentListing, ReplayResult
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.scheduler import Scheduler
 
-__all__ = ["FleetService", "HealthReport", "InboxHolder"]
+__all__ = ["FleetService", "HealthReport", "InboxHolder", "IncidentService"]
 
 
 class InboxHolder(Protocol):
@@ -45,7 +48,21 @@ class HealthReport(Protocol):
         ...
 
 
-class FleetService(Protocol):
+class IncidentService(Protocol):
+    """The incident journal, as ``/v1/incidents`` sees it (:class:`~fleetd.notify.desk.IncidentDesk`
+    behind the service). Both raise :class:`~fleetd.errors.JournalError` when the journal cannot
+    answer."""
+
+    async def incidents(self, caller: Caller) -> IncidentListing:
+        """Open and recently resolved incidents ``caller`` (an operator or a lead) may see."""
+        ...
+
+    async def replay(self, incident_id: str) -> ReplayResult:
+        """Re-arm the incident's permanently failed events."""
+        ...
+
+
+class FleetService(IncidentService, Protocol):
     """One running fleetd, as the HTTP shell sees it."""
 
     @property

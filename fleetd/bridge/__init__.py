@@ -11,6 +11,8 @@ from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.orphans import ORPHANED, Orphan
 from fleetd.bridge.push import PushLoop, PushOutcome
 from fleetd.bridge.release import ReleaseCause, WorktreeAction, stop_cause
+from fleetd.bridge.repair import RepairOutcome
+from fleetd.bridge.repair_gates import RepairResult
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionState
 from fleetd.bridge.spawn import SpawnRequest
@@ -34,6 +36,8 @@ __all__ = [
     "PushLoop",
     "PushOutcome",
     "ReleaseCause",
+    "RepairOutcome",
+    "RepairResult",
     "ResultSource",
     "Session",
     "SessionEvent",

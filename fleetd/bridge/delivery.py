@@ -4,16 +4,19 @@ For every session with outstanding work the poller asks herdr for the agent's li
 
 * a starting member is watched until herdr says it is interactive (or its launch failed);
 * queued sends are injected when the target is injectable — session READY or DONE, herdr ``idle``
-  or ``done``, no open turn and no reconciliation gate. Every answer to the prompt is classified by
+  or ``done``, no open turn, not being released and no resolver holding the target's
+  reconciliation gate (:mod:`fleetd.bridge.resolver`). Every answer to the prompt is classified by
   :mod:`fleetd.bridge.prompt_policy`: only a refusal herdr gives before typing anything is tried
   again (with backoff, within ``bridge.promptRetries``; then the ticket fails once, nothing typed);
   any answer that may have come after typing — an unknown code, an unreadable result, a broken
   link — opens the turn as ``delivery: uncertain`` and is never typed again;
-* an open turn records ``working`` when seen; ``working`` then ``idle``/``done`` for the same turn
-  is a trusted boundary. If the member has not called ``fleet_reply`` within a short grace after the
-  boundary, the completion fallback reads the pane and resolves the turn with the extracted
-  assistant block, marked as a fallback (the MUTE outcome), and with the tested fatal signature
-  the same read shows, if any (ERROR_ON_SCREEN);
+* an open turn records every status it is seen with (its :class:`~.turns.BoundaryWatch`, which
+  lost-boundary repair reads) and ``working`` when seen; ``working`` then ``idle``/``done`` for the
+  same turn is a trusted boundary. If the member has not called ``fleet_reply`` within a short
+  grace after the boundary, the completion fallback — the resolver guard core under the observed
+  boundary policy — reads the pane and resolves the turn with the extracted assistant block,
+  marked as a fallback (the MUTE outcome), and with the tested fatal signature the same read
+  shows, if any (ERROR_ON_SCREEN); while a resolver holds the turn the poller leaves it alone;
 * if a delivered prompt does not start working within the submit window, Enter is re-submitted once
   (the paste/submit race);
 * a ``*_not_found`` answer with a healthy link is target loss: the target's work fails once.
@@ -28,7 +31,6 @@ import secrets
 from collections.abc import Callable
 from datetime import timedelta
 
-from fleetd.bridge.completion import TurnCompletion
 from fleetd.bridge.evidence import FatalScreenSeen
 from fleetd.bridge.lifecycle import TargetLifecycle
 from fleetd.bridge.mutes import MuteLog
@@ -38,20 +40,18 @@ from fleetd.bridge.prompt_policy import (
     classify_prompt_error,
     retry_delay,
 )
+from fleetd.bridge.resolver import CompletionResolver, Policy, Resolution
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
-from fleetd.bridge.tasks import Delivery, ResultSource, TaskBook, Ticket
+from fleetd.bridge.tasks import Delivery, TaskBook, Ticket
 from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, InFlightTurn, TurnToken
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
 from fleetd.errors import ControlLinkError, HerdrError, TargetNotFoundError
 from fleetd.herdr.control import AgentControl
-from fleetd.herdr.model import AgentInfo, AgentStatus, ReadSource
+from fleetd.herdr.model import AgentInfo, AgentStatus
 from fleetd.metrics import Metrics
-from fleetd.screens.extract import Extraction, extract_assistant_block
-from fleetd.screens.fatal import FatalSignature, match_fatal
-from fleetd.screens.kinds import parse_agent_kind
-from fleetd.screens.markers import FallbackReason, render_fallback
+from fleetd.screens.extract import CaptureResult
 
 __all__ = ["Deliverer"]
 
@@ -78,7 +78,7 @@ class Deliverer:
         settings: Callable[[], FleetdConfig],
         metrics: Metrics,
         lifecycle: TargetLifecycle,
-        completion: TurnCompletion,
+        resolver: CompletionResolver,
         mutes: MuteLog,
     ) -> None:
         self._control = control
@@ -88,7 +88,7 @@ class Deliverer:
         self._settings = settings
         self._metrics = metrics
         self._lifecycle = lifecycle
-        self._completion = completion
+        self._resolver = resolver
         self._mutes = mutes
         self._unreadable: dict[str, str] = {}  # session -> the error its lookup answers (live)
 
@@ -116,6 +116,9 @@ class Deliverer:
     def _skip(self, session: Session, code: str) -> None:
         """herdr answered this agent's lookup with an error that is not target loss: nothing is
         judged for it this pass (said once per code, not four times a second)."""
+        turn = self._roster.inflight.get(session.session_id)
+        if turn is not None:
+            turn.watch.observe(None, None)  # an unreadable agent breaks a stable boundary
         if self._unreadable.get(session.session_id) != code:
             _log.warning(
                 "session %s: herdr answers its lookup with %s; skipped until it reads again",
@@ -130,18 +133,20 @@ class Deliverer:
             return
         turn = self._roster.inflight.get(session.session_id)
         if turn is not None:
-            await self._watch_turn(session, turn, info.agent_status)
+            await self._watch_turn(session, turn, info)
             return
         await self.inject_next(session, info.agent_status)
 
-    async def _watch_turn(self, session: Session, turn: InFlightTurn, status: AgentStatus) -> None:
+    async def _watch_turn(self, session: Session, turn: InFlightTurn, info: AgentInfo) -> None:
         now = self._clock.now()
+        status = info.agent_status
+        turn.watch.observe(status, info.state_change_seq)
         if status is AgentStatus.WORKING:
             turn.saw_working = True
             turn.boundary_at = None
             return
-        if not status.at_prompt:
-            return
+        if not status.at_prompt or self._roster.is_reconciling(session.session_id):
+            return  # a resolver holds this turn: it is left alone until it lets go
         if turn.saw_working:
             if turn.boundary_at is None:
                 turn.boundary_at = now
@@ -159,32 +164,21 @@ class Deliverer:
     async def _fallback(self, session: Session, turn: InFlightTurn) -> None:
         """Resolve a turn at a trusted boundary from the pane, marked as a fallback.
 
-        The same read is matched against the tested fatal signatures: herdr shows an errored
-        Claude Code or Codex turn as ``idle``, so this boundary is where such a turn ends. A match
-        is named in the result's markers and recorded on the session for ERROR_ON_SCREEN.
+        The resolver guard core reads the pane under the observed-boundary policy. The same read
+        is matched against the tested fatal signatures: herdr shows an errored Claude Code or
+        Codex turn as ``idle``, so this boundary is where such a turn ends. A match is named in
+        the result's markers and recorded on the session for ERROR_ON_SCREEN.
         """
-        max_chars = self._settings().bridge.max_scrape_chars
-        fatal: FatalSignature | None = None
-        try:
-            read = await self._control.read(_pane(session), ReadSource.VISIBLE)
-        except HerdrError:
-            extraction = Extraction.read_failed()
-        else:
-            kind = parse_agent_kind(session.kind)
-            extraction = extract_assistant_block(kind, read.text, max_chars=max_chars)
-            fatal = match_fatal(kind, read.text)
-        content = render_fallback(extraction, FallbackReason.COMPLETION_FALLBACK, fatal=fatal)
-        source = (
-            ResultSource.FALLBACK if extraction.marker_recognised else ResultSource.RAW_FALLBACK
-        )
-        if await self._completion.complete(session, turn.token, content=content, source=source):
-            session.fallback_at = now = self._clock.now()
-            self._metrics.mute_total.labels(profile=session.profile).inc()
-            self._mutes.note(session_id=session.session_id, profile=session.profile, at=now)
-            if fatal is not None:
-                session.fatal_screen = FatalScreenSeen(
-                    signature_id=fatal.id, ticket=turn.token.ticket_id, turn=turn.token.turn
-                )
+        outcome = await self._resolver.resolve_captured(session, turn, Policy.OBSERVED_BOUNDARY)
+        if outcome.resolution is not Resolution.RESOLVED:
+            return
+        now = session.fallback_at or self._clock.now()
+        self._metrics.mute_total.labels(profile=session.profile).inc()
+        self._mutes.note(session_id=session.session_id, profile=session.profile, at=now)
+        if outcome.fatal is not None:
+            session.fatal_screen = FatalScreenSeen(
+                signature_id=outcome.fatal.id, ticket=turn.token.ticket_id, turn=turn.token.turn
+            )
 
     async def inject_next(self, session: Session, status: AgentStatus | None = None) -> None:
         """Deliver the head of the session's queue if the session can take it now.
@@ -201,6 +195,7 @@ class Deliverer:
             or sid in self._roster.inflight
             or sid in self._roster.gates
             or sid in self._roster.delivering
+            or self._roster.is_reconciling(sid)
         ):
             return
         ticket = queue[0]
@@ -248,6 +243,7 @@ class Deliverer:
             ticket_id=ticket.ticket_id,
             turn=session.turn,
         )
+        self._roster.issue(token)
         turn = InFlightTurn(token=token, delivered_at=now)
         self._roster.inflight[sid] = turn
         turn.baseline = await self._capture_baseline(session, token)
@@ -293,37 +289,22 @@ class Deliverer:
         )
 
     async def _capture_baseline(self, session: Session, token: TurnToken) -> DeliveryBaseline:
-        max_chars = self._settings().bridge.max_scrape_chars
-        try:
-            read = await self._control.read(_pane(session), ReadSource.VISIBLE)
-        except HerdrError:
-            return DeliveryBaseline(
-                token_id=token.token_id,
-                captured_at=self._clock.now(),
-                source="visible",
-                text="",
-                marker_recognised=False,
-                capture=BaselineCapture.READ_FAILED,
-            )
-        extraction = extract_assistant_block(
-            parse_agent_kind(session.kind), read.text, max_chars=max_chars
-        )
+        """The pane right after the prompt, read by the resolver's own scrape (M4 §8.2)."""
+        scrape = await self._resolver.scrape(session)
+        extraction = scrape.extraction
         return DeliveryBaseline(
             token_id=token.token_id,
             captured_at=self._clock.now(),
             source="visible",
             text=extraction.text,
             marker_recognised=extraction.marker_recognised,
-            capture=(
-                BaselineCapture.PRESENT
-                if extraction.marker_recognised
-                else BaselineCapture.UNRECOGNISED
-            ),
+            capture=_CAPTURES[extraction.capture],
+            clip_chars=scrape.clip_chars,
         )
 
 
-def _pane(session: Session) -> str:
-    """The pane of a launched member (a session gets its pane before it can have a turn)."""
-    if session.pane_id is None:
-        raise HerdrError("pane_not_found", "the session has no pane yet")
-    return session.pane_id
+_CAPTURES = {
+    CaptureResult.PRESENT: BaselineCapture.PRESENT,
+    CaptureResult.UNRECOGNISED: BaselineCapture.UNRECOGNISED,
+    CaptureResult.READ_FAILED: BaselineCapture.READ_FAILED,
+}

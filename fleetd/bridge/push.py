@@ -48,7 +48,7 @@ from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.records import InboxStats
 from fleetd.metrics import Metrics
 
-__all__ = ["NUDGE_SPACING", "PushLoop", "PushOutcome", "heartbeat_text"]
+__all__ = ["NUDGE_SPACING", "PushLoop", "PushOutcome", "heartbeat_text", "nudge_text"]
 
 _log = logging.getLogger("fleetd.bridge")
 
@@ -90,12 +90,25 @@ class PushLoop:
     inbox: ReplyInbox
     outbox: LeadOutbox
     view: BridgeView
+    covering: dict[str, set[str]] = field(default_factory=dict)  # peer -> failed leads it covers
     outcomes: dict[str, PushOutcome] = field(default_factory=dict)
+    _covers: int = field(default=0, init=False)  # covers armed so far
+    _covered_at: dict[str, int] = field(default_factory=dict, init=False)  # peer -> its last one
+
+    def cover(self, recipient: str, failed: str) -> None:
+        """``recipient`` was handed an incident of ``failed``, a lead that cannot act: its next
+        nudge names it. Forgotten once the recipient has collected everything."""
+        self.covering.setdefault(recipient, set()).add(failed)
+        self._covers += 1
+        self._covered_at[recipient] = self._covers
 
     async def push_once(self) -> None:
         await self.outbox.flush()
         config = self.settings()
         cap = config.bridge.push.max_nudges_per_item
+        # A cover armed after this point may belong to a record the reads below missed: an
+        # empty inbox read then is no proof the recipient collected it.
+        read_from = self._covers
         all_stats: dict[str, InboxStats] = {}
         for lead in config.leads:
             outcome = self.outcomes.setdefault(lead.name, PushOutcome(lead=lead.name))
@@ -115,6 +128,8 @@ class PushLoop:
             outcome.depth = stats.actionable
             outcome.oldest_epoch_millis = stats.oldest_created_epoch_millis
             if outcome.depth == 0:
+                if self._covered_at.get(lead.name, 0) <= read_from:
+                    self.covering.pop(lead.name, None)
                 await self._maybe_heartbeat(lead.name, lead.agent, outcome, backlogs)
                 continue
             if outcome.nudges_for_head >= cap:
@@ -200,10 +215,7 @@ class PushLoop:
         outcome.last_status = info.agent_status.value
         if not info.agent_status.at_prompt:
             return
-        text = (
-            f"fleetd: {outcome.depth} message(s) wait in your inbox. "
-            f'Collect them with fleet_poll(target="{lead}").'
-        )
+        text = nudge_text(lead, outcome.depth, sorted(self.covering.get(lead, ())))
         try:
             await self.control.prompt(agent, text)
         except HerdrError as exc:
@@ -219,6 +231,18 @@ class PushLoop:
         if outcome.nudges_for_head >= cap:
             outcome.cap_reached_at = now
             _log.warning("lead %s: inbox nudge cap reached with %d waiting", lead, outcome.depth)
+
+
+def nudge_text(lead: str, depth: int, covering: list[str]) -> str:
+    """The nudge: how much waits, for which failed leads it stands in, and the exact call."""
+    text = f"fleetd: {depth} message(s) wait in your inbox."
+    if covering:
+        names = ", ".join(covering)
+        text += (
+            f" They include health incidents of lead {names}, which cannot act: "
+            "you receive them as a healthy peer."
+        )
+    return text + f' Collect them with fleet_poll(target="{lead}").'
 
 
 def _maybe_typed(exc: HerdrError) -> bool:

@@ -13,10 +13,11 @@ does not stop the work half-way: a stored reply always resolves its turn.
 
 A reply with no open turn answers nothing and is refused (``no_open_task``, hinting at the
 member's last ticket) — with one exception: the member's last delivered ticket was resolved by the
-completion fallback, so the member's own words arrive after fleetd read them from the pane. That one
-reply is stored for the lead as a *late* reply to that ticket (``source: late``, its own id);
-the ticket keeps its fallback result. A second reply of one turn whose ticket id is already taken is
-stored as a late reply under a fresh id, never folded into another.
+completion fallback or by lost-boundary repair, so the member's own words arrive after fleetd read
+them from the pane. That one reply is stored for the lead as a *late* reply to that ticket
+(``source: late``, its own id); the ticket keeps its pane-derived result. A second reply of one
+turn whose ticket id is already taken is stored as a late reply under a fresh id, never folded
+into another.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ __all__ = ["Replies"]
 
 _log = logging.getLogger("fleetd.bridge")
 
-_FALLBACKS = frozenset({ResultSource.FALLBACK, ResultSource.RAW_FALLBACK})
+# Results read from the pane: the member's own reply may still arrive after them (kept as late).
+_FALLBACKS = frozenset({ResultSource.FALLBACK, ResultSource.RAW_FALLBACK, ResultSource.REPAIRED})
 
 
 class Replies:

@@ -9,17 +9,19 @@ and every change a session's :meth:`~fleetd.bridge.sessions.Session.apply` makes
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import Ticket
-from fleetd.bridge.turns import InFlightTurn
+from fleetd.bridge.turns import InFlightTurn, TurnToken
 
 __all__ = ["Roster"]
 
 _RELEASED_KEPT = 256
+_TOKENS_KEPT = 4096
 
 
 @dataclass(slots=True)
@@ -32,6 +34,8 @@ class Roster:
     gates: set[str] = field(default_factory=set)  # session ids closed to new sends
     delivering: set[str] = field(default_factory=set)  # a prompt is being typed right now
     live_status: dict[str, str] = field(default_factory=dict)  # last raw herdr status
+    _gated: dict[str, int] = field(default_factory=dict)  # reconciliation gates held per session
+    _tokens: OrderedDict[str, TurnToken] = field(default_factory=OrderedDict)  # issued, bounded
     _released_order: deque[str] = field(default_factory=deque)
     _names: dict[str, str] = field(default_factory=dict)  # live agent name -> session id
     _name_cursor: dict[str, int] = field(default_factory=dict)  # stem -> next number to try
@@ -91,6 +95,31 @@ class Roster:
             self.sessions.pop(old, None)
             self.gates.discard(old)
         self.on_change()
+
+    @contextmanager
+    def reconciling(self, session_id: str) -> Iterator[None]:
+        """Hold the session's reconciliation gate: no queued send is delivered to it meanwhile
+        (M4 §8.3). Holders nest; the gate opens when the last one lets go."""
+        self._gated[session_id] = self._gated.get(session_id, 0) + 1
+        try:
+            yield
+        finally:
+            held = self._gated.pop(session_id) - 1
+            if held:
+                self._gated[session_id] = held
+
+    def is_reconciling(self, session_id: str) -> bool:
+        return session_id in self._gated
+
+    def issue(self, token: TurnToken) -> None:
+        """Remember a token this run issued (the most recent few thousand are kept)."""
+        self._tokens[token.token_id] = token
+        while len(self._tokens) > _TOKENS_KEPT:
+            self._tokens.popitem(last=False)
+
+    def token(self, token_id: str) -> TurnToken | None:
+        """A token this run issued, if it is still remembered."""
+        return self._tokens.get(token_id)
 
     def needs_poll(self) -> list[Session]:
         """Sessions with outstanding work: starting, an open turn, or queued sends."""

@@ -6,7 +6,10 @@ and the runtime call, through a few named operations (``send``, ``reply``, ``spa
 bridge reaches into the roster or the ticket book. Each collaborator takes only what it uses:
 
 * :class:`~fleetd.bridge.delivery.Deliverer` — the poller step: delivery, turn watching, fallback;
-* :class:`~fleetd.bridge.completion.TurnCompletion` — the completion guard core;
+* :class:`~fleetd.bridge.completion.TurnCompletion` — resolves the exact open turn once;
+* :class:`~fleetd.bridge.resolver.CompletionResolver` — the resolver guard core, with the
+  observed-boundary and lost-boundary-repair policies;
+* :class:`~fleetd.bridge.repair.LostBoundaryRepair` — ``reconcile_lost_boundary`` (M4 §8);
 * :class:`~fleetd.bridge.replies.Replies` — ``fleet_reply``, stored before it answers;
 * :class:`~fleetd.bridge.lifecycle.TargetLifecycle` — every terminal cause for a target, through
   the one idempotent target-wide failure operation and one release per session;
@@ -32,7 +35,9 @@ from fleetd.bridge.lifecycle import TargetLifecycle
 from fleetd.bridge.mutes import MuteEvent, MuteLog
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.release import ReleaseCause
+from fleetd.bridge.repair import LostBoundaryRepair, RepairOutcome
 from fleetd.bridge.replies import Replies
+from fleetd.bridge.resolver import CompletionResolver
 from fleetd.bridge.revision import Revision
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
@@ -45,6 +50,7 @@ from fleetd.clock import Clock, wait_event
 from fleetd.config import FleetdConfig
 from fleetd.errors import ConflictError, InvalidArgumentsError, UnknownTargetError
 from fleetd.herdr.control import AgentControl
+from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.outbox import LeadOutbox
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.records import InboxRecord
@@ -52,7 +58,7 @@ from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs
 
-__all__ = ["Bridge", "MuteEvent"]
+__all__ = ["Bridge", "MuteEvent", "RepairOutcome"]
 
 _log = logging.getLogger("fleetd.bridge")
 
@@ -111,6 +117,14 @@ class Bridge:
         self.completion = TurnCompletion(
             roster=self.roster, tasks=self.tasks, clock=clock, outbox=self.outbox
         )
+        self.resolver = CompletionResolver(
+            control=control,
+            roster=self.roster,
+            tasks=self.tasks,
+            clock=clock,
+            settings=settings,
+            completion=self.completion,
+        )
         self.deliverer = Deliverer(
             control=control,
             roster=self.roster,
@@ -119,8 +133,17 @@ class Bridge:
             settings=settings,
             metrics=metrics,
             lifecycle=self.lifecycle,
-            completion=self.completion,
+            resolver=self.resolver,
             mutes=self.mutes,
+        )
+        self.repair = LostBoundaryRepair(
+            control=control,
+            roster=self.roster,
+            tasks=self.tasks,
+            clock=clock,
+            settings=settings,
+            resolver=self.resolver,
+            completion=self.completion,
         )
         self.replies = Replies(
             roster=self.roster,
@@ -311,6 +334,16 @@ class Bridge:
         await self.lifecycle.release_all(cause)
 
     # ---------------------------------------------------------------- health
+    async def reconcile_lost_boundary(self, target: str, expected_turn_token: str) -> RepairOutcome:
+        """Repair a lost turn boundary under the strict gates of M4 §8, or refuse with a typed
+        result (see :mod:`~fleetd.bridge.repair`). The only call the health monitor makes."""
+        return await self.repair.reconcile(target, expected_turn_token)
+
+    def observe_live(self, agents: tuple[AgentInfo, ...]) -> None:
+        """A successful fleet-wide ``agent.list``: each open turn records its agent's raw status
+        (an absent agent breaks a stable boundary)."""
+        self.repair.observe(agents)
+
     def mutes_since(self, cursor: int) -> tuple[list[MuteEvent], int]:
         """Fallback resolutions after ``cursor`` that are still kept, and the new cursor."""
         return self.mutes.since(cursor)

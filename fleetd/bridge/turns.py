@@ -9,16 +9,28 @@ baseline never authorises one.
 
 :class:`InFlightTurn` is the bridge's mutable view of the open turn: whether herdr has been seen
 ``working`` for it (a trusted boundary needs working, then idle/done, for the same turn), whether
-Enter was re-submitted, and when a boundary was first seen.
+Enter was re-submitted, and when a boundary was first seen. Its :class:`BoundaryWatch` keeps what
+every raw status observation of the turn said (from the poller, the health monitor's fleet list
+and the repair's own fresh lookup), and its :class:`RepairLedger` what lost-boundary repair
+answered for its token so far (M4 §8.3–§8.4).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-__all__ = ["BaselineCapture", "DeliveryBaseline", "InFlightTurn", "TurnToken"]
+from fleetd.herdr.model import AgentStatus
+
+__all__ = [
+    "BaselineCapture",
+    "BoundaryWatch",
+    "DeliveryBaseline",
+    "InFlightTurn",
+    "RepairLedger",
+    "TurnToken",
+]
 
 
 class BaselineCapture(StrEnum):
@@ -39,7 +51,11 @@ class TurnToken:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeliveryBaseline:
-    """What the pane showed right after the prompt was sent."""
+    """What the pane showed right after the prompt was sent.
+
+    ``clip_chars`` is the ``bridge.maxScrapeChars`` the text was clipped to, so a later read is
+    compared over the same tail even if that key changed meanwhile.
+    """
 
     token_id: str
     captured_at: datetime
@@ -47,6 +63,55 @@ class DeliveryBaseline:
     text: str
     marker_recognised: bool
     capture: BaselineCapture
+    clip_chars: int = 4000
+
+
+@dataclass(slots=True)
+class BoundaryWatch:
+    """Raw status observations of one open turn, as the lost-boundary stable gate reads them.
+
+    A *stretch* is a run of at-prompt observations (``idle`` or ``done``) with one
+    ``state_change_seq``; ``at_prompt`` counts its observations up to two. Anything else breaks
+    the stretch and bumps ``epoch``: ``working``, ``blocked`` or ``unknown``, a missing or
+    unreadable agent (``None``), or an at-prompt observation with another sequence number (the
+    agent changed status in between, unseen). A repair that reads the pane compares ``epoch``
+    before and after, so an observation arriving meanwhile makes it lose the race.
+    """
+
+    seq: int | None = None
+    at_prompt: int = 0
+    epoch: int = 0
+
+    def observe(self, status: AgentStatus | None, seq: int | None) -> None:
+        """Record one observation (``status`` ``None``: the agent was missing or unreadable)."""
+        if status is not None and status.at_prompt and seq is not None:
+            if self.at_prompt and seq == self.seq:
+                self.at_prompt = min(self.at_prompt + 1, 2)
+                return
+            if self.at_prompt:
+                self.epoch += 1  # the status moved between two sightings at the prompt
+            self.seq, self.at_prompt = seq, 1
+            return
+        self.seq, self.at_prompt = None, 0
+        self.epoch += 1
+
+    @property
+    def stable(self) -> bool:
+        """Two at-prompt observations of one sequence number and nothing else since."""
+        return self.at_prompt >= 2
+
+
+@dataclass(slots=True)
+class RepairLedger:
+    """What lost-boundary repair answered for one token: attempts, refused scrapes, the last
+    result (a :class:`~fleetd.bridge.repair_gates.RepairResult` value) with its detail code, and
+    when one more attempt may be made (``None``: no more)."""
+
+    attempts: int = 0
+    refused_scrapes: int = 0
+    last: str | None = None
+    detail: str | None = None
+    retry_at: datetime | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -59,3 +124,5 @@ class InFlightTurn:
     saw_working: bool = False
     resubmitted: bool = False
     boundary_at: datetime | None = None
+    watch: BoundaryWatch = field(default_factory=BoundaryWatch)
+    repair: RepairLedger = field(default_factory=RepairLedger)

@@ -15,6 +15,7 @@ from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import TaskBook
+from fleetd.bridge.turns import RepairLedger
 from fleetd.config import FleetdConfig
 from fleetd.health.capacity import capacity_rows, idle_for_seconds
 from fleetd.health.settings import HealthSettings
@@ -24,6 +25,7 @@ from fleetd.health.snapshot import (
     MemberView,
     OpenTurn,
     ProfileCapacityInput,
+    RepairView,
     TargetLoss,
     WorktreeFacts,
 )
@@ -177,6 +179,7 @@ def member_views(
                 accepted_at=ticket.accepted_at if ticket else turn.delivered_at,
                 delivered_at=turn.delivered_at,
                 waiter_open=ticket is not None and not ticket.terminal,
+                repair=_repair(turn.repair),
             )
         backlog = backlog_of(sid)
         views.append(
@@ -217,6 +220,18 @@ def member_views(
 
 #: A bridge session state as health spells it (looked up, not parsed: it is read every tick).
 _HEALTH_STATES = {state: HealthSessionState(state.value) for state in SessionState}
+
+
+def _repair(ledger: RepairLedger) -> RepairView | None:
+    """The bridge's last lost-boundary repair answer for the open turn, as health reads it."""
+    if ledger.attempts == 0 or ledger.last is None:
+        return None
+    return RepairView(
+        result=ledger.last,
+        detail=ledger.detail or "",
+        attempts=ledger.attempts,
+        retry_at=ledger.retry_at,
+    )
 
 
 def _loss(session: Session) -> TargetLoss | None:

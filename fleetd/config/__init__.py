@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         HealthConfig,
         NotificationMode,
         NotificationsConfig,
+        RepairConfig,
     )
     from fleetd.config.ref import ConfigRef, ConfigStatus, ReloadResult, ReloadStatus
     from fleetd.config.render import check_config_main, render_effective
@@ -88,6 +89,7 @@ __all__ = [
     "PushConfig",
     "ReloadResult",
     "ReloadStatus",
+    "RepairConfig",
     "WorktreesConfig",
     "check_config_main",
     "env_name",
@@ -121,6 +123,7 @@ _HOME: dict[str, str] = {
     "LoadedConfig": "loader",
     "NotificationMode": "model",
     "NotificationsConfig": "model",
+    "RepairConfig": "model",
     "ProfileConfig": "sections",
     "PushConfig": "sections",
     "ReloadResult": "ref",

@@ -3,7 +3,8 @@
 Names come from the YAML keys, camelCase turned to upper snake case and nesting joined by a
 double underscore: ``FLEETD_HEALTH__SNAPSHOT_INTERVAL_SECONDS``, ``FLEETD_INBOX__AMQP__URL``,
 ``FLEETD_BRIDGE__PUSH__HEARTBEAT_MAX``; the one top-level scalar is ``FLEETD_OPERATOR_TOKEN_ENV``.
-Leads and profiles are lists and mappings and are set in the file only.
+Leads, profiles and providers are lists and mappings and are set in the file only; a list of
+scalars (``inbox.amqp.urls``) is given comma-separated.
 
 A ``FLEETD_`` variable containing ``__`` that names no key is an error, so a typo cannot silently
 leave the default in place. Plain ``FLEETD_`` variables without ``__`` (``FLEETD_URL``,
@@ -26,7 +27,7 @@ from fleetd.errors import ConfigError
 __all__ = ["ENV_PREFIX", "apply_env_overrides", "env_name", "override_names"]
 
 ENV_PREFIX = "FLEETD_"
-_FILE_ONLY = frozenset({"leads", "profiles"})
+_FILE_ONLY = frozenset({"leads", "profiles", "providers"})
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
 _NULL = frozenset({"", "null", "none", "~"})
@@ -93,6 +94,8 @@ def _convert(text: str, spec: KeySpec, name: str) -> object:
             return int(stripped)
         except ValueError:
             raise ConfigError(spec.dotted, f"{name} must be an integer") from None
+    if typing.get_origin(base) is tuple:
+        return tuple(part.strip() for part in text.split(",") if part.strip())
     return text
 
 

@@ -9,7 +9,8 @@ module re-exports the ones callers read and adds the floors of keys health does 
 
 :data:`FLOORS` lists every configurable key that has a compiled floor, by its dotted YAML name.
 The config model raises a lower value to the floor (with one warning naming the key); it never
-lowers a value. It imports only the standard library and the pure health floors.
+lowers a value. It imports only the standard library and the pure health and resilience floors
+(the model catalog is read at most once per provider per :data:`~fleetd.resilience.PROBE_FLOOR`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from fleetd.health.floors import (
     READINESS_GRACE_FLOOR,
     TWO_SNAPSHOTS,
 )
+from fleetd.resilience.models import PROBE_FLOOR
 
 __all__ = [
     "FIRST_PROBE_FLOOR",
@@ -55,6 +57,7 @@ FLOORS: Final[Mapping[str, int]] = MappingProxyType(
         "bridge.ticketsKept": 1000,
         "bridge.push.maxNudgesPerItem": 1,
         "bridge.push.heartbeatIntervalSeconds": 60,
+        "modelHealth.probeIntervalSeconds": _seconds(PROBE_FLOOR),
     }
 )
 """Dotted config key -> the lowest value fleetd will run with."""

@@ -154,13 +154,23 @@ def parse_config(
     _check_leads(config)
     _check_tokens(config, environ)
     warnings = list(context.warnings)
-    health = config.health
-    if health.enabled and health.notifications.mode is NotificationMode.DISABLED:
-        warnings.append(
-            "health.notifications.mode=disabled: human escalation is unavailable; "
-            "fleet health coverage is partial"
-        )
+    coverage = _coverage_warning(config) if config.health.enabled else None
+    if coverage is not None:
+        warnings.append(coverage)
     return LoadedConfig(config=config, warnings=tuple(warnings))
+
+
+def _coverage_warning(config: FleetdConfig) -> str | None:
+    """The one startup (and reload) WARN of §10.2: with detection on and no human sink, coverage
+    is partial (None in webhook mode: a person is notified when no lead can act)."""
+    mode = config.health.notifications.mode
+    if mode is NotificationMode.WEBHOOK:
+        return None
+    text = f"health.notifications.mode={mode.value}: "
+    text += "human escalation is unavailable; fleet health coverage is partial"
+    if len(config.leads) < 2:  # a peer needs a second lead
+        text += "; with a single lead, a lead failure has no active notification or recovery"
+    return text
 
 
 class _StrictLoader(yaml.SafeLoader):

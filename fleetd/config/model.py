@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 from enum import StrEnum
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from fleetd.config.fields import (
     DAY,
@@ -27,6 +27,7 @@ from fleetd.config.fields import (
     floored,
     load_context,
 )
+from fleetd.config.providers import ModelHealthConfig, ProviderConfig
 from fleetd.config.sections import (
     ApiConfig,
     BridgeConfig,
@@ -40,11 +41,13 @@ from fleetd.config.sections import (
 from fleetd.notify.signing import WebhookSecret
 
 __all__ = [
+    "MAX_RECEIVERS",
     "RESTART_KEYS",
     "FleetdConfig",
     "HealthConfig",
     "NotificationMode",
     "NotificationsConfig",
+    "RepairConfig",
 ]
 
 RESTART_KEYS: Final = frozenset(
@@ -56,12 +59,14 @@ RESTART_KEYS: Final = frozenset(
         "herdr.statusPollIntervalMs",
         "worktrees.root",
         "inbox.backend",
-        "inbox.amqp.url",
         "journal.url",
         "journal.urlEnv",
     }
 )
 """Dotted keys whose change takes effect only after a restart; every other key is hot."""
+
+MAX_RECEIVERS: Final = 8
+"""Most receivers ``health.notifications.webhookUrlEnvs`` may list (the index is a label)."""
 
 
 class NotificationMode(StrEnum):
@@ -70,22 +75,67 @@ class NotificationMode(StrEnum):
 
 
 class NotificationsConfig(ConfigModel):
-    """The human sink. Config holds variable names only; webhook mode needs both variables set in
-    the environment: the URL (``http``/``https``) and the Standard Webhooks signing secret
-    (``whsec_<base64>``, at least 24 bytes). A bad value is named by its key and variable, never
-    shown."""
+    """The human sink. Config holds variable names only; webhook mode needs the variables set in
+    the environment: each receiver's URL (``http``/``https``) and the Standard Webhooks signing
+    secret (``whsec_<base64>``, at least 24 bytes). A bad value is named by its key and variable,
+    never shown.
+
+    Receivers are ``webhookUrlEnvs``, an ordered list (primary first, at most
+    :data:`MAX_RECEIVERS`, each variable once and each URL once) that the delivery worker fails
+    over between, or ``webhookUrlEnv``, one receiver (exactly a one-element list); set one of the
+    two. :attr:`receiver_envs` is the list either way."""
 
     mode: NotificationMode = NotificationMode.DISABLED
+    # Declared before webhookUrlEnv so that its validator can see whether a list was given.
+    webhook_url_envs: (
+        Annotated[tuple[EnvName, ...], Field(min_length=1, max_length=MAX_RECEIVERS)] | None
+    ) = Field(default=None, validate_default=True)
     webhook_url_env: EnvName | None = Field(default=None, validate_default=True)
     secret_env: EnvName | None = Field(default=None, validate_default=True)
     request_timeout_ms: Annotated[StrictInt, Field(ge=1000, le=30_000)] = 10_000
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_of_url_env_and_url_envs(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and _given(data, "webhookUrlEnv", "webhook_url_env")
+            and _given(data, "webhookUrlEnvs", "webhook_url_envs")
+        ):
+            raise ValueError(
+                "health.notifications.webhookUrlEnv and health.notifications.webhookUrlEnvs are "
+                "both set; set one of them"
+            )
+        return data
+
+    @field_validator("webhook_url_envs")
+    @classmethod
+    def _each_receiver_holds_a_url(
+        cls, value: tuple[str, ...] | None, info: ValidationInfo
+    ) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if len(set(value)) != len(value):
+            raise ValueError("each environment variable may be listed once")
+        seen: dict[str, str] = {}
+        for name in value:
+            text = _receiver_url(name, info)
+            if text is None:
+                continue
+            other = seen.setdefault(text.strip(), name)
+            if other != name:
+                raise ValueError(f"environment variables {other} and {name} hold the same URL")
+        return value
+
     @field_validator("webhook_url_env")
     @classmethod
     def _webhook_needs_its_url(cls, value: str | None, info: ValidationInfo) -> str | None:
-        text = _required_variable(value, info)
-        if text is not None and not _is_http_url(text):
-            raise ValueError(f"environment variable {value} does not hold an http(s) URL")
+        if value is None and (
+            "webhook_url_envs" not in info.data  # the list was refused: that error says why
+            or info.data["webhook_url_envs"] is not None
+        ):
+            return None
+        _receiver_url(value, info)
         return value
 
     @field_validator("secret_env")
@@ -100,8 +150,28 @@ class NotificationsConfig(ConfigModel):
         return value
 
     @property
+    def receiver_envs(self) -> tuple[str, ...]:
+        """The receivers' URL variables in failover order (empty when none is named)."""
+        if self.webhook_url_envs is not None:
+            return self.webhook_url_envs
+        return () if self.webhook_url_env is None else (self.webhook_url_env,)
+
+    @property
     def request_timeout(self) -> timedelta:
         return timedelta(milliseconds=self.request_timeout_ms)
+
+
+def _given(data: dict[str, Any], alias: str, name: str) -> bool:
+    """Whether ``data`` sets the key, by its YAML name or (built in Python) its field name."""
+    return data.get(alias) is not None or data.get(name) is not None
+
+
+def _receiver_url(name: str | None, info: ValidationInfo) -> str | None:
+    """In webhook mode (with the environment known): the URL variable ``name`` holds, checked."""
+    text = _required_variable(name, info)
+    if text is not None and not _is_http_url(text):
+        raise ValueError(f"environment variable {name} does not hold an http(s) URL")
+    return text
 
 
 def _is_http_url(text: str) -> bool:
@@ -126,6 +196,16 @@ def _required_variable(name: str | None, info: ValidationInfo) -> str | None:
     if not text:
         raise ValueError(f"environment variable {name} is not set (mode is webhook)")
     return text
+
+
+class RepairConfig(ConfigModel):
+    """Which agent kinds lost-boundary repair may rebuild a result for (M4 §8.2).
+
+    Claude Code is always on and OpenCode always off; Codex only with ``codex``: its answers and
+    its info notices share one marker and differ only in colour, which a text read loses.
+    """
+
+    codex: StrictBool = False
 
 
 class HealthConfig(ConfigModel):
@@ -153,6 +233,7 @@ class HealthConfig(ConfigModel):
     ] = 900
     include_pane_excerpt: StrictBool = False
     notifications: NotificationsConfig = NotificationsConfig()
+    repair: RepairConfig = RepairConfig()
 
     @property
     def snapshot_interval(self) -> timedelta:
@@ -192,6 +273,22 @@ class FleetdConfig(ConfigModel):
     inbox: InboxConfig = InboxConfig()
     journal: JournalConfig = JournalConfig()
     health: HealthConfig = HealthConfig()
+    providers: tuple[ProviderConfig, ...] = ()
+    model_health: ModelHealthConfig = ModelHealthConfig()
+
+    @field_validator("providers")
+    @classmethod
+    def _provider_names_unique(
+        cls, value: tuple[ProviderConfig, ...]
+    ) -> tuple[ProviderConfig, ...]:
+        names = [provider.name for provider in value]
+        if len(set(names)) != len(names):
+            raise ValueError("provider names must be unique")
+        return value
+
+    def provider(self, name: str | None) -> ProviderConfig | None:
+        """The configured provider called ``name``, if any."""
+        return next((p for p in self.providers if p.name == name), None)
 
     def lead(self, name: str) -> LeadConfig | None:
         """The configured lead called ``name``, if any."""

@@ -63,6 +63,10 @@ MAX_LOAD = 1000
 """Upper bound of a profile's ``maxLoad``."""
 MAX_REPEATS = 100
 """Upper bound of a nudge or heartbeat count."""
+MAX_BROKERS = 8
+"""Most brokers ``inbox.amqp.urls`` may list (their index is a metric label)."""
+MAX_CONTEXT_WINDOW = 100_000_000
+"""Upper bound of a profile's ``contextWindow`` (the catalog reader's own bound)."""
 
 
 class AgentKind(StrEnum):
@@ -124,8 +128,13 @@ class ApiConfig(ConfigModel):
 
 class HerdrConfig(ConfigModel):
     socket_path: ConfigPath | None = None
+    connect_timeout_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 2000
     request_timeout_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 5000
     status_poll_interval_ms: Annotated[StrictInt, Field(ge=50, le=60_000)] = 250
+
+    @property
+    def connect_timeout(self) -> timedelta:
+        return timedelta(milliseconds=self.connect_timeout_ms)
 
     @property
     def request_timeout(self) -> timedelta:
@@ -152,13 +161,16 @@ class LeadConfig(ConfigModel):
 
 
 class ProfileConfig(ConfigModel):
-    """How to start a member: herdr kind, extra argv, model and provider, and its load cap."""
+    """How to start a member: herdr kind, extra argv, model and provider, its load cap, and the
+    context window its model is configured with (the provider's catalog, when it states one,
+    overrides it: see :mod:`fleetd.catalog`)."""
 
     kind: AgentKind
     args: tuple[str, ...] = ()
     model: str | None = None
     provider: str | None = None
     max_load: Annotated[StrictInt, Field(ge=1, le=MAX_LOAD)] | None = None
+    context_window: Annotated[StrictInt, Field(ge=1, le=MAX_CONTEXT_WINDOW)] | None = None
 
 
 class WorktreesConfig(ConfigModel):
@@ -212,16 +224,56 @@ class BridgeConfig(ConfigModel):
         return timedelta(seconds=self.ticket_retention_seconds)
 
 
-class AmqpConfig(ConfigModel):
-    """The broker URL is a secret: it prints masked and compares by value."""
+_AmqpUrl = Annotated[SecretStr, AfterValidator(scheme_check("amqp", "amqps"))]
 
-    url: Annotated[SecretStr, AfterValidator(scheme_check("amqp", "amqps"))] = SecretStr(
-        DEFAULT_AMQP_URL
-    )
+
+class AmqpConfig(ConfigModel):
+    """The broker: one ``url``, or ``urls``, an ordered list of brokers (primary first) that
+    fleetd fails over between; set one of the two. URLs are secrets: they print masked and
+    compare by value. One URL (either key) is a single broker, exactly as before ``urls``
+    existed; the list is meant for nodes of one cluster (or addresses of one broker), see
+    :mod:`fleetd.inbox.amqp_link`."""
+
+    url: _AmqpUrl = SecretStr(DEFAULT_AMQP_URL)
+    urls: Annotated[tuple[_AmqpUrl, ...], Field(min_length=1, max_length=MAX_BROKERS)] | None = None
+    connect_timeout_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 10_000
+    operation_timeout_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 10_000
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_of_url_and_urls(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("url") is not None and data.get("urls") is not None:
+            raise ValueError("inbox.amqp.url and inbox.amqp.urls are both set; set one of them")
+        return data
+
+    @field_validator("urls")
+    @classmethod
+    def _distinct(cls, value: tuple[SecretStr, ...] | None) -> tuple[SecretStr, ...] | None:
+        if value is not None and len({url.get_secret_value() for url in value}) != len(value):
+            raise ValueError("each broker may be listed once")
+        return value
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        """The brokers in failover order: ``urls``, else the one ``url``."""
+        chosen = self.urls if self.urls is not None else (self.url,)
+        return tuple(url.get_secret_value() for url in chosen)
+
+    @property
+    def connect_timeout(self) -> timedelta:
+        return timedelta(milliseconds=self.connect_timeout_ms)
+
+    @property
+    def operation_timeout(self) -> timedelta:
+        return timedelta(milliseconds=self.operation_timeout_ms)
 
     @field_serializer("url", when_used="json")
     def _masked(self, value: SecretStr) -> str:
         return mask_url(value.get_secret_value())
+
+    @field_serializer("urls", when_used="json")
+    def _masked_list(self, value: tuple[SecretStr, ...] | None) -> list[str] | None:
+        return None if value is None else [mask_url(url.get_secret_value()) for url in value]
 
 
 class InboxConfig(ConfigModel):

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from fleetd.health.adoption import settle_adopted
 from fleetd.health.effects import (
     Effect,
     OpenIncident,
@@ -50,6 +51,7 @@ from fleetd.health.link import LINK_SUBJECT, step_link
 from fleetd.health.members import step_member, step_member_blind
 from fleetd.health.mute import rate_exceeded, record_mutes
 from fleetd.health.pane_budget import ProbeReason, allocate
+from fleetd.health.repair import repair_requests_after
 from fleetd.health.routing import lead_facts, route
 from fleetd.health.settings import Effective
 from fleetd.health.snapshot import FleetSnapshot
@@ -74,7 +76,8 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         or Effective.of(prior.settings).member_timers()
         == Effective.of(snapshot.config).member_timers()
     )
-    tick = Tick(snapshot, IncidentBook(prior.incidents, prior.generations), now, steady=steady)
+    book = IncidentBook(prior.incidents, prior.generations, prior.namespace)
+    tick = Tick(snapshot, book, now, steady=steady, adopted=prior.adopted)
     link = step_link(tick, snapshot.live, prior.link)
     if link.state is not prior.link.state:
         tick.effects.append(
@@ -97,6 +100,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
     cursor, recent = prior.probe_cursor, prior.recent_reads
     if sighted:
         cursor, recent = _spend_budget(tick, members, leads, cursor, recent)
+    adopted = settle_adopted(tick, sighted=sighted) if tick.adopted else tick.adopted
     _route(tick, leads)
     state = HealthState(
         taken_at=now,
@@ -109,6 +113,8 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         probe_cursor=cursor,
         recent_reads=recent,
         settings=snapshot.config,
+        adopted=adopted,
+        namespace=prior.namespace,
     )
     return Decision(state=state, effects=tuple(sorted(tick.effects, key=effect_order)))
 
@@ -329,6 +335,11 @@ def _spend_budget(
                     grant.token
                     if grant.reason is ProbeReason.LOST_BOUNDARY
                     else member.repair_token
+                ),
+                repair_requests=(
+                    repair_requests_after(member.repair_token, member.repair_requests, grant.token)
+                    if grant.reason is ProbeReason.LOST_BOUNDARY
+                    else member.repair_requests
                 ),
                 final_read_state=(
                     member.state

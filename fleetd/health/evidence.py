@@ -4,7 +4,8 @@ Current push and heartbeat loops forget history; health must not (§4.4). Per ta
 keeps: the raw live status and when it was first seen, ``state_change_seq``, consecutive absences
 from successful lists, sticky definitive-loss codes, the lost-boundary streak for one TurnToken,
 pane-probe facts (the last two digests for one turn, a fatal signature id), one-shot markers
-(repair requested for a token, final read taken, orphan retry spent, target loss reported), recent
+(repair requested for a token and how often, final read taken, orphan retry spent, target loss
+reported), recent
 mute times, the current classification with its since-time, and the key of its open incident.
 The per-target read cooldown belongs to the budget: :attr:`HealthState.recent_reads`.
 
@@ -89,6 +90,7 @@ class MemberEvidence:
     never_ready: bool = False
     probe: ProbeFacts = EMPTY_PROBE
     repair_token: str | None = None
+    repair_requests: int = 0
     final_read_state: MemberState | None = None
     orphan_retry_done: bool = False
     loss_reported: bool = False
@@ -173,6 +175,8 @@ class HealthState:
     probe_cursor: str = ""
     recent_reads: Mapping[str, datetime] = field(default_factory=dict)
     settings: HealthSettings | None = None
+    adopted: Mapping[IncidentKey, int] = field(default_factory=dict)
+    namespace: str = ""  # folded into new incident ids (the runtime's run id)
 
     def open_incidents(self) -> tuple[Incident, ...]:
         """Open incidents in key order."""

@@ -111,9 +111,16 @@ class IncidentKey:
     cause: str
 
 
-def incident_id(key: IncidentKey, generation: int) -> str:
-    """A stable id for generation ``generation`` of ``key``."""
-    raw = "\x1f".join((key.scope, key.subject, key.state, key.cause, str(generation)))
+def incident_id(key: IncidentKey, generation: int, namespace: str = "") -> str:
+    """A stable id for generation ``generation`` of ``key`` opened in ``namespace``.
+
+    The runtime passes the id of the run that opens the incident: two fleetd deployments (or one
+    whose journal was lost) that open the same key and generation still get distinct ids, so a
+    webhook receiver serving several never takes one's event for the other's (the webhook id is
+    derived from the incident id). An adopted incident keeps the id it was opened with.
+    """
+    parts = (key.scope, key.subject, key.state, key.cause, str(generation))
+    raw = "\x1f".join((*parts, namespace) if namespace else parts)
     return "inc_" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
@@ -196,13 +203,17 @@ def suggested_tool_calls(incident: Incident) -> tuple[str, ...]:
 class IncidentBook:
     """The open incidents and generations for one tick, changed in place."""
 
-    __slots__ = ("_changed", "generations", "open")
+    __slots__ = ("_changed", "generations", "namespace", "open")
 
     def __init__(
-        self, open_incidents: Mapping[IncidentKey, Incident], generations: Mapping[IncidentKey, int]
+        self,
+        open_incidents: Mapping[IncidentKey, Incident],
+        generations: Mapping[IncidentKey, int],
+        namespace: str = "",
     ) -> None:
         self.open: Mapping[IncidentKey, Incident] = open_incidents
         self.generations: Mapping[IncidentKey, int] = generations
+        self.namespace = namespace
         self._changed = False
 
     def _writable(self) -> tuple[dict[IncidentKey, Incident], dict[IncidentKey, int]]:
@@ -232,7 +243,7 @@ class IncidentBook:
         generations[key] = generation
         spec = spec_of(key.state)
         incident = Incident(
-            id=incident_id(key, generation),
+            id=incident_id(key, generation, self.namespace),
             key=key,
             generation=generation,
             target=target,

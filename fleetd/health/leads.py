@@ -4,10 +4,11 @@ Identity comes from the expected-lead supplier (the snapshot's ``leads``); liven
 from a successful ``agent.list``. Rules, highest first:
 
 * LEAD_UNREACHABLE — a per-target call or pane read answered ``*_not_found`` (the list worked,
-  so the link is healthy), or the lead was absent from two consecutive successful lists while
-  ping did not fail. Absence from one list alone is no evidence: the lead keeps its prior state
-  (and incident) while the absence is counted; a lead never yet classified has only the
-  nothing-known-yet LEAD_STATUS_UNKNOWN (cause ``not_seen_yet``) the blind start also uses.
+  so the link is healthy) and this list misses the lead too, or the lead was absent from two
+  consecutive successful lists while ping did not fail. Absence from one list alone is no
+  evidence: the lead keeps its prior state (and incident) while the absence is counted; a lead
+  never yet classified has only the nothing-known-yet LEAD_STATUS_UNKNOWN (cause
+  ``not_seen_yet``) the blind start also uses.
 * LEAD_UNRESPONSIVE — present at its prompt (raw IDLE or DONE), actionable records wait, the
   bounded nudges reached their cap, and the unresponsive delay (floored) has passed since.
 * LEAD_STALL_SUSPECTED — raw WORKING past the suspect threshold and two progress digests of this
@@ -118,9 +119,11 @@ class _Seen:
             self.last_seen = prior.last_seen_at if prior is not None else None
             held = prior.not_found_code if prior is not None else None
             held = held or self.probe.not_found_code
+            self.not_found = tick.not_found(view.agent_name) or held
         else:
-            self.absent, self.last_seen, held = 0, now, None
-        self.not_found = tick.not_found(view.agent_name) or held
+            # sighted in this list: a ``*_not_found`` of a lookup made since the last one (the
+            # lead was relaunched under its name in between) is older news, not a loss
+            self.absent, self.last_seen, self.not_found = 0, now, None
         first = prior.first_seen_at if prior is not None else None
         self.first_seen = first or (now if agent is not None else None)
         # the last failed per-target call's code survives; its streak ends with a sighting

@@ -23,6 +23,12 @@ from fleetd.health.incidents import Evidence, IncidentKey
 from fleetd.health.member_rules import MemberSeen, classify, normal_state
 from fleetd.health.mute import rate_exceeded, record_mutes
 from fleetd.health.pane_budget import ProbeCandidate, ProbeReason
+from fleetd.health.repair import (
+    repair_due,
+    repair_evidence,
+    retry_deadline,
+    sync_repair_evidence,
+)
 from fleetd.health.settings import TEARDOWN_GRACE
 from fleetd.health.snapshot import (
     InboxView,
@@ -64,7 +70,7 @@ def _candidate(
     seen: MemberSeen,
     state: MemberState,
     now: datetime,
-    marks: tuple[str | None, MemberState | None],
+    marks: tuple[str | None, int, MemberState | None],
 ) -> ProbeCandidate | None:
     """The one pane read this member may ask for (§6.1), if any.
 
@@ -75,13 +81,16 @@ def _candidate(
     agent: LiveAgent | None = seen.agent
     if agent is None:
         return None
-    repair_token, final_read_state = marks
+    repair_token, repair_requests, final_read_state = marks
     rank = spec_of(state).rank
     raw = seen.raw
     reason: ProbeReason | None = None
     source: ProbeSource | None = None
     if state is _M.TURN_BOUNDARY_LOST:
-        if repair_token != seen.token:
+        turn = seen.view.turn
+        if repair_due(
+            turn, token=seen.token, asked=repair_token, requests=repair_requests, now=now
+        ):
             reason = ProbeReason.LOST_BOUNDARY
     elif state in FINAL_READ_MEMBER_STATES:
         if final_read_state is not state:
@@ -165,6 +174,9 @@ def _recheck_at(seen: MemberSeen, tick: Tick, quiet: bool) -> datetime | None:
         return None
     view, eff = seen.view, tick.eff
     deadlines = [seen.suspect_at] if seen.suspect_at is not None else []
+    retry_at = retry_deadline(view.turn)
+    if retry_at is not None:
+        deadlines.append(retry_at)
     if view.session_state is _S.SPAWNING:
         deadlines.append(view.spawned_at + eff.readiness_grace)
     if view.pending_tasks:
@@ -246,7 +258,11 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
     if seen.absent and seen.gone_code is None:
         tick.effects.append(RequestTargetLookup(target=view.name))
 
-    marks = (prior.repair_token, prior.final_read_state) if prior is not None else (None, None)
+    marks = (
+        (prior.repair_token, prior.repair_requests, prior.final_read_state)
+        if prior is not None
+        else (None, 0, None)
+    )
     candidate = _candidate(seen, state, now, marks)
     if candidate is not None:
         tick.candidates.append(candidate)
@@ -254,6 +270,8 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
     desired, mute_times, mute_key = _sync_incidents(
         tick, seen, prior=prior, state=state, cause=cause, sustained=sustained
     )
+    if state is _M.TURN_BOUNDARY_LOST and desired is not None:
+        sync_repair_evidence(tick, desired, view.turn)  # the bridge's latest repair answer
     quiet = (
         sustained >= 2
         and seen.raw_streak >= 2
@@ -281,7 +299,8 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
         never_ready=seen.never_ready,
         probe=seen.probe,
         repair_token=marks[0],
-        final_read_state=marks[1],
+        repair_requests=marks[1],
+        final_read_state=marks[2],
         orphan_retry_done=orphan_retry_done,
         loss_reported=(prior is not None and prior.loss_reported) or state in _FAIL_ON_ENTRY,
         mute_times=mute_times,
@@ -364,6 +383,7 @@ def _evidence(seen: MemberSeen, state: MemberState, now: datetime) -> Evidence:
             pairs.append(("oldest_uncollected_seconds", str(age)))
     if state is _M.TURN_BOUNDARY_LOST:
         pairs.append(("consecutive_snapshots", "2"))
+        pairs.extend(repair_evidence(view.turn))
     loss = seen.loss
     if loss is not None:
         pairs.append(("handled_by", "bridge"))

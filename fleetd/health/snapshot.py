@@ -43,6 +43,7 @@ __all__ = [
     "ProbeResult",
     "ProbeSource",
     "ProfileCapacityInput",
+    "RepairView",
     "SessionState",
     "TargetLoss",
     "WorktreeFacts",
@@ -145,6 +146,25 @@ class LiveView:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RepairView:
+    """What lost-boundary repair last answered for an open turn's token (M4 §8.3-§8.4).
+
+    ``result`` is the bridge's typed result value (``refused_unchanged``, ...), ``detail`` the
+    stable code of the check that answered, ``attempts`` how many answers the token has had, and
+    ``retry_at`` when one more request may be made (``None``: repair will not try it again).
+    """
+
+    result: str
+    detail: str
+    attempts: int
+    retry_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("RepairView.attempts must be at least 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OpenTurn:
     """An accepted send that has not resolved: its TurnToken and where it stands."""
 
@@ -153,6 +173,7 @@ class OpenTurn:
     accepted_at: datetime
     delivered_at: datetime | None = None
     waiter_open: bool = True
+    repair: RepairView | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -130,9 +130,11 @@ class Tick:
         now: datetime,
         *,
         steady: bool,
+        adopted: Mapping[IncidentKey, int] | None = None,
     ) -> None:
         self.now = now
         self.steady = steady
+        self.adopted: dict[IncidentKey, int] = dict(adopted or {})
         self.eff = Effective.of(snapshot.config)
         self.live_ok = snapshot.live.list_ok
         self.ping_ok = snapshot.live.ping_ok
@@ -218,8 +220,17 @@ class Tick:
         """Open ``key``; the tick's routing pass assigns its recipient (§7.3, §7.4).
 
         Member incidents carry their exact delegating lead; an inbox incident of a lead's own key
-        carries that lead.
+        carries that lead. A key still open from before a restart (adopted from the journal) is
+        claimed instead: the same incident, no second ``open``.
         """
+        if self.adopted.pop(key, None) is not None:
+            held = self.book.open[key]
+            if (held.owner_lead, held.committed_work_at_risk) != (owner_lead, committed):
+                changed = self.book.amend(
+                    held, owner_lead=owner_lead, committed_work_at_risk=committed
+                )
+                self.effects.append(UpdateIncident(incident=changed))
+            return
         incident = self.book.open_new(
             key,
             now=self.now,

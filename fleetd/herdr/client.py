@@ -49,6 +49,8 @@ from fleetd.herdr.stream import EventStream
 __all__ = ["HerdrSocketClient"]
 
 T = TypeVar("T")
+Limit = float | Callable[[], float]
+"""A watchdog in seconds: a number, or a function read at each call (a hot config key)."""
 _READ_LIMIT = 32 * 1024 * 1024  # a 1000-line pane read fits with room to spare
 
 
@@ -60,8 +62,8 @@ class HerdrSocketClient:
         socket_path: str | Path,
         *,
         clock: Clock,
-        request_timeout: float,
-        connect_timeout: float = 2.0,
+        request_timeout: Limit,
+        connect_timeout: Limit = 2.0,
         jitter: Callable[[], float] = random.random,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         reconnect_base: float = 0.25,
@@ -69,8 +71,8 @@ class HerdrSocketClient:
     ) -> None:
         self.socket_path = Path(socket_path)
         self._clock = clock
-        self._request_timeout = request_timeout
-        self._connect_timeout = connect_timeout
+        self._request_limit = _supplier(request_timeout)
+        self._connect_limit = _supplier(connect_timeout)
         self._jitter = jitter
         self._new_id = new_id
         self._reconnect_base = reconnect_base
@@ -82,7 +84,7 @@ class HerdrSocketClient:
             return await bounded(
                 self._clock,
                 asyncio.open_unix_connection(str(self.socket_path), limit=_READ_LIMIT),
-                self._connect_timeout,
+                self._connect_limit(),
                 "connect_timeout",
             )
         except ControlLinkError as exc:
@@ -113,7 +115,7 @@ class HerdrSocketClient:
     async def short(self, call: Call[T]) -> T:
         """:meth:`call` bounded by ``request_timeout``: what every port call of
         :class:`~fleetd.herdr.control.HerdrAgentControl` sends through."""
-        return await self.call(call, limit=self._request_timeout)
+        return await self.call(call, limit=self._request_limit())
 
     # -- protocol coverage ----------------------------------------------------------------
     # One typed method per herdr method, for the tests that drive the whole protocol against the
@@ -175,7 +177,7 @@ class HerdrSocketClient:
         max_wait: float | None = None,
     ) -> AgentInfo:
         """Type a prompt and Enter. With ``wait`` the answer is held (no deadline by default)."""
-        limit = self._request_timeout if wait is None and max_wait is None else max_wait
+        limit = self._request_limit() if wait is None and max_wait is None else max_wait
         return await self.call(calls.agent_prompt(target, text, wait), limit=limit)
 
     async def agent_send_keys(self, target: str, keys: Sequence[str]) -> None:
@@ -269,7 +271,7 @@ class HerdrSocketClient:
             self,
             calls.events_subscribe(subscriptions),
             clock=self._clock,
-            ack_timeout=self._request_timeout,
+            ack_timeout=self._request_limit(),
             jitter=self._jitter,
             base=self._reconnect_base,
             cap=self._reconnect_cap,
@@ -281,6 +283,10 @@ class HerdrSocketClient:
     def next_id(self) -> str:
         """A fresh request id (uuid4 hex)."""
         return self._new_id()
+
+
+def _supplier(limit: Limit) -> Callable[[], float]:
+    return limit if callable(limit) else lambda: limit
 
 
 async def _exchange(

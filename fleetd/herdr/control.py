@@ -26,7 +26,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from fleetd.clock import Clock
 from fleetd.herdr import calls
-from fleetd.herdr.client import HerdrSocketClient
+from fleetd.herdr.client import HerdrSocketClient, Limit
 from fleetd.herdr.model import (
     AgentInfo,
     AgentStarted,
@@ -147,10 +147,21 @@ class HerdrAgentControl:
 
     @classmethod
     def for_socket(
-        cls, socket_path: str | Path, *, clock: Clock, request_timeout: float
+        cls,
+        socket_path: str | Path,
+        *,
+        clock: Clock,
+        request_timeout: Limit,
+        connect_timeout: Limit = 2.0,
     ) -> HerdrAgentControl:
+        """Port calls on a socket client whose watchdogs may be read live (hot config keys)."""
         return cls.over(
-            HerdrSocketClient(socket_path, clock=clock, request_timeout=request_timeout)
+            HerdrSocketClient(
+                socket_path,
+                clock=clock,
+                request_timeout=request_timeout,
+                connect_timeout=connect_timeout,
+            )
         )
 
     def observe(self, around: Around) -> None:

@@ -8,11 +8,10 @@ sleeping. On expiry the work is cancelled (closing its half-done connection) and
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from fleetd.clock import Clock
+from fleetd.clock import Clock, DeadlineExceededError, within
 from fleetd.errors import ControlLinkError
 
 __all__ = ["bounded"]
@@ -24,15 +23,7 @@ async def bounded(clock: Clock, aw: Awaitable[T], seconds: float | None, code: s
     """Await ``aw`` for at most ``seconds`` of ``clock`` time, else ``ControlLinkError(code)``."""
     if seconds is None:
         return await aw
-    work = asyncio.ensure_future(aw)
-    timer = asyncio.ensure_future(clock.sleep(seconds))
     try:
-        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        timer.cancel()
-        if not work.done():
-            work.cancel()
-        await asyncio.gather(work, timer, return_exceptions=True)
-    if work.cancelled():
-        raise ControlLinkError(code, f"no answer within {seconds:g}s")
-    return work.result()
+        return await within(clock, aw, seconds)
+    except DeadlineExceededError as exc:
+        raise ControlLinkError(code, str(exc)) from None

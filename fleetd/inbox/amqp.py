@@ -13,6 +13,10 @@ If the connection fails mid-collect, what was already pulled is returned (a lost
 redelivery, dropped by id). If a collect is cancelled, pulled entries are requeued; records
 already marked delivered are kept and returned by the next collect.
 
+The connection (one broker, or an ordered list with failover) is the
+:mod:`link's <fleetd.inbox.amqp_link>` story: every operation runs on a lease of one live
+connection, so a call in flight finishes on the connection it started on.
+
 Dedup guarantee (first id wins, per key): exact within this process for the most recent
 ``seen_capacity`` ids; across a restart, a duplicate is dropped at collection when the original
 is still queued, but one published after the original was collected by an earlier process is
@@ -25,14 +29,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import TypeVar
-from urllib.parse import parse_qs, urlsplit
 
 import aio_pika
-from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel, AbstractRobustConnection
+from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel
 from aio_pika.message import IncomingMessage
 from aiormq import spec
 from aiormq.abc import DeliveredMessage
@@ -40,21 +42,12 @@ from aiormq.abc import DeliveredMessage
 from fleetd.clock import Clock, SystemClock
 from fleetd.errors import InboxError, InboxOwnershipError, InboxUnavailableError
 from fleetd.inbox.amqp_collect import AmqpCollector
-from fleetd.inbox.amqp_edge import (
-    attempt,
-    envelope_of,
-    millis_to_datetime,
-    redact_url,
-    translated,
-)
-from fleetd.inbox.codec import (
-    Decoded,
-    decode,
-    encode,
-    queue_name,
-)
+from fleetd.inbox.amqp_connect import Channels
+from fleetd.inbox.amqp_edge import attempt, envelope_of, millis_to_datetime, translated
+from fleetd.inbox.amqp_link import AmqpLink, BrokerReport
+from fleetd.inbox.codec import Decoded, decode, encode, queue_name
 from fleetd.inbox.failures import DecodeFailure, DecodeFailureHook, FailureLog
-from fleetd.inbox.quarantine import AmqpQuarantineLane, QuarantineLane, QuarantineLaneFactory
+from fleetd.inbox.quarantine import AmqpQuarantineLane, QuarantineLaneFactory
 from fleetd.inbox.records import (
     InboxRecord,
     InboxStats,
@@ -70,29 +63,14 @@ logger = logging.getLogger("fleetd.inbox")
 
 _T = TypeVar("_T")
 _SETTLE_POLL_SECONDS = 0.01
-#: After a failed connect, calls fail fast for this long before the next connect is tried.
-RECONNECT_SECONDS = 5.0
-#: How long a call waits for a reconnecting connection before it is refused.
-RIDE_OUT_SECONDS = 1.0
-#: How often the robust connection tries to reconnect (aio-pika's default is 5 s).
-RECONNECT_INTERVAL = 1.0
-
-
-@dataclass(slots=True)
-class _Channels:
-    admin: AbstractRobustChannel  # declare, passive declare, delete
-    publisher: AbstractRobustChannel  # confirms + mandatory
-    consumer: AbstractRobustChannel  # consume and ack; holds unsupported entries
-    browser: AbstractRobustChannel  # stats: get then requeue
-    lane: QuarantineLane
 
 
 class AmqpInbox:
-    """Per-lead inbox queues on an AMQP 0-9-1 broker."""
+    """Per-lead inbox queues on an AMQP 0-9-1 broker (or an ordered list of brokers)."""
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         clock: Clock | None = None,
         on_decode_failure: DecodeFailureHook | None = None,
@@ -100,12 +78,11 @@ class AmqpInbox:
         stats_scan_limit: int = 1_000,
         collect_window: int = 200,
         operation_timeout: float = 10.0,
+        connect_timeout: float | None = None,
         quarantine: QuarantineLaneFactory = AmqpQuarantineLane,
     ) -> None:
-        self._url = url
-        self._timeout = operation_timeout
+        urls = (url,) if isinstance(url, str) else tuple(url)
         self._scan_limit = stats_scan_limit
-        self._lane_factory = quarantine
         self._clock = clock or SystemClock()
         self._failures = FailureLog(clock=self._clock, on_decode_failure=on_decode_failure)
         self._collector = AmqpCollector(
@@ -115,37 +92,37 @@ class AmqpInbox:
             timeout=operation_timeout,
             clock=self._clock,
         )
+        self._link = AmqpLink(
+            urls,
+            clock=self._clock,
+            connect_timeout=operation_timeout if connect_timeout is None else connect_timeout,
+            operation_timeout=operation_timeout,
+            lane_factory=quarantine,
+            on_connect=self._declare_owned,
+        )
         self._seen = SeenIds(seen_capacity)
         self._owned: set[str] = set()
         self._handover: defaultdict[str, list[InboxRecord]] = defaultdict(list)
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._browse_lock = asyncio.Lock()
         self._consume_lock = asyncio.Lock()
-        self._connect_lock = asyncio.Lock()
-        self._connection: AbstractRobustConnection | None = None
-        self._channels: _Channels | None = None
         self._closed = False
-        self._reachable = True  # until an attempt says otherwise
-        self._connect_failed_at: float | None = None  # monotonic, of the last failed connect
+
+    @property
+    def _timeout(self) -> float:
+        return self._link.operation_timeout
 
     # -- the port ------------------------------------------------------------------------------
 
     async def own(self, key: str) -> None:
         check_key(key)
-        channels = await self._connected()
-        await self._attempt(
-            "own",
-            channels.admin,
-            lambda: channels.admin.declare_queue(
-                queue_name(key), durable=True, robust=False, timeout=self._timeout
-            ),
-        )
+        async with self._link.lease() as channels:
+            await self._declare(channels, key)
         self._owned.add(key)
 
     async def release(self, key: str) -> bool:
         check_key(key)
-        channels = await self._connected()
-        async with self._locks[key]:
+        async with self._link.lease() as channels, self._locks[key]:
             if self._collector.held(key) or self._handover[key]:
                 return False
             try:
@@ -173,46 +150,49 @@ class AmqpInbox:
         pair = (key, record.msg_id)
         if pair in self._seen:
             return False
-        channels = await self._connected()
-        if pair in self._seen:  # the same id may have been published while we connected
-            return False
-        wire = encode(record)
-        message = aio_pika.Message(
-            wire.body,
-            content_type=wire.content_type,
-            message_id=wire.message_id,
-            headers={name: str(value) for name, value in wire.headers.items()},
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            timestamp=millis_to_datetime(wire.timestamp_epoch_millis),
-            type=record.kind.value,
-            app_id="fleetd",
-        )
-        self._seen.add(pair)  # reserve the id before the first await: first id wins
-        try:
-            await self._attempt(
-                "publish",
-                channels.publisher,
-                lambda: channels.publisher.default_exchange.publish(
-                    message, routing_key=queue_name(key), mandatory=True, timeout=self._timeout
-                ),
+        async with self._link.lease() as channels:
+            if pair in self._seen:  # the same id may have been published while we connected
+                return False
+            wire = encode(record)
+            message = aio_pika.Message(
+                wire.body,
+                content_type=wire.content_type,
+                message_id=wire.message_id,
+                headers={name: str(value) for name, value in wire.headers.items()},
+                delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                timestamp=millis_to_datetime(wire.timestamp_epoch_millis),
+                type=record.kind.value,
+                app_id="fleetd",
             )
-        except BaseException:
-            self._seen.discard(pair)
-            raise
-        return True
+            self._seen.add(pair)  # reserve the id before the first await: first id wins
+            try:
+                await self._attempt(
+                    "publish",
+                    channels.publisher,
+                    lambda: channels.publisher.default_exchange.publish(
+                        message,
+                        routing_key=queue_name(key),
+                        mandatory=True,
+                        timeout=self._timeout,
+                    ),
+                )
+            except BaseException:
+                self._seen.discard(pair)
+                raise
+            return True
 
     async def collect(self, key: str, limit: int | None = None) -> list[InboxRecord]:
         if limit is not None and limit < 0:
             raise ValueError("limit must not be negative")
         self._require_owned(key)
-        channels = await self._connected()
-        async with self._locks[key]:
+        async with self._link.lease() as channels, self._locks[key]:
             ready = self._handover.pop(key, [])
             if limit is not None and len(ready) >= limit:
                 self._handover[key] = ready[limit:]
                 return ready[:limit]
             async with self._consume_lock:
                 want = None if limit is None else limit - len(ready)
+                self._collector.timeout = self._timeout
                 try:
                     records, pulled = await self._collector.take(
                         channels.consumer, channels.lane, key, want
@@ -231,8 +211,7 @@ class AmqpInbox:
 
     async def stats(self, key: str) -> InboxStats:
         self._require_owned(key)
-        channels = await self._connected()
-        async with self._locks[key], self._browse_lock:
+        async with self._link.lease() as channels, self._locks[key], self._browse_lock:
             waiting = await self._ready_count(channels, key)
             records = list(self._handover[key])
             browsed: list[AbstractIncomingMessage] = []
@@ -269,20 +248,49 @@ class AmqpInbox:
         return self._failures.summaries()
 
     def reachable(self) -> bool:
-        return self._reachable and not self._closed
+        return self._link.reachable() and not self._closed
 
     async def close(self) -> None:
         self._closed = True
-        channels, connection = self._channels, self._connection
-        self._channels = self._connection = None
-        if channels is not None:
-            with suppress(InboxError):
-                await channels.lane.close()
-        if connection is not None:
-            with suppress(InboxError), translated("close"):
-                await connection.close()
+        await self._link.close()
+
+    # -- the broker list -------------------------------------------------------------------------
+
+    def broker_report(self) -> BrokerReport:
+        """The brokers, the one in use and whether it is reachable (the dependencies view)."""
+        return self._link.report()
+
+    def repoint(
+        self, urls: Sequence[str], *, connect_timeout: float, operation_timeout: float
+    ) -> None:
+        """Apply a reloaded broker list and watchdogs (see :meth:`AmqpLink.repoint`)."""
+        self._link.repoint(
+            urls, connect_timeout=connect_timeout, operation_timeout=operation_timeout
+        )
+
+    async def wait_connected(self) -> None:
+        """Wait until a connection is up (again); for tooling and tests that must not race
+        the reconnect. Bound it with a timeout of your own."""
+        await self._link.wait_connected()
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    async def _declare(self, channels: Channels, key: str) -> None:
+        await self._attempt(
+            "own",
+            channels.admin,
+            lambda: channels.admin.declare_queue(
+                queue_name(key), durable=True, robust=False, timeout=self._timeout
+            ),
+        )
+
+    async def _declare_owned(self, channels: Channels) -> None:
+        """A new broker connection serves the keys owned so far (declaring is idempotent)."""
+        for key in sorted(self._owned):
+            with translated("own"):
+                await channels.admin.declare_queue(
+                    queue_name(key), durable=True, robust=False, timeout=self._timeout
+                )
 
     async def _get(self, channel: AbstractRobustChannel, key: str) -> IncomingMessage | None:
         async def basic_get() -> DeliveredMessage:
@@ -294,7 +302,7 @@ class AmqpInbox:
             return None
         return IncomingMessage(delivered, no_ack=False)
 
-    async def _ready_count(self, channels: _Channels, key: str) -> int:
+    async def _ready_count(self, channels: Channels, key: str) -> int:
         queue = await self._attempt(
             "inspect",
             channels.admin,
@@ -304,7 +312,7 @@ class AmqpInbox:
         )
         return int(queue.declaration_result.message_count or 0)
 
-    async def _settle(self, channels: _Channels, key: str, waiting: int) -> None:
+    async def _settle(self, channels: Channels, key: str, waiting: int) -> None:
         """Wait (bounded) until browsed entries are visibly back, so the next collect counts them.
 
         The broker applies a requeue after answering later requests, so a count taken right
@@ -318,97 +326,17 @@ class AmqpInbox:
     async def _attempt(
         self, name: str, channel: AbstractRobustChannel, action: Callable[[], Awaitable[_T]]
     ) -> _T:
+        started = self._clock.monotonic()
         try:
-            return await attempt(name, channel, action, within=self._timeout, clock=self._clock)
-        except InboxUnavailableError:
-            self._reachable = False
+            result = await attempt(name, channel, action, within=self._timeout, clock=self._clock)
+        except InboxUnavailableError as exc:
+            self._link.failed(exc)
             raise
+        self._link.succeeded(self._clock.monotonic() - started)
+        return result
 
     def _require_owned(self, key: str) -> None:
         if self._closed:
             raise InboxUnavailableError("the inbox is closed")
         if key not in self._owned:
             raise InboxOwnershipError(f"inbox key {key!r} is not owned")
-
-    async def _connected(self) -> _Channels:
-        """The channels of a live connection, or soon :class:`InboxUnavailableError`.
-
-        While the broker is away — the robust connection is reconnecting (every
-        :data:`RECONNECT_INTERVAL` seconds unless the URL says otherwise), or a connect failed
-        less than :data:`RECONNECT_SECONDS` ago — the first call to notice waits at most
-        :data:`RIDE_OUT_SECONDS` for the connection and later ones not at all, instead of each
-        waiting its whole operation timeout. So a broker outage never makes ``fleet_reply``,
-        ``fleet_poll``, ``fleet_list`` or the loops take seconds per lead, while a short blip is
-        still ridden out.
-        """
-        if self._closed:
-            raise InboxUnavailableError("the inbox is closed")
-        failed_at = self._connect_failed_at
-        if failed_at is not None and self._clock.monotonic() - failed_at < RECONNECT_SECONDS:
-            raise InboxUnavailableError("connect: the broker was unreachable moments ago")
-        async with self._connect_lock:
-            if self._channels is not None:
-                await self._ride_out()
-                self._reachable = True
-                return self._channels
-            try:
-                channels = await self._connect()
-            except InboxUnavailableError:
-                self._connect_failed_at = self._clock.monotonic()
-                self._reachable = False
-                raise
-            self._connect_failed_at = None
-            self._reachable = True
-            return channels
-
-    async def wait_connected(self) -> None:
-        """Wait until the connection is up (again); for tooling and tests that must not race
-        the robust reconnect. Bound it with a timeout of your own."""
-        connection = self._connection
-        if connection is not None:
-            await connection.connected.wait()
-
-    async def _ride_out(self) -> None:
-        """Wait (briefly) for a robust connection that is reconnecting — once: while the broker
-        is known to be away, calls fail at once until the connection is back."""
-        connection = self._connection
-        if connection is None or connection.connected.is_set():
-            return
-        if not self._reachable:
-            raise InboxUnavailableError("the broker connection is down (reconnecting)")
-        try:
-            async with asyncio.timeout(min(self._timeout, RIDE_OUT_SECONDS)):
-                await connection.connected.wait()
-        except TimeoutError:
-            self._reachable = False
-            raise InboxUnavailableError("the broker connection is down (reconnecting)") from None
-
-    async def _connect(self) -> _Channels:
-        """Open the connection and its channels (the caller holds the connect lock)."""
-        query = parse_qs(urlsplit(self._url).query)
-        with translated("connect"):
-            connection = await aio_pika.connect_robust(
-                self._url,
-                timeout=self._timeout,
-                client_properties={"connection_name": "fleetd-inbox"},
-                reconnect_interval=None if "reconnect_interval" in query else RECONNECT_INTERVAL,
-            )
-            try:
-                channels = _Channels(
-                    admin=await connection.channel(publisher_confirms=False),
-                    publisher=await connection.channel(
-                        publisher_confirms=True, on_return_raises=True
-                    ),
-                    consumer=await connection.channel(publisher_confirms=False),
-                    browser=await connection.channel(publisher_confirms=False),
-                    lane=self._lane_factory(connection, self._timeout),
-                )
-            except BaseException:
-                await connection.close()
-                raise
-        if self._closed:  # close() ran while we connected: do not leave this one open
-            await connection.close()
-            raise InboxUnavailableError("the inbox is closed")
-        logger.info("inbox connected to %s", redact_url(self._url))
-        self._connection, self._channels = connection, channels
-        return channels

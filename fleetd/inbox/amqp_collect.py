@@ -84,10 +84,10 @@ class AmqpCollector:
         self._failures = failures
         self._delivered = SeenIds(seen_capacity)
         self._max_window = window
-        self._timeout = timeout
+        self.timeout = timeout  # the operation watchdog; the inbox keeps it current
         self._clock = clock
         self._held: defaultdict[str, list[_Held]] = defaultdict(list)
-        self._qos = 0
+        self._qos: tuple[AbstractRobustChannel | None, int] = (None, 0)  # channel, prefetch
         self._serials = itertools.count(1)  # numbers deliveries for id-less legacy entries
 
     def held(self, key: str) -> int:
@@ -111,9 +111,9 @@ class AmqpCollector:
             "collect",
             consumer,
             lambda: consumer.declare_queue(
-                queue_name(key), passive=True, robust=False, timeout=self._timeout
+                queue_name(key), passive=True, robust=False, timeout=self.timeout
             ),
-            within=self._timeout,
+            within=self.timeout,
             clock=self._clock,
         )
         budget = int(queue.declaration_result.message_count or 0)  # drain these, not a stream
@@ -122,11 +122,11 @@ class AmqpCollector:
                 while budget > 0 and (want is None or len(records) < want):
                     wanted = budget if want is None else want - len(records)
                     window = min(budget, wanted, self._max_window)
-                    if window != self._qos:
+                    if self._qos != (consumer, window):  # a new connection starts at none
                         await consumer.set_qos(prefetch_count=window)
-                        self._qos = window
+                        self._qos = (consumer, window)
                     used = 0  # every delivery stays unacked until the batch ack
-                    async with queue.iterator(timeout=self._timeout) as deliveries:
+                    async with queue.iterator(timeout=self.timeout) as deliveries:
                         try:
                             async for message in deliveries:
                                 budget, used = budget - 1, used + 1

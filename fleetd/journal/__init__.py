@@ -7,8 +7,9 @@ or secret: only ids, stable codes, counts, times and the outbound payload, which
 :func:`fleetd.journal.records.check_payload` bounds before anything is written.
 
 Modules: ``records`` (values, enums, the idempotency key, the payload bound; pure), ``port`` (the
-``Journal`` protocol), ``memory`` (``InMemoryJournal``, the fake), ``tables`` (SQLModel tables),
-``engine`` (engines for SQLite and PostgreSQL, error translation), ``sql`` (``SqlJournal``),
+``Journal`` protocol), ``memory`` and ``memory_rows`` (``InMemoryJournal``, the fake), ``tables``
+(SQLModel tables), ``engine`` (engines for SQLite and PostgreSQL, error translation), ``store``
+and ``queries`` (the SQL operations), ``sql`` (``SqlJournal``),
 ``health`` (``JournalHealth``, ``ObservedJournal``) and ``migrate`` (Alembic, ``fleetd migrate``).
 This package module imports nothing on purpose, so the records and the fake load without
 SQLAlchemy.

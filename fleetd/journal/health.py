@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from fleetd.clock import Clock
 from fleetd.errors import JournalError
-from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, Journal
+from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, DEFAULT_RECENT_LIMIT, Journal
 from fleetd.journal.records import (
     Claim,
     IncidentChange,
@@ -88,8 +88,38 @@ class ObservedJournal:
     ) -> tuple[RecordedEvent, ...]:
         return await self._observe(self.inner.record(change, events, now=now))
 
+    async def append(
+        self,
+        incident_id: str,
+        events: Sequence[NewEvent],
+        *,
+        now: datetime,
+        after_revision: int,
+        require_open: bool = True,
+    ) -> tuple[RecordedEvent, ...]:
+        return await self._observe(
+            self.inner.append(
+                incident_id,
+                events,
+                now=now,
+                after_revision=after_revision,
+                require_open=require_open,
+            )
+        )
+
     async def get(self, incident_id: str) -> StoredIncident | None:
         return await self._observe(self.inner.get(incident_id))
+
+    async def recent(
+        self,
+        *,
+        resolved_since: datetime,
+        limit: int = DEFAULT_RECENT_LIMIT,
+        involving: str | None = None,
+    ) -> tuple[StoredIncident, ...]:
+        return await self._observe(
+            self.inner.recent(resolved_since=resolved_since, limit=limit, involving=involving)
+        )
 
     async def load_open(self) -> JournalSnapshot:
         return await self._observe(self.inner.load_open())
@@ -118,17 +148,27 @@ class ObservedJournal:
         )
 
     async def fail(
-        self, claim: Claim, *, now: datetime, failure: str, http_status: int | None = None
+        self,
+        claim: Claim,
+        *,
+        now: datetime,
+        failure: str,
+        http_status: int | None = None,
+        sink: str | None = None,
     ) -> bool:
         return await self._observe(
-            self.inner.fail(claim, now=now, failure=failure, http_status=http_status)
+            self.inner.fail(claim, now=now, failure=failure, http_status=http_status, sink=sink)
         )
 
     async def release(self, claim: Claim, *, now: datetime) -> bool:
         return await self._observe(self.inner.release(claim, now=now))
 
-    async def rearm(self, *, now: datetime) -> int:
-        return await self._observe(self.inner.rearm(now=now))
+    async def rearm(
+        self, *, now: datetime, incident_id: str | None = None, except_sink: str | None = None
+    ) -> int:
+        return await self._observe(
+            self.inner.rearm(now=now, incident_id=incident_id, except_sink=except_sink)
+        )
 
     async def stats(self) -> JournalStats:
         return await self._observe(self.inner.stats())

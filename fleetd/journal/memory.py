@@ -11,29 +11,25 @@ for tests of a journal that is down.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fleetd.errors import JournalError, JournalRefusedError
-from fleetd.health.incidents import IncidentKey, ResolveReason
-from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, Journal
+from fleetd.health.incidents import IncidentKey
+from fleetd.journal.memory_rows import AttemptEntry, EventEntry, stored_incident
+from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, DEFAULT_RECENT_LIMIT, Journal
 from fleetd.journal.records import (
     AttemptOutcome,
     Claim,
     EventState,
-    EventType,
     IncidentChange,
     JournalSnapshot,
     JournalStats,
     NewEvent,
     RecordedEvent,
-    StoredEvent,
     StoredIncident,
-    assignment_of,
     check_change,
     check_code,
     check_event,
@@ -43,40 +39,13 @@ from fleetd.journal.records import (
 __all__ = ["InMemoryJournal"]
 
 
-@dataclass(slots=True, kw_only=True)
-class _Event:
-    id: int
-    incident_id: str
-    type: EventType
-    payload: Mapping[str, object]
-    revision: int
-    key: str
-    state: EventState
-    created_at: datetime
-    delivered_at: datetime | None = None
-
-
-@dataclass(slots=True, kw_only=True)
-class _Attempt:
-    id: int
-    event_id: int
-    attempt: int
-    due_at: datetime
-    outcome: AttemptOutcome | None = None
-    failure: str | None = None
-    http_status: int | None = None
-    lease_owner: str | None = None
-    lease_expires_at: datetime | None = None
-    lease_token: int = 0
-
-
 class InMemoryJournal:
     """A :class:`~fleetd.journal.port.Journal` in memory."""
 
     def __init__(self) -> None:
         self._incidents: dict[str, IncidentChange] = {}
-        self._events: dict[int, _Event] = {}
-        self._attempts: dict[int, _Attempt] = {}
+        self._events: dict[int, EventEntry] = {}
+        self._attempts: dict[int, AttemptEntry] = {}
         self._ids = 0
         self.fail_with: JournalError | None = None
 
@@ -102,12 +71,17 @@ class InMemoryJournal:
                 attempt.outcome = AttemptOutcome.CANCELLED
                 self._events[attempt.event_id].state = EventState.CANCELLED
         self._incidents[incident_id] = change
-        revision = max((e.revision for e in self._of(incident_id)), default=0)
+        return self._add_events(incident_id, events, now)
+
+    def _add_events(
+        self, incident_id: str, events: Sequence[NewEvent], now: datetime
+    ) -> tuple[RecordedEvent, ...]:
+        revision = self._last_revision(incident_id)
         recorded: list[RecordedEvent] = []
         for event in events:
             revision += 1
             due = event.due_at or now
-            row = _Event(
+            row = EventEntry(
                 id=self._next_id(),
                 incident_id=incident_id,
                 type=event.type,
@@ -131,6 +105,30 @@ class InMemoryJournal:
             )
         return tuple(recorded)
 
+    def _last_revision(self, incident_id: str) -> int:
+        return max((e.revision for e in self._of(incident_id)), default=0)
+
+    async def append(
+        self,
+        incident_id: str,
+        events: Sequence[NewEvent],
+        *,
+        now: datetime,
+        after_revision: int,
+        require_open: bool = True,
+    ) -> tuple[RecordedEvent, ...]:
+        self._check_up()
+        for event in events:
+            check_event(event)
+        change = self._incidents.get(incident_id)
+        if (
+            change is None
+            or (require_open and change.resolved_at is not None)
+            or self._last_revision(incident_id) != after_revision
+        ):
+            return ()
+        return self._add_events(incident_id, events, now)
+
     def _check_conflicts(self, change: IncidentChange) -> None:
         incident = change.incident
         stored = self._incidents.get(incident.id)
@@ -146,15 +144,15 @@ class InMemoryJournal:
             if other.resolved_at is None and change.resolved_at is None:
                 raise JournalRefusedError("record", "open_key_conflict")
 
-    def _of(self, incident_id: str) -> list[_Event]:
+    def _of(self, incident_id: str) -> list[EventEntry]:
         return [e for e in self._events.values() if e.incident_id == incident_id]
 
-    def _outstanding(self, incident_id: str) -> list[_Attempt]:
+    def _outstanding(self, incident_id: str) -> list[AttemptEntry]:
         events = {e.id for e in self._of(incident_id)}
         return [a for a in self._attempts.values() if a.event_id in events and a.outcome is None]
 
     def _add_attempt(self, event_id: int, number: int, due_at: datetime) -> None:
-        attempt = _Attempt(id=self._next_id(), event_id=event_id, attempt=number, due_at=due_at)
+        attempt = AttemptEntry(id=self._next_id(), event_id=event_id, attempt=number, due_at=due_at)
         self._attempts[attempt.id] = attempt
 
     async def get(self, incident_id: str) -> StoredIncident | None:
@@ -163,41 +161,10 @@ class InMemoryJournal:
         return None if change is None else self._stored(change)
 
     def _stored(self, change: IncidentChange) -> StoredIncident:
-        routing = change.effective_routing
-        incident = dataclasses.replace(
-            change.incident,
-            owner_lead=routing.owner,
-            assignment=assignment_of(change.incident, routing),
-            evidence=(),
-        )
-        events = sorted(self._of(incident.id), key=lambda e: e.revision)
-        return StoredIncident(
-            incident=incident,
-            routing=routing,
-            resolved_at=change.resolved_at,
-            resolve_reason=ResolveReason(change.resolve_reason) if change.resolve_reason else None,
-            events=tuple(self._stored_event(e) for e in events),
-        )
-
-    def _stored_event(self, event: _Event) -> StoredEvent:
-        attempts = sorted(
-            (a for a in self._attempts.values() if a.event_id == event.id), key=lambda a: a.attempt
-        )
-        outstanding = [a for a in attempts if a.outcome is None]
-        failed = [a for a in attempts if a.failure is not None]
-        statuses = [a for a in attempts if a.http_status is not None]
-        return StoredEvent(
-            id=event.id,
-            type=event.type,
-            revision=event.revision,
-            idempotency_key=event.key,
-            state=event.state,
-            created_at=event.created_at,
-            delivered_at=event.delivered_at,
-            attempts=len(attempts),
-            due_at=outstanding[0].due_at if outstanding else None,
-            last_failure=failed[-1].failure if failed else None,
-            last_http_status=statuses[-1].http_status if statuses else None,
+        events = self._of(change.incident.id)
+        ids = {e.id for e in events}
+        return stored_incident(
+            change, events, [a for a in self._attempts.values() if a.event_id in ids]
         )
 
     async def load_open(self) -> JournalSnapshot:
@@ -220,6 +187,30 @@ class InMemoryJournal:
             pending_resolutions=tuple(self._stored(c) for c in pending),
             generations=generations,
         )
+
+    async def recent(
+        self,
+        *,
+        resolved_since: datetime,
+        limit: int = DEFAULT_RECENT_LIMIT,
+        involving: str | None = None,
+    ) -> tuple[StoredIncident, ...]:
+        self._check_up()
+        changes = [
+            c
+            for c in self._incidents.values()
+            if involving is None
+            or involving in (c.effective_routing.owner, c.effective_routing.recipient)
+        ]
+        opened = sorted(
+            (c for c in changes if c.resolved_at is None),
+            key=lambda c: (-c.incident.opened_at.timestamp(), c.incident.id),
+        )
+        resolved = sorted(
+            (c for c in changes if c.resolved_at is not None and c.resolved_at >= resolved_since),
+            key=lambda c: (-c.resolved_at.timestamp() if c.resolved_at else 0.0, c.incident.id),
+        )
+        return tuple(self._stored(c) for c in [*opened, *resolved][: max(limit, 0)])
 
     async def claim_due(
         self, owner: str, *, now: datetime, lease: timedelta, limit: int = DEFAULT_CLAIM_LIMIT
@@ -260,7 +251,7 @@ class InMemoryJournal:
             )
         return tuple(claims)
 
-    def _held(self, claim: Claim) -> _Attempt | None:
+    def _held(self, claim: Claim) -> AttemptEntry | None:
         attempt = self._attempts.get(claim.attempt_id)
         if (
             attempt is None
@@ -278,7 +269,7 @@ class InMemoryJournal:
         *,
         failure: str | None = None,
         http_status: int | None = None,
-    ) -> _Attempt | None:
+    ) -> AttemptEntry | None:
         self._check_up()
         if failure is not None:
             check_code(failure, operation="finish")
@@ -318,13 +309,22 @@ class InMemoryJournal:
         return True
 
     async def fail(
-        self, claim: Claim, *, now: datetime, failure: str, http_status: int | None = None
+        self,
+        claim: Claim,
+        *,
+        now: datetime,
+        failure: str,
+        http_status: int | None = None,
+        sink: str | None = None,
     ) -> bool:
+        if sink is not None:
+            check_code(sink, operation="finish")
         attempt = self._finish(
             claim, AttemptOutcome.PERMANENT, failure=failure, http_status=http_status
         )
         if attempt is None:
             return False
+        attempt.sink = sink
         self._events[attempt.event_id].state = EventState.FAILED
         return True
 
@@ -337,14 +337,27 @@ class InMemoryJournal:
         attempt.lease_expires_at = None
         return True
 
-    async def rearm(self, *, now: datetime) -> int:
+    async def rearm(
+        self, *, now: datetime, incident_id: str | None = None, except_sink: str | None = None
+    ) -> int:
         self._check_up()
-        failed = [e for e in self._events.values() if e.state is EventState.FAILED]
+        failed = [
+            e
+            for e in self._events.values()
+            if e.state is EventState.FAILED and incident_id in (None, e.incident_id)
+        ]
+        rearmed = 0
         for event in failed:
-            last = max(a.attempt for a in self._attempts.values() if a.event_id == event.id)
-            self._add_attempt(event.id, last + 1, now)
+            last = max(
+                (a for a in self._attempts.values() if a.event_id == event.id),
+                key=lambda a: a.attempt,
+            )
+            if except_sink is not None and last.sink == except_sink:
+                continue
+            self._add_attempt(event.id, last.attempt + 1, now)
             event.state = EventState.PENDING
-        return len(failed)
+            rearmed += 1
+        return rearmed
 
     async def stats(self) -> JournalStats:
         self._check_up()

@@ -34,10 +34,12 @@ from fleetd.journal.records import (
     StoredIncident,
 )
 
-__all__ = ["DEFAULT_CLAIM_LIMIT", "Journal"]
+__all__ = ["DEFAULT_CLAIM_LIMIT", "DEFAULT_RECENT_LIMIT", "Journal"]
 
 DEFAULT_CLAIM_LIMIT = 16
 """Most attempts one :meth:`Journal.claim_due` call leases."""
+DEFAULT_RECENT_LIMIT = 200
+"""Most incidents one :meth:`Journal.recent` call returns."""
 
 
 class Journal(Protocol):
@@ -54,12 +56,40 @@ class Journal(Protocol):
         """
         ...
 
+    async def append(
+        self,
+        incident_id: str,
+        events: Sequence[NewEvent],
+        *,
+        now: datetime,
+        after_revision: int,
+        require_open: bool = True,
+    ) -> tuple[RecordedEvent, ...]:
+        """Append ``events`` to a stored incident without changing the incident, only while its
+        latest revision is still ``after_revision`` (0: no event yet) and, with
+        ``require_open``, it is unresolved. Otherwise nothing is written and ``()`` comes back:
+        of two appenders that read the same state (two fleetd instances adding a reminder), one
+        wins. Payloads are refused as in :meth:`record`."""
+        ...
+
     async def get(self, incident_id: str) -> StoredIncident | None:
         """One incident with its routing, resolution and events, or ``None``."""
         ...
 
     async def load_open(self) -> JournalSnapshot:
         """What a restart needs: open incidents, pending resolutions, generations per key."""
+        ...
+
+    async def recent(
+        self,
+        *,
+        resolved_since: datetime,
+        limit: int = DEFAULT_RECENT_LIMIT,
+        involving: str | None = None,
+    ) -> tuple[StoredIncident, ...]:
+        """Open incidents (latest opened first), then those resolved at or after
+        ``resolved_since`` (latest resolution first), at most ``limit`` in all. With
+        ``involving``, only incidents that lead owns or receives."""
         ...
 
     async def claim_due(
@@ -87,18 +117,30 @@ class Journal(Protocol):
         ...
 
     async def fail(
-        self, claim: Claim, *, now: datetime, failure: str, http_status: int | None = None
+        self,
+        claim: Claim,
+        *,
+        now: datetime,
+        failure: str,
+        http_status: int | None = None,
+        sink: str | None = None,
     ) -> bool:
-        """A permanent failure: the event stays failed until :meth:`rearm`."""
+        """A permanent failure: the event stays failed until :meth:`rearm`. ``sink`` names the
+        target that refused it (:attr:`~fleetd.notify.sink.SinkTarget.generation`, a plain code
+        that reveals neither URL nor secret)."""
         ...
 
     async def release(self, claim: Claim, *, now: datetime) -> bool:
         """Give the attempt back unsent; it is due again at once."""
         ...
 
-    async def rearm(self, *, now: datetime) -> int:
-        """Give every permanently failed event a new attempt due at ``now`` (config changed, or a
-        person asked for a replay); returns how many."""
+    async def rearm(
+        self, *, now: datetime, incident_id: str | None = None, except_sink: str | None = None
+    ) -> int:
+        """Give permanently failed events a new attempt due at ``now`` (config changed, or a
+        person asked for a replay); returns how many. ``incident_id`` limits it to one incident;
+        ``except_sink`` keeps failed the events that target refused (it is still the one
+        configured), so only those refused by another or an unnamed target come back."""
         ...
 
     async def stats(self) -> JournalStats:

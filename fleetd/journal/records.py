@@ -8,7 +8,10 @@ An incident is the health core's :class:`~fleetd.health.incidents.Incident` (key
 severity, target...), stored without its evidence. An outbound event belongs to one incident,
 has a per-incident ``revision`` the journal assigns (1, 2, ...), and an ``Idempotency-Key`` derived
 from ``(incident id, event type, revision)`` (M4 §10.3) that never changes across transport
-retries or restarts. Each event has at most one outstanding delivery attempt.
+retries or restarts. The key and the event types are :mod:`fleetd.notify.keys`' (re-exported
+here): the key the journal stores is the ``webhook-id`` and ``Idempotency-Key`` a sender puts on
+the wire and the ``eventId`` of the payload, one recipe in one place. Each event has at most one
+outstanding delivery attempt.
 
 Payload bound (M4 §10.5, defence in depth: the notifier builds payloads from allowed fields only):
 a payload is a JSON object of at most :data:`MAX_PAYLOAD_BYTES`, nested at most
@@ -21,7 +24,6 @@ shape. A payload outside the bound is refused with
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -39,6 +41,8 @@ from fleetd.health.incidents import (
     Route,
     RoutingReason,
 )
+from fleetd.health.states import Scope
+from fleetd.notify.keys import EventType, idempotency_key, is_plain_id
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
@@ -76,15 +80,6 @@ _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _PATH_OR_URL = re.compile(r"://|^\s*(/|~/|\./|\.\./|[A-Za-z]:\\)")
 
 
-class EventType(StrEnum):
-    """The outbound event types of M4 §10.4."""
-
-    OPEN = "open"
-    SEVERITY_CHANGED = "severity_changed"
-    REMINDER = "reminder"
-    RESOLVED = "resolved"
-
-
 class EventState(StrEnum):
     """Where an event's delivery stands."""
 
@@ -101,12 +96,6 @@ class AttemptOutcome(StrEnum):
     RETRY = "retry"  # a retryable failure; the next attempt is scheduled
     PERMANENT = "permanent"
     CANCELLED = "cancelled"
-
-
-def idempotency_key(incident_id: str, event_type: EventType, revision: int) -> str:
-    """``hash(incidentId, eventType, eventRevision)``: the same for every retry and restart."""
-    raw = "\x1f".join((incident_id, event_type.value, str(revision)))
-    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,10 +145,15 @@ def assignment_of(incident: Incident, routing: Routing) -> Assignment | None:
         return None
     reason = RoutingReason(routing.reason)
     route = Route.HUMAN if routing.recipient is None else Route.LEAD
-    if reason is RoutingReason.PEER_LEAD_INCIDENT:
-        on_behalf_of: str | None = incident.key.subject
-    elif routing.recipient != routing.owner:
+    # whom the recipient stands in for follows from the incident as routing decides it: the
+    # unhealthy owner, else the lead an ownerless lead incident is about
+    on_behalf_of: str | None
+    if reason is RoutingReason.OWNER or reason is RoutingReason.HUMAN_CONTROL_LINK_DOWN:
+        on_behalf_of = None
+    elif routing.owner is not None:
         on_behalf_of = routing.owner
+    elif incident.key.scope is Scope.LEAD:
+        on_behalf_of = incident.key.subject
     else:
         on_behalf_of = None
     return Assignment(
@@ -304,6 +298,8 @@ def check_change(change: IncidentChange) -> None:
     key = incident.key
     for text in (incident.id, key.subject, key.cause):
         _check_text(text, required=True)
+    if not is_plain_id(incident.id):  # the idempotency key is made from it
+        raise _refuse("field_out_of_bounds")
     routing = change.effective_routing
     for optional in (incident.target, routing.owner, routing.recipient, routing.reason):
         _check_text(optional)

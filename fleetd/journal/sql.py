@@ -27,7 +27,7 @@ from sqlalchemy import Engine
 from fleetd.errors import JournalUnavailableError
 from fleetd.journal.engine import journal_engine
 from fleetd.journal.migrate import check_at_head, upgrade_engine
-from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, Journal
+from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, DEFAULT_RECENT_LIMIT, Journal
 from fleetd.journal.records import (
     AttemptOutcome,
     Claim,
@@ -82,8 +82,30 @@ class SqlJournal:
     ) -> tuple[RecordedEvent, ...]:
         return await self._run(self._store.record, change, tuple(events), now)
 
+    async def append(
+        self,
+        incident_id: str,
+        events: Sequence[NewEvent],
+        *,
+        now: datetime,
+        after_revision: int,
+        require_open: bool = True,
+    ) -> tuple[RecordedEvent, ...]:
+        return await self._run(
+            self._store.append, incident_id, tuple(events), now, after_revision, require_open
+        )
+
     async def get(self, incident_id: str) -> StoredIncident | None:
         return await self._run(self._store.get, incident_id)
+
+    async def recent(
+        self,
+        *,
+        resolved_since: datetime,
+        limit: int = DEFAULT_RECENT_LIMIT,
+        involving: str | None = None,
+    ) -> tuple[StoredIncident, ...]:
+        return await self._run(self._store.recent, resolved_since, limit, involving)
 
     async def load_open(self) -> JournalSnapshot:
         return await self._run(self._store.load_open)
@@ -118,7 +140,13 @@ class SqlJournal:
         )
 
     async def fail(
-        self, claim: Claim, *, now: datetime, failure: str, http_status: int | None = None
+        self,
+        claim: Claim,
+        *,
+        now: datetime,
+        failure: str,
+        http_status: int | None = None,
+        sink: str | None = None,
     ) -> bool:
         return await self._run(
             self._store.finish,
@@ -127,13 +155,16 @@ class SqlJournal:
             now,
             failure=failure,
             http_status=http_status,
+            sink=sink,
         )
 
     async def release(self, claim: Claim, *, now: datetime) -> bool:
         return await self._run(self._store.finish, claim, None, now)
 
-    async def rearm(self, *, now: datetime) -> int:
-        return await self._run(self._store.rearm, now)
+    async def rearm(
+        self, *, now: datetime, incident_id: str | None = None, except_sink: str | None = None
+    ) -> int:
+        return await self._run(self._store.rearm, now, incident_id, except_sink)
 
     async def stats(self) -> JournalStats:
         return await self._run(self._store.stats)

@@ -21,6 +21,7 @@ from sqlmodel import Session, col, select
 from fleetd.errors import JournalError, JournalRefusedError
 from fleetd.health.incidents import IncidentKey
 from fleetd.journal.engine import translate
+from fleetd.journal.queries import add_events, last_revision, rearm_failed, recent_rows
 from fleetd.journal.records import (
     AttemptOutcome,
     Claim,
@@ -35,7 +36,6 @@ from fleetd.journal.records import (
     check_change,
     check_code,
     check_event,
-    idempotency_key,
 )
 from fleetd.journal.rows import incident_key, make_key, stored_incidents
 from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
@@ -71,7 +71,27 @@ class SqlStore:
             if change.cancel_pending:
                 self._cancel_outstanding(session, change.incident.id, now)
             session.flush()
-            return self._add_events(session, change.incident.id, events, now)
+            return add_events(session, change.incident.id, events, now)
+
+    def append(
+        self,
+        incident_id: str,
+        events: Sequence[NewEvent],
+        now: datetime,
+        after_revision: int,
+        require_open: bool,
+    ) -> tuple[RecordedEvent, ...]:
+        for new in events:
+            check_event(new)
+        with self.transaction("append") as session:
+            row = session.get(IncidentRow, incident_id, with_for_update=True)
+            if (
+                row is None
+                or (require_open and row.resolved_at is not None)
+                or last_revision(session, incident_id) != after_revision
+            ):
+                return ()
+            return add_events(session, incident_id, events, now)
 
     def _put_incident(self, session: Session, change: IncidentChange, now: datetime) -> None:
         incident = change.incident
@@ -136,48 +156,17 @@ class SqlStore:
             .values(state=EventState.CANCELLED.value)
         )
 
-    def _add_events(
-        self, session: Session, incident_id: str, events: Sequence[NewEvent], now: datetime
-    ) -> tuple[RecordedEvent, ...]:
-        last = session.exec(
-            select(func.max(EventRow.revision)).where(EventRow.incident_id == incident_id)
-        ).one()
-        revision = last or 0
-        recorded: list[RecordedEvent] = []
-        for new in events:
-            revision += 1
-            due = new.due_at or now
-            key = idempotency_key(incident_id, new.type, revision)
-            row = EventRow(
-                incident_id=incident_id,
-                event_type=new.type.value,
-                revision=revision,
-                idempotency_key=key,
-                payload=dict(new.payload),
-                state=EventState.PENDING.value,
-                created_at=now,
-            )
-            session.add(row)
-            session.flush()
-            assert row.id is not None
-            session.add(AttemptRow(event_id=row.id, attempt=1, due_at=due, created_at=now))
-            recorded.append(
-                RecordedEvent(
-                    id=row.id,
-                    incident_id=incident_id,
-                    type=new.type,
-                    revision=revision,
-                    idempotency_key=key,
-                    due_at=due,
-                )
-            )
-        return tuple(recorded)
-
     def get(self, incident_id: str) -> StoredIncident | None:
         with self.transaction("get") as session:
             row = session.get(IncidentRow, incident_id)
             found = stored_incidents(session, [row] if row is not None else [])
         return found[0] if found else None
+
+    def recent(
+        self, resolved_since: datetime, limit: int, involving: str | None
+    ) -> tuple[StoredIncident, ...]:
+        with self.transaction("recent") as session:
+            return stored_incidents(session, recent_rows(session, resolved_since, limit, involving))
 
     def load_open(self) -> JournalSnapshot:
         with self.transaction("load") as session:
@@ -284,10 +273,12 @@ class SqlStore:
         failure: str | None = None,
         http_status: int | None = None,
         retry_at: datetime | None = None,
+        sink: str | None = None,
     ) -> bool:
         """Record how a held attempt ended (``None``: released unsent); ``False`` if not held."""
-        if failure is not None:
-            check_code(failure, operation="finish")
+        for code in (failure, sink):
+            if code is not None:
+                check_code(code, operation="finish")
         if retry_at is not None and retry_at.utcoffset() is None:
             raise JournalRefusedError("finish", "naive_time")
         with self.transaction("finish") as session:
@@ -302,6 +293,7 @@ class SqlStore:
             attempt.outcome = outcome.value
             attempt.failure_class = failure
             attempt.http_status = http_status
+            attempt.sink_generation = sink
             attempt.finished_at = now
             session.add(attempt)
             session.flush()  # the outstanding-attempt index must see this one finished first
@@ -324,24 +316,9 @@ class SqlStore:
             session.add(event)
             return True
 
-    def rearm(self, now: datetime) -> int:
+    def rearm(self, now: datetime, incident_id: str | None, except_sink: str | None) -> int:
         with self.transaction("rearm") as session:
-            failed = session.exec(
-                select(EventRow).where(EventRow.state == EventState.FAILED.value)
-            ).all()
-            for event in failed:
-                last = session.exec(
-                    select(func.max(AttemptRow.attempt)).where(AttemptRow.event_id == event.id)
-                ).one()
-                assert event.id is not None
-                session.add(
-                    AttemptRow(
-                        event_id=event.id, attempt=(last or 0) + 1, due_at=now, created_at=now
-                    )
-                )
-                event.state = EventState.PENDING.value
-                session.add(event)
-            return len(failed)
+            return rearm_failed(session, now, incident_id, except_sink)
 
     def stats(self) -> JournalStats:
         with self.transaction("stats") as session:

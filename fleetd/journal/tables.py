@@ -13,6 +13,8 @@ Database rules the adapters rely on:
 * ``uq_outbound_events_revision`` and the unique ``idempotency_key``: one event per revision.
 * ``uq_delivery_attempts_outstanding``: at most one outstanding attempt (``outcome IS NULL``) per
   event; ``lease_token`` fences a lease (see :class:`~fleetd.journal.records.Claim`).
+* ``sink_generation`` on a permanently failed attempt names the target that refused it (a keyed
+  hash, never the URL), so a config change re-arms exactly the events another target refused.
 
 Times are stored in UTC through :class:`UtcDateTime`, which refuses naive values and gives back
 aware ones on SQLite too (SQLite keeps no offset).
@@ -174,3 +176,4 @@ class AttemptRow(_Table, table=True):
     lease_token: int = Field(default=0, sa_type=Integer)
     created_at: datetime = Field(sa_type=UtcDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    sink_generation: str | None = Field(default=None, sa_type=String(_CODE))

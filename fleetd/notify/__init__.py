@@ -4,14 +4,19 @@ Pure modules (standard library only, ``now`` and random draws passed in):
 
 * ``retry`` — classify one attempt and decide the next (full-jitter backoff, ``Retry-After``);
 * ``keys`` — event types and the idempotency key ``hash(incidentId, eventType, eventRevision)``;
-* ``signing`` — Standard Webhooks secrets, signatures and their verification.
+* ``signing`` — Standard Webhooks secrets, signatures and their verification;
+* ``failover`` — one attempt across the ordered receivers: what each dial's outcome means to the
+  breaker and the sweep, and the event's fate when the sweep ends (on ``retry`` and the pure
+  :mod:`fleetd.resilience`).
 
 At the edge:
 
 * ``payload`` — the versioned event payload (``contracts/webhook/``) and its builder, the one
   place that decides what may leave fleetd (§10.5);
 * ``contract`` — the payload's JSON Schema file, generated and drift-checked;
-* ``sink`` — the target (URL, secret, limit) resolved from config and environment;
+* ``sink`` — the target (receiver URLs, secret, limit) resolved from config and environment;
+* ``receivers`` — the ordered receivers with a breaker each, and the failover sweep of one
+  attempt (sticky primary);
 * ``request`` — a signed request ready to send;
 * ``http`` — the httpx sender: one POST, response body ignored, an outcome value back;
 * ``receiver`` — a local receiver that verifies and prints events (demo and tests).

@@ -21,13 +21,12 @@ What to do with the outcome is :func:`fleetd.notify.retry.next_step`'s business,
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Protocol
 
 import httpx
 
-from fleetd.clock import Clock
+from fleetd.clock import Clock, DeadlineExceededError, within
 from fleetd.notify.request import USER_AGENT, WebhookRequest
 from fleetd.notify.retry import AttemptOutcome, TransportFailure, parse_retry_after
 
@@ -59,18 +58,10 @@ class HttpWebhookSender:
         seconds = limit.total_seconds()
         if seconds <= 0:
             raise ValueError("the request limit must be positive")
-        work = asyncio.ensure_future(self._post(request, seconds))
-        timer = asyncio.ensure_future(self._clock.sleep(seconds))
         try:
-            await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-            if not work.done():
-                work.cancel()
-            await asyncio.gather(work, timer, return_exceptions=True)
-        if work.cancelled():
+            return await within(self._clock, self._post(request, seconds), seconds)
+        except DeadlineExceededError:
             return AttemptOutcome(failure=TransportFailure.TIMEOUT)
-        return work.result()
 
     async def _post(self, request: WebhookRequest, seconds: float) -> AttemptOutcome:
         try:

@@ -23,7 +23,7 @@ import re
 from enum import StrEnum
 from typing import Final
 
-__all__ = ["EVENT_ID_PATTERN", "EventType", "idempotency_key"]
+__all__ = ["EVENT_ID_PATTERN", "EventType", "idempotency_key", "is_plain_id"]
 
 _RECIPE: Final = "fleetd.webhook.v1"
 _SEPARATOR: Final = "\x1f"
@@ -43,6 +43,11 @@ class EventType(StrEnum):
     RESOLVED = "resolved"
 
 
+def is_plain_id(value: str) -> bool:
+    """Whether ``value`` can name an incident in a key (1 to 128 of ``A-Za-z0-9_.:-``)."""
+    return _INCIDENT_ID.fullmatch(value) is not None
+
+
 def idempotency_key(incident_id: str, event_type: EventType | str, revision: int) -> str:
     """The stable key of revision ``revision`` (>= 1) of ``incident_id``'s ``event_type`` event.
 
@@ -52,7 +57,7 @@ def idempotency_key(incident_id: str, event_type: EventType | str, revision: int
     kind = EventType(event_type)
     if isinstance(revision, bool) or not isinstance(revision, int) or revision < 1:
         raise ValueError(f"revision must be an integer >= 1, not {revision!r}")
-    if not _INCIDENT_ID.fullmatch(incident_id):
+    if not is_plain_id(incident_id):
         raise ValueError("incident id must be a plain id")
     raw = _SEPARATOR.join((_RECIPE, incident_id, kind.value, str(revision)))
     return "evt_" + hashlib.sha256(raw.encode("ascii")).hexdigest()[:32]

@@ -1,5 +1,10 @@
 """One signed webhook request, ready for a sender: URL, exact body bytes and headers.
 
+A journal event becomes a body with :func:`stored_body`: the payload the dispatcher stored, with
+``eventId``, ``eventType`` and ``eventRevision`` taken from the journal's row (the journal assigns
+revisions, so its row is the authority), checked against the closed v1 model once more and
+encoded. The same row gives the same bytes at every attempt and after every restart.
+
 A request is signed per attempt: a retry keeps the body and the ``webhook-id`` but takes a new
 ``webhook-timestamp`` (a receiver refuses timestamps older than five minutes, and retries wait up
 to fifteen). So the dispatcher keeps the event (or its body) and calls :func:`signed_request` at
@@ -13,10 +18,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
+from fleetd.notify.keys import EventType
 from fleetd.notify.payload import IncidentEvent, encode_event
 from fleetd.notify.signing import WebhookSecret, signature_headers
 
-__all__ = ["CONTENT_TYPE", "USER_AGENT", "WebhookRequest", "prepare_request", "signed_request"]
+__all__ = [
+    "CONTENT_TYPE",
+    "USER_AGENT",
+    "WebhookRequest",
+    "prepare_request",
+    "signed_request",
+    "stored_body",
+]
 
 CONTENT_TYPE: Final = "application/json"
 USER_AGENT: Final = "fleetd-webhook/1"
@@ -51,3 +64,29 @@ def prepare_request(
     return signed_request(
         encode_event(event), event_id=event.event_id, url=url, secret=secret, now=now
     )
+
+
+def stored_body(
+    payload: Mapping[str, object],
+    *,
+    incident_id: str,
+    event_type: EventType,
+    revision: int,
+    event_id: str,
+) -> bytes:
+    """The exact body of one journal event (see the module docstring).
+
+    Raises :class:`ValueError` (without the payload's text) when the stored payload is not a v1
+    event of ``incident_id`` or ``event_id`` is not that event's idempotency key: such a payload
+    is never sent.
+    """
+    document = {
+        **payload,
+        "eventId": event_id,
+        "eventType": event_type.value,
+        "eventRevision": revision,
+    }
+    event = IncidentEvent.model_validate(document)
+    if event.incident.id != incident_id:
+        raise ValueError("the stored payload names another incident")
+    return encode_event(event)

@@ -1,14 +1,20 @@
-"""The webhook target: URL, signing secret and request limit, resolved from config and environment.
+"""The webhook target: receiver URLs, signing secret and request limit, from config and environment.
 
-Config holds variable names only (``health.notifications.webhookUrlEnv`` / ``secretEnv``); the
-values are read here, when the dispatcher needs them, and kept out of every ``repr``. Loading the
-config already refused webhook mode without usable variables, so :func:`resolve_sink` fails only
-when the environment it is given differs from the one the config was checked against.
+Config holds variable names only (``health.notifications.webhookUrlEnvs`` — or the one
+``webhookUrlEnv`` — and ``secretEnv``); the values are read here, when the dispatcher needs them,
+and kept out of every ``repr``. Loading the config already refused webhook mode without usable
+variables, so :func:`resolve_sink` fails only when the environment it is given differs from the
+one the config was checked against.
 
-:attr:`SinkTarget.generation` names the target without revealing it (a keyed hash of URL and
-secret). The dispatcher records it with a permanent failure: an event refused as permanent by
-one target is re-armed when the generation changes — the config now points elsewhere or signs
-differently (M4 §10.4, "permanent until config changes").
+A target is one immutable snapshot: the receivers in failover order (primary first), one secret
+for all of them, one request limit per attempt. The worker takes a new snapshot at the start of a
+pass, so a reload never changes the list under an attempt in flight.
+
+:attr:`SinkTarget.generation` names the target without revealing it (a keyed hash of the URLs and
+the secret). The dispatcher records it with a permanent failure: an event refused as permanent
+is re-armed when the generation changes — the config now points elsewhere or signs differently
+(M4 §10.4, "permanent until config changes"). One receiver keeps the generation it had before
+lists existed, so an upgrade re-arms nothing.
 """
 
 from __future__ import annotations
@@ -30,16 +36,25 @@ _KEY_PREFIX = "health.notifications."
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SinkTarget:
-    """A resolved webhook target; its ``repr`` shows only the limit."""
+    """A resolved webhook target; its ``repr`` shows only the limit. ``urls``: the receivers in
+    failover order, at least one, each once."""
 
-    url: str = field(repr=False)
+    urls: tuple[str, ...] = field(repr=False)
     secret: WebhookSecret = field(repr=False)
     limit: timedelta
 
+    def __post_init__(self) -> None:
+        if not self.urls:
+            raise ValueError("a webhook target needs at least one receiver")
+        if len(set(self.urls)) != len(self.urls):
+            raise ValueError("each webhook receiver may be listed once")
+
     @property
     def generation(self) -> str:
-        """``snk_`` + 16 hex digits of HMAC-SHA256(secret, URL): equal iff URL and secret are."""
-        digest = hmac.new(self.secret.key, self.url.encode("utf-8"), hashlib.sha256).hexdigest()
+        """``snk_`` + 16 hex digits of HMAC-SHA256(secret, the URLs in order): equal iff the list
+        and the secret are (one receiver: HMAC of its URL alone, as before lists)."""
+        message = "\0".join(self.urls).encode("utf-8")
+        digest = hmac.new(self.secret.key, message, hashlib.sha256).hexdigest()
         return "snk_" + digest[:16]
 
 
@@ -48,12 +63,21 @@ def resolve_sink(
 ) -> SinkTarget | None:
     """The target webhook mode sends to, or ``None`` when notifications are disabled.
 
-    Raises :class:`~fleetd.errors.ConfigError` naming the key when a variable is unset or its
-    value unusable (never showing the value).
+    Raises :class:`~fleetd.errors.ConfigError` naming the key (and the variable) when a variable
+    is unset, its value unusable, or two receivers hold one URL — never showing a value.
     """
     if notifications.mode is not NotificationMode.WEBHOOK:
         return None
-    url = _value(environ, notifications.webhook_url_env, "webhookUrlEnv")
+    key = "webhookUrlEnvs" if notifications.webhook_url_envs is not None else "webhookUrlEnv"
+    names = notifications.receiver_envs or (None,)
+    urls: dict[str, str] = {}
+    for name in names:
+        url = _value(environ, name, key).strip()
+        other = urls.setdefault(url, name or "")
+        if other != name:
+            raise ConfigError(
+                _KEY_PREFIX + key, f"environment variables {other} and {name} hold the same URL"
+            )
     secret_text = _value(environ, notifications.secret_env, "secretEnv")
     try:
         secret = WebhookSecret.parse(secret_text)
@@ -61,7 +85,7 @@ def resolve_sink(
         raise ConfigError(
             _KEY_PREFIX + "secretEnv", f"environment variable {notifications.secret_env}: {error}"
         ) from None
-    return SinkTarget(url=url.strip(), secret=secret, limit=notifications.request_timeout)
+    return SinkTarget(urls=tuple(urls), secret=secret, limit=notifications.request_timeout)
 
 
 def _value(environ: Mapping[str, str], name: str | None, key: str) -> str:

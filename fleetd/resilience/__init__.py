@@ -8,6 +8,7 @@ one chokepoint in these state machines (RFC 0018; Vak 15 Reliability; Model heal
 * :mod:`~fleetd.resilience.health` — reachability, EWMA latency, rolling error rate, last error;
 * :mod:`~fleetd.resilience.failover` — ordered endpoints with sticky primary, one bounded sweep;
 * :mod:`~fleetd.resilience.budget` — failover budget, watchdog timeouts, retry delay, Retry-After;
+* :mod:`~fleetd.resilience.standing` — where each endpoint stands and why, for the surfaces;
 * :mod:`~fleetd.resilience.catalog` and :mod:`~fleetd.resilience.models` — the fail-open model
   catalog probe: its schedule, its verdict, benching, and the stated context window.
 
@@ -58,6 +59,7 @@ from fleetd.resilience.models import (
     VerdictReason,
     judge,
 )
+from fleetd.resilience.standing import Standing, standing
 
 __all__ = [
     "PROBE_FLOOR",
@@ -87,6 +89,7 @@ __all__ = [
     "ProbeSchedule",
     "RetryPolicy",
     "Settled",
+    "Standing",
     "Sweep",
     "Timeouts",
     "Traits",
@@ -98,5 +101,6 @@ __all__ = [
     "parse_catalog",
     "retry_after",
     "settle",
+    "standing",
     "stated_context_window",
 ]

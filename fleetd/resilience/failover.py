@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from fleetd.resilience.breaker import Breaker, BreakerPolicy, Permit
+from fleetd.resilience.breaker import Breaker, BreakerPolicy, BreakerState, Permit
 from fleetd.resilience.budget import FailoverBudget
 from fleetd.resilience.classify import TRAITS, ErrorClass, Outcome
 from fleetd.resilience.health import EndpointHealth, HealthPolicy
@@ -120,6 +120,20 @@ class Pool:
         if breaker is endpoint.breaker and health is endpoint.health:
             return self
         return self._with(pick.index, breaker, health)
+
+    def observe(self, index: int, outcome: Outcome, now: datetime) -> Pool:
+        """The pool after a call over an already established link to endpoint ``index`` (a
+        connection kept open between calls, so no permit was taken). Its health always learns
+        the outcome; its breaker only while closed, where a run of strikes opens it as if each
+        call had dialed. An out-of-range index changes nothing."""
+        if not 0 <= index < len(self.endpoints):
+            return self
+        endpoint = self.endpoints[index]
+        if endpoint.breaker.state is BreakerState.CLOSED:
+            permit = Permit(endpoint.breaker.epoch, probe=False)
+            return self.record(Pick(index, endpoint.name, permit), outcome, now)
+        health = endpoint.health.observe(outcome, now, self.health_policy)
+        return self if health is endpoint.health else self._with(index, endpoint.breaker, health)
 
     def release(self, pick: Pick) -> Pool:
         """The pool after the picked attempt ended without an outcome (cancelled)."""

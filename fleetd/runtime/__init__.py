@@ -4,6 +4,7 @@ The names other fleetd packages build on are re-exported here; everything else i
 internal to it.
 """
 
+from fleetd.runtime.dependencies import DependencyCollector, DependencyView
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
@@ -12,6 +13,8 @@ from fleetd.runtime.monitor import FleetHealthMonitor
 from fleetd.runtime.scheduler import Loop, Scheduler
 
 __all__ = [
+    "DependencyCollector",
+    "DependencyView",
     "FleetHealthMonitor",
     "FleetViewBuilder",
     "FleetViews",

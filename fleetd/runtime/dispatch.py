@@ -13,10 +13,12 @@ their results wait here until the next tick takes them (:meth:`take_evidence`) f
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import assert_never
 
+from fleetd.bridge.push import PushLoop
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, SessionEvent, SessionState
@@ -39,16 +41,17 @@ from fleetd.health.effects import (
     SupersedeAssignment,
     UpdateIncident,
 )
-from fleetd.health.incidents import Incident
+from fleetd.health.incidents import Assignment, Incident, Route
 from fleetd.health.snapshot import ProbeResult
 from fleetd.health.states import Scope
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import ReadSource
 from fleetd.metrics import Metrics
-from fleetd.runtime.records import health_record
+from fleetd.runtime.escalation import Escalation
+from fleetd.runtime.records import health_record, superseded_record
 from fleetd.screens import digest, match_fatal, parse_agent_kind
 
-__all__ = ["PASSIVE_NO_SINK", "EffectDispatcher", "RoutingNote"]
+__all__ = ["PASSIVE_NO_SINK", "WEBHOOK_QUEUED", "EffectDispatcher", "RoutingNote"]
 
 _log = logging.getLogger("fleetd.health")
 
@@ -72,6 +75,7 @@ class RoutingNote:
 
 
 PASSIVE_NO_SINK = "passive_no_sink"
+WEBHOOK_QUEUED = "webhook"
 """The outcome of the human leg while no webhook sink exists (coverage ``partial``)."""
 
 
@@ -83,8 +87,11 @@ class EffectDispatcher:
     control: AgentControl
     bridge: Bridge
     metrics: Metrics
+    push: PushLoop | None = None  # told which failed leads a peer covers, for its nudge
+    escalation: Escalation | None = None  # the journal and the human leg
     pane_reads: int = 0
     routing: dict[str, RoutingNote] = field(default_factory=dict)
+    _journal: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _probes: list[ProbeResult] = field(default_factory=list)
     _targeted: dict[str, str] = field(default_factory=dict)
 
@@ -101,32 +108,53 @@ class EffectDispatcher:
                 await self.apply(effect)
             except FleetdError as exc:
                 _log.warning("health effect %s failed: %s", type(effect).__name__, exc)
+        await self.record()
+
+    async def record(self) -> None:
+        """Write this tick's incident changes to the journal, in order, after the leads were
+        told: a slow or failing journal never delays a lead's record (the journal's own errors
+        are caught and shown as degraded coverage by :class:`Escalation`)."""
+        pending, self._journal = self._journal, []
+        for write in pending:
+            await write()
 
     async def apply(self, effect: Effect) -> None:
         """One effect; the only ``match`` over effects, exhaustive."""
         match effect:
             case OpenIncident(incident=incident):
                 self._opened(incident)
-            case UpdateIncident():
+                await self._journal_change(incident)
+            case UpdateIncident(incident=incident):
                 self.metrics.health_incidents_total.labels(event="updated").inc()
+                await self._journal_change(incident)
             case ResolveIncident():
                 self._resolved(effect)
+                if (escalation := self.escalation) is not None:
+                    now = self.clock.now()
+                    self._journal.append(
+                        partial(
+                            escalation.resolved,
+                            effect.incident,
+                            reason=effect.reason,
+                            resolved_at=effect.resolved_at,
+                            now=now,
+                        )
+                    )
             case PublishHealthRecord(recipient_lead=lead, incident=incident):
                 self.routing.pop(incident.id, None)
                 await self._publish(lead, incident)
+                if effect.on_behalf_of is not None and self.push is not None:
+                    self.push.cover(lead, effect.on_behalf_of)
             case RouteToHuman(incident=incident, reason=reason):
                 self._to_human(incident, reason.value)
+                if (escalation := self.escalation) is not None:
+                    self._journal.append(
+                        partial(escalation.to_person, incident, now=self.clock.now())
+                    )
             case SupersedeAssignment(incident=incident, previous=previous):
-                self.metrics.health_incidents_total.labels(event="reassigned").inc()
-                _log.info(
-                    "incident %s: routing generation %d (%s) superseded by %d",
-                    incident.id,
-                    previous.generation,
-                    previous.recipient or previous.route.value,
-                    incident.routing_generation,
-                )
+                await self._superseded(incident, previous)
             case RetireLead(lead=lead):
-                _log.info("lead %s retired from health after its grace", lead)
+                await self._retire(lead)
             case RequestPaneProbe():
                 await self._probe(effect)
             case RequestTargetLookup(target=target):
@@ -134,7 +162,7 @@ class EffectDispatcher:
             case FailTargetWork():
                 await self._fail_target(effect)
             case RequestLostBoundaryRepair():
-                self._lost_boundary(effect)
+                await self._lost_boundary(effect)
             case CountMute():
                 pass  # the bridge counts fleet_health_mute_total at each fallback resolution
             case RecordTransition():
@@ -158,11 +186,57 @@ class EffectDispatcher:
         _log.info("incident %s resolved (%s)", effect.incident.id, effect.reason.value)
 
     def _to_human(self, incident: Incident, reason: str) -> None:
+        if self.escalation is not None and self.escalation.webhook:
+            self.routing[incident.id] = RoutingNote(reason=reason, outcome=WEBHOOK_QUEUED)
+            _log.warning(
+                "incident %s: no lead can act (%s); a person is notified", incident.id, reason
+            )
+            return
         self.routing[incident.id] = RoutingNote(reason=reason, outcome=PASSIVE_NO_SINK)
         _log.warning(
             "incident %s: no lead can act (%s); no human sink in this build, kept open",
             incident.id,
             reason,
+        )
+
+    async def _journal_change(self, incident: Incident) -> None:
+        if (escalation := self.escalation) is not None:
+            self._journal.append(partial(escalation.changed, incident, now=self.clock.now()))
+
+    async def _superseded(self, incident: Incident, previous: Assignment) -> None:
+        """Tell the lead that held the superseded assignment that it is no longer its own; a
+        person's undelivered events are cancelled when a lead takes the incident back."""
+        self.metrics.health_incidents_total.labels(event="reassigned").inc()
+        escalation = self.escalation
+        if (
+            escalation is not None
+            and previous.route is Route.HUMAN
+            and incident.route is Route.LEAD
+        ):
+            self._journal.append(partial(escalation.back_to_lead, incident, now=self.clock.now()))
+        _log.info(
+            "incident %s: routing generation %d (%s) superseded by %d",
+            incident.id,
+            previous.generation,
+            previous.recipient or previous.route.value,
+            incident.routing_generation,
+        )
+        if previous.recipient is None or previous.recipient == incident.recipient_lead:
+            return
+        record = superseded_record(
+            incident, previous, now=self.clock.now(), run=self.bridge.runs.current
+        )
+        await self.bridge.keep_for_lead(record)
+
+    async def _retire(self, lead: str) -> None:
+        """A lead gone from the identity map past its grace: its inbox key goes once nothing of
+        it is held in memory and its queue is empty (the registry refuses otherwise)."""
+        held = any(record.recipient_lead == lead for record in self.bridge.unpublished)
+        released = not held and await self.bridge.lead_inboxes.retire(lead, incidents_settled=True)
+        _log.info(
+            "lead %s retired from health after its grace; inbox key %s",
+            lead,
+            "released" if released else "kept (records wait in it)",
         )
 
     async def _publish(self, lead: str, incident: Incident) -> None:
@@ -216,14 +290,10 @@ class EffectDispatcher:
             session.apply(event, self.clock.now())
         await self.bridge.release(session, _FAIL_CAUSES[effect.cause])
 
-    @staticmethod
-    def _lost_boundary(effect: RequestLostBoundaryRepair) -> None:
-        _log.warning(
-            "session %s: lost boundary on %s; repair is not available in this build, "
-            "the ticket stays pending and nothing was reconstructed",
-            effect.session_id,
-            effect.token,
-        )
+    async def _lost_boundary(self, effect: RequestLostBoundaryRepair) -> None:
+        """The one repair call; its answer reaches the lead through the next tick's snapshot."""
+        outcome = await self.bridge.reconcile_lost_boundary(effect.target, effect.token)
+        self.metrics.repairs_total.labels(result=outcome.result.value).inc()
 
     def _transition(self, effect: RecordTransition) -> None:
         if effect.scope is not Scope.LEAD:

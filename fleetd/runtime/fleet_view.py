@@ -1,13 +1,14 @@
 """``fleet_list``: the one view of the whole fleet.
 
-It joins the control link, herdr's live agents (as last listed: no herdr call of its own, see
-:mod:`~fleetd.runtime.live_agents`), the bridge's sessions and capacity, the orphans a previous
-run left running (state ``orphaned``), the leads and their push outcomes, inbox decode failures
-and the records held in memory for an unreachable inbox (counts), the config status and — once
-the health monitor runs — member and lead health, open incidents and ``healthCoverage``. It never
-carries pane content, prompts, replies or tokens. Preserved worktrees (paths included) are shown
-to leads only. A lead sees its own members, and of the inbox only its own key's decode failures
-and held records; the operator sees the whole fleet.
+It joins the control link, herdr's live agents (as last listed, no herdr call of its own:
+:mod:`~fleetd.runtime.live_agents`), the bridge's sessions and capacity, orphans a previous run
+left running (state ``orphaned``), the leads and their push outcomes, inbox decode failures and
+records held in memory for an unreachable inbox (counts), the config status, the outbound
+dependencies (:mod:`fleetd.runtime.dependencies`) and — once the health monitor runs — member and
+lead health, open incidents and ``healthCoverage``. Never pane content, prompts, replies, tokens
+or URLs. Preserved worktrees (paths included) are shown to leads only. A lead sees its own
+members, and of the inbox only its own key's decode failures and held records; the operator sees
+the whole fleet.
 
 A view is cut in two steps: :meth:`FleetViewBuilder.facts` reads everything once (one inbox
 statistics read per lead, the manifests through a :class:`~fleetd.bridge.manifests.ManifestShelf`),
@@ -40,6 +41,7 @@ from fleetd.health.states import Scope
 from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.inbox.records import InboxRecord
+from fleetd.runtime.dependencies import DependencyView
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -54,7 +56,7 @@ class FleetFacts:
     """Everything the views of one version are cut from, read once at ``now``.
 
     ``members`` and ``orphans`` are ``(owner, agent name, row)``; ``leads`` holds each configured
-    lead with its push outcome and health row; ``preserved`` the preserved worktrees by owner.
+    lead with its push outcome, health row and live status; ``preserved`` worktrees by owner.
     """
 
     version: int
@@ -65,7 +67,7 @@ class FleetFacts:
     members: tuple[tuple[str, str, dict[str, Any]], ...]
     orphans: tuple[tuple[str, str, dict[str, Any]], ...]
     capacity: list[dict[str, Any]]
-    leads: tuple[tuple[LeadConfig, PushOutcome | None, dict[str, Any] | None], ...]
+    leads: tuple[tuple[LeadConfig, PushOutcome | None, dict[str, Any] | None, str | None], ...]
     failures: tuple[DecodeFailure, ...]
     held: tuple[InboxRecord, ...]
     reachable: bool
@@ -87,6 +89,7 @@ class FleetViewBuilder:
     push: PushLoop
     manifest_root: Path
     health: FleetHealthMonitor | None = None
+    dependencies: DependencyView | None = None
     agents: LiveAgents = field(default_factory=LiveAgents)
     manifests: ManifestShelf = field(init=False)
 
@@ -101,7 +104,7 @@ class FleetViewBuilder:
         """Read what every scope's view shows: herdr's agents as last seen (no herdr call), the
         inbox statistics (once per lead), the sessions, orphans, health, config and manifests."""
         now = self.bridge.clock.now()
-        statuses = self.agents.statuses()
+        statuses, ok = self.agents.statuses(), self.agents.list_ok
         stats = await read_lead_stats(
             self.bridge.inbox, [lead.name for lead in self.config.current.leads]
         )
@@ -131,6 +134,7 @@ class FleetViewBuilder:
                     lead,
                     self.push.outcomes.get(lead.name),
                     self.health.lead_health(lead.name) if self.health is not None else None,
+                    _lead_status(self.push.outcomes.get(lead.name), statuses.get(lead.agent), ok),
                 )
                 for lead in self.config.current.leads
             ),
@@ -153,7 +157,7 @@ class FleetViewBuilder:
             seen = {
                 name for owner, name, _ in (*facts.members, *facts.orphans) if owner == caller.name
             }
-            seen |= {lead.agent for lead, _, _ in facts.leads}
+            seen |= {lead.agent for lead, *_ in facts.leads}
             live = None if live is None else [a for a in live if a["name"] in seen]
         listed = facts.agents_listed_at
         view: dict[str, Any] = {
@@ -174,6 +178,9 @@ class FleetViewBuilder:
         if facts.health is not None:
             view.update(facts.health)
             view["incidents"] = [i for i in facts.health["incidents"] if _sees_incident(caller, i)]
+        if self.dependencies is not None:  # outbound endpoints, providers, model benches
+            view["dependencies"] = self.dependencies.view(facts.now)
+            self.dependencies.decorate_capacity(view["capacity"], facts.now)
         if caller.role is Role.LEAD:
             view["preservedWorktrees"] = facts.preserved.get(caller.name, [])
         return view
@@ -181,7 +188,7 @@ class FleetViewBuilder:
     def change_key(self) -> tuple[object, ...]:
         """Everything :meth:`facts` reads, counted cheaply: an unchanged key means an unchanged
         view but for its ages. The bridge's revision counts its sessions and tickets; health moves
-        with each tick; herdr's agents with each list or changed status."""
+        with each tick; herdr's agents with each list or changed status; dependencies as shown."""
         link, bridge, status = self.link, self.bridge, self.config.status
         failures = bridge.inbox.failures()
         return (
@@ -205,6 +212,7 @@ class FleetViewBuilder:
             status.loaded_at,
             status.reload_failures,
             status.last_error_key,
+            repr(self.dependencies.view(self.bridge.clock.now())) if self.dependencies else None,
         )
 
     async def refresh_agents(self, older_than: timedelta) -> None:
@@ -282,14 +290,14 @@ class FleetViewBuilder:
 
     def _leads(self, caller: Caller, facts: FleetFacts) -> list[dict[str, Any]]:
         """Every configured lead; a lead sees its own push and inbox counts and the foreign
-        incidents it holds, of a peer only its name, agent, herdr status and health with the
-        count of foreign incidents it holds (what peer routing weighs, §7.4)."""
+        incidents it holds, of a peer only its name, agent, herdr status (``liveStatus``, see
+        :func:`_lead_status`) and health with the count of foreign incidents it holds (§7.4)."""
         rows = []
-        for lead, outcome, lead_health in facts.leads:
+        for lead, outcome, lead_health, live_status in facts.leads:
             row: dict[str, Any] = {
                 "name": lead.name,
                 "agent": lead.agent,
-                "liveStatus": outcome.last_status if outcome else None,
+                "liveStatus": live_status,
             }
             own = caller.role is Role.OPERATOR or caller.name == lead.name
             if own:
@@ -385,3 +393,8 @@ def _failure(failure: DecodeFailure) -> dict[str, Any]:
         "occurrences": failure.occurrences,
         "lastSeenEpochMillis": failure.last_seen_epoch_millis,
     }
+
+
+def _lead_status(outcome: PushOutcome | None, listed: str | None, list_ok: bool) -> str | None:
+    """The lead's status in herdr's last list (None if unlisted); with no list, the push's read."""
+    return listed if list_ok else outcome.last_status if outcome else None

@@ -10,7 +10,7 @@ sink, so ``partial``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,27 +39,32 @@ FOREIGN_SHOWN = 10
 """A lead's health row lists at most this many of the foreign incidents it holds."""
 
 
-def coverage(health: HealthConfig, *, leads: int) -> dict[str, Any]:
+def coverage(health: HealthConfig, *, leads: int, degraded: Sequence[str] = ()) -> dict[str, Any]:
     """What detection and escalation this deployment has (§10.2, §7.6), for ``leads`` leads.
 
-    Peer routing needs a second lead: with one lead (a normal deployment) its own failure has no
-    peer to go to, and without a sink no person is told either.
+    ``full``: a webhook sink takes what no lead can act on. ``partial``: notifications are
+    disabled, so no person is told (with a single lead, its own failure has no peer either).
+    ``degraded``: the journal or the sink is failing (``degraded`` says which, in bounded words);
+    detection goes on regardless.
     """
     if not health.enabled:
         return {"detection": "disabled", "humanEscalation": "unavailable", "status": "off"}
     webhook = health.notifications.mode is NotificationMode.WEBHOOK
-    reason = (
-        "webhook configured but the human sink is not part of this build"
-        if webhook
-        else "notifications disabled: no person is told when no lead can act"
-    )
-    if leads < 2:
-        reason += "; with a single lead, a lead failure has no active notification or recovery"
+    if webhook:
+        reason = "a person is notified by webhook when no lead can act"
+    else:
+        reason = "notifications disabled: no person is told when no lead can act"
+        if leads < 2:
+            reason += "; with a single lead, a lead failure has no active notification or recovery"
+    status = "full" if webhook else "partial"
+    if degraded:
+        status = "degraded"
+        reason = "; ".join(degraded) + f"; {reason}"
     return {
         "detection": "enabled",
         "peerRouting": "available" if leads >= 2 else "no_peer",
-        "humanEscalation": "unavailable",
-        "status": "partial",
+        "humanEscalation": "webhook" if webhook else "unavailable",
+        "status": status,
         "reason": reason,
     }
 
@@ -119,6 +124,7 @@ def fleet_health(
     pane_reads: int,
     routing: Mapping[str, RoutingNote],
     now: datetime,
+    covered: dict[str, Any],
 ) -> dict[str, Any]:
     """The health part of ``fleet_list``: monitor counters, incidents, coverage — no pane content.
 
@@ -130,7 +136,7 @@ def fleet_health(
         "incidents": [
             incident_row(i, now=now, note=routing.get(i.id)) for i in state.open_incidents()
         ],
-        "healthCoverage": coverage(health, leads=leads),
+        "healthCoverage": covered,
     }
 
 
@@ -160,14 +166,21 @@ def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None)
         if assignment.route is Route.HUMAN and note is not None:
             routing["outcome"] = note.outcome
         row["routing"] = routing
+    evidence = dict(incident.evidence)
+    if "repair_result" in evidence:
+        row["repair"] = {
+            "result": evidence["repair_result"],
+            "detail": evidence.get("repair_detail"),
+            "attempts": int(evidence.get("repair_attempts", "0")),
+            "retry": evidence.get("repair_retry"),
+            "replyReconstructed": False,
+            "taskReplayed": False,
+        }
     return row
 
 
-def healthz_component(
-    state: HealthState, *, health: HealthConfig, leads: int, ticks: int
-) -> dict[str, Any]:
+def healthz_component(state: HealthState, *, ticks: int, covered: dict[str, Any]) -> dict[str, Any]:
     """The nested ``fleetHealth`` component of ``/healthz``."""
-    covered = coverage(health, leads=leads)
     return {
         "status": covered["status"],
         "openIncidents": len(state.incidents),

@@ -18,24 +18,34 @@ The views over this state (``fleet_list`` health, ``/healthz``) live in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
 from fleetd.clock import Clock
 from fleetd.config import ConfigRef
+from fleetd.errors import FleetdError
+from fleetd.health.adoption import resume
 from fleetd.health.decide import decide
 from fleetd.health.evidence import HealthState
+from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState
 from fleetd.herdr.control import AgentControl
+from fleetd.journal.health import ObservedJournal
+from fleetd.journal.port import Journal
 from fleetd.metrics import Metrics
 from fleetd.runtime import health_views
 from fleetd.runtime.dispatch import EffectDispatcher, RoutingNote
+from fleetd.runtime.escalation import Escalation
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.snapshot import take_snapshot
 
 __all__ = ["FleetHealthMonitor"]
+
+_log = logging.getLogger("fleetd.health")
 
 
 @dataclass(slots=True)
@@ -48,15 +58,44 @@ class FleetHealthMonitor:
     push: PushLoop
     config: ConfigRef
     metrics: Metrics
+    journal: Journal | None = None
+    sink_problem: Callable[[], str | None] | None = None  # the webhook sink's failure, if any
     state: HealthState = field(default_factory=HealthState)
     ticks: int = 0
     dispatcher: EffectDispatcher = field(init=False)
+    escalation: Escalation | None = field(init=False, default=None)
     _mute_cursor: int = 0
 
     def __post_init__(self) -> None:
+        if not self.state.namespace:  # new incident ids are unique to this run
+            self.state = replace(self.state, namespace=self.bridge.runs.current)
+        if self.journal is not None:
+            self.escalation = Escalation(journal=self.journal, settings=lambda: self.config.current)
         self.dispatcher = EffectDispatcher(
-            clock=self.clock, control=self.control, bridge=self.bridge, metrics=self.metrics
+            escalation=self.escalation,
+            clock=self.clock,
+            control=self.control,
+            bridge=self.bridge,
+            metrics=self.metrics,
+            push=self.push,
         )
+
+    async def resume(self) -> int:
+        """At start: carry on from the incidents the journal kept open (none are opened twice);
+        returns how many. A journal that cannot be read leaves the monitor starting afresh."""
+        if self.journal is None or self.escalation is None:
+            return 0
+        try:
+            kept = await self.journal.load_open()
+        except FleetdError as exc:
+            _log.warning("incident journal not read at start (%s); detection starts afresh", exc)
+            return 0
+        incidents = [stored.incident for stored in kept.open_incidents]
+        self.state = resume(incidents, kept.generations, self.bridge.runs.current)
+        await self.escalation.seed(incidents)
+        if incidents:
+            _log.info("resumed %d open incidents from the journal", len(incidents))
+        return len(incidents)
 
     @property
     def enabled(self) -> bool:
@@ -94,6 +133,8 @@ class FleetHealthMonitor:
         self.state = decision.state
         self.ticks += 1
         await self.dispatcher.dispatch(decision.effects)
+        if self.escalation is not None:
+            await self.escalation.resume(self.state.open_incidents(), now=self.clock.now())
         self._refresh_gauges()
         self.metrics.tick_seconds.observe(self.clock.monotonic() - started)
 
@@ -114,11 +155,25 @@ class FleetHealthMonitor:
                 state=str(incident.state),
                 severity=incident.severity.value,
             ).inc()
+        held = foreign_assignments(self.state.open_incidents())
+        assigned = self.metrics.lead_assigned_incidents
+        assigned.clear()
+        for lead in self.config.current.leads:
+            assigned.labels(lead=lead.name).set(len(held.get(lead.name, ())))
 
     # ------------------------------------------- views (rendered in health_views)
     def coverage(self) -> dict[str, Any]:
-        """What detection and escalation this deployment has (§10.2)."""
-        return health_views.coverage(self.config.current.health, leads=self._lead_count())
+        """What detection and escalation this deployment has (§10.2): ``degraded`` while the
+        journal or the human sink fails."""
+        degraded: list[str] = []
+        journal = self.journal
+        if isinstance(journal, ObservedJournal) and not journal.health.ok:
+            degraded.append(f"incident journal failing ({journal.health.reason})")
+        if self.sink_problem is not None and (problem := self.sink_problem()) is not None:
+            degraded.append(f"webhook sink failing ({problem})")
+        return health_views.coverage(
+            self.config.current.health, leads=self._lead_count(), degraded=degraded
+        )
 
     def _lead_count(self) -> int:
         return len(self.config.current.leads)
@@ -152,13 +207,9 @@ class FleetHealthMonitor:
             pane_reads=self.pane_reads,
             routing=self.routing,
             now=self.clock.now(),
+            covered=self.coverage(),
         )
 
     def component(self) -> dict[str, Any]:
         """The nested ``fleetHealth`` component of ``/healthz``."""
-        return health_views.healthz_component(
-            self.state,
-            health=self.config.current.health,
-            leads=self._lead_count(),
-            ticks=self.ticks,
-        )
+        return health_views.healthz_component(self.state, ticks=self.ticks, covered=self.coverage())

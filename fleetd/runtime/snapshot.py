@@ -57,6 +57,8 @@ async def take_snapshot(
         list_ok = True
     except HerdrError:
         agents, list_ok = (), False
+    if list_ok:
+        bridge.observe_live(agents)  # the stable gate of lost-boundary repair reads these too
     # One pass over the list (ten thousand agents are ten thousand objects to touch): the health
     # view of each agent, and the terminals of the leads' agents.
     lead_agents = {lead.agent for lead in config.leads}

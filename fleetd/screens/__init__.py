@@ -25,6 +25,7 @@ from fleetd.screens.markers import (
     RAW_TEXT_MARKER,
     READ_FAILED_NOTE,
     REPAIRED_COMPLETION_MARKER,
+    UNCHANGED_MARKER,
     FallbackReason,
     render_fallback,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "RAW_TEXT_MARKER",
     "READ_FAILED_NOTE",
     "REPAIRED_COMPLETION_MARKER",
+    "UNCHANGED_MARKER",
     "AgentKind",
     "CaptureResult",
     "Extraction",

@@ -38,8 +38,10 @@ _READERS: dict[AgentKind, Callable[[list[str]], TurnView]] = {
     AgentKind.CODEX: codex.read,
     AgentKind.OPENCODE: opencode.read,
 }
-# Kinds whose extraction is pinned by fixtures; OpenCode stays off until live fixtures exist.
-_REPAIRABLE = frozenset({AgentKind.CLAUDE, AgentKind.CODEX})
+# Kinds whose answer block can be told from everything else on screen by text alone. Codex only
+# behind a switch: its info notices and its answers share the ``•`` marker and differ only in
+# colour, which a text read loses. OpenCode stays off until live pane fixtures exist.
+_REPAIRABLE = frozenset({AgentKind.CLAUDE})
 
 
 class CaptureResult(StrEnum):
@@ -119,6 +121,10 @@ def extract_assistant_block(kind: AgentKind, screen_text: str, *, max_chars: int
     )
 
 
-def repair_supported(kind: AgentKind) -> bool:
-    """Whether a lost boundary on this kind may be repaired from pane text (M4 §8.2)."""
-    return kind in _REPAIRABLE
+def repair_supported(kind: AgentKind, *, codex: bool = False) -> bool:
+    """Whether a lost boundary on this kind may be repaired from pane text (M4 §8.2).
+
+    Claude Code: yes. Codex: only with ``codex`` (the ``health.repair.codex`` switch, off by
+    default). OpenCode and every other kind: never.
+    """
+    return kind in _REPAIRABLE or (codex and kind is AgentKind.CODEX)

@@ -96,7 +96,7 @@ class AgentMethods:
         return {"type": kind, "agent": self.world.agent_wire(agent)}
 
     def agent_list(self, p: Params) -> JsonObject:
-        agents = [self.world.agent_wire(a) for a in self.world.agents()]
+        agents = [self.world.agent_wire(a) for a in self.world.listed_agents()]
         return {"type": "agent_list", "agents": agents}
 
     def agent_get(self, p: Params) -> JsonObject:

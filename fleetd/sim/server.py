@@ -150,6 +150,21 @@ class HerdrSimulator:
         if status is AgentStatus.IDLE:
             agent.mark_seen()
 
+    def start_by_hand(self, name: str, kind: str = "claude", cwd: str | None = None) -> SimAgent:
+        """A person starts agent ``name`` in a new workspace, at its prompt (as a lead is
+        relaunched by hand after its pane died)."""
+        self._populate(ExistingPane(name=name, kind=kind, cwd=cwd, label=name))
+        return self.agent(name)
+
+    def unlist(self, target: str, *, unlisted: bool = True) -> None:
+        """Make ``agent.list`` leave the agent out (or show it again, ``unlisted=False``) while
+        it keeps running and answering by name — a list that misses a live agent."""
+        pane_id = self.agent(target).pane_id
+        if unlisted:
+            self.world.unlisted.add(pane_id)
+        else:
+            self.world.unlisted.discard(pane_id)
+
     def inject_fault(self, target: str, fault: Fault) -> None:
         """Make ``fault`` hit the agent's next turn only."""
         self.agent(target).next_turn_faults.add(fault)

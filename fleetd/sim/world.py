@@ -51,6 +51,7 @@ class World:
         self.focused_workspace_id: str | None = None
         self.seq = 0
         self.history: deque[tuple[int, JsonObject]] = deque(maxlen=RETAINED_EVENTS)
+        self.unlisted: set[str] = set()  # pane ids whose agent agent.list leaves out
         self._ws_numbers = itertools.count(1)
         self._terminals = itertools.count(0x1A2B)
         self._pids = itertools.count(4100)
@@ -85,6 +86,10 @@ class World:
 
     def agents(self) -> list[SimAgent]:
         return [p.agent for p in self.panes.values() if p.agent is not None]
+
+    def listed_agents(self) -> list[SimAgent]:
+        """The agents ``agent.list`` shows: all but those a test made the list miss."""
+        return [a for a in self.agents() if a.pane_id not in self.unlisted]
 
     def resolve_agent(self, target: str) -> SimAgent:
         """An agent by live name or by the pane id hosting it."""

@@ -188,6 +188,8 @@ class TcpProxy:
         self._pumps: set[asyncio.Task[None]] = set()
         self._refusing = False
         self.port = 0
+        self.accepted = 0  # connections relayed so far
+        self.live: set[asyncio.StreamWriter] = set()  # client sides still open
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -223,10 +225,13 @@ class TcpProxy:
             return
         up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         self._writers += [writer, up_writer]
+        self.accepted += 1
+        self.live.add(writer)
         for source, sink in ((reader, up_writer), (up_reader, writer)):
             pump = asyncio.ensure_future(self._pump(source, sink))
             self._pumps.add(pump)
             pump.add_done_callback(self._pumps.discard)
+            pump.add_done_callback(lambda _: self.live.discard(writer))
 
     @staticmethod
     async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
@@ -243,6 +248,17 @@ class TcpProxy:
 @pytest.fixture
 async def inbox_proxy(inbox_amqp_url: str) -> AsyncIterator[TcpProxy]:
     """A cuttable relay in front of the local broker."""
+    relay = TcpProxy(AMQP_HOST, AMQP_PORT)
+    await relay.start()
+    try:
+        yield relay
+    finally:
+        await relay.close()
+
+
+@pytest.fixture
+async def inbox_second_proxy(inbox_amqp_url: str) -> AsyncIterator[TcpProxy]:
+    """Another cuttable relay in front of the same broker (a second broker address)."""
     relay = TcpProxy(AMQP_HOST, AMQP_PORT)
     await relay.start()
     try:

@@ -21,10 +21,10 @@ from sqlalchemy import event
 
 from fleetd.clock import FakeClock
 from fleetd.errors import JournalSchemaError, JournalUnavailableError
+from fleetd.journal import store
 from fleetd.journal.health import JournalStatus, ObservedJournal
 from fleetd.journal.records import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
-from fleetd.journal.store import SqlStore
 from tests.contract.journal_cases import T0, make_incident
 
 CONTRACT = Path(__file__).resolve().parent
@@ -75,7 +75,7 @@ async def test_a_record_that_fails_midway_leaves_nothing(
 
     try:
         await journal.load_open()
-        monkeypatch.setattr(SqlStore, "_add_events", broken)
+        monkeypatch.setattr(store, "add_events", broken)
         with pytest.raises(JournalUnavailableError) as caught:
             await journal.record(change, [open_event()], now=T0)
         assert caught.value.reason == "disk_full"
@@ -92,14 +92,14 @@ sys.path.insert(0, {contract!r})
 from tests.contract.journal_cases import T0, make_incident
 from fleetd.journal.records import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
-from fleetd.journal.store import SqlStore
+import fleetd.journal.store as store
 
-def stall(self, session, incident_id, events, now):
+def stall(session, incident_id, events, now):
     session.flush()  # the incident row is written inside the open transaction
     print("in-transaction", flush=True)
     sys.stdin.read()  # blocks until the parent kills this process
 
-SqlStore._add_events = stall
+store.add_events = stall
 change = IncidentChange(incident=make_incident("sess_killed"))
 event = NewEvent(type=EventType.OPEN, payload={{"event": "open"}})
 asyncio.run(SqlJournal({url!r}).record(change, [event], now=T0))

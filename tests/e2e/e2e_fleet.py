@@ -14,19 +14,20 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import pytest
 import uvicorn
+import yaml
 
 from fleetd.api.app import create_app
 from fleetd.clock import FakeClock
 from fleetd.compose import Fleetd, build_service
 from fleetd.config import ConfigRef
-from fleetd.config.loader import parse_config
+from fleetd.errors import HerdrError
 from fleetd.herdr.control import HerdrAgentControl
 from fleetd.sim.callback import FleetdCallbackBehaviour
 from fleetd.sim.harness import drive
@@ -36,6 +37,12 @@ from fleetd.sim.server import HerdrSimulator
 T = TypeVar("T")
 LEAD_TOKEN = "e2e-lead-token-0001"
 OPERATOR_TOKEN = "e2e-operator-token-0001"
+LEAD_TOKENS = {
+    "lead": ("T_LEAD", LEAD_TOKEN),
+    "lead-b": ("T_LEAD_B", "e2e-lead-b-token-0001"),
+    "lead-c": ("T_LEAD_C", "e2e-lead-c-token-0001"),
+}
+"""Lead name -> (its token's variable, the token); each lead's herdr agent has its name."""
 
 SCENARIO = {
     "version": 1,
@@ -54,7 +61,6 @@ SCENARIO = {
         "*never*": {"faults": ["never_ready"]},
         "*usage*": {"faults": ["error_screen", "mute"], "error_signature": "usage-limit"},
     },
-    "existing": [{"name": "lead", "kind": "claude", "cwd": "/tmp", "label": "lead"}],
 }
 
 
@@ -72,6 +78,17 @@ class E2EFleet:
     base_url: str
     server: _Server
     serving: asyncio.Task[None]
+    config_path: Path
+    requests: list[dict[str, Any]] = field(default_factory=list)  # herdr requests, in order
+
+    @property
+    def herdr_requests(self) -> list[dict[str, Any]]:
+        """Every request the simulator received, in order (across a restart too)."""
+        return self.requests
+
+    def requests_to(self, method: str) -> list[dict[str, Any]]:
+        """The recorded herdr requests of one method (``agent.prompt``, ``pane.read`` ...)."""
+        return [r for r in self.requests if r["method"] == method]
 
     async def stop(self) -> None:
         """A clean stop, as SIGTERM asks for one: uvicorn's lifespan stops the service."""
@@ -99,6 +116,19 @@ class E2EFleet:
             await self.clock.sleep(seconds)
 
         await self.run(nothing(), max_seconds=seconds + 1)
+
+    def as_lead(self, name: str) -> httpx.AsyncClient:
+        """An HTTP client holding lead ``name``'s token."""
+        return self.http(LEAD_TOKENS[name][1])
+
+    def prompts_to(self, agent: str) -> list[tuple[str, str | None]]:
+        """What fleetd typed into ``agent`` with ``agent.prompt``, in order: each text with the
+        agent's herdr status at that moment."""
+        return [
+            (str(r["params"]["text"]), r["status"])
+            for r in self.requests
+            if r["method"] == "agent.prompt" and r["params"].get("target") == agent
+        ]
 
     def http(self, token: str = LEAD_TOKEN) -> httpx.AsyncClient:
         return httpx.AsyncClient(
@@ -149,39 +179,64 @@ async def start_e2e(
     overrides: dict[str, Any] | None = None,
     *,
     agents: dict[str, Any] | None = None,
+    leads: tuple[str, ...] = ("lead",),
     restart_of: E2EFleet | None = None,
 ) -> AsyncIterator[E2EFleet]:
     """Simulator + fleetd on uvicorn; ``overrides`` replace top-level config sections, ``agents``
-    adds scenario profiles by agent-name pattern (applied after the default ones).
+    adds scenario profiles by agent-name pattern (applied after the default ones), ``leads``
+    names the configured leads (of :data:`LEAD_TOKENS`), each already running in herdr as an
+    agent of its own name. Every herdr request the simulator reads lands in ``requests``.
 
     ``restart_of`` starts a new fleetd on the herdr, clock, port and state that an earlier one
-    (stopped or crashed) left; the simulator then stays up for the earlier fleet to stop.
+    (stopped or crashed) left; the simulator then stays up for the earlier fleet to stop. Every
+    request the simulator receives is kept in ``herdr_requests`` (across a restart too).
     """
     if restart_of is None:
         clock = FakeClock()
         short = Path(tempfile.mkdtemp(prefix="fe2e"))
         socket_path = short / "herdr.sock"
-        scenario = parse_scenario({**SCENARIO, "agents": {**SCENARIO["agents"], **(agents or {})}})
+        existing = [
+            {"name": name, "kind": "claude", "cwd": "/tmp", "label": name} for name in leads
+        ]
+        scenario = parse_scenario(
+            {**SCENARIO, "agents": {**SCENARIO["agents"], **(agents or {})}, "existing": existing}
+        )
+        requests: list[dict[str, Any]] = []
+
+        def tap(kind: str, frame: dict[str, Any]) -> None:
+            if kind != "request":
+                return
+            # the target's status as herdr saw it when the request arrived
+            target = frame["params"].get("target")
+            try:
+                status = simulator.agent(target).status.value if target else None
+            except HerdrError:
+                status = None
+            requests.append({**frame, "status": status})
+
         simulator = HerdrSimulator(
-            socket_path, scenario, clock=clock, behaviour=FleetdCallbackBehaviour()
+            socket_path, scenario, clock=clock, behaviour=FleetdCallbackBehaviour(), tap=tap
         )
         await simulator.start()
         port = _free_port()
     else:
         clock, simulator = restart_of.clock, restart_of.simulator
+        requests = restart_of.requests
         socket_path = simulator.socket_path
         port = int(restart_of.base_url.rsplit(":", 1)[1])
-    env = {"T_LEAD": LEAD_TOKEN, "T_OP": OPERATOR_TOKEN}
+    env = {"T_OP": OPERATOR_TOKEN, **dict(LEAD_TOKENS.values())}
     document = {
         "api": {"host": "127.0.0.1", "port": port},
         "herdr": {"socketPath": str(socket_path)},
         "operatorTokenEnv": "T_OP",
-        "leads": [{"name": "lead", "agent": "lead", "tokenEnv": "T_LEAD"}],
+        "leads": [{"name": n, "agent": n, "tokenEnv": LEAD_TOKENS[n][0]} for n in leads],
         "profiles": {"sonnet": {"kind": "claude"}, "codex": {"kind": "codex"}},
         "worktrees": {"root": str(tmp_path / "wt"), "defaultRepo": str(_repo(tmp_path / "repo"))},
     }
     document.update(overrides or {})
-    ref = ConfigRef(parse_config(document, env, base_dir=tmp_path), environ=env, now=clock.now())
+    config_path = tmp_path / "fleetd.yaml"
+    config_path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    ref = ConfigRef.load(config_path, env, now=clock.now())  # as `fleetd serve` does: warnings log
     control = HerdrAgentControl.for_socket(socket_path, clock=clock, request_timeout=2.0)
     service = build_service(ref, environ=env, clock=clock, control=control)
     app = create_app(service)
@@ -202,6 +257,8 @@ async def start_e2e(
         base_url=f"http://127.0.0.1:{port}",
         server=server,
         serving=serving,
+        config_path=config_path,
+        requests=requests,
     )
     try:
         yield fleet

@@ -1,4 +1,6 @@
-"""``fleetd demo`` end to end: a scripted lead delegates to three members and gets replies."""
+"""``fleetd demo`` end to end: a lead delegates to three members and gets replies, then a member
+of it fails, the lead dies, and the incident moves to the second lead; then that lead dies too,
+a person is told by signed webhook, and told again when the lead is back."""
 
 from __future__ import annotations
 
@@ -7,12 +9,53 @@ import io
 from fleetd.demo import run_demo
 
 
-async def test_demo_lead_delegates_to_three_members_and_collects_replies() -> None:
-    """The demo's lead spawns three members, each ticket ends done via fleet_reply."""
+async def test_demo_delegates_then_reroutes_an_incident_to_the_peer_when_the_owner_dies() -> None:
+    """Three tickets end done via fleet_reply; the failed member's incident goes from its owning
+    lead (generation 1) to lead-b (generation 2, on behalf of lead), and lead-b collects it."""
     out = io.StringIO()
     view = await run_demo(port=0, once=True, out=out)
     text = out.getvalue()
     assert text.count("done via reply") == 3
     assert "inbox held 3 message(s)" in text
-    assert sorted(m["profile"] for m in view["members"]) == ["codex", "opencode", "sonnet"]
-    assert all(m["state"] == "done" for m in view["members"])
+    assert "  incidents: 0; coverage: full" in text  # the healthy fleet of the first act
+    profiles = {m["name"]: (m["profile"], m["state"]) for m in view["members"]}
+    assert profiles == {
+        "sonnet-1": ("sonnet", "done"),
+        "codex-1": ("codex", "done"),
+        "opencode-1": ("opencode", "done"),
+        "sonnet-usage": ("sonnet", "done"),
+    }
+    [sid] = [m["sessionId"] for m in view["members"] if m["name"] == "sonnet-usage"]
+    member = {i["state"]: i for i in view["incidents"] if i["subject"] == sid}
+    error = member["ERROR_ON_SCREEN"]
+    assert (error["owner"], error["recipient"]) == ("lead", "lead-b")
+    assert error["routing"] == {
+        "route": "lead",
+        "reason": "peer_owner_unhealthy",
+        "generation": 4,  # lead, lead-b, a person while lead-b was down, lead-b again
+        "onBehalfOf": "lead",
+    }
+    leads = {row["name"]: row["health"] for row in view["leads"]}
+    assert leads["lead"]["state"] == "LEAD_UNREACHABLE"
+    assert leads["lead-b"]["assignedForeignIncidents"] == 3  # back, it holds them again
+    assert "ERROR_ON_SCREEN -> lead (owner, generation 1)" in text
+    assert (
+        "ERROR_ON_SCREEN -> lead-b (peer_owner_unhealthy, generation 2, on behalf of lead)" in text
+    )
+    assert "health incidents of lead lead, which cannot act" in text  # the nudge lead-b got
+    assert 'lead-b: fleet_poll(target="lead-b") -> 3 message(s)' in text
+    assert (
+        f"  health ERROR_ON_SCREEN of {sid}: peer_owner_unhealthy, generation 2, "
+        "on behalf of lead" in text
+    )
+    assert "  incidents: 3; coverage: full" in text
+    # act three: with both leads gone every open incident reaches a person, signed and verified
+    opened = [line for line in text.splitlines() if line.startswith("webhook receiver: open ")]
+    assert len(opened) == 4  # lead's and lead-b's own incidents, the member's two
+    assert "refused" not in text  # every request's signature verified
+    [resolved] = [
+        line for line in text.splitlines() if line.startswith("webhook receiver: resolved ")
+    ]
+    lead_b_incident = resolved.split()[3]
+    assert any(lead_b_incident in line for line in opened)  # resolved follows its own open
+    assert all(i["id"] != lead_b_incident for i in view["incidents"])

@@ -75,6 +75,30 @@ async def test_agent_is_reachable_by_name_or_pane_id(h: SimHarness) -> None:
     assert by_pane.name == "lead"
 
 
+async def test_an_unlisted_agent_still_answers_by_name_until_listed_again(h: SimHarness) -> None:
+    """The ``unlist`` control: agent.list misses the agent, agent.get still finds it."""
+    h.sim.unlist("lead")
+    assert [a.name for a in await h.run(h.client.agent_list())] == []
+    assert (await h.run(h.client.agent_get("lead"))).name == "lead"
+    h.sim.unlist("lead", unlisted=False)
+    assert [a.name for a in await h.run(h.client.agent_list())] == ["lead"]
+
+
+async def test_an_agent_started_by_hand_after_its_pane_died_is_found_by_name(
+    h: SimHarness,
+) -> None:
+    """The ``start_by_hand`` control: the same name, a new pane and terminal, at its prompt."""
+    before = await h.run(h.client.agent_get("lead"))
+    h.sim.agent("lead").exit()
+    with pytest.raises(TargetNotFoundError):
+        await h.run(h.client.agent_get("lead"))
+    h.sim.start_by_hand("lead")
+    after = await h.run(h.client.agent_get("lead"))
+    assert after.pane_id != before.pane_id
+    assert after.terminal_id != before.terminal_id
+    assert after.agent_status is AgentStatus.IDLE
+
+
 async def test_workspace_tab_and_split_create_shell_panes_with_env(h: SimHarness) -> None:
     """workspace.create, tab.create and pane.split make shell panes carrying the given env."""
     created = await h.run(h.client.workspace_create(cwd="/w", label="m", env={"TOKEN": "t1"}))

@@ -213,3 +213,26 @@ async def test_unknown_status_and_fields_over_the_wire(short_dir: Path) -> None:
     assert agent.agent_status is AgentStatus.UNKNOWN
     assert not agent.agent_status.at_prompt
     assert re.fullmatch(r"[0-9a-f]{32}", seen_ids[0])
+
+
+async def test_a_live_request_limit_is_read_at_each_call(short_dir: Path) -> None:
+    """A watchdog given as a function (a hot config key) applies from the next call on."""
+    path = short_dir / "silent2.sock"
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        await reader.read()
+        writer.close()
+
+    limit = [1.0]
+    clock = FakeClock()
+    async with raw_server(path, silent):
+        client = HerdrSocketClient(path, clock=clock, request_timeout=lambda: limit[0])
+        with pytest.raises(ControlLinkError):
+            await drive(clock, client.ping(), step=0.5)
+        assert clock.monotonic() == pytest.approx(1.0)
+        limit[0] = 2.5
+        with pytest.raises(ControlLinkError) as info:
+            await drive(clock, client.ping(), step=0.5)
+        assert info.value.code == "request_timeout"
+        assert clock.monotonic() == pytest.approx(3.5)

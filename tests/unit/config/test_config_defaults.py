@@ -34,6 +34,7 @@ EXPECTED_DEFAULTS = {
     "api.publicUrl": None,
     "api.maxPromptChars": 100_000,
     "herdr.socketPath": None,
+    "herdr.connectTimeoutMs": 2000,
     "herdr.requestTimeoutMs": 5000,
     "herdr.statusPollIntervalMs": 250,
     "operatorTokenEnv": None,
@@ -53,6 +54,9 @@ EXPECTED_DEFAULTS = {
     "bridge.push.heartbeatIntervalSeconds": 600,
     "bridge.push.heartbeatMax": 3,
     "inbox.backend": InboxBackend.MEMORY,
+    "inbox.amqp.urls": None,
+    "inbox.amqp.connectTimeoutMs": 10_000,
+    "inbox.amqp.operationTimeoutMs": 10_000,
     "journal.urlEnv": None,
     "health.enabled": False,
     "health.snapshotIntervalSeconds": 30,
@@ -63,9 +67,14 @@ EXPECTED_DEFAULTS = {
     "health.capacityLongIdleAfterSeconds": 900,
     "health.includePaneExcerpt": False,
     "health.notifications.mode": NotificationMode.DISABLED,
+    "health.repair.codex": False,
+    "health.notifications.webhookUrlEnvs": None,
     "health.notifications.webhookUrlEnv": None,
     "health.notifications.secretEnv": None,
     "health.notifications.requestTimeoutMs": 10_000,
+    "providers": (),
+    "modelHealth.probeIntervalSeconds": 300,
+    "modelHealth.requestTimeoutMs": 10_000,
 }
 SECRET_KEYS = {"inbox.amqp.url", "journal.url"}
 

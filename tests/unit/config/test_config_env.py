@@ -17,6 +17,7 @@ from fleetd.errors import ConfigError
         ("health.enabled", "FLEETD_HEALTH__ENABLED"),
         ("health.snapshotIntervalSeconds", "FLEETD_HEALTH__SNAPSHOT_INTERVAL_SECONDS"),
         ("health.notifications.webhookUrlEnv", "FLEETD_HEALTH__NOTIFICATIONS__WEBHOOK_URL_ENV"),
+        ("health.notifications.webhookUrlEnvs", "FLEETD_HEALTH__NOTIFICATIONS__WEBHOOK_URL_ENVS"),
         ("inbox.amqp.url", "FLEETD_INBOX__AMQP__URL"),
         ("api.port", "FLEETD_API__PORT"),
         ("operatorTokenEnv", "FLEETD_OPERATOR_TOKEN_ENV"),

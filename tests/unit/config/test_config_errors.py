@@ -189,6 +189,86 @@ def test_webhook_mode_with_both_variables_set() -> None:
         assert value not in repr(config)
 
 
+LISTED_ENV = WEBHOOK_ENV | {"HOOK_URL_2": "http://127.0.0.1:8099/also-secret"}
+
+
+def _listed(*names: str, **changes: Any) -> dict[str, Any]:
+    return _webhook(webhookUrlEnv=None, webhookUrlEnvs=list(names), **changes)
+
+
+def test_webhook_url_envs_lists_the_receivers_primary_first() -> None:
+    """webhookUrlEnvs names the receivers in failover order; webhookUrlEnv is a list of one."""
+    config = parse_config(_listed("HOOK_URL_2", "HOOK_URL"), LISTED_ENV).config
+    assert config.health.notifications.receiver_envs == ("HOOK_URL_2", "HOOK_URL")
+    one = parse_config(_webhook(), WEBHOOK_ENV).config
+    assert one.health.notifications.receiver_envs == ("HOOK_URL",)
+    assert parse_config(None, {}).config.health.notifications.receiver_envs == ()
+
+
+def test_webhook_url_envs_come_comma_separated_from_the_environment() -> None:
+    """FLEETD_HEALTH__NOTIFICATIONS__WEBHOOK_URL_ENVS lists the variables separated by commas."""
+    environ = LISTED_ENV | {
+        "FLEETD_HEALTH__NOTIFICATIONS__WEBHOOK_URL_ENVS": "HOOK_URL, HOOK_URL_2"
+    }
+    config = parse_config(_webhook(webhookUrlEnv=None), environ).config
+    assert config.health.notifications.receiver_envs == ("HOOK_URL", "HOOK_URL_2")
+
+
+@pytest.mark.parametrize(
+    ("document", "environ", "key", "reason"),
+    [
+        (
+            _webhook(webhookUrlEnvs=["HOOK_URL_2"]),
+            LISTED_ENV,
+            "health.notifications",
+            "health.notifications.webhookUrlEnv and health.notifications.webhookUrlEnvs",
+        ),
+        (
+            _listed("HOOK_URL_2"),
+            LISTED_ENV | {"FLEETD_HEALTH__NOTIFICATIONS__WEBHOOK_URL_ENV": "HOOK_URL"},
+            "health.notifications",
+            "both set",
+        ),
+        (_listed("HOOK_URL", "HOOK_URL_3"), LISTED_ENV, "webhookUrlEnvs", "HOOK_URL_3 is not set"),
+        (
+            _listed("HOOK_URL", "HOOK_URL_2"),
+            LISTED_ENV | {"HOOK_URL_2": "ftp://h.example/secret"},
+            "webhookUrlEnvs",
+            "HOOK_URL_2 does not hold an http(s) URL",
+        ),
+        (
+            _listed("HOOK_URL", "HOOK_URL_2"),
+            LISTED_ENV | {"HOOK_URL_2": WEBHOOK_ENV["HOOK_URL"]},
+            "webhookUrlEnvs",
+            "HOOK_URL and HOOK_URL_2 hold the same URL",
+        ),
+        (_listed("HOOK_URL", "HOOK_URL"), LISTED_ENV, "webhookUrlEnvs", "listed once"),
+        (_listed(), LISTED_ENV, "webhookUrlEnvs", "at least 1"),
+        (_listed(*[f"HOOK_{n}" for n in range(9)]), LISTED_ENV, "webhookUrlEnvs", "at most 8"),
+    ],
+)
+def test_bad_receiver_lists_name_the_keys_and_variables_never_the_values(
+    document: dict[str, Any], environ: dict[str, str], key: str, reason: str
+) -> None:
+    """Both keys set, an unset or non-URL variable, one URL twice, a variable twice, an empty or
+    overlong list: refused naming the key(s) and variable(s), never a value."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(document, environ)
+    full = key if key.startswith("health.") else f"health.notifications.{key}"
+    assert caught.value.key == full
+    assert reason in caught.value.reason
+    for value in environ.values():
+        if "://" in value:
+            assert value not in str(caught.value)
+
+
+def test_a_disabled_sink_may_name_unset_receivers() -> None:
+    """While notifications are disabled the listed variables need not be set."""
+    document = _listed("NOT_SET_1", "NOT_SET_2", mode="disabled")
+    notifications = parse_config(document, {}).config.health.notifications
+    assert notifications.receiver_envs == ("NOT_SET_1", "NOT_SET_2")
+
+
 def test_disabled_mode_does_not_need_the_variables() -> None:
     """Naming the webhook variables is fine while notifications are disabled, set or not."""
     document = _webhook(mode="disabled")
@@ -202,6 +282,44 @@ def test_health_without_a_sink_warns_about_coverage() -> None:
     loaded = parse_config({"health": {"enabled": True}}, {})
     assert len(loaded.warnings) == 1
     assert loaded.warnings[0].startswith("health.notifications.mode=disabled")
+
+
+TWO_LEADS = {
+    "leads": [
+        {"name": "lead", "agent": "lead", "tokenEnv": "T_A"},
+        {"name": "lead-b", "agent": "lead-b", "tokenEnv": "T_B"},
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("document", "environ", "warning"),
+    [
+        (
+            {"health": {"enabled": True}, **TWO_LEADS},
+            {},
+            "health.notifications.mode=disabled: human escalation is unavailable; "
+            "fleet health coverage is partial",
+        ),
+        (
+            {"health": {"enabled": True}, "leads": TWO_LEADS["leads"][:1]},
+            {},
+            "health.notifications.mode=disabled: human escalation is unavailable; fleet health "
+            "coverage is partial; with a single lead, a lead failure has no active notification "
+            "or recovery",
+        ),
+        ({"health": {"enabled": True, "notifications": WEBHOOK}, **TWO_LEADS}, WEBHOOK_ENV, None),
+        ({"health": {"notifications": WEBHOOK}, **TWO_LEADS}, WEBHOOK_ENV, None),
+    ],
+)
+def test_the_coverage_warning_says_what_this_build_and_the_lead_count_leave_out(
+    document: dict[str, Any], environ: dict[str, str], warning: str | None
+) -> None:
+    """One WARN while detection runs without a human sink (and for a sole lead, that its failure
+    has no recovery); none in webhook mode, none with detection off."""
+    environ = {"T_A": "token-aaaa-0001", "T_B": "token-bbbb-0001", **environ}
+    loaded = parse_config(document, environ)
+    assert list(loaded.warnings) == ([] if warning is None else [warning])
 
 
 @pytest.mark.parametrize(

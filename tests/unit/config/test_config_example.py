@@ -25,8 +25,8 @@ def _model_keys(model: type[ConfigModel], prefix: str = "") -> Iterator[str]:
         child = section_of(field.annotation)
         if child is None:
             continue
-        if key == "leads":
-            yield from _model_keys(child, "leads[].")
+        if key in ("leads", "providers"):
+            yield from _model_keys(child, f"{key}[].")
         elif key == "profiles":
             yield from _model_keys(child, "profiles.*.")
         else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,14 @@ import yaml
 from fleetd.config import HealthConfig, check_config_main, parse_config
 from fleetd.config.keys import KeySpec, iter_keys, upper_bound
 from fleetd.config.loader import MAX_NESTING
-from fleetd.config.sections import BridgeConfig, ProfileConfig, PushConfig
+from fleetd.config.providers import ModelHealthConfig
+from fleetd.config.sections import (
+    AmqpConfig,
+    BridgeConfig,
+    HerdrConfig,
+    ProfileConfig,
+    PushConfig,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "fleetd.example.yaml"
 HUGE = 10**300
@@ -78,6 +86,7 @@ def test_durations_stop_at_an_hour_or_a_day() -> None:
         "health.leadUnresponsiveAfterSeconds": 86_400,
         "health.humanRepeatSeconds": 86_400,
         "health.capacityLongIdleAfterSeconds": 86_400,
+        "modelHealth.probeIntervalSeconds": 86_400,
     }
     document: dict[str, Any] = {}
     for spec in _numeric_keys():
@@ -94,10 +103,14 @@ def test_durations_stop_at_an_hour_or_a_day() -> None:
         (HealthConfig, config.health),
         (BridgeConfig, config.bridge),
         (PushConfig, config.bridge.push),
+        (ModelHealthConfig, config.model_health),
+        (AmqpConfig, config.inbox.amqp),
+        (HerdrConfig, config.herdr),
     ):
         for name, member in vars(model).items():
-            if isinstance(member, property):
-                assert getattr(section, name).total_seconds() > 0, name
+            value = getattr(section, name) if isinstance(member, property) else None
+            if isinstance(value, timedelta):
+                assert value.total_seconds() > 0, name
 
 
 def _example_keys(lines: list[str]) -> Iterator[tuple[int, str]]:

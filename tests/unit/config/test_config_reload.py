@@ -159,13 +159,26 @@ def test_restart_only_change_is_pending(file: ConfigFile, clock: FakeClock) -> N
 
 
 def test_secret_restart_key_is_named_not_shown(file: ConfigFile, clock: FakeClock) -> None:
-    """A changed broker URL is pending by key; neither password appears in the result."""
+    """A changed journal URL is pending by key; neither password appears in the result."""
     ref = _ref(file, clock)
-    file.write(BASE + "inbox:\n  amqp:\n    url: amqp://u:hunter2@broker/\n")
+    before = ref.current.journal.url.get_secret_value()
+    file.write(BASE + "journal:\n  url: postgresql://u:hunter2@db/test\n")
     result = ref.reload(clock.now())
-    assert result.pending_restart_keys == ("inbox.amqp.url",)
+    assert result.pending_restart_keys == ("journal.url",)
     assert "hunter2" not in repr(result)
-    assert ref.current.inbox.amqp.url.get_secret_value() == "amqp://guest:guest@127.0.0.1:5672/"
+    assert ref.current.journal.url.get_secret_value() == before
+
+
+def test_broker_urls_apply_live_and_stay_masked(file: ConfigFile, clock: FakeClock) -> None:
+    """The broker list is hot (the inbox repoints at a safe boundary); no password shows."""
+    ref = _ref(file, clock)
+    file.write(BASE + "inbox:\n  amqp:\n    urls: [amqp://u:hunter2@a/, amqp://u:hunter2@b/]\n")
+    result = ref.reload(clock.now())
+    assert result.status is ReloadStatus.APPLIED
+    assert "inbox.amqp.urls" in result.changed_keys
+    assert result.pending_restart_keys == ()
+    assert "hunter2" not in repr(result)
+    assert ref.current.inbox.amqp.endpoints == ("amqp://u:hunter2@a/", "amqp://u:hunter2@b/")
 
 
 def test_leads_and_profiles_apply_live(file: ConfigFile, clock: FakeClock) -> None:

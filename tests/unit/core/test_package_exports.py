@@ -38,6 +38,8 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "PushLoop",
         "PushOutcome",
         "ReleaseCause",
+        "RepairOutcome",
+        "RepairResult",
         "ResultSource",
         "Session",
         "SessionEvent",
@@ -55,6 +57,8 @@ EXPORTS: dict[ModuleType, set[str]] = {
     },
     api: {"Authenticator", "ToolRegistry", "ToolResult", "create_app", "register_fleet_tools"},
     runtime: {
+        "DependencyCollector",
+        "DependencyView",
         "FleetHealthMonitor",
         "FleetViewBuilder",
         "FleetViews",

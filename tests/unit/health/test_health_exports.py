@@ -31,6 +31,7 @@ EXPECTED = {
     "ProbeResult",
     "ProbeSource",
     "ProfileCapacityInput",
+    "RepairView",
     "HealthSettings",
     # classifications
     "MemberState",

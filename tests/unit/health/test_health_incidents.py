@@ -162,3 +162,13 @@ def test_suggested_tool_calls_offer_status_and_list_never_only_stop() -> None:
         "a",
         "GONE",
     )
+
+
+def test_a_namespace_makes_the_same_key_and_generation_a_different_id() -> None:
+    """Two deployments (or one that lost its journal) never share an incident id, so a webhook
+    receiver serving both never dedupes one's event against the other's."""
+    assert incident_id(KEY, 1, "r0000000a") != incident_id(KEY, 1, "r0000000b")
+    assert incident_id(KEY, 1, "r0000000a") != incident_id(KEY, 1)
+    book = IncidentBook({}, {}, "r0000000a")
+    opened = book.open_new(KEY, now=T0, target=None)
+    assert opened.id == incident_id(KEY, 1, "r0000000a")

@@ -141,6 +141,22 @@ def test_targeted_not_found_is_unreachable_at_once() -> None:
     assert not run.effects(RequestTargetLookup)
 
 
+def test_a_lead_sighted_again_is_not_lost_on_an_earlier_lookups_not_found() -> None:
+    """Missed once, then looked up while gone, then listed again (relaunched under its name in
+    a new pane): the list is the newer fact, so the lead is idle and no incident opens."""
+    run = Run()
+    run.tick(lead_only(L.IDLE), [])
+    run.tick(lead_only(None), [])
+    assert run.effects(RequestTargetLookup)
+    relaunched = agent("lead-a", terminal="term_lead-a-2", pane="w2:p1")
+    now = LeadView(name="lead-a", agent_name="lead-a", terminal_id="term_lead-a-2")
+    lost = {"lead-a": "agent_not_found"}
+    run.tick(live(relaunched, targeted=lost, with_lead=False), [], leads=[now])
+    assert run.lead() is LS.LEAD_IDLE
+    assert not run.effects(OpenIncident)
+    assert run.state.leads["lead-a"].lookup_error == "agent_not_found"  # kept as evidence
+
+
 def test_returning_lead_recovers_and_resolves() -> None:
     """Seen again at its prompt, the lead is idle and its incident resolves."""
     run = Run()

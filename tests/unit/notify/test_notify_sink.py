@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from datetime import timedelta
 
 import pytest
@@ -31,7 +33,7 @@ def test_webhook_mode_resolves_url_secret_and_limit() -> None:
     """The URL and secret come from the named variables; the repr shows neither."""
     target = resolve_sink(WEBHOOK, ENV)
     assert target == SinkTarget(
-        url=URL, secret=WebhookSecret.parse(SECRET_TEXT), limit=timedelta(milliseconds=2500)
+        urls=(URL,), secret=WebhookSecret.parse(SECRET_TEXT), limit=timedelta(milliseconds=2500)
     )
     assert URL not in repr(target)
     assert "QUFB" not in repr(target)
@@ -70,3 +72,64 @@ def test_the_generation_changes_with_url_or_secret_only() -> None:
     assert len({base.generation, moved.generation, rekeyed.generation}) == 3
     assert base.generation.startswith("snk_")
     assert len(base.generation) == 20
+
+
+SECOND_URL = "https://backup.example/hooks/also-secret"
+LISTED = NotificationsConfig(
+    mode=NotificationMode.WEBHOOK,
+    webhook_url_envs=("HOOK_URL", "HOOK_URL_2"),
+    secret_env="HOOK_SECRET",
+)
+
+
+def test_a_list_resolves_every_receiver_in_order() -> None:
+    """webhookUrlEnvs gives the receivers primary first; one webhookUrlEnv is a list of one."""
+    target = resolve_sink(LISTED, ENV | {"HOOK_URL_2": SECOND_URL})
+    assert target is not None
+    assert target.urls == (URL, SECOND_URL)
+    assert SECOND_URL not in repr(target)
+    one = resolve_sink(WEBHOOK, ENV)
+    assert one is not None
+    assert one.urls == (URL,)
+
+
+@pytest.mark.parametrize(
+    ("environ", "reason"),
+    [
+        (ENV, "HOOK_URL_2 is not set"),
+        (ENV | {"HOOK_URL_2": " " + URL}, "HOOK_URL and HOOK_URL_2 hold the same URL"),
+    ],
+)
+def test_a_changed_environment_names_the_list_key_and_the_variable(
+    environ: dict[str, str], reason: str
+) -> None:
+    """An unset receiver variable, or two holding one URL: the list's key and the variables,
+    never a value."""
+    with pytest.raises(ConfigError) as caught:
+        resolve_sink(LISTED, environ)
+    assert caught.value.key == "health.notifications.webhookUrlEnvs"
+    assert reason in caught.value.reason
+    assert URL not in str(caught.value)
+
+
+def test_one_receiver_keeps_its_generation_and_a_list_has_its_own() -> None:
+    """One receiver's generation is what it was before lists (nothing re-arms on upgrade); the
+    list's generation changes with each URL and with their order."""
+    one = resolve_sink(WEBHOOK, ENV)
+    assert one is not None
+    key = WebhookSecret.parse(SECRET_TEXT).key
+    assert one.generation == "snk_" + hmac.new(key, URL.encode(), hashlib.sha256).hexdigest()[:16]
+    environ = ENV | {"HOOK_URL_2": SECOND_URL}
+    listed = resolve_sink(LISTED, environ)
+    swapped = resolve_sink(LISTED, environ | {"HOOK_URL": SECOND_URL, "HOOK_URL_2": URL})
+    moved = resolve_sink(LISTED, environ | {"HOOK_URL_2": SECOND_URL + "-2"})
+    generations = {t.generation for t in (one, listed, swapped, moved) if t is not None}
+    assert len(generations) == 4
+
+
+def test_a_target_lists_each_receiver_once() -> None:
+    """No target without a receiver, nor with one listed twice."""
+    secret = WebhookSecret.parse(SECRET_TEXT)
+    for urls in ((), (URL, URL)):
+        with pytest.raises(ValueError, match="receiver"):
+            SinkTarget(urls=urls, secret=secret, limit=timedelta(seconds=1))

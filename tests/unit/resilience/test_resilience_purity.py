@@ -49,6 +49,7 @@ EXPORTS = {
     "ProbeSchedule",
     "RetryPolicy",
     "Settled",
+    "Standing",
     "Sweep",
     "Timeouts",
     "Traits",
@@ -60,6 +61,7 @@ EXPORTS = {
     "parse_catalog",
     "retry_after",
     "settle",
+    "standing",
     "stated_context_window",
 }
 

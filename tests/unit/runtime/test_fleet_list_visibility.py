@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from jsonschema import Draft202012Validator
 
 from fleetd.api.app import create_app
 from fleetd.api.tools import Caller, Role
-from fleetd.errors import InboxUnavailableError
+from fleetd.errors import ControlLinkError, HerdrError, InboxUnavailableError
 from fleetd.inbox.codec import DecodeReason
 from fleetd.inbox.failures import DecodeFailure, Disposition
 from fleetd.inbox.memory import InMemoryInbox
@@ -274,3 +275,30 @@ async def test_over_http_a_lead_does_not_see_another_leads_counts(tmp_path: Path
     assert "lead-b" not in json.dumps(views["lead"]["inbox"])
     held, failures = _inbox_figures(views["operator"])
     assert (held["records"], len(failures)) == (4, 4)
+
+
+async def test_a_lead_rows_live_status_is_the_views_own_list(tmp_path: Path) -> None:
+    """A lead's liveStatus comes from herdr's last agent.list (the loops list, fleet_list reads):
+    null once herdr no longer lists it (never the status the push loop last read), the push
+    loop's read only while the list itself fails."""
+    fleet = await _fleet(tmp_path)
+    for lead in (LEAD, LEAD_B):  # a reply waits for each lead: the push loop reads its status
+        sid = (await fleet.ok("fleet_spawn", lead, profile="codex"))["sessionId"]
+        await fleet.service.registry.contact(fleet.member(sid))
+        await fleet.ok("fleet_send", lead, target=sid, prompt="x")
+        await fleet.ok("fleet_reply", fleet.member(sid), content="done")
+    await _step(fleet)
+    assert {o.last_status for o in fleet.service.push.outcomes.values()} == {"idle"}
+
+    async def statuses() -> dict[str, str | None]:
+        with contextlib.suppress(HerdrError):  # a loop's agent.list, as the observer records it
+            await fleet.service.control.list_agents()
+        listed = await fleet.ok("fleet_list", OPERATOR)
+        return {row["name"]: row["liveStatus"] for row in listed["leads"]}
+
+    assert await statuses() == {"lead": "idle", "lead-b": "idle"}
+    fleet.control.fail("list_agents", ControlLinkError("connect_failed", "down"))
+    fleet.control.remove("lead-b")
+    assert await statuses() == {"lead": "idle", "lead-b": "idle"}  # last reads, list failed
+    fleet.control.fail("list_agents", None)
+    assert await statuses() == {"lead": "idle", "lead-b": None}

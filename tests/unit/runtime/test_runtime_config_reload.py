@@ -13,6 +13,7 @@ from fleetd.clock import FakeClock
 from fleetd.compose import build_service
 from fleetd.config import ConfigRef
 from fleetd.herdr.fake import FakeAgentControl
+from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.memory import InMemoryInbox
 
 ENV = {"T_LEAD": "lead-token-0001", "T_SECOND": "second-token-0001", "T_OP": "op-token-0001"}
@@ -119,3 +120,47 @@ async def test_no_file_version_written_over_a_running_config_locks_callers_out(
     view = await service.view.build(operator)
     assert view["config"]["lastReloadErrorKey"] == "bridge.submitRetryMs"
     assert view["config"]["reloadFailures"] == rejected
+
+
+async def test_a_reload_repoints_the_broker_list_and_a_bad_one_keeps_it(tmp_path: Path) -> None:
+    """A changed inbox.amqp.urls reaches the running inbox at the next check; a file setting
+    url and urls together is refused by key and the running list stays."""
+    path = tmp_path / "fleetd.yaml"
+    document: dict[str, object] = {
+        "leads": [{"name": "lead", "tokenEnv": "T_LEAD"}],
+        "inbox": {"backend": "amqp", "amqp": {"urls": ["amqp://a:1/", "amqp://b:1/"]}},
+    }
+    _write(path, document, 1_000)
+    clock = FakeClock()
+    ref = ConfigRef.load(path, ENV, now=clock.now())
+    service = build_service(
+        ref, environ=ENV, clock=clock, control=FakeAgentControl(), worktrees=FakeWorktrees()
+    )
+    inbox = service.inbox
+    assert isinstance(inbox, AmqpInbox)
+    assert len(inbox.broker_report().pool.endpoints) == 2
+    try:
+        document["inbox"] = {
+            "backend": "amqp",
+            "amqp": {"urls": ["amqp://b:1/", "amqp://c:1/", "amqp://d:1/"]},
+        }
+        _write(path, document, 2_000)
+        await service.check_config()
+        assert len(inbox.broker_report().pool.endpoints) == 3
+
+        document["inbox"] = {
+            "backend": "amqp",
+            "amqp": {"url": "amqp://e:1/", "urls": ["amqp://f:1/"]},
+        }
+        _write(path, document, 3_000)
+        await service.check_config()
+        assert service.config.last_reload_error is not None
+        assert service.config.last_reload_error.key == "inbox.amqp"
+        assert service.config.current.inbox.amqp.endpoints == (
+            "amqp://b:1/",
+            "amqp://c:1/",
+            "amqp://d:1/",
+        )
+        assert len(inbox.broker_report().pool.endpoints) == 3
+    finally:
+        await inbox.close()

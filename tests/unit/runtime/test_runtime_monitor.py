@@ -138,6 +138,23 @@ async def test_healthz_and_fleet_list_show_partial_coverage_without_a_sink(
     assert listed["healthCoverage"]["status"] == "partial"
 
 
+async def test_the_notification_capability_series_follows_the_coverage(tmp_path: Path) -> None:
+    """/metrics has one fleet_health_notification_capability series at 1: the mode and the
+    coverage status fleet_list and /healthz show (off while detection is off)."""
+    for health, status in (({}, "off"), ({"enabled": True}, "partial")):
+        fleet = await _fleet(tmp_path / status, **health)
+        text = fleet.service.metrics.exposition().decode()
+        series = [
+            line
+            for line in text.splitlines()
+            if line.startswith("fleet_health_notification_capability{")
+        ]
+        assert series == [
+            f'fleet_health_notification_capability{{mode="disabled",status="{status}"}} 1.0'
+        ]
+        assert fleet.service.health.coverage()["status"] == status
+
+
 async def test_preserved_branch_with_commits_is_work_product_at_risk(tmp_path: Path) -> None:
     """A released member whose preserved branch is ahead of its base earns only a warning."""
     fleet = await _fleet(tmp_path, enabled=True)

@@ -230,19 +230,23 @@ def test_capture_result_values_are_stable() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "supported"),
+    ("kind", "codex", "supported"),
     [
-        (AgentKind.CLAUDE, True),
-        (AgentKind.CODEX, True),
-        (AgentKind.OPENCODE, False),
-        (AgentKind.OTHER, False),
+        (AgentKind.CLAUDE, False, True),
+        (AgentKind.CLAUDE, True, True),
+        (AgentKind.CODEX, False, False),
+        (AgentKind.CODEX, True, True),
+        (AgentKind.OPENCODE, False, False),
+        (AgentKind.OPENCODE, True, False),
+        (AgentKind.OTHER, False, False),
+        (AgentKind.OTHER, True, False),
     ],
 )
-def test_repair_supported_only_for_tested_kinds_and_never_opencode(
-    kind: AgentKind, supported: bool
+def test_repair_supported_for_claude_codex_only_behind_its_switch_never_opencode(
+    kind: AgentKind, codex: bool, supported: bool
 ) -> None:
-    """Repair needs tested fixtures; OpenCode stays off until live fixtures exist."""
-    assert repair_supported(kind) is supported
+    """Claude Code is repairable; Codex only with health.repair.codex; OpenCode and others never."""
+    assert repair_supported(kind, codex=codex) is supported
 
 
 @pytest.mark.parametrize("kind", KNOWN)

@@ -112,6 +112,7 @@ def test_public_surface_is_pinned() -> None:
             "RAW_TEXT_MARKER",
             "READ_FAILED_NOTE",
             "REPAIRED_COMPLETION_MARKER",
+            "UNCHANGED_MARKER",
             "AgentKind",
             "CaptureResult",
             "Extraction",

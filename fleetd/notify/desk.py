@@ -1,0 +1,90 @@
+"""``IncidentDesk``: what an operator (or a lead) may ask of the incident journal over the API.
+
+* :meth:`IncidentDesk.incidents` — open incidents and those resolved in the last
+  :data:`RESOLVED_WINDOW`, with routing and the delivery state of every outbound event. The
+  operator sees all of them; a lead sees those it owns or receives (``routing.owner`` or
+  ``routing.recipient``); nobody else asks (the API refuses members).
+* :meth:`IncidentDesk.replay` — a person asks for a permanently failed event to be tried again
+  (§10.4 "until config changes or a person requests replay"): every failed event of the incident
+  gets a new attempt due now, which the delivery worker's next pass sends. Refusals come back as
+  values (``found``, ``rearmed``), never as exceptions; a journal failure does raise
+  :class:`~fleetd.errors.JournalError` for the API to answer 503.
+
+Read-only apart from the re-arm; no clock of its own (``now`` is passed in).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final
+
+from fleetd.identity import Caller, Role
+from fleetd.journal.port import DEFAULT_RECENT_LIMIT, Journal
+from fleetd.journal.records import StoredIncident
+
+__all__ = ["RESOLVED_WINDOW", "IncidentDesk", "IncidentListing", "ReplayResult"]
+
+RESOLVED_WINDOW: Final = timedelta(hours=24)
+"""How long a resolved incident stays on the list."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncidentListing:
+    """The incidents a caller may see, newest first; ``truncated`` when more exist than
+    ``limit``."""
+
+    incidents: tuple[StoredIncident, ...]
+    resolved_since: datetime
+    limit: int
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayResult:
+    """``found``: the incident exists; ``rearmed``: how many failed events got a new attempt."""
+
+    incident_id: str
+    found: bool
+    rearmed: int = 0
+
+
+class IncidentDesk:
+    """The journal's operator view."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        window: timedelta = RESOLVED_WINDOW,
+        limit: int = DEFAULT_RECENT_LIMIT,
+    ) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self._journal = journal
+        self._window = window
+        self._limit = limit
+
+    async def incidents(self, caller: Caller, *, now: datetime) -> IncidentListing:
+        """What ``caller`` may see (an operator: all; a lead: its own or received)."""
+        if caller.role not in (Role.OPERATOR, Role.LEAD):
+            raise ValueError("only an operator or a lead lists incidents")
+        since = now - self._window
+        found = await self._journal.recent(
+            resolved_since=since,
+            limit=self._limit + 1,
+            involving=caller.name if caller.role is Role.LEAD else None,
+        )
+        return IncidentListing(
+            incidents=found[: self._limit],
+            resolved_since=since,
+            limit=self._limit,
+            truncated=len(found) > self._limit,
+        )
+
+    async def replay(self, incident_id: str, *, now: datetime) -> ReplayResult:
+        """Re-arm the incident's permanently failed events."""
+        if await self._journal.get(incident_id) is None:
+            return ReplayResult(incident_id=incident_id, found=False)
+        rearmed = await self._journal.rearm(now=now, incident_id=incident_id)
+        return ReplayResult(incident_id=incident_id, found=True, rearmed=rearmed)

@@ -1,0 +1,390 @@
+"""``SinkWorker``: the delivery pass that takes outbox rows from the journal to the webhook.
+
+The dispatcher records an incident change and its outbound events in one journal transaction and
+sends nothing. The scheduler calls :meth:`SinkWorker.step` every few seconds; one pass:
+
+1. **Target.** ``target()`` gives the resolved webhook (``None``: notifications are disabled, so
+   the pass claims nothing and adds no reminder — pending events simply wait for re-enabling).
+2. **Re-arm.** When the target's generation differs from the last one this worker sent to (first
+   pass, a config change, re-enabling), events another target refused permanently get a new
+   attempt (:meth:`~fleetd.journal.port.Journal.rearm` with ``except_sink``): "permanent until
+   the config changes" (§10.4), across restarts too, since each failure names its target.
+3. **Reminders**, checked when the earliest known reminder is due and at least once per
+   :data:`REMINDER_SCAN` (a delivery elsewhere may make one due): an open, human-routed,
+   critical incident whose last delivery is ``humanRepeatSeconds`` old and which has nothing
+   pending gets a new ``reminder`` revision (:mod:`fleetd.notify.reminders`). The append is
+   conditional on the revision it read, so two fleetd instances never add the same reminder
+   twice.
+4. **Claim and send.** Due attempts are leased to ``owner`` (the journal guarantees one
+   outstanding attempt per event and no attempt leased twice). Incidents are sent concurrently,
+   the events of one incident in revision order. Each attempt is one failover sweep over the
+   receivers (:class:`~fleetd.notify.receivers.Receivers`: lowest-index receiver whose breaker
+   admits first, the next one after a failover-class failure); each dial re-signs the stored
+   body at the current time under the event's idempotency key (``webhook-id`` =
+   ``Idempotency-Key`` = ``eventId``) and is bounded by ``requestTimeoutMs``. The attempt ends
+   as **complete**, **reschedule** (the next attempt at :func:`~fleetd.notify.failover.decide`'s
+   time, drawn with ``draw()``) or **fail** (permanent, naming the target). An outcome is
+   recorded only while the lease holds; a lease too short for another request is given back
+   unsent, and so is an attempt that every breaker refused.
+5. **Breakers.** One per receiver counts blind failures across events. While every receiver's
+   breaker is open, passes claim nothing until a cooldown lets exactly one probe through; while
+   none is closed, a pass claims one event (the probe). The target is taken anew each pass: a
+   reload that changes the list swaps it between passes (a repointed receiver starts afresh).
+6. **Health and metrics.** :attr:`SinkWorker.health` (:mod:`fleetd.notify.sink_health`) and the
+   §10.6 series: attempts by event and outcome, queue depth, last success, capability.
+
+A journal failure never escapes a pass: it is logged, the pass ends early, the status says
+``journal_failing``, and the next pass is the retry (an unrecorded outcome's lease expires and
+the attempt is sent again: at least once, deduplicated by the receiver).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final, TypeVar
+
+from fleetd.clock import Clock
+from fleetd.errors import ConfigError, JournalError
+from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, Journal
+from fleetd.journal.records import Claim, EventType, NewEvent, StoredIncident
+from fleetd.metrics import Metrics
+from fleetd.notify.failover import decide
+from fleetd.notify.http import WebhookSender
+from fleetd.notify.payload import CoverageStatus
+from fleetd.notify.receivers import ReceiverReport, Receivers
+from fleetd.notify.reminders import (
+    follow_up_payload,
+    last_revision,
+    next_reminder_at,
+    owes_resolved,
+)
+from fleetd.notify.request import signed_request, stored_body
+from fleetd.notify.retry import AttemptOutcome, OutcomeReason, Verdict, classify
+from fleetd.notify.sink import SinkTarget
+from fleetd.notify.sink_health import SinkFacts, SinkHealth, judge
+from fleetd.resilience.breaker import BreakerPolicy
+
+__all__ = ["LEASE_MARGIN", "PAYLOAD_REFUSED", "REMINDER_SCAN", "PassReport", "SinkWorker"]
+
+_log = logging.getLogger("fleetd.notify")
+
+T = TypeVar("T")
+
+LEASE_MARGIN: Final = timedelta(seconds=30)
+"""A claim's lease is one request limit per receiver, one more, and this: time for a sweep over
+every receiver and for the events of one incident."""
+REMINDER_SCAN: Final = timedelta(seconds=30)
+"""Open incidents are checked for a due reminder at most this often."""
+PAYLOAD_REFUSED: Final = "payload_refused"
+"""The outcome of an event whose stored payload is not a valid v1 event: never sent."""
+
+
+def _full_coverage() -> CoverageStatus:
+    return CoverageStatus.FULL
+
+
+@dataclass(slots=True, kw_only=True)
+class PassReport:
+    """What one pass did (tests, the benchmark and debug logs read it)."""
+
+    rearmed: int = 0
+    reminders: int = 0
+    claimed: int = 0
+    delivered: int = 0
+    retried: int = 0
+    failed: int = 0
+    released: int = 0
+    late_resolved: int = 0
+
+
+class SinkWorker:
+    """Delivers the journal's outbound events to the configured webhook, one pass per step."""
+
+    def __init__(
+        self,
+        *,
+        journal: Journal,
+        target: Callable[[], SinkTarget | None],
+        sender: WebhookSender,
+        clock: Clock,
+        draw: Callable[[], float],
+        metrics: Metrics,
+        owner: str,
+        repeat: Callable[[], timedelta],
+        instance: str | None = None,
+        coverage: Callable[[], CoverageStatus] = _full_coverage,
+        limit: int = DEFAULT_CLAIM_LIMIT,
+        breaker_policy: BreakerPolicy | None = None,
+    ) -> None:
+        self._journal = journal
+        self._target = target
+        self._sender = sender
+        self._clock = clock
+        self._draw = draw
+        self._metrics = metrics
+        self._owner = owner
+        self._repeat = repeat
+        self._instance = instance or owner
+        self._coverage = coverage
+        self._limit = limit
+        self._policy = breaker_policy or BreakerPolicy()
+        self._receivers: Receivers | None = None  # built from the first target
+        self._generation: str | None = None
+        self._next_scan: datetime | None = None
+        self._journal_ok = True
+        self._failures = 0
+        self._permanent = False
+        self._last_outcome: OutcomeReason | None = None
+        self._last_attempt_at: datetime | None = None
+        self._last_delivered_at: datetime | None = None
+        self._health = SinkHealth()
+
+    @property
+    def health(self) -> SinkHealth:
+        """The sink's status after the last pass (``disabled`` before the first)."""
+        return self._health
+
+    def receivers(self) -> ReceiverReport | None:
+        """The receivers' breakers and health now (``None`` until a target was resolved, and
+        while notifications are disabled)."""
+        receivers = self._receivers
+        return None if receivers is None else receivers.report(self._clock.now())
+
+    async def step(self, now: datetime | None = None) -> PassReport:
+        """One delivery pass at ``now`` (default: the clock's time); see the module docstring."""
+        now = now or self._clock.now()
+        report = PassReport()
+        self._journal_ok = True
+        resolved = True
+        try:
+            target = self._target()
+        except ConfigError as exc:
+            _log.warning("webhook target unavailable: %s", exc.key)
+            target, resolved = None, False
+        if target is not None:
+            await self._deliver(target, now, report)
+        else:
+            self._generation = None
+            if resolved:  # disabled: re-enabling starts every receiver afresh
+                self._receivers = None
+        stats = await self._call(self._journal.stats())
+        if stats is not None:
+            self._metrics.notification_queue_depth.set(stats.queue_depth)
+            last = stats.last_delivered_at
+            self._metrics.notification_last_success_seconds.set(last.timestamp() if last else 0)
+        facts = SinkFacts(
+            enabled=target is not None or not resolved,
+            resolved=resolved,
+            journal_ok=self._journal_ok,
+            receivers=() if self._receivers is None else self._receivers.states(now),
+            consecutive_failures=self._failures,
+            permanent_since_delivery=self._permanent,
+        )
+        self._health = judge(
+            self._health,
+            facts,
+            now=now,
+            last_outcome=self._last_outcome,
+            last_attempt_at=self._last_attempt_at,
+            last_delivered_at=self._last_delivered_at,
+        )
+        return report
+
+    async def _deliver(self, target: SinkTarget, now: datetime, report: PassReport) -> None:
+        receivers = self._receivers
+        if receivers is None:
+            receivers = self._receivers = Receivers(
+                target.urls, clock=self._clock, policy=self._policy
+            )
+        else:
+            receivers.repoint(target.urls)  # between passes: no attempt is in flight
+        if target.generation != self._generation:
+            rearmed = await self._call(self._journal.rearm(now=now, except_sink=target.generation))
+            if rearmed is None:
+                return
+            self._generation = target.generation
+            self._permanent = False
+            report.rearmed = rearmed
+        scan = self._next_scan is None or now >= self._next_scan
+        if scan and not await self._remind(now, report):
+            return
+        if not receivers.admits(now):
+            return
+        limit = self._limit if receivers.any_closed(now) else 1
+        lease = (len(target.urls) + 1) * target.limit + LEASE_MARGIN
+        claims = await self._call(
+            self._journal.claim_due(self._owner, now=now, lease=lease, limit=limit)
+        )
+        if not claims:
+            return
+        report.claimed = len(claims)
+        by_incident: dict[str, list[Claim]] = {}
+        for claim in sorted(claims, key=lambda c: (c.incident_id, c.revision)):
+            by_incident.setdefault(claim.incident_id, []).append(claim)
+        await asyncio.gather(
+            *(
+                self._send_in_order(group, target, receivers, report)
+                for group in by_incident.values()
+            )
+        )
+
+    async def _remind(self, now: datetime, report: PassReport) -> bool:
+        snapshot = await self._call(self._journal.load_open())
+        if snapshot is None:
+            return False
+        repeat = self._repeat()
+        next_scan = now + REMINDER_SCAN
+        for stored in snapshot.open_incidents:
+            due = next_reminder_at(stored, repeat=repeat)
+            if due is None:
+                continue
+            if due > now:
+                next_scan = min(next_scan, due)
+                continue
+            added = await self._follow_up(stored, EventType.REMINDER, now, require_open=True)
+            if added is None:
+                return False
+            report.reminders += added
+        self._next_scan = next_scan
+        return True
+
+    async def _follow_up(
+        self, stored: StoredIncident, event_type: EventType, now: datetime, *, require_open: bool
+    ) -> int | None:
+        payload = follow_up_payload(
+            stored,
+            event_type=event_type,
+            now=now,
+            instance=self._instance,
+            coverage=self._coverage(),
+        )
+        added = await self._call(
+            self._journal.append(
+                stored.incident.id,
+                [NewEvent(type=event_type, payload=payload)],
+                now=now,
+                after_revision=last_revision(stored),
+                require_open=require_open,
+            )
+        )
+        return None if added is None else len(added)
+
+    async def _send_in_order(
+        self, claims: list[Claim], target: SinkTarget, receivers: Receivers, report: PassReport
+    ) -> None:
+        for claim in claims:
+            await self._send(claim, target, receivers, report)
+
+    async def _send(
+        self, claim: Claim, target: SinkTarget, receivers: Receivers, report: PassReport
+    ) -> None:
+        try:
+            body = stored_body(
+                claim.payload,
+                incident_id=claim.incident_id,
+                event_type=claim.type,
+                revision=claim.revision,
+                event_id=claim.idempotency_key,
+            )
+        except ValueError:
+            _log.error(
+                "event %s of incident %s has no valid payload", claim.revision, claim.incident_id
+            )
+            self._count(claim, PAYLOAD_REFUSED)
+            refused = self._journal.fail(
+                claim, now=self._clock.now(), failure=PAYLOAD_REFUSED, sink=target.generation
+            )
+            if await self._call(refused):
+                report.failed += 1
+            return
+
+        async def dial(index: int, url: str) -> AttemptOutcome:
+            request = signed_request(
+                body,
+                event_id=claim.idempotency_key,
+                url=url,
+                secret=target.secret,
+                now=self._clock.now(),
+            )
+            return await self._sender.send(request, limit=target.limit)
+
+        # No dial may outlive the lease: the last one starts a request limit before it ends.
+        swept = await receivers.sweep(dial, deadline=claim.lease_expires_at - target.limit)
+        done = self._clock.now()
+        outcome = swept.last
+        if outcome is None:  # the lease is too short, or every breaker refused: given back
+            if await self._call(self._journal.release(claim, now=done)):
+                report.released += 1
+            return
+        draw = self._draw() if classify(outcome) is Verdict.RETRY else 0.0
+        decision = decide(swept, failures=claim.attempt, draw=draw, now=done)
+        assert decision is not None
+        self._count(claim, decision.reason.value)
+        self._last_outcome, self._last_attempt_at = decision.reason, done
+        if decision.verdict is Verdict.DELIVERED:
+            self._failures, self._permanent, self._last_delivered_at = 0, False, done
+            await self._delivered(claim, done, outcome.status, report)
+            return
+        self._failures += 1
+        if decision.verdict is Verdict.RETRY:
+            assert decision.retry_at is not None
+            rescheduled = self._journal.reschedule(
+                claim,
+                now=done,
+                due_at=decision.retry_at,
+                failure=decision.reason.value,
+                http_status=outcome.status,
+            )
+            if await self._call(rescheduled):
+                report.retried += 1
+            return
+        self._permanent = True
+        _log.warning(
+            "webhook receiver %s refused event %s of incident %s permanently (%s); it waits for "
+            "a config change or a replay",
+            swept.receiver,
+            claim.revision,
+            claim.incident_id,
+            decision.reason.value,
+        )
+        failed = self._journal.fail(
+            claim,
+            now=done,
+            failure=decision.reason.value,
+            http_status=outcome.status,
+            sink=target.generation,
+        )
+        if await self._call(failed):
+            report.failed += 1
+
+    async def _delivered(
+        self, claim: Claim, now: datetime, status: int | None, report: PassReport
+    ) -> None:
+        recorded = await self._call(self._journal.complete(claim, now=now, http_status=status))
+        if recorded:
+            report.delivered += 1
+            return
+        if recorded is None:
+            return
+        # Not held any more: reclaimed after expiry, or cancelled while in flight. A person who
+        # was told of an incident that resolved meanwhile is owed its resolution.
+        stored = await self._call(self._journal.get(claim.incident_id))
+        if stored is not None and owes_resolved(stored, claim.event_id):
+            added = await self._follow_up(stored, EventType.RESOLVED, now, require_open=False)
+            report.late_resolved += added or 0
+
+    def _count(self, claim: Claim, outcome: str) -> None:
+        self._metrics.notifications_total.labels(event=claim.type.value, outcome=outcome).inc()
+
+    async def _call(self, call: Awaitable[T]) -> T | None:
+        """The journal's answer, or ``None`` after logging its failure (the pass carries on)."""
+        try:
+            return await call
+        except JournalError as exc:
+            self._journal_ok = False
+            _log.warning("notification journal failed: %s: %s", exc.operation, exc.reason)
+            return None

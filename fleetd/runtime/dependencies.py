@@ -1,0 +1,290 @@
+"""``fleet_list.dependencies``, the readiness detail and the dependency metrics.
+
+fleetd's outbound dependencies, as the surfaces show them (RFC 0018 §4.3–§4.4, §6; Model health):
+
+* ``inbox`` — the broker endpoints: for each, whether it is the one in use and, if not, why
+  (:class:`~fleetd.resilience.Standing`), its breaker state and when an open one may be probed,
+  reachability, EWMA latency, calls, failures, error rate and the last error class; and whether
+  every broker is down (which makes ``/readyz`` not ready);
+* ``webhook`` — the human sink's receivers in failover order, with the same fields per receiver;
+  the one in use is the lowest-index receiver whose breaker is closed, and while none is every
+  receiver is down (which makes notification coverage degraded, not ``/readyz``);
+* ``providers`` — each configured model provider: its last catalog probe, the next one due, how
+  it ended, its latency and error counts, how many models it listed, and the profiles it benches
+  with the end of each bench;
+* ``models`` — each profile that names a model: the verdict on it, its bench, and its effective
+  context window with where it comes from.
+
+Endpoints are labelled by index and kind, providers and profiles by their configured names —
+never by a URL, a key or a provider's text. The same facts feed the metrics at scrape time
+(:class:`DependencyCollector`), with the same bounded labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from fleetd.catalog.tracker import ModelHealth, ProviderState
+from fleetd.inbox.amqp_link import BrokerReport
+from fleetd.inbox.port import ReplyInbox
+from fleetd.notify.receivers import ReceiverReport
+from fleetd.resilience import BreakerState, EndpointHealth, Pool, standing
+
+__all__ = ["BrokerReporter", "DependencyCollector", "DependencyView"]
+
+_AMQP = "amqp"
+_CATALOG = "catalog"
+_WEBHOOK = "webhook"
+
+
+@runtime_checkable
+class BrokerReporter(Protocol):
+    """An inbox adapter with broker endpoints to report (the AMQP inbox)."""
+
+    def broker_report(self) -> BrokerReport: ...
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else when.isoformat()
+
+
+def _health(health: EndpointHealth) -> dict[str, Any]:
+    latency = health.latency
+    return {
+        "reachable": health.reachable,
+        "latencyMs": None if latency is None else round(latency.total_seconds() * 1000, 3),
+        "calls": health.calls,
+        "failures": health.failures,
+        "errorRate": round(health.error_rate, 4),
+        "lastError": None if health.last_error is None else health.last_error.value,
+        "lastErrorAt": _iso(health.last_error_at),
+        "lastOkAt": _iso(health.last_ok_at),
+    }
+
+
+def _endpoints(pool: Pool, active: int | None, now: datetime, kind: str) -> list[dict[str, Any]]:
+    rows = []
+    for index, endpoint in enumerate(pool.endpoints):
+        breaker = endpoint.breaker
+        rows.append(
+            {
+                "index": index,
+                "kind": kind,
+                "active": index == active,
+                "standing": standing(endpoint, index, active, now).value,
+                "breaker": breaker.state_at(now).value,
+                "breakerReadyAt": _iso(breaker.ready_at),
+                **_health(endpoint.health),
+            }
+        )
+    return rows
+
+
+@dataclass(slots=True, kw_only=True)
+class DependencyView:
+    """Reads the inbox link, the webhook receivers and the model health into the surfaces."""
+
+    inbox: ReplyInbox
+    models: ModelHealth
+    clock_now: Callable[[], datetime]
+    #: The webhook worker's receivers (``None``, or answering ``None``: notifications are off).
+    webhook: Callable[[], ReceiverReport | None] | None = None
+
+    def view(self, now: datetime) -> dict[str, Any]:
+        """The ``dependencies`` block of ``fleet_list``."""
+        return {
+            "inbox": self._inbox(now),
+            "webhook": self._webhook(now),
+            "providers": self._providers(now),
+            "models": self._models(now),
+        }
+
+    def readiness(self) -> dict[str, Any]:
+        """What ``/readyz`` adds: the broker in use and whether every broker is down."""
+        if not isinstance(self.inbox, BrokerReporter):
+            return {"inbox": {"kind": "memory", "allDown": False, "active": None}}
+        state = self.inbox.broker_report()
+        return {"inbox": {"kind": _AMQP, "allDown": not state.reachable, "active": state.active}}
+
+    def decorate_capacity(self, rows: list[dict[str, Any]], now: datetime) -> None:
+        """Add each profile's effective context window and bench to its capacity row."""
+        for row in rows:
+            window, source = self.models.context_window(row["profile"])
+            row["contextWindow"] = window
+            row["contextWindowSource"] = source
+            row["benchedUntil"] = _iso(self.models.benched_until(row["profile"], now))
+
+    def _inbox(self, now: datetime) -> dict[str, Any]:
+        if not isinstance(self.inbox, BrokerReporter):
+            return {"kind": "memory", "allDown": False, "active": None, "endpoints": []}
+        state = self.inbox.broker_report()
+        return {
+            "kind": _AMQP,
+            "allDown": not state.reachable,
+            "active": state.active,
+            "endpoints": _endpoints(state.pool, state.active, now, _AMQP),
+        }
+
+    def receivers(self) -> ReceiverReport | None:
+        """The webhook receivers now, or ``None`` while notifications are off."""
+        return None if self.webhook is None else self.webhook()
+
+    def _webhook(self, now: datetime) -> dict[str, Any]:
+        report = self.receivers()
+        if report is None:
+            return {"kind": "disabled", "allDown": False, "active": None, "endpoints": []}
+        return {
+            "kind": _WEBHOOK,
+            "allDown": report.all_down,
+            "active": report.active,
+            "endpoints": _endpoints(report.pool, report.active, now, _WEBHOOK),
+        }
+
+    def _providers(self, now: datetime) -> list[dict[str, Any]]:
+        benched: dict[str | None, list[dict[str, Any]]] = {}
+        for profile, until in self.models.benched(now):
+            key = self.models.seats[profile][0]
+            benched.setdefault(key.provider, []).append({"profile": profile, "until": _iso(until)})
+        return [
+            self._provider(state, benched.get(name, []))
+            for name, state in self.models.providers.items()
+        ]
+
+    def _provider(self, state: ProviderState, benched: list[dict[str, Any]]) -> dict[str, Any]:
+        fetch = state.fetch
+        outcome = None if fetch is None else ("ok" if fetch.error is None else fetch.error.value)
+        return {
+            "name": state.name,
+            "lastProbeAt": _iso(state.last_probe_at),
+            "nextProbeAt": _iso(self.models.schedule_due(state)),
+            "lastOutcome": outcome,
+            "listedModels": None if state.catalog is None else len(state.catalog.entries),
+            "benched": benched,
+            **_health(state.health),
+        }
+
+    def _models(self, now: datetime) -> list[dict[str, Any]]:
+        rows = []
+        for profile, (key, seat) in sorted(self.models.seats.items()):
+            window, source = self.models.context_window(profile)
+            rows.append(
+                {
+                    "profile": profile,
+                    "provider": key.provider,
+                    "model": key.model,
+                    "verdict": seat.verdict.availability.value,
+                    "reason": seat.verdict.reason.value,
+                    "benchedUntil": _iso(self.models.benched_until(profile, now)),
+                    "strikes": seat.bench.strikes,
+                    "contextWindow": window,
+                    "contextWindowSource": source,
+                }
+            )
+        return rows
+
+
+class DependencyCollector(Collector):
+    """The dependency series, read from live state at each scrape (labels: kind and endpoint
+    index, provider or profile name)."""
+
+    def __init__(self, view: DependencyView) -> None:
+        self._view = view
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._view.clock_now()
+        up = GaugeMetricFamily(
+            "fleetd_dependency_endpoint_up",
+            "1 while the endpoint's last attempt was answered.",
+            labels=["kind", "endpoint"],
+        )
+        active = GaugeMetricFamily(
+            "fleetd_dependency_endpoint_active",
+            "1 for the endpoint in use.",
+            labels=["kind", "endpoint"],
+        )
+        breaker = GaugeMetricFamily(
+            "fleetd_dependency_breaker_state",
+            "1 for the breaker state of each endpoint.",
+            labels=["kind", "endpoint", "state"],
+        )
+        latency = GaugeMetricFamily(
+            "fleetd_dependency_latency_seconds",
+            "EWMA latency of the endpoint's answered calls.",
+            labels=["kind", "endpoint"],
+        )
+        calls = CounterMetricFamily(
+            "fleetd_dependency_calls",
+            "Calls that reached the endpoint (since it was configured).",
+            labels=["kind", "endpoint"],
+        )
+        failures = CounterMetricFamily(
+            "fleetd_dependency_failures",
+            "Failover-class failures of the endpoint (since it was configured).",
+            labels=["kind", "endpoint"],
+        )
+        all_down = GaugeMetricFamily(
+            "fleetd_dependency_all_down",
+            "1 while every endpoint of the dependency is down.",
+            labels=["kind"],
+        )
+
+        def health(kind: str, name: str, record: EndpointHealth) -> None:
+            up.add_metric([kind, name], 1.0 if record.reachable else 0.0)
+            calls.add_metric([kind, name], record.calls)
+            failures.add_metric([kind, name], record.failures)
+            if record.latency is not None:
+                latency.add_metric([kind, name], record.latency.total_seconds())
+
+        def endpoints(kind: str, pool: Pool, in_use: int | None) -> None:
+            for index, endpoint in enumerate(pool.endpoints):
+                name = str(index)
+                health(kind, name, endpoint.health)
+                active.add_metric([kind, name], 1.0 if index == in_use else 0.0)
+                current = endpoint.breaker.state_at(now)
+                for each in BreakerState:
+                    breaker.add_metric([kind, name, each.value], 1.0 if each is current else 0.0)
+
+        inbox = self._view.inbox
+        if isinstance(inbox, BrokerReporter):
+            state = inbox.broker_report()
+            all_down.add_metric([_AMQP], 0.0 if state.reachable else 1.0)
+            endpoints(_AMQP, state.pool, state.active)
+        receivers = self._view.receivers()
+        if receivers is not None:
+            all_down.add_metric([_WEBHOOK], 1.0 if receivers.all_down else 0.0)
+            endpoints(_WEBHOOK, receivers.pool, receivers.active)
+        for name, provider in self._view.models.providers.items():
+            health(_CATALOG, name, provider.health)
+        yield from (up, active, breaker, latency, calls, failures, all_down)
+        yield from self._profiles(now)
+
+    def _profiles(self, now: datetime) -> Iterator[Metric]:
+        models = self._view.models
+        benched = GaugeMetricFamily(
+            "fleetd_profile_benched",
+            "1 while the profile is benched because its provider no longer lists its model.",
+            labels=["profile"],
+        )
+        verdict = GaugeMetricFamily(
+            "fleetd_profile_model_availability",
+            "1 for the current verdict on the profile's model (available, unavailable, unknown).",
+            labels=["profile", "availability"],
+        )
+        window = GaugeMetricFamily(
+            "fleetd_profile_context_window_tokens",
+            "The profile's effective context window (catalog, else configured).",
+            labels=["profile"],
+        )
+        for profile, (_, seat) in sorted(models.seats.items()):
+            benched.add_metric([profile], 1.0 if seat.bench.benched(now) else 0.0)
+            verdict.add_metric([profile, seat.verdict.availability.value], 1.0)
+            tokens, _source = models.context_window(profile)
+            if tokens is not None:
+                window.add_metric([profile], float(tokens))
+        yield from (benched, verdict, window)

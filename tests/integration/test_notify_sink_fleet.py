@@ -1,0 +1,102 @@
+"""The whole human leg on the fake clock: the monitor ``fleetd serve`` runs records a sole lead's
+failure, the delivery worker takes it to a real HTTP receiver, and ``/v1/incidents`` shows it.
+
+The worker is built here from the service's own journal and the configured target (as the
+composition root would wire it); the receiver checks every signature with ``standardwebhooks``.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from fleetd.api.app import create_app
+from fleetd.herdr.model import AgentStatus
+from fleetd.notify.http import HttpWebhookSender
+from fleetd.notify.sink import resolve_sink
+from fleetd.notify.worker import SinkWorker
+from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
+from tests.integration.hook_server import HookServer, Reply
+from tests.unit.notify.sink_kit import verify
+
+SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
+
+
+def webhook_fleet(tmp_path: Path, url: str) -> TestFleet:
+    """One lead (no peer), health on, webhook mode pointing at ``url``."""
+    document: dict[str, Any] = sample_document(tmp_path)
+    document["leads"] = document["leads"][:1]
+    document["health"] = {
+        "enabled": True,
+        "snapshotIntervalSeconds": 15,
+        "notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_KEY"},
+    }
+    env = {"HOOK_URL": url, "HOOK_KEY": SECRET}
+    return build_test_fleet(tmp_path, document=document, environ=env)
+
+
+def sink_worker(fleet: TestFleet, sender: HttpWebhookSender) -> SinkWorker:
+    service = fleet.service
+    journal = service.health.journal
+    assert journal is not None
+    return SinkWorker(
+        journal=journal,
+        target=lambda: resolve_sink(service.config.current.health.notifications, service.environ),
+        sender=sender,
+        clock=fleet.clock,
+        draw=lambda: 0.5,
+        metrics=service.metrics,
+        owner="fleetd-test",
+        repeat=lambda: service.config.current.health.human_repeat,
+    )
+
+
+async def ticks(fleet: TestFleet, count: int) -> None:
+    for _ in range(count):
+        fleet.clock.advance(15)
+        await fleet.service.health.tick()
+
+
+async def test_a_sole_lead_failure_reaches_the_receiver_and_its_recovery_follows(
+    tmp_path: Path,
+) -> None:
+    """open (after one 503 and its retry), then resolved when the lead is back; the operator's
+    list shows both delivered; the metrics count them."""
+    async with HookServer() as server:
+        fleet = webhook_fleet(tmp_path, server.url)
+        sender = HttpWebhookSender(clock=fleet.clock)
+        worker = sink_worker(fleet, sender)
+        await fleet.service.own_lead_keys()
+        fleet.control.remove("lead")
+        await ticks(fleet, 3)
+        server.answer(Reply(status=503))
+        assert (await worker.step()).retried == 1
+        fleet.clock.advance(2.5)
+        assert (await worker.step()).delivered == 1
+        fleet.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
+        await ticks(fleet, 2)
+        assert (await worker.step()).delivered == 1
+        received = list(server.received)
+        transport = httpx.ASGITransport(app=create_app(fleet.service))
+        async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as http:
+            listed = await http.get(
+                "/v1/incidents", headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+            )
+        await sender.aclose()
+    documents = []
+    for request in received:
+        sent_at = datetime.fromtimestamp(int(request.headers["webhook-timestamp"]), UTC)
+        documents.append(verify(request.body, request.headers, now=sent_at, secret=SECRET))
+    assert [d["eventType"] for d in documents] == ["open", "open", "resolved"]
+    assert documents[0]["incident"]["state"] == "LEAD_UNREACHABLE"
+    assert documents[0]["eventId"] == documents[1]["eventId"] != documents[2]["eventId"]
+    [row] = listed.json()["result"]["incidents"]
+    assert (row["status"], row["delivery"]) == ("resolved", "delivered")
+    assert [(e["type"], e["attempts"]) for e in row["events"]] == [("open", 2), ("resolved", 1)]
+    text = fleet.service.metrics.exposition().decode()
+    assert 'fleet_health_notifications_total{event="open",outcome="http_5xx"} 1.0' in text
+    assert 'fleet_health_notifications_total{event="resolved",outcome="delivered"} 1.0' in text

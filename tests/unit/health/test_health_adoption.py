@@ -1,0 +1,117 @@
+"""A restart resumes from the journal's open incidents: claimed when the evidence holds again,
+closed when it does not, never opened twice (M4 §10.3, issue 11)."""
+
+from __future__ import annotations
+
+from fleetd.health import (
+    InboxFailureView,
+    LeadState,
+    OpenIncident,
+    ResolveIncident,
+    UpdateIncident,
+)
+from fleetd.health.adoption import resume
+from fleetd.health.incidents import ResolveReason
+from tests.unit.health.health_fleet import T0, Run, agent, failed_list, lead, live, member
+
+LEADS = (lead("lead-a"), lead("lead-b"))
+
+
+def _first_run_with_a_dead_lead() -> Run:
+    """lead-a vanished: two absences with a working ping make it LEAD_UNREACHABLE."""
+    run = Run()
+    for _ in range(3):
+        run.tick(live(agent("lead-b"), with_lead=False, ping=True), leads=LEADS)
+    assert run.lead("lead-a") is LeadState.LEAD_UNREACHABLE
+    return run
+
+
+def _restarted(before: Run) -> Run:
+    state = before.state
+    return Run(now=before.now, state=resume(state.open_incidents(), state.generations))
+
+
+def test_resume_adopts_every_open_incident_and_keeps_generations() -> None:
+    before = _first_run_with_a_dead_lead()
+    [incident] = before.state.open_incidents()
+    state = resume([incident], {})
+    assert state.incidents == {incident.key: incident}
+    assert state.generations == {incident.key: incident.generation}
+    assert state.adopted == {incident.key: 2}
+    newer = resume([incident], {incident.key: 5})
+    assert newer.generations == {incident.key: 5}
+
+
+def test_evidence_that_holds_again_claims_the_same_incident_without_a_second_open() -> None:
+    before = _first_run_with_a_dead_lead()
+    [incident] = before.state.open_incidents()
+    run = _restarted(before)
+    for _ in range(3):
+        run.tick(live(agent("lead-b"), with_lead=False, ping=True), leads=LEADS)
+    assert run.all_effects(OpenIncident) == []
+    assert run.all_effects(ResolveIncident) == []
+    [held] = run.state.open_incidents()
+    assert (held.id, held.generation) == (incident.id, incident.generation)
+    assert run.state.adopted == {}
+
+
+def test_an_incident_the_evidence_no_longer_shows_is_cleared_after_two_snapshots() -> None:
+    before = _first_run_with_a_dead_lead()
+    run = _restarted(before)
+    both = live(agent("lead-a"), agent("lead-b"), with_lead=False)
+    run.tick(failed_list(ping=False), leads=LEADS)  # a blind tick counts nothing
+    run.tick(both, leads=LEADS)
+    assert run.all_effects(ResolveIncident) == []
+    run.tick(both, leads=LEADS)
+    [resolved] = run.effects(ResolveIncident)
+    assert resolved.reason is ResolveReason.CLEARED
+    assert run.state.open_incidents() == ()
+    assert run.state.adopted == {}
+
+
+def test_a_member_of_the_previous_run_is_retired_not_replayed() -> None:
+    first = Run()
+    gone = {"m1": "agent_not_found"}
+    for _ in range(3):
+        first.tick(live(targeted=gone), [member()])
+    assert [i.scope for i in first.state.open_incidents()] == ["member"]
+    run = _restarted(first)
+    for _ in range(2):
+        run.tick(live())  # the new run has no such member
+    [resolved] = run.effects(ResolveIncident)
+    assert resolved.reason is ResolveReason.SUBJECT_RETIRED
+    assert run.all_effects(OpenIncident) == []
+
+
+def test_a_claim_with_a_new_owner_is_an_update() -> None:
+    first = Run()
+    gone = {"m1": "agent_not_found"}
+    for _ in range(3):
+        first.tick(live(targeted=gone), [member()])
+    run = _restarted(first)
+    run.tick(live(targeted=gone), [member(owner="lead-b")], leads=(lead(), lead("lead-b")))
+    assert run.all_effects(OpenIncident) == []
+    [update] = [u for u in run.effects(UpdateIncident) if u.incident.scope == "member"]
+    assert update.incident.owner_lead == "lead-b"
+    assert run.state.adopted == {}
+
+
+def test_inbox_incidents_are_held_by_their_own_step_not_adopted() -> None:
+    first = Run()
+    failure = InboxFailureView(
+        key="lead-a",
+        reason="malformed_json",
+        message_id="m-1",
+        unsettled=True,
+        occurrences=1,
+        last_seen_at=T0,
+    )
+    for _ in range(2):
+        first.tick(live(), inbox_failures=[failure])
+    [kept] = first.state.open_incidents()
+    run = _restarted(first)
+    assert run.state.adopted == {}
+    for _ in range(3):
+        run.tick(live(), inbox_failures=[failure])
+    assert run.state.open_incidents() == (kept,)
+    assert run.all_effects(OpenIncident) == []

@@ -1,0 +1,154 @@
+"""The link's life with several brokers, on fake connections and a fake clock: all down, the
+background reconnect, leases across a failover, and closing."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+
+from fleetd.clock import FakeClock
+from fleetd.errors import InboxUnavailableError
+from fleetd.inbox import amqp_link
+from fleetd.inbox.amqp_connect import Channels, Generation
+from fleetd.inbox.amqp_link import AmqpLink
+
+URLS = ("amqp://a/", "amqp://b/")
+
+
+@dataclass
+class FakeConnection:
+    connected: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
+
+    async def close(self) -> None:
+        self.closed = True
+        self.connected.clear()
+
+
+class FakeLane:
+    async def close(self) -> None:
+        return None
+
+
+class Brokers:
+    """Which URLs answer; every connection made, in order."""
+
+    def __init__(self) -> None:
+        self.up: set[str] = set(URLS)
+        self.made: list[tuple[str, FakeConnection]] = []
+
+    async def open(self, index: int, url: str, **_: Any) -> Generation:
+        if url not in self.up:
+            try:
+                raise InboxUnavailableError("connect") from ConnectionRefusedError(111, "no")
+            except InboxUnavailableError as error:
+                raise error from error.__cause__
+        connection = FakeConnection()
+        connection.connected.set()
+        self.made.append((url, connection))
+        unused = cast(Any, None)  # the link never touches the channels itself
+        channels = Channels(
+            admin=unused, publisher=unused, consumer=unused, browser=unused, lane=FakeLane()
+        )
+        return Generation(index=index, url=url, connection=cast(Any, connection), channels=channels)
+
+
+@pytest.fixture
+def brokers(monkeypatch: pytest.MonkeyPatch) -> Brokers:
+    fake = Brokers()
+    monkeypatch.setattr(amqp_link, "open_generation", fake.open)
+    return fake
+
+
+def link(clock: FakeClock, urls: tuple[str, ...] = URLS) -> AmqpLink:
+    return AmqpLink(
+        urls,
+        clock=clock,
+        connect_timeout=1.0,
+        operation_timeout=1.0,
+        lane_factory=lambda connection, timeout: FakeLane(),
+    )
+
+
+async def use(target: AmqpLink) -> None:
+    async with target.lease():
+        pass
+
+
+async def test_every_broker_down_fails_fast_until_the_reconnect_finds_one(
+    brokers: Brokers,
+) -> None:
+    """A failed sweep starts the background reconnect; calls meanwhile fail at once without
+    dialing; within two reconnect intervals of a broker answering, the link is up again."""
+    clock = FakeClock()
+    target = link(clock)
+    brokers.up.clear()
+    with pytest.raises(InboxUnavailableError):
+        await use(target)
+    assert not target.reachable()
+    with pytest.raises(InboxUnavailableError, match="every broker"):
+        await use(target)
+    assert brokers.made == []
+    brokers.up.add(URLS[1])
+    waiting = asyncio.ensure_future(target.wait_connected())
+    await clock.run(2.0, step=0.5)
+    await asyncio.wait_for(waiting, timeout=1)
+    assert target.reachable()
+    assert target.report().active == 1
+    await use(target)
+    await target.close()
+
+
+async def test_callers_waiting_on_a_failed_sweep_do_not_sweep_again(
+    brokers: Brokers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent calls while every broker is down cost one sweep: the rest fail at once."""
+    target = link(FakeClock())
+    brokers.up.clear()
+    dialed: list[str] = []
+    opening = brokers.open
+
+    async def counted(index: int, url: str, **kwargs: Any) -> Generation:
+        dialed.append(url)
+        return await opening(index, url, **kwargs)
+
+    monkeypatch.setattr(amqp_link, "open_generation", counted)
+    results = await asyncio.gather(*(use(target) for _ in range(5)), return_exceptions=True)
+    assert all(isinstance(r, InboxUnavailableError) for r in results)
+    assert dialed == list(URLS)
+    await target.close()
+
+
+async def test_a_dropped_connection_retires_after_its_lease_and_fails_over(
+    brokers: Brokers,
+) -> None:
+    """A lease taken before the drop keeps its connection until it ends; the next lease rides
+    out, fails over, and the old connection is closed once its lease is over."""
+    clock = FakeClock()
+    target = link(clock)
+    async with target.lease():
+        first = brokers.made[0][1]
+        first.connected.clear()  # the broker dropped it; robust reconnect does not succeed
+        brokers.up.discard(URLS[0])
+        pending = asyncio.ensure_future(use(target))
+        await clock.run(1.5, step=0.25)
+        await asyncio.wait_for(pending, timeout=1)
+        assert not first.closed  # the first lease still holds it
+        assert target.report().active == 1
+    await asyncio.sleep(0)
+    assert first.closed
+    await target.close()
+    assert brokers.made[1][1].closed
+
+
+async def test_closing_refuses_further_leases(brokers: Brokers) -> None:
+    """After close every lease is refused and no connection stays open."""
+    target = link(FakeClock())
+    await use(target)
+    await target.close()
+    with pytest.raises(InboxUnavailableError, match="closed"):
+        await use(target)
+    assert all(connection.closed for _, connection in brokers.made)

@@ -1,0 +1,178 @@
+"""The sink's status table, the stored body a journal row becomes, and the reminder rule."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from fleetd.health.incidents import Assignment, ResolveReason, Route, RoutingReason
+from fleetd.health.states import Severity
+from fleetd.journal.records import EventState, EventType, Routing, StoredEvent, StoredIncident
+from fleetd.notify.keys import idempotency_key
+from fleetd.notify.reminders import next_reminder_at, owes_resolved, reminder_due
+from fleetd.notify.request import stored_body
+from fleetd.notify.sink_health import (
+    FAILING_AFTER,
+    SinkFacts,
+    SinkHealth,
+    SinkReason,
+    SinkStatus,
+    judge,
+)
+from fleetd.resilience.breaker import BreakerState
+from tests.contract.journal_cases import T0
+from tests.unit.notify.sink_kit import REPEAT, human_incident, payload
+
+ON = {"enabled": True}
+
+
+@pytest.mark.parametrize(
+    ("facts", "status", "reason"),
+    [
+        (SinkFacts(enabled=False), SinkStatus.DISABLED, None),
+        (SinkFacts(enabled=False, journal_ok=False), SinkStatus.DISABLED, None),
+        (SinkFacts(**ON), SinkStatus.OK, None),
+        (
+            SinkFacts(**ON, resolved=False, journal_ok=False),
+            SinkStatus.DEGRADED,
+            SinkReason.SINK_UNRESOLVED,
+        ),
+        (
+            SinkFacts(**ON, journal_ok=False, receivers=(BreakerState.OPEN,)),
+            SinkStatus.DEGRADED,
+            SinkReason.JOURNAL_FAILING,
+        ),
+        (
+            SinkFacts(**ON, receivers=(BreakerState.HALF_OPEN,), consecutive_failures=9),
+            SinkStatus.DEGRADED,
+            SinkReason.ALL_RECEIVERS_DOWN,
+        ),
+        (
+            SinkFacts(**ON, receivers=(BreakerState.OPEN, BreakerState.HALF_OPEN)),
+            SinkStatus.DEGRADED,
+            SinkReason.ALL_RECEIVERS_DOWN,
+        ),
+        (SinkFacts(**ON, receivers=(BreakerState.OPEN, BreakerState.CLOSED)), SinkStatus.OK, None),
+        (SinkFacts(**ON, receivers=(BreakerState.CLOSED,)), SinkStatus.OK, None),
+        (
+            SinkFacts(**ON, consecutive_failures=FAILING_AFTER, permanent_since_delivery=True),
+            SinkStatus.DEGRADED,
+            SinkReason.ATTEMPTS_FAILING,
+        ),
+        (SinkFacts(**ON, consecutive_failures=FAILING_AFTER - 1), SinkStatus.OK, None),
+        (
+            SinkFacts(**ON, permanent_since_delivery=True),
+            SinkStatus.DEGRADED,
+            SinkReason.PERMANENT_FAILURE,
+        ),
+    ],
+)
+def test_the_first_matching_row_decides(
+    facts: SinkFacts, status: SinkStatus, reason: SinkReason | None
+) -> None:
+    health = judge(
+        SinkHealth(), facts, now=T0, last_outcome=None, last_attempt_at=None, last_delivered_at=None
+    )
+    assert (health.status, health.reason) == (status, reason)
+    assert health.mode == ("disabled" if status is SinkStatus.DISABLED else "webhook")
+
+
+def test_since_is_kept_while_status_and_reason_stay() -> None:
+    failing = SinkFacts(**ON, consecutive_failures=FAILING_AFTER)
+    args = {"last_outcome": None, "last_attempt_at": None, "last_delivered_at": None}
+    first = judge(SinkHealth(), failing, now=T0, **args)
+    later = judge(first, failing, now=T0 + timedelta(minutes=5), **args)
+    assert later.since == T0
+    moved = judge(later, SinkFacts(**ON, receivers=(BreakerState.OPEN,)), now=T0 + REPEAT, **args)
+    assert moved.since == T0 + REPEAT
+
+
+def test_a_stored_body_takes_the_journal_row_s_identity() -> None:
+    """eventId, eventType and eventRevision come from the row; another incident's payload, a key
+    that is not the row's, or a payload outside the model is refused."""
+    incident = human_incident()
+    stored = payload(incident, EventType.OPEN, revision=1, at=T0)
+    key = idempotency_key(incident.id, EventType.REMINDER, 4)
+    body = stored_body(
+        stored, incident_id=incident.id, event_type=EventType.REMINDER, revision=4, event_id=key
+    )
+    assert b'"eventRevision":4' in body
+    assert key.encode() in body
+    assert body == stored_body(
+        stored, incident_id=incident.id, event_type=EventType.REMINDER, revision=4, event_id=key
+    )
+    other = human_incident("sess_2")
+    with pytest.raises(ValueError, match="idempotency key"):
+        stored_body(
+            stored,
+            incident_id=other.id,
+            event_type=EventType.OPEN,
+            revision=1,
+            event_id=idempotency_key(other.id, EventType.OPEN, 1),
+        )
+    with pytest.raises(ValueError, match="idempotency key"):
+        stored_body(
+            stored, incident_id=incident.id, event_type=EventType.OPEN, revision=1, event_id=key
+        )
+    with pytest.raises(ValueError, match="another incident"):
+        stored_body(
+            stored,
+            incident_id=other.id,
+            event_type=EventType.OPEN,
+            revision=1,
+            event_id=idempotency_key(incident.id, EventType.OPEN, 1),
+        )
+    with pytest.raises(ValueError, match="Extra inputs"):
+        stored_body(
+            {**stored, "pane": "x"},
+            incident_id=incident.id,
+            event_type=EventType.OPEN,
+            revision=1,
+            event_id=idempotency_key(incident.id, EventType.OPEN, 1),
+        )
+
+
+def _stored(**changes: object) -> StoredIncident:
+    delivered = StoredEvent(
+        id=1,
+        type=EventType.OPEN,
+        revision=1,
+        idempotency_key="evt_1",
+        state=EventState.DELIVERED,
+        created_at=T0,
+        delivered_at=T0,
+    )
+    base = StoredIncident(incident=human_incident(), routing=Routing(), events=(delivered,))
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_a_reminder_needs_a_person_a_critical_incident_a_delivery_and_nothing_pending() -> None:
+    due = _stored()
+    assert next_reminder_at(due, repeat=REPEAT) == T0 + REPEAT
+    assert reminder_due(due, now=T0 + REPEAT, repeat=REPEAT)
+    assert not reminder_due(due, now=T0 + REPEAT - timedelta(seconds=1), repeat=REPEAT)
+    lead = human_incident().routed(
+        Assignment(route=Route.LEAD, recipient="lead", reason=RoutingReason.OWNER, generation=2)
+    )
+    pending = dataclasses.replace(due.events[0], id=2, revision=2, state=EventState.PENDING)
+    never = dataclasses.replace(due.events[0], state=EventState.PENDING, delivered_at=None)
+    for not_due in (
+        _stored(resolved_at=T0, resolve_reason=ResolveReason.CLEARED),
+        _stored(incident=lead),
+        _stored(incident=dataclasses.replace(human_incident(), severity=Severity.WARNING)),
+        _stored(events=(never,)),
+        _stored(events=(due.events[0], pending)),
+    ):
+        assert next_reminder_at(not_due, repeat=REPEAT) is None
+
+
+def test_a_resolution_is_owed_only_for_a_cancelled_event_that_was_sent() -> None:
+    cancelled = dataclasses.replace(_stored().events[0], state=EventState.CANCELLED)
+    resolved = {"resolved_at": T0, "resolve_reason": ResolveReason.CLEARED}
+    assert owes_resolved(_stored(events=(cancelled,), **resolved), 1)
+    assert not owes_resolved(_stored(events=(cancelled,)), 1)
+    assert not owes_resolved(_stored(**resolved), 1)
+    closing = dataclasses.replace(cancelled, id=2, revision=2, type=EventType.RESOLVED)
+    assert not owes_resolved(_stored(events=(cancelled, closing), **resolved), 1)

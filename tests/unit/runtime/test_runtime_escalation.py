@@ -1,0 +1,183 @@
+"""Incidents reach the journal and a person's events follow the §10.1–§10.3 rules, through the
+monitor that ``fleetd serve`` runs (a test fleet on fakes, with an in-memory journal)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from fleetd.errors import JournalUnavailableError
+from fleetd.herdr.model import AgentStatus
+from fleetd.journal.memory import InMemoryJournal
+from fleetd.journal.records import EventState, EventType
+from fleetd.testing import TestFleet, build_test_fleet, sample_document
+
+SCHEMA = json.loads(
+    (Path(__file__).parents[3] / "contracts/webhook/incident-event.v1.schema.json").read_text()
+)
+SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
+LEASE = timedelta(seconds=30)
+ENV = {"HOOK_URL": "http://127.0.0.1:9/hook", "HOOK_SECRET": SECRET}
+
+
+def _document(tmp_path: Path, *, webhook: bool = True) -> dict[str, Any]:
+    """One lead (a sole lead: no peer), health on, the webhook sink on or off."""
+    document: dict[str, Any] = sample_document(tmp_path)
+    document["leads"] = document["leads"][:1]
+    notifications: dict[str, Any] = {"mode": "webhook" if webhook else "disabled"}
+    if webhook:
+        notifications |= {"webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_SECRET"}
+    document["health"] = {
+        "enabled": True,
+        "snapshotIntervalSeconds": 15,
+        "notifications": notifications,
+    }
+    return document
+
+
+def _fleet(tmp_path: Path, journal: InMemoryJournal, *, webhook: bool) -> TestFleet:
+    document = _document(tmp_path, webhook=webhook)
+    return build_test_fleet(tmp_path, document=document, environ=ENV, journal=journal)
+
+
+async def _sole_lead_gone(fleet: TestFleet) -> None:
+    """The only lead vanishes: two absences with a working ping make it unreachable, and with no
+    peer the lead incident is routed to a person."""
+    await fleet.service.own_lead_keys()
+    fleet.control.remove("lead")
+    for _ in range(3):
+        fleet.clock.advance(15)
+        await fleet.service.health.tick()
+
+
+def _lead_incidents(fleet: TestFleet) -> list[Any]:
+    return [i for i in fleet.service.health.state.open_incidents() if i.scope == "lead"]
+
+
+async def test_a_sole_lead_failure_is_journaled_with_one_signed_ready_open_event(
+    tmp_path: Path,
+) -> None:
+    journal = InMemoryJournal()
+    fleet = _fleet(tmp_path, journal, webhook=True)
+    await _sole_lead_gone(fleet)
+    [incident] = _lead_incidents(fleet)
+    assert incident.route == "human"
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert [(e.type, e.revision, e.state) for e in stored.events] == [
+        (EventType.OPEN, 1, EventState.PENDING)
+    ]
+    [claim] = await journal.claim_due("t", now=fleet.clock.now(), lease=LEASE)
+    jsonschema.validate(dict(claim.payload), SCHEMA)
+    assert claim.payload["eventType"] == "open"
+    assert claim.payload["eventId"] == claim.idempotency_key
+    assert claim.payload["incident"]["state"] == "LEAD_UNREACHABLE"
+    covered = fleet.service.health.coverage()
+    assert (covered["status"], covered["humanEscalation"]) == ("full", "webhook")
+    assert fleet.service.health.routing[incident.id].outcome == "webhook"
+
+
+async def test_without_a_sink_incidents_are_journaled_but_no_event_is_built(
+    tmp_path: Path,
+) -> None:
+    journal = InMemoryJournal()
+    fleet = _fleet(tmp_path, journal, webhook=False)
+    await _sole_lead_gone(fleet)
+    [incident] = _lead_incidents(fleet)
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert stored.events == ()
+    covered = fleet.service.health.coverage()
+    assert covered["status"] == "partial"
+    assert "single lead" in covered["reason"]
+
+
+async def test_resolved_follows_only_a_delivered_event(tmp_path: Path) -> None:
+    journal = InMemoryJournal()
+    fleet = _fleet(tmp_path, journal, webhook=True)
+    await _sole_lead_gone(fleet)
+    [incident] = _lead_incidents(fleet)
+    [claim] = await journal.claim_due("t", now=fleet.clock.now(), lease=LEASE)
+    assert await journal.complete(claim, now=fleet.clock.now(), http_status=200)
+    fleet.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
+    for _ in range(2):
+        fleet.clock.advance(15)
+        await fleet.service.health.tick()
+    assert _lead_incidents(fleet) == []
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert stored.resolved_at is not None
+    assert [e.type for e in stored.events] == [EventType.OPEN, EventType.RESOLVED]
+
+
+async def test_an_incident_resolved_before_delivery_cancels_its_open_and_says_nothing(
+    tmp_path: Path,
+) -> None:
+    journal = InMemoryJournal()
+    fleet = _fleet(tmp_path, journal, webhook=True)
+    await _sole_lead_gone(fleet)
+    [incident] = _lead_incidents(fleet)
+    fleet.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
+    for _ in range(2):
+        fleet.clock.advance(15)
+        await fleet.service.health.tick()
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert [(e.type, e.state) for e in stored.events] == [(EventType.OPEN, EventState.CANCELLED)]
+    assert await journal.claim_due("t", now=fleet.clock.now(), lease=LEASE) == ()
+
+
+async def test_a_failing_journal_degrades_coverage_and_detection_goes_on(tmp_path: Path) -> None:
+    journal = InMemoryJournal()
+    fleet = _fleet(tmp_path, journal, webhook=True)
+    journal.fail_with = JournalUnavailableError("record", "unreachable")
+    await _sole_lead_gone(fleet)
+    assert len(_lead_incidents(fleet)) == 1  # detection went on
+    covered = fleet.service.health.coverage()
+    assert covered["status"] == "degraded"
+    assert "incident journal failing" in covered["reason"]
+    journal.fail_with = None
+    fleet.clock.advance(15)
+    await fleet.service.health.tick()
+    await fleet.service.health.journal.get("x")  # type: ignore[union-attr]
+    assert fleet.service.health.coverage()["status"] == "full"
+
+
+async def test_a_restart_resumes_the_journal_incidents_without_opening_them_again(
+    tmp_path: Path,
+) -> None:
+    journal = InMemoryJournal()
+    first = _fleet(tmp_path, journal, webhook=True)
+    await _sole_lead_gone(first)
+    [incident] = _lead_incidents(first)
+    second = build_test_fleet(
+        tmp_path, document=_document(tmp_path), environ=ENV, journal=journal, control=first.control
+    )
+    assert await second.service.health.resume() == 1
+    for _ in range(3):
+        second.clock.advance(15)
+        await second.service.health.tick()
+    [again] = _lead_incidents(second)
+    assert (again.id, again.generation) == (incident.id, incident.generation)
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert [e.type for e in stored.events] == [EventType.OPEN]  # no second open
+
+
+async def test_incident_ids_differ_between_runs_so_receivers_never_merge_them(
+    tmp_path: Path,
+) -> None:
+    """The same failure in two deployments (each with its own journal) is two incidents with
+    two ids, so their webhook ids differ too."""
+    first = _fleet(tmp_path / "a", InMemoryJournal(), webhook=True)
+    second = _fleet(tmp_path / "b", InMemoryJournal(), webhook=True)
+    for fleet in (first, second):
+        await _sole_lead_gone(fleet)
+    [one], [two] = _lead_incidents(first), _lead_incidents(second)
+    assert (one.key, one.generation) == (two.key, two.generation)
+    assert one.id != two.id
