@@ -15,9 +15,9 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 __all__ = ["Clock", "DeadlineExceededError", "FakeClock", "SystemClock", "wait_event", "within"]
 
@@ -138,23 +138,44 @@ class DeadlineExceededError(Exception):
     """:func:`within` gave up: the work did not finish in time on the clock (and was cancelled)."""
 
 
-async def within(clock: Clock, aw: Awaitable[T], seconds: float) -> T:
+async def within(
+    clock: Clock,
+    aw: Awaitable[T],
+    seconds: float,
+    *,
+    discard: Callable[[T], object] | None = None,
+) -> T:
     """Await ``aw`` for at most ``seconds`` of ``clock`` time, else cancel it and raise
     :class:`DeadlineExceededError`.
 
     ``asyncio.wait_for`` measures the event loop's real time, which a :class:`FakeClock` cannot
     move; racing the work against ``clock.sleep`` keeps every outbound deadline testable without
-    sleeping. The work's own errors pass through unchanged.
+    sleeping. The work's own errors pass through unchanged. When the caller is cancelled in the
+    same instant the work finishes, the result is lost to it: ``discard`` gets it then (an opened
+    connection is closed there, not left to the garbage collector).
     """
     work = asyncio.ensure_future(aw)
     timer = asyncio.ensure_future(clock.sleep(seconds))
     try:
         await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        timer.cancel()
-        if not work.done():
-            work.cancel()
+    except BaseException:
+        _stop(work, timer)
         await asyncio.gather(work, timer, return_exceptions=True)
+        if discard is not None and _succeeded(work):
+            discard(work.result())
+        raise
+    _stop(work, timer)
+    await asyncio.gather(work, timer, return_exceptions=True)
     if work.cancelled():
         raise DeadlineExceededError(f"no answer within {seconds:g}s")
     return work.result()
+
+
+def _stop(work: asyncio.Future[Any], timer: asyncio.Future[Any]) -> None:
+    timer.cancel()
+    if not work.done():
+        work.cancel()
+
+
+def _succeeded(work: asyncio.Future[Any]) -> bool:
+    return work.done() and not work.cancelled() and work.exception() is None

@@ -86,6 +86,7 @@ class HerdrSocketClient:
                 asyncio.open_unix_connection(str(self.socket_path), limit=_READ_LIMIT),
                 self._connect_limit(),
                 "connect_timeout",
+                discard=_hang_up,
             )
         except ControlLinkError as exc:
             raise ControlLinkError(exc.code, exc.message, method=method) from None
@@ -287,6 +288,10 @@ class HerdrSocketClient:
 
 def _supplier(limit: Limit) -> Callable[[], float]:
     return limit if callable(limit) else lambda: limit
+
+
+def _hang_up(connection: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+    connection[1].close()
 
 
 async def _exchange(

@@ -8,7 +8,7 @@ sleeping. On expiry the work is cancelled (closing its half-done connection) and
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from fleetd.clock import Clock, DeadlineExceededError, within
@@ -19,11 +19,19 @@ __all__ = ["bounded"]
 T = TypeVar("T")
 
 
-async def bounded(clock: Clock, aw: Awaitable[T], seconds: float | None, code: str) -> T:
-    """Await ``aw`` for at most ``seconds`` of ``clock`` time, else ``ControlLinkError(code)``."""
+async def bounded(
+    clock: Clock,
+    aw: Awaitable[T],
+    seconds: float | None,
+    code: str,
+    *,
+    discard: Callable[[T], object] | None = None,
+) -> T:
+    """Await ``aw`` for at most ``seconds`` of ``clock`` time, else ``ControlLinkError(code)``.
+    ``discard`` receives a result the caller's cancellation left unclaimed."""
     if seconds is None:
         return await aw
     try:
-        return await within(clock, aw, seconds)
+        return await within(clock, aw, seconds, discard=discard)
     except DeadlineExceededError as exc:
         raise ControlLinkError(code, str(exc)) from None

@@ -84,3 +84,29 @@ def test_reconnect_delay_depends_on_the_random_number() -> None:
     """The jitter is the injected random number: 0 gives half the ceiling, 1 the full ceiling."""
     assert reconnect_delay(2, 0.0, base=0.25, cap=10.0) == 0.5
     assert reconnect_delay(2, 1.0, base=0.25, cap=10.0) == 1.0
+
+
+async def test_a_result_the_cancelled_caller_never_takes_is_discarded() -> None:
+    """The work finishes in the same instant its caller is cancelled: the caller raises
+    CancelledError and the unclaimed result (an opened connection, in the client) goes to
+    ``discard`` instead of the garbage collector."""
+    opened: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    discarded: list[str] = []
+    call = asyncio.ensure_future(
+        bounded(FakeClock(), opened, 5.0, "connect_timeout", discard=discarded.append)
+    )
+    await asyncio.sleep(0)
+    opened.set_result("connection")
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert discarded == ["connection"]
+
+
+async def test_a_result_the_caller_takes_is_never_discarded() -> None:
+    """``discard`` is only for results nobody received."""
+    discarded: list[int] = []
+    value = await bounded(
+        FakeClock(), asyncio.sleep(0, result=3), 1.0, "request_timeout", discard=discarded.append
+    )
+    assert (value, discarded) == (3, [])
