@@ -32,8 +32,12 @@ fmt: $(STAMP)
 	$(BIN)/ruff format fleetd tests benchmarks
 	$(BIN)/ruff check --fix fleetd tests benchmarks
 
-bench: $(STAMP)
-	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+bench: $(STAMP)  # every benchmark runs; fails at the end if any missed its target
+	@missed=""; for b in benchmarks/*.py; do \
+		echo "== $$b"; $(BIN)/python $$b || missed="$$missed $$b"; \
+	done; \
+	if [ -n "$$missed" ]; then echo "targets missed:$$missed"; exit 1; fi; \
+	echo "every benchmark met its target"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage
