@@ -300,7 +300,9 @@ def build_service(
     registry = ToolRegistry()
 
     async def spawn(request: SpawnRequest) -> dict[str, Any]:
-        free = {row["profile"]: row["free"] for row in bridge.view.capacity_view()}
+        def free() -> dict[str, int | None]:
+            return {row["profile"]: row["free"] for row in bridge.view.capacity_view()}
+
         refusal = models.refusal(request.profile, free, clock.now())
         if refusal is not None:  # its model is gone: the lead picks another profile
             raise refusal

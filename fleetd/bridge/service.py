@@ -319,6 +319,11 @@ class Bridge:
         """Fail every queued, accepted and async task of a target exactly once (idempotent)."""
         return self.lifecycle.fail_target_work(session, reason=reason)
 
+    async def check_readiness(self) -> None:
+        """Release, as NEVER_READY, every starting member whose waiting send outlived the
+        readiness grace (the poller does this each pass; a health tick does it first too)."""
+        await self.lifecycle.check_readiness()
+
     def releasing(self, session_id: str) -> bool:
         """True while a release of this session is under way."""
         return self.lifecycle.releasing(session_id)

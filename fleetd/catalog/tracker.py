@@ -150,17 +150,18 @@ class ModelHealth:
         return seat[1].bench.until
 
     def refusal(
-        self, profile: str, free: Mapping[str, int | None], now: datetime
+        self, profile: str, free: Callable[[], Mapping[str, int | None]], now: datetime
     ) -> ProfileBenchedError | None:
-        """The ``profile_benched`` error for a benched ``profile`` (``free``: each profile's free
-        slots, ``None`` for no cap), or ``None`` when it may be placed."""
+        """The ``profile_benched`` error for a benched ``profile``, or ``None`` when it may be
+        placed. ``free`` reads each profile's free slots (``None`` for no cap); it counts the
+        whole fleet, so it is called only for the refusal's hint, never on the way to a spawn."""
         until = self.benched_until(profile, now)
         if until is None:
             return None
         key = self.seats[profile][0]
         others = sorted(
             name
-            for name, slots in free.items()
+            for name, slots in free().items()
             if name != profile
             and self.benched_until(name, now) is None
             and (slots is None or slots > 0)

@@ -3,7 +3,7 @@
 The runtime builds a :class:`FleetSnapshot` once per tick from one ``agent.list`` (the herdr
 view), the bridge's in-memory roster, turns, tasks and inboxes (the bridge view), and the pane
 reads that the previous tick asked for. Everything here is a plain value — primitives,
-``StrEnum`` members, tuples and frozen dataclasses — so the bridge and herdr packages can change
+``StrEnum`` members, tuples and frozen dataclasses (``@fact`` for the per-member ones) — so the bridge and herdr packages can change
 their own types without touching health, and health never imports them.
 
 Identity: a member is its ``session_id`` (stable for one session; names can be reused); its herdr
@@ -24,6 +24,7 @@ from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 
+from fleetd.health.fact import fact
 from fleetd.health.settings import HealthSettings
 
 __all__ = [
@@ -113,7 +114,7 @@ def _non_negative(owner: object, *names: str) -> None:
             raise ValueError(f"{type(owner).__name__}.{name} must not be negative")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact
 class LiveAgent:
     """One entry of a successful ``agent.list``."""
 
@@ -164,7 +165,7 @@ class RepairView:
             raise ValueError("RepairView.attempts must be at least 1")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact
 class OpenTurn:
     """An accepted send that has not resolved: its TurnToken and where it stands."""
 
@@ -216,7 +217,7 @@ class BoundaryScreen:
     ticket: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact
 class MemberView:
     """The bridge side of one member.
 

@@ -92,6 +92,10 @@ async def take_snapshot(
         ping_ok=ping_ok,
         targeted_errors=dict(targeted_errors),
     )
+    # A member whose readiness grace ended since the poller's last pass is released by the
+    # bridge now, so this tick reads the bridge's loss (with the tickets it failed) instead of
+    # racing it with health's own NEVER_READY rule at the same deadline.
+    await bridge.check_readiness()
     stats = await read_lead_stats(bridge.inbox, [lead.name for lead in config.leads])
     sessions = bridge.sessions()
     backlogs = member_backlogs(stats, sessions)

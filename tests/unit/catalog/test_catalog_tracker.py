@@ -21,6 +21,11 @@ from fleetd.resilience import Availability, CatalogFetch, ErrorClass
 FREE = {"p": None, "q": 1, "r": 0}
 
 
+def _unread() -> dict[str, int | None]:
+    """The fleet's free slots, which placing a profile that is not benched must never count."""
+    raise AssertionError("the whole fleet was counted for a spawn that is not refused")
+
+
 def config(**profile: Any) -> FleetdConfig:
     document: dict[str, Any] = {
         "providers": [{"name": "prov", "baseUrl": "http://catalog.invalid/v1"}],
@@ -90,12 +95,12 @@ async def test_the_refusal_names_free_unbenched_profiles() -> None:
     health, fake, clock = tracker(Holder(config()))
     fake.lists("prov", {"other": None})
     await health.step()
-    refusal = health.refusal("p", FREE, clock.now())
+    refusal = health.refusal("p", lambda: FREE, clock.now())
     assert isinstance(refusal, ProfileBenchedError)
     assert refusal.hint["profiles"] == ["q"]
     assert refusal.hint["retryAfterSeconds"] == 300
-    assert health.refusal("q", FREE, clock.now()) is None
-    assert health.refusal("absent", FREE, clock.now()) is None
+    assert health.refusal("q", _unread, clock.now()) is None
+    assert health.refusal("absent", _unread, clock.now()) is None
 
 
 async def test_a_reload_that_changes_the_model_starts_its_seat_afresh() -> None:

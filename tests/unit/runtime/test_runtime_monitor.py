@@ -199,3 +199,24 @@ async def test_a_sole_lead_that_vanishes_is_left_to_a_person_passively(tmp_path:
     }
     assert listed["healthCoverage"]["peerRouting"] == "no_peer"
     assert fleet.control.calls_to("start_agent") == []
+
+
+async def test_a_tick_at_the_readiness_deadline_reads_the_bridge_s_release(tmp_path: Path) -> None:
+    """The readiness grace of a member with a waiting send ends and a health tick comes before
+    the poller's next pass: the tick lets the bridge release the member first, so the one
+    NEVER_READY incident names the ticket the release failed (health's own rule for the same
+    deadline would open it without)."""
+    fleet = await _fleet(tmp_path, enabled=True)
+    sid = (await fleet.ok("fleet_spawn", profile="codex"))["sessionId"]
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="never typed"))["ticket"]
+    fleet.clock.advance(61)  # past the 60 s grace; no poller pass has run since
+    await fleet.service.health.tick()
+    [incident] = fleet.service.health.state.incidents.values()
+    assert (incident.subject, incident.key.state, incident.key.cause) == (
+        sid,
+        "NEVER_READY",
+        "readiness_grace_expired",
+    )
+    assert dict(incident.evidence)["failed_tickets"] == ticket
+    polled = await fleet.ok("fleet_poll", ticket=ticket)
+    assert (polled["status"], polled["reason"]) == ("failed", "never_ready")
