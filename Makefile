@@ -27,6 +27,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check fleetd tests benchmarks
 	$(BIN)/ruff format --check fleetd tests benchmarks
 	$(BIN)/mypy
+	MYPYPATH=benchmarks $(BIN)/mypy --strict --explicit-package-bases benchmarks/*.py benchmarks/support/*.py
 
 fmt: $(STAMP)
 	$(BIN)/ruff format fleetd tests benchmarks

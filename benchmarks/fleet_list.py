@@ -255,7 +255,7 @@ async def build_fleet(fleet: Fleet, members: int, rounds: int) -> None:
                 nonlocal replies
                 inbox = await call("fleet_poll")
                 replies += sum(m["kind"] == "reply" for m in inbox["messages"])
-                return replies >= expected
+                return bool(replies >= expected)
 
             await _until(collected, f"the replies of round {round_ + 1}", 300)
             print(

@@ -124,7 +124,7 @@ class BareSide:
                     wire.body,
                     content_type=wire.content_type,
                     message_id=wire.message_id,
-                    headers=dict(wire.headers),
+                    headers={name: str(value) for name, value in wire.headers.items()},
                     delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
                     timestamp=millis_to_datetime(wire.timestamp_epoch_millis),
                     type=record.kind.value,

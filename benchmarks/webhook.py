@@ -92,7 +92,7 @@ async def escalate(journal: Journal, item: Incident, clock: Clock) -> None:
 
 def worker(journal: Journal, clock: Clock, url: str) -> tuple[SinkWorker, HttpWebhookSender]:
     sender = HttpWebhookSender(clock=clock)
-    sink = SinkTarget(url=url, secret=SECRET, limit=timedelta(seconds=5))
+    sink = SinkTarget(urls=(url,), secret=SECRET, limit=timedelta(seconds=5))
     built = SinkWorker(
         journal=journal,
         target=lambda: sink,

@@ -3,8 +3,9 @@
 The runtime builds a :class:`FleetSnapshot` once per tick from one ``agent.list`` (the herdr
 view), the bridge's in-memory roster, turns, tasks and inboxes (the bridge view), and the pane
 reads that the previous tick asked for. Everything here is a plain value — primitives,
-``StrEnum`` members, tuples and frozen dataclasses (``@fact`` for the per-member ones) — so the bridge and herdr packages can change
-their own types without touching health, and health never imports them.
+``StrEnum`` members, tuples and frozen dataclasses (``@fact`` for the per-member ones) — so the
+bridge and herdr packages can change their own types without touching health, and health never
+imports them.
 
 Identity: a member is its ``session_id`` (stable for one session; names can be reused); its herdr
 ``name`` is the target for per-target calls and the key of :attr:`LiveView.targeted_errors`
