@@ -20,6 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Final
 
+from fleetd.health.fact import fact
 from fleetd.health.incidents import Assignment, Incident, ResolveReason, RoutingReason
 from fleetd.health.pane_budget import ProbeReason
 from fleetd.health.snapshot import ProbeSource
@@ -77,7 +78,7 @@ class ResolveIncident:
     resolved_at: datetime
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact  # one per routed incident: a routing pass may make a thousand
 class PublishHealthRecord:
     """Publish a typed health record to ``recipient_lead``'s inbox key (§7.3, §7.4).
 
@@ -97,7 +98,7 @@ class PublishHealthRecord:
     recipient_terminal: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact  # one per routed incident: a routing pass may make a thousand
 class RouteToHuman:
     """No lead can act on ``incident``: it goes to a person (§10.1), and stays open.
 
@@ -111,7 +112,7 @@ class RouteToHuman:
     on_behalf_of: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact  # one per routed incident: a routing pass may make a thousand
 class SupersedeAssignment:
     """``incident`` was reassigned: ``previous`` (its recipient and generation) is superseded.
 

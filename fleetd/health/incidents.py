@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
+from fleetd.health.fact import fact
 from fleetd.health.states import Certainty, HealthStateName, Scope, Severity, spec_of
 
 __all__ = [
@@ -79,7 +80,7 @@ class RoutingReason(StrEnum):
     HUMAN_NO_HEALTHY_LEAD = "human_no_healthy_lead"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact
 class Assignment:
     """Where one incident is routed in one routing generation.
 
@@ -124,7 +125,7 @@ def incident_id(key: IncidentKey, generation: int, namespace: str = "") -> str:
     return "inc_" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact
 class Incident:
     """One open (or just resolved) incident.
 

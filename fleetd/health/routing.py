@@ -145,18 +145,25 @@ class _Plan:
     excluded: tuple[str, ...] = ()
 
 
+_TO_OWNER = _Plan(_Kind.OWNER, _R.OWNER)
+_LINK_DOWN = _Plan(_Kind.HUMAN, _R.HUMAN_CONTROL_LINK_DOWN)
+_NO_OWNER = _Plan(_Kind.HUMAN, _R.HUMAN_NO_OWNER)
+
+
 def _plan(incident: Incident, leads: Mapping[str, LeadFacts]) -> _Plan:
-    scope, owner = incident.scope, incident.owner_lead
-    if scope is Scope.CONTROL_LINK:
-        return _Plan(_Kind.HUMAN, _R.HUMAN_CONTROL_LINK_DOWN)
-    subject = (incident.subject,) if scope in (Scope.LEAD, Scope.INBOX) else ()
+    key = incident.key
+    scope, owner = key.scope, incident.owner_lead
     if owner is not None:
         facts = leads.get(owner)
-        if facts is not None and facts.healthy:
-            return _Plan(_Kind.OWNER, _R.OWNER)
+        if facts is not None and facts.healthy and scope is not Scope.CONTROL_LINK:
+            return _TO_OWNER
+    if scope is Scope.CONTROL_LINK:
+        return _LINK_DOWN
+    subject = (key.subject,) if scope in (Scope.LEAD, Scope.INBOX) else ()
+    if owner is not None:
         return _Plan(_Kind.PEER, _R.PEER_OWNER_UNHEALTHY, owner, (owner, *subject))
     if scope is Scope.MEMBER:
-        return _Plan(_Kind.HUMAN, _R.HUMAN_NO_OWNER)
+        return _NO_OWNER
     if scope is Scope.LEAD:
         return _Plan(_Kind.PEER, _R.PEER_LEAD_INCIDENT, incident.subject, subject)
     return _Plan(_Kind.PEER, _R.PEER_NO_OWNER, None, subject)
