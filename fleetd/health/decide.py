@@ -101,7 +101,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
     if sighted:
         cursor, recent = _spend_budget(tick, members, leads, cursor, recent)
     adopted = settle_adopted(tick, sighted=sighted) if tick.adopted else tick.adopted
-    _route(tick, leads)
+    _route(tick, leads, snapshot)
     state = HealthState(
         taken_at=now,
         link=link,
@@ -152,9 +152,18 @@ def _leads(
     return result
 
 
-def _route(tick: Tick, leads: Mapping[str, LeadEvidence]) -> None:
-    """Assign the tick's open incidents; open and update effects then carry them as routed."""
-    routing = route(tick.book.open.values(), [lead_facts(e) for e in leads.values()])
+def _route(tick: Tick, leads: Mapping[str, LeadEvidence], snapshot: FleetSnapshot) -> None:
+    """Assign the tick's open incidents; open and update effects then carry them as routed.
+    Publication has failed once a refused health record waited two snapshot intervals."""
+    since = snapshot.unpublished_since
+    failed = (
+        since is not None and tick.now - since >= TWO_SNAPSHOTS * snapshot.config.snapshot_interval
+    )
+    routing = route(
+        tick.book.open.values(),
+        [lead_facts(e) for e in leads.values()],
+        publication_failed=failed,
+    )
     if not routing.routed:
         return
     tick.book.store(routing.routed)

@@ -68,7 +68,8 @@ class RoutingReason(StrEnum):
     ``owner``: the exact delegating lead (§7.3), healthy. ``peer_*``: a healthy peer lead because
     the owner is unhealthy or gone, the incident is about a lead, or it is fleet-wide with no
     owning lead (§7.4). ``human_*``: a person, because a member incident has no exact owner
-    (Figure 2), the control link is down (§10.1), or no healthy lead can receive it.
+    (Figure 2), the control link is down (§10.1), no healthy lead can receive it, or records
+    cannot reach the leads' inboxes (§10.1).
     """
 
     OWNER = "owner"
@@ -78,6 +79,7 @@ class RoutingReason(StrEnum):
     HUMAN_NO_OWNER = "human_no_owner"
     HUMAN_CONTROL_LINK_DOWN = "human_control_link_down"
     HUMAN_NO_HEALTHY_LEAD = "human_no_healthy_lead"
+    HUMAN_PUBLICATION_FAILED = "human_publication_failed"
 
 
 @fact

@@ -10,6 +10,12 @@ One incident's plan, first match wins:
 
 1. **Control link** (scope ``control_link``) — a person (``human_control_link_down``): with the
    link to herdr down no lead can be reached or pushed (§4.3, §10.1).
+1b. **Publication failing** — every other incident goes to a person
+   (``human_publication_failed``, on behalf of its owner) while health records cannot reach the
+   leads' inboxes: ``decide`` says so once the oldest record the inbox refused has waited two
+   snapshot intervals (§10.1: "incident publication or routing itself fails"). When the inbox
+   takes records again the incidents go back to their leads (a new generation; the person's
+   undelivered events are cancelled).
 2. **Owned** (a member incident's exact delegating lead, or the lead whose inbox key it is) —
    the owner while it is healthy (``owner``): known to health and not in a fault state. A healthy
    owner always wins, also over a peer that held the incident while the owner was down. Never a
@@ -150,15 +156,18 @@ _LINK_DOWN = _Plan(_Kind.HUMAN, _R.HUMAN_CONTROL_LINK_DOWN)
 _NO_OWNER = _Plan(_Kind.HUMAN, _R.HUMAN_NO_OWNER)
 
 
-def _plan(incident: Incident, leads: Mapping[str, LeadFacts]) -> _Plan:
+def _plan(incident: Incident, leads: Mapping[str, LeadFacts], unpublishable: bool) -> _Plan:
     key = incident.key
     scope, owner = key.scope, incident.owner_lead
-    if owner is not None:
+    if owner is not None and not unpublishable:
         facts = leads.get(owner)
         if facts is not None and facts.healthy and scope is not Scope.CONTROL_LINK:
             return _TO_OWNER
     if scope is Scope.CONTROL_LINK:
         return _LINK_DOWN
+    if unpublishable:
+        about = owner if owner is not None else (key.subject if scope is Scope.LEAD else None)
+        return _Plan(_Kind.HUMAN, _R.HUMAN_PUBLICATION_FAILED, about)
     subject = (key.subject,) if scope in (Scope.LEAD, Scope.INBOX) else ()
     if owner is not None:
         return _Plan(_Kind.PEER, _R.PEER_OWNER_UNHEALTHY, owner, (owner, *subject))
@@ -202,8 +211,11 @@ def _take(heap: list[tuple[int, str, str]], excluded: tuple[str, ...]) -> str | 
     return chosen[1]
 
 
-def route(incidents: Iterable[Incident], leads: Iterable[LeadFacts]) -> Routing:
-    """Assign every open incident in ``incidents`` to a lead or a person (see the module doc)."""
+def route(
+    incidents: Iterable[Incident], leads: Iterable[LeadFacts], *, publication_failed: bool = False
+) -> Routing:
+    """Assign every open incident in ``incidents`` to a lead or a person (see the module doc);
+    ``publication_failed``: health records cannot reach the leads' inboxes (plan 1b)."""
     listed = list(leads)
     index = {facts.name: facts for facts in listed}
     if len(index) != len(listed):
@@ -211,7 +223,7 @@ def route(incidents: Iterable[Incident], leads: Iterable[LeadFacts]) -> Routing:
     load = dict.fromkeys(index, 0)
     pending: list[tuple[Incident, _Plan]] = []
     for incident in incidents:
-        plan = _plan(incident, index)
+        plan = _plan(incident, index, publication_failed)
         prior = incident.assignment
         if prior is not None and _holds(prior, plan, incident.owner_lead, index):
             if plan.kind is _Kind.PEER and prior.recipient is not None:

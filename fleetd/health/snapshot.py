@@ -382,6 +382,9 @@ class FleetSnapshot:
     config: HealthSettings = field(default_factory=HealthSettings)
     profiles: tuple[ProfileCapacityInput, ...] = ()
     inbox_failures: tuple[InboxFailureView, ...] = ()
+    #: When the oldest health record the inbox refused (still held in memory) was made; ``None``
+    #: while every record reached its lead's inbox.
+    unpublished_since: datetime | None = None
 
     def __post_init__(self) -> None:
         for what, items, keys in (

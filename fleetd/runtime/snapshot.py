@@ -36,7 +36,7 @@ from fleetd.health.snapshot import (
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo, AgentStatus
 from fleetd.inbox.failures import DecodeFailure, Disposition
-from fleetd.inbox.records import InboxStats, MessageKind
+from fleetd.inbox.records import InboxRecord, InboxStats, MessageKind
 
 __all__ = ["take_snapshot"]
 
@@ -110,7 +110,16 @@ async def take_snapshot(
         config=health_settings(config),
         profiles=profile_inputs(config),
         inbox_failures=tuple(_failure(f) for f in bridge.inbox.failures()),
+        unpublished_since=_oldest_health(bridge.unpublished),
     )
+
+
+def _oldest_health(held: Iterable[InboxRecord]) -> datetime | None:
+    """When the oldest health record still waiting for the inbox was made (held oldest first)."""
+    for record in held:
+        if record.kind is MessageKind.HEALTH and record.created_at_epoch_millis is not None:
+            return datetime.fromtimestamp(record.created_at_epoch_millis / 1000, UTC)
+    return None
 
 
 def _failure(failure: DecodeFailure) -> InboxFailureView:

@@ -155,6 +155,7 @@ class Run:
         advance: timedelta = TICK,
         settings: HealthSettings | None = None,
         inbox_failures: Iterable[InboxFailureView] = (),
+        unpublished_since: datetime | None = None,
     ) -> Decision:
         self.now += advance
         snapshot = FleetSnapshot(
@@ -166,6 +167,7 @@ class Run:
             config=settings or self.settings,
             profiles=tuple(profiles),
             inbox_failures=tuple(inbox_failures),
+            unpublished_since=unpublished_since,
         )
         self.last = decide(snapshot, self.state, self.now)
         self.state = self.last.state

@@ -230,3 +230,24 @@ def test_a_sole_failed_lead_is_never_restarted_or_replaced() -> None:
         ("LEAD_UNREACHABLE", 1),
     ]
     assert not run.all_effects(PublishHealthRecord)
+
+
+def test_a_record_the_inbox_refused_for_two_intervals_sends_incidents_to_a_person() -> None:
+    """§10.1 "incident publication itself fails": while a refused health record has waited less
+    than two snapshot intervals the owner keeps its incident; from two intervals on a person
+    holds it (on the owner's behalf); once the record got through, the owner takes it back."""
+    run = Run()
+    present = fleet("lead-a", "lead-b", "lead-c", targeted=GONE_M1)
+    run.tick(present, [member()], leads=LEADS)
+    assert holder(run) == ("lead-a", 1)
+    refused_at = run.now
+    run.tick(present, [member()], leads=LEADS, unpublished_since=refused_at)
+    assert holder(run) == ("lead-a", 1)  # one interval: the push may still get it through
+    run.tick(present, [member()], leads=LEADS, unpublished_since=refused_at)
+    assert holder(run) == (None, 2)
+    [told] = run.effects(RouteToHuman)
+    assert (told.reason, told.on_behalf_of) == ("human_publication_failed", "lead-a")
+    run.tick(present, [member()], leads=LEADS)  # the inbox took what waited
+    assert holder(run) == ("lead-a", 3)
+    [back] = run.effects(SupersedeAssignment)
+    assert back.previous.route == "human"

@@ -144,6 +144,46 @@ def test_a_down_control_link_goes_to_a_person() -> None:
     assert got == human(R.HUMAN_CONTROL_LINK_DOWN)
 
 
+@pytest.mark.parametrize(
+    ("case", "by"),
+    [
+        (incident(), "lead-a"),  # healthy owner
+        (incident(owner=None), None),  # no owner
+        (incident("lead-a", scope=Scope.LEAD, owner=None), "lead-a"),  # about a lead
+        (incident("p", scope=Scope.PROFILE, owner=None), None),  # fleet-wide
+    ],
+)
+def test_while_publication_fails_every_incident_goes_to_a_person(
+    case: Incident, by: str | None
+) -> None:
+    """Health records cannot reach any lead's inbox (§10.1): a person, on behalf of the lead the
+    incident belongs to or is about, however healthy the leads are."""
+    result = route([case], [A, B], publication_failed=True)
+    [routed] = result.routed
+    assert routed.assignment == human(R.HUMAN_PUBLICATION_FAILED, by=by)
+    assert [type(e) for e in result.effects] == [RouteToHuman]
+
+
+def test_a_down_control_link_stays_its_own_reason_while_publication_fails() -> None:
+    """The link incident keeps its plan: a person, because the link is down."""
+    got = route(
+        [incident("herdr", scope=Scope.CONTROL_LINK, owner=None)], [A, B], publication_failed=True
+    ).routed[0]
+    assert got.assignment == human(R.HUMAN_CONTROL_LINK_DOWN)
+
+
+def test_when_publication_recovers_the_owner_takes_its_incident_back() -> None:
+    """The person held it while the inbox refused records; the healthy owner gets it back in a
+    new generation, superseding the person's assignment (whose undelivered events are then
+    cancelled by the runtime)."""
+    [held] = route([incident()], [A, B], publication_failed=True).routed
+    assert route([held], [A, B], publication_failed=True).routed == ()  # pinned, said once
+    result = route([held], [A, B])
+    [back] = result.routed
+    assert back.assignment == to("lead-a", generation=2)
+    assert result.effects[0] == SupersedeAssignment(incident=back, previous=held.assignment)
+
+
 def test_a_lead_incident_goes_to_a_peer_never_to_its_subject() -> None:
     """The lead an incident is about never receives it, however healthy it looks."""
     got = assigned(incident("lead-a", scope=Scope.LEAD, owner=None), leads=[A, B])

@@ -11,8 +11,10 @@ from typing import Any
 
 import jsonschema
 
-from fleetd.errors import JournalUnavailableError
+from fleetd.errors import InboxUnavailableError, JournalUnavailableError
 from fleetd.herdr.model import AgentStatus
+from fleetd.inbox.memory import InMemoryInbox
+from fleetd.inbox.records import InboxRecord
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.records import EventState, EventType
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
@@ -181,3 +183,75 @@ async def test_incident_ids_differ_between_runs_so_receivers_never_merge_them(
     [one], [two] = _lead_incidents(first), _lead_incidents(second)
     assert (one.key, one.generation) == (two.key, two.generation)
     assert one.id != two.id
+
+
+def _member_incidents(fleet: TestFleet) -> list[Any]:
+    return [i for i in fleet.service.health.state.open_incidents() if i.scope == "member"]
+
+
+class _DownInbox(InMemoryInbox):
+    """The leads' inbox, whose publishing can be down (a broker outage, say)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    async def publish(self, record: InboxRecord) -> bool:
+        if self.down:
+            raise InboxUnavailableError("broker down")
+        return await super().publish(record)
+
+
+async def test_a_record_the_inbox_keeps_refusing_takes_the_incident_to_a_person_and_back(
+    tmp_path: Path,
+) -> None:
+    """§10.1 "incident publication itself fails": the owning lead is healthy but its record
+    cannot be published. Two snapshot intervals after the refused record was made, a person
+    holds the incident (one open event); once the inbox takes the held records again, the lead
+    takes it back and the person's undelivered event is cancelled."""
+    inbox, journal = _DownInbox(), InMemoryJournal()
+    document = _document(tmp_path)
+    fleet = build_test_fleet(tmp_path, document=document, environ=ENV, journal=journal, inbox=inbox)
+    await fleet.service.own_lead_keys()
+    session = fleet.bridge.session(await fleet.spawn_ready())
+    assert session is not None
+    assert session.worktree is not None
+    fleet.worktrees.add_commits(session.worktree, 2)  # a preserved branch ahead of its base:
+    fleet.worktrees.mark_dirty(session.worktree.path)  # WORK_PRODUCT_AT_RISK, for the owner
+    await fleet.ok("fleet_stop", sessionId=session.session_id)
+    inbox.down = True
+    for _ in range(100):
+        fleet.clock.advance(15)
+        await fleet.service.health.tick()
+        if _member_incidents(fleet):
+            break
+    [incident] = _member_incidents(fleet)
+    assert (incident.recipient_lead, incident.routing_reason) == ("lead", "owner")
+    assert fleet.bridge.unpublished  # its record waits in memory
+    fleet.clock.advance(15)
+    await fleet.service.health.tick()
+    [incident] = _member_incidents(fleet)
+    assert incident.routing_reason == "owner"  # one interval: the push may still get it through
+    fleet.clock.advance(15)
+    await fleet.service.health.tick()
+    [incident] = _member_incidents(fleet)
+    assert (incident.route, incident.routing_reason) == ("human", "human_publication_failed")
+    assert incident.assignment is not None
+    assert incident.assignment.on_behalf_of == "lead"
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert [(e.type, e.state) for e in stored.events] == [(EventType.OPEN, EventState.PENDING)]
+
+    inbox.down = False
+    await fleet.bridge.flush_unpublished()  # what the push loop does on its next pass
+    assert not fleet.bridge.unpublished
+    fleet.clock.advance(15)
+    await fleet.service.health.tick()
+    [incident] = _member_incidents(fleet)
+    assert (incident.recipient_lead, incident.routing_reason) == ("lead", "owner")
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert [(e.type, e.state) for e in stored.events] == [(EventType.OPEN, EventState.CANCELLED)]
+    polled = await fleet.ok("fleet_poll")
+    states = [m["state"] for m in polled["messages"] if m["kind"] == "health"]
+    assert "WORK_PRODUCT_AT_RISK" in states  # the held record reached the lead after all
