@@ -12,6 +12,7 @@ recorded times. ``monotonic()`` is seconds for measuring durations and deadlines
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
@@ -156,25 +157,37 @@ async def within(
     """
     work = asyncio.ensure_future(aw)
     timer = asyncio.ensure_future(clock.sleep(seconds))
+    claimed = False
     try:
-        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        _stop(work, timer)
+        try:
+            await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # no await here: a coroutine closed without a loop step must unwind at once
+            with contextlib.suppress(RuntimeError):  # its loop may be closed already
+                _stop(work, timer)
         await asyncio.gather(work, timer, return_exceptions=True)
-        if discard is not None and _succeeded(work):
-            discard(work.result())
-        raise
-    _stop(work, timer)
-    await asyncio.gather(work, timer, return_exceptions=True)
-    if work.cancelled():
-        raise DeadlineExceededError(f"no answer within {seconds:g}s")
-    return work.result()
+        if work.cancelled():
+            raise DeadlineExceededError(f"no answer within {seconds:g}s")
+        claimed = True
+        return work.result()
+    finally:
+        if not claimed and discard is not None:
+            _discard_when_done(work, discard)
 
 
 def _stop(work: asyncio.Future[Any], timer: asyncio.Future[Any]) -> None:
     timer.cancel()
     if not work.done():
         work.cancel()
+
+
+def _discard_when_done(work: asyncio.Future[T], discard: Callable[[T], object]) -> None:
+    """Hand ``work``'s result to ``discard`` once it has one: now, or when a cancelled ``work``
+    finishes with a result anyway."""
+    if work.done():
+        if _succeeded(work):
+            discard(work.result())
+        return
+    work.add_done_callback(lambda done: discard(done.result()) if _succeeded(done) else None)
 
 
 def _succeeded(work: asyncio.Future[Any]) -> bool:

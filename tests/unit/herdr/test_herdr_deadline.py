@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from hypothesis import given
@@ -110,3 +111,44 @@ async def test_a_result_the_caller_takes_is_never_discarded() -> None:
         FakeClock(), asyncio.sleep(0, result=3), 1.0, "request_timeout", discard=discarded.append
     )
     assert (value, discarded) == (3, [])
+
+
+async def test_a_bounded_call_closed_without_a_loop_step_still_discards_and_unwinds() -> None:
+    """A pending task nobody holds is collected, which closes its coroutine where it waits: no
+    await may run then. The unclaimed result still goes to ``discard`` and the close unwinds
+    (the caller's ``finally`` runs) instead of failing with "coroutine ignored GeneratorExit"."""
+    opened: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    discarded: list[str] = []
+    call = bounded(FakeClock(), opened, 5.0, "connect_timeout", discard=discarded.append)
+    call.send(None)  # runs to the wait for the connection or the deadline
+    opened.set_result("connection")
+    call.close()
+    assert discarded == ["connection"]
+
+
+async def test_work_that_finishes_after_its_cancelled_caller_is_discarded_then() -> None:
+    """The caller is cancelled (twice: a stop that gives up waiting cancels again) and leaves;
+    its work, cancelled too, still ends with a result later (a connect that had already
+    succeeded can): that result goes to ``discard`` when it arrives."""
+    gate, late = asyncio.Event(), asyncio.Event()
+
+    async def stubborn() -> str:
+        with contextlib.suppress(asyncio.CancelledError):
+            await gate.wait()
+        await late.wait()
+        return "connection"
+
+    discarded: list[str] = []
+    call = asyncio.ensure_future(
+        bounded(FakeClock(), stubborn(), 5.0, "connect_timeout", discard=discarded.append)
+    )
+    await asyncio.sleep(0)
+    call.cancel()
+    await asyncio.sleep(0)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    late.set()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert discarded == ["connection"]
