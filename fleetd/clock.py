@@ -151,9 +151,10 @@ async def within(
 
     ``asyncio.wait_for`` measures the event loop's real time, which a :class:`FakeClock` cannot
     move; racing the work against ``clock.sleep`` keeps every outbound deadline testable without
-    sleeping. The work's own errors pass through unchanged. When the caller is cancelled in the
-    same instant the work finishes, the result is lost to it: ``discard`` gets it then (an opened
-    connection is closed there, not left to the garbage collector).
+    sleeping. The work's own errors pass through unchanged. A result the caller never takes —
+    it was cancelled as the work finished, cancelled again while the work unwound, or closed
+    with its task — goes to ``discard`` as soon as it exists (an opened connection is closed
+    there, not left to the garbage collector).
     """
     work = asyncio.ensure_future(aw)
     timer = asyncio.ensure_future(clock.sleep(seconds))
