@@ -107,16 +107,17 @@ class LostBoundaryRepair:
     def observe(self, agents: Iterable[AgentInfo]) -> None:
         """Record one successful fleet list on every open turn; an absent agent breaks it."""
         by_terminal = {a.terminal_id: a for a in agents}
-        by_name = {a.name: a for a in by_terminal.values() if a.name is not None}
+        by_name: dict[str, AgentInfo] | None = None  # built only for a member without a terminal
         for session_id, turn in self._roster.inflight.items():
             session = self._roster.get(session_id)
             if session is None:
                 continue
-            agent = (
-                by_terminal.get(session.terminal_id)
-                if session.terminal_id is not None
-                else by_name.get(session.name)
-            )
+            if session.terminal_id is not None:
+                agent = by_terminal.get(session.terminal_id)
+            else:
+                if by_name is None:
+                    by_name = {a.name: a for a in by_terminal.values() if a.name is not None}
+                agent = by_name.get(session.name)
             if agent is None:
                 turn.watch.observe(None, None)
             else:

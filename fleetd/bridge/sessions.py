@@ -21,6 +21,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from fleetd.bridge.evidence import FatalScreenSeen, TargetLost
+from fleetd.bridge.revision import Revised
 from fleetd.bridge.worktrees import Worktree
 from fleetd.errors import IllegalTransitionError
 
@@ -83,8 +84,13 @@ def next_state(state: SessionState, event: SessionEvent) -> SessionState:
 
 
 @dataclass(slots=True, kw_only=True)
-class Session:
-    """One member, as the bridge knows it. Mutated only through :meth:`apply` and the bridge."""
+class Session(Revised):
+    """One member, as the bridge knows it. Mutated only through :meth:`apply` and the bridge.
+
+    Every assignment renews its :attr:`~fleetd.bridge.revision.Revised.revision` (the health
+    tick's member view is rebuilt only then); what it holds is immutable, except ``history``,
+    which no view reads.
+    """
 
     session_id: str
     name: str

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from fleetd.bridge.revision import Revised
 from fleetd.herdr.model import AgentStatus
 
 __all__ = [
@@ -102,7 +103,7 @@ class BoundaryWatch:
 
 
 @dataclass(slots=True)
-class RepairLedger:
+class RepairLedger(Revised):
     """What lost-boundary repair answered for one token: attempts, refused scrapes, the last
     result (a :class:`~fleetd.bridge.repair_gates.RepairResult` value) with its detail code, and
     when one more attempt may be made (``None``: no more)."""
@@ -115,8 +116,12 @@ class RepairLedger:
 
 
 @dataclass(slots=True, kw_only=True)
-class InFlightTurn:
-    """The open turn of one member."""
+class InFlightTurn(Revised):
+    """The open turn of one member.
+
+    Its :attr:`~fleetd.bridge.revision.Revised.revision` (and its ledger's) is renewed by every
+    assignment; ``watch`` changes in place, but no member view reads it.
+    """
 
     token: TurnToken
     delivered_at: datetime

@@ -142,24 +142,14 @@ def _count_mutes(tick: Tick, view: MemberView, times: tuple[datetime, ...]) -> t
 
 
 def _signature(view: MemberView, agent: LiveAgent | None, inbox: InboxView | None) -> Signature:
-    """The inputs a steady member's classification depends on, for the reuse check."""
+    """The inputs a steady member's classification depends on, for the reuse check: the whole
+    member view (the bridge hands back the same object while nothing of the member changed, so
+    the check is an identity test in the steady case), herdr's status and sequence number for
+    its agent, and whether its lead's push gave up."""
     return (
-        view.name,
-        view.profile,
-        view.session_state,
-        view.presence,
-        view.turn,
-        view.queued_sends,
-        view.pending_tasks,
-        view.last_reply_at,
-        view.worktree,
-        view.loss,
-        view.boundary_screen,
-        view.state_since,
-        view.spawned_at,
+        view,
         agent.status if agent is not None else None,
         agent.state_change_seq if agent is not None else None,
-        view.uncollected_replies,
         inbox is not None and inbox.push_cap_reached,
     )
 

@@ -41,7 +41,7 @@ from fleetd.runtime import health_views
 from fleetd.runtime.dispatch import EffectDispatcher, RoutingNote
 from fleetd.runtime.escalation import Escalation
 from fleetd.runtime.link import LinkState
-from fleetd.runtime.snapshot import take_snapshot
+from fleetd.runtime.snapshot import SeenAgents, take_snapshot
 
 __all__ = ["FleetHealthMonitor"]
 
@@ -65,6 +65,7 @@ class FleetHealthMonitor:
     dispatcher: EffectDispatcher = field(init=False)
     escalation: Escalation | None = field(init=False, default=None)
     _mute_cursor: int = 0
+    _seen: SeenAgents = field(default_factory=SeenAgents)
 
     def __post_init__(self) -> None:
         if not self.state.namespace:  # new incident ids are unique to this run
@@ -128,6 +129,7 @@ class FleetHealthMonitor:
             probes=probes,
             targeted_errors=targeted,
             mute_counts=self._new_mutes(),
+            seen=self._seen,
         )
         decision = decide(snapshot, self.state, now)
         self.state = decision.state

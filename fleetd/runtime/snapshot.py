@@ -38,7 +38,7 @@ from fleetd.herdr.model import AgentInfo, AgentStatus
 from fleetd.inbox.failures import DecodeFailure, Disposition
 from fleetd.inbox.records import InboxRecord, InboxStats, MessageKind
 
-__all__ = ["take_snapshot"]
+__all__ = ["SeenAgents", "take_snapshot"]
 
 
 async def take_snapshot(
@@ -50,8 +50,10 @@ async def take_snapshot(
     probes: Iterable[ProbeResult],
     targeted_errors: Mapping[str, str],
     mute_counts: Mapping[str, int],
+    seen: SeenAgents,
 ) -> FleetSnapshot:
-    """Everything one tick of ``decide`` reads, with one fleet-wide herdr list."""
+    """Everything one tick of ``decide`` reads, with one fleet-wide herdr list; ``seen`` holds
+    the health view of each agent the previous tick listed."""
     try:
         agents: tuple[AgentInfo, ...] = await control.list_agents()
         list_ok = True
@@ -59,26 +61,10 @@ async def take_snapshot(
         agents, list_ok = (), False
     if list_ok:
         bridge.observe_live(agents)  # the stable gate of lost-boundary repair reads these too
-    # One pass over the list (ten thousand agents are ten thousand objects to touch): the health
-    # view of each agent, and the terminals of the leads' agents.
+    # the health view of each agent (most are the previous tick's), and the leads' terminals
     lead_agents = {lead.agent for lead in config.leads}
-    terminals: dict[str, str] = {}
-    live_agents = []
-    statuses = _LIVE_STATUSES
-    for agent in agents:
-        name = agent.name
-        live_agents.append(
-            LiveAgent(
-                name=name,
-                pane_id=agent.pane_id,
-                terminal_id=agent.terminal_id,
-                status=statuses[agent.agent_status],
-                state_change_seq=agent.state_change_seq,
-                kind=agent.agent,
-            )
-        )
-        if name in lead_agents:
-            terminals[name] = agent.terminal_id
+    live_agents = seen.health_view(agents)
+    terminals = {a.name: a.terminal_id for a in live_agents if a.name in lead_agents}
     ping_ok: bool | None = None
     if not list_ok or not lead_agents <= terminals.keys():
         try:
@@ -88,7 +74,7 @@ async def take_snapshot(
             ping_ok = False
     live = LiveView(
         list_ok=list_ok,
-        agents=tuple(live_agents),
+        agents=live_agents,
         ping_ok=ping_ok,
         targeted_errors=dict(targeted_errors),
     )
@@ -141,6 +127,55 @@ def _status(value: str | None) -> LiveStatus | None:
 
 #: herdr's status as health spells it (looked up, not parsed: every agent, every tick).
 _LIVE_STATUSES = {status: LiveStatus(status.value) for status in AgentStatus}
+
+
+class SeenAgents:
+    """The health view (:class:`~fleetd.health.snapshot.LiveAgent`) of each agent herdr listed,
+    kept from one tick to the next by terminal id.
+
+    Between two ticks of a large fleet almost every agent reads as before; its view is handed
+    back as the same object when every field health reads is equal, instead of being built again.
+    Views of terminals herdr stopped listing are dropped, so what is kept is bounded by the list.
+    """
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[str, LiveAgent] = {}
+
+    def health_view(self, agents: Iterable[AgentInfo]) -> tuple[LiveAgent, ...]:
+        kept = self._kept
+        previous, statuses = kept.get, _LIVE_STATUSES
+        views = []
+        for agent in agents:
+            status = statuses[agent.agent_status]
+            view = previous(agent.terminal_id)
+            if (
+                view is None
+                or view.state_change_seq != agent.state_change_seq
+                or view.status is not status
+                or view.name != agent.name
+                or view.pane_id != agent.pane_id
+                or view.kind != agent.agent
+            ):
+                view = LiveAgent(
+                    name=agent.name,
+                    pane_id=agent.pane_id,
+                    terminal_id=agent.terminal_id,
+                    status=status,
+                    state_change_seq=agent.state_change_seq,
+                    kind=agent.agent,
+                )
+                kept[agent.terminal_id] = view
+            views.append(view)
+        if len(kept) > len(views) + _SLACK:
+            listed = {view.terminal_id for view in views}
+            self._kept = {terminal: view for terminal, view in kept.items() if terminal in listed}
+        return tuple(views)
+
+
+#: Views kept beyond the agents listed before those of unlisted terminals are dropped.
+_SLACK = 64
 
 
 def _leads(

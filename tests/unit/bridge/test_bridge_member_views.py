@@ -1,0 +1,216 @@
+"""Member views a tick reads are rebuilt only when the member changed, and never go stale.
+
+The health tick reads every member's :class:`~fleetd.health.snapshot.MemberView` and, on a large
+fleet, hands back the previous tick's view for a member whose stamp did not move
+(:class:`~fleetd.bridge.view.MemberViews`). These tests hold it to one rule: after any change the
+bridge makes, the kept views equal views built from nothing; with no change, they are the very
+same objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetd.bridge.backlog import MemberBacklog
+from fleetd.bridge.evidence import FatalScreenSeen
+from fleetd.bridge.roster import Roster
+from fleetd.bridge.sessions import Session, SessionState
+from fleetd.bridge.tasks import TaskBook
+from fleetd.bridge.turns import InFlightTurn, RepairLedger, TurnToken
+from fleetd.bridge.view import MemberViews
+from fleetd.health.snapshot import MemberView
+from fleetd.herdr.model import AgentStatus
+from fleetd.testing import TestFleet, build_test_fleet
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> TestFleet:
+    built = build_test_fleet(tmp_path)
+    await built.service.own_lead_keys()
+    return built
+
+
+def _read(
+    fleet: TestFleet,
+    *,
+    mutes: dict[str, int] | None = None,
+    backlogs: dict[str, MemberBacklog] | None = None,
+) -> list[MemberView]:
+    """The views as a tick reads them, checked against views built with nothing kept."""
+    sessions = fleet.bridge.sessions()
+    kept = fleet.bridge.view.member_views(sessions, mute_counts=mutes, backlogs=backlogs)
+    fresh = MemberViews(roster=fleet.bridge.roster, tasks=fleet.bridge.tasks).build(
+        sessions, mute_counts=mutes or {}, backlogs=backlogs or {}
+    )
+    assert kept == fresh
+    return kept
+
+
+def _same(before: list[MemberView], after: list[MemberView]) -> list[bool]:
+    return [a is b for a, b in zip(before, after, strict=True)]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        Session(
+            session_id="s",
+            name="n",
+            profile="p",
+            kind="claude",
+            role=None,
+            owner="lead",
+            created_at=T0,
+        ),
+        InFlightTurn(
+            token=TurnToken(token_id="k", session_id="s", ticket_id="t", turn=1), delivered_at=T0
+        ),
+        RepairLedger(),
+    ],
+    ids=["session", "open turn", "repair ledger"],
+)
+def test_every_assignment_to_a_revised_record_renews_its_revision(record: Any) -> None:
+    """No field of a session, open turn or repair ledger can change without a new stamp."""
+    other = RepairLedger()
+    seen = {record.revision, other.revision}
+    for field in dataclasses.fields(record):
+        before = record.revision
+        setattr(record, field.name, getattr(record, field.name))
+        assert record.revision > before, field.name
+        assert record.revision not in seen, field.name
+        seen.add(record.revision)
+
+
+async def test_a_member_that_did_not_change_keeps_its_view_object(fleet: TestFleet) -> None:
+    """Two reads with no change between them hand back the same objects, idle or busy."""
+    idle = await fleet.spawn_ready()
+    busy = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=busy, prompt="work")
+    first = _read(fleet)
+    assert [v.session_id for v in first] == [idle, busy]
+    assert first[1].turn is not None
+    assert _same(first, _read(fleet)) == [True, True]
+
+
+async def test_each_change_the_bridge_makes_rebuilds_only_that_member(fleet: TestFleet) -> None:
+    """Every step of a member's life is seen at once, and only by that member's view."""
+    other = await fleet.spawn_ready()
+    row = await fleet.ok("fleet_spawn", profile="sonnet")
+    sid = row["sessionId"]
+    views = _read(fleet)
+    assert views[1].session_state.value == "spawning"
+
+    await fleet.service.registry.contact(fleet.member(sid))  # presence: READY
+    after = _read(fleet)
+    assert _same(views, after) == [True, False]
+    assert (after[1].session_state.value, after[1].presence) == ("ready", True)
+
+    first = (await fleet.ok("fleet_send", target=sid, prompt="one"))["ticket"]  # turn 1 opens
+    views, after = after, _read(fleet)
+    assert _same(views, after) == [True, False]
+    assert after[1].turn is not None
+    assert after[1].turn.waiter_open
+    assert after[1].pending_tasks == 1
+
+    second = (await fleet.ok("fleet_send", target=sid, prompt="two"))["ticket"]  # queued
+    views, after = after, _read(fleet)
+    assert _same(views, after) == [True, False]
+    assert (after[1].queued_sends, after[1].pending_tasks) == (1, 2)
+
+    fleet.set_status(sid, AgentStatus.WORKING)  # the poller sees working: the turn records it
+    await fleet.poll()
+    after = _read(fleet)
+
+    turn = fleet.bridge.roster.inflight[sid]
+    turn.repair.attempts, turn.repair.last = 1, "unchanged"  # repair answered for the token
+    views, after = after, _read(fleet)
+    assert _same(views, after) == [True, False]
+    assert after[1].turn is not None
+    assert after[1].turn.repair is not None
+
+    fleet.bridge.tasks.cancel(first, reason="test", now=fleet.clock.now())  # its waiter ends
+    views, after = after, _read(fleet)
+    assert _same(views, after) == [True, False]
+    assert after[1].turn is not None
+    assert not after[1].turn.waiter_open
+
+    session = fleet.bridge.roster.sessions[sid]
+    session.fatal_screen = FatalScreenSeen(signature_id="x", ticket=first, turn=1)
+    views, after = after, _read(fleet)
+    assert _same(views, after) == [True, False]  # rebuilt (no screen shown while BUSY)
+
+    session.commits_ahead = 3  # measured on the terminal edge
+    views, after = after, _read(fleet)
+    assert _same(views, after) == [True, False]
+    assert after[1].worktree is not None
+    assert after[1].worktree.commits_ahead == 3
+
+    await fleet.ok("fleet_stop", sessionId=sid)  # released: queue and turn gone, tickets failed
+    views, after = after, _read(fleet)
+    assert _same(views, after) == [True, False]
+    assert after[1].session_state.value == "released"
+    assert (after[1].turn, after[1].queued_sends, after[1].pending_tasks) == (None, 0, 0)
+    assert (await fleet.ok("fleet_poll", ticket=second))["status"] == "failed"
+    assert _read(fleet)[0].session_id == other
+
+
+async def test_a_reply_ends_the_turn_and_the_next_send_opens_a_new_one(fleet: TestFleet) -> None:
+    """A turn that ends and a new one that opens at once still give a new view."""
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=sid, prompt="one")
+    await fleet.ok("fleet_send", target=sid, prompt="two")
+    views = _read(fleet)
+    first_turn = views[0].turn
+    assert first_turn is not None
+    assert first_turn.number == 1
+    await fleet.ok("fleet_reply", fleet.member(sid), content="done")
+    await fleet.poll()
+    after = _read(fleet)
+    assert after[0] is not views[0]
+    assert after[0].turn is not None
+    assert after[0].turn.number == 2
+
+
+async def test_mutes_and_waiting_replies_of_the_tick_are_read_every_time(fleet: TestFleet) -> None:
+    """The per-tick counts are part of the stamp: a kept view never carries last tick's."""
+    sid = await fleet.spawn_ready()
+    plain = _read(fleet)
+    backlog = MemberBacklog(replies=2, oldest_at=T0)
+    counted = _read(fleet, mutes={sid: 1}, backlogs={sid: backlog})
+    assert counted[0] is not plain[0]
+    assert (counted[0].mute_events, counted[0].uncollected_replies) == (1, 2)
+    assert _read(fleet, mutes={sid: 1}, backlogs={sid: backlog})[0] is counted[0]
+    assert _read(fleet)[0] == plain[0]
+
+
+def test_views_of_sessions_the_roster_forgot_are_dropped() -> None:
+    """What is kept stays bounded by the roster however many members came and went."""
+    roster, tasks = Roster(), TaskBook()
+    views = MemberViews(roster=roster, tasks=tasks)
+    for n in range(200):
+        roster.add(
+            Session(
+                session_id=f"s{n}",
+                name=f"m-{n}",
+                profile="p",
+                kind="claude",
+                role=None,
+                owner="lead",
+                created_at=T0,
+                state=SessionState.READY,
+            )
+        )
+    assert len(views.build(list(roster.sessions.values()), mute_counts={}, backlogs={})) == 200
+    assert len(views) == 200
+    for n in range(150):
+        del roster.sessions[f"s{n}"]
+    kept = views.build(list(roster.sessions.values()), mute_counts={}, backlogs={})
+    assert [v.session_id for v in kept] == [f"s{n}" for n in range(150, 200)]
+    assert len(views) == 50
