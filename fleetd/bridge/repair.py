@@ -25,7 +25,7 @@ only herdr calls are ``agent.get`` and one ``pane.read``. A refusal leaves the t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -104,9 +104,9 @@ class LostBoundaryRepair:
         self._resolver = resolver
         self._completion = completion
 
-    def observe(self, agents: Iterable[AgentInfo]) -> None:
-        """Record one successful fleet list on every open turn; an absent agent breaks it."""
-        by_terminal = {a.terminal_id: a for a in agents}
+    def observe(self, by_terminal: Mapping[str, AgentInfo]) -> None:
+        """Record one successful fleet list (by terminal id) on every open turn; an absent agent
+        breaks it."""
         by_name: dict[str, AgentInfo] | None = None  # built only for a member without a terminal
         for session_id, turn in self._roster.inflight.items():
             session = self._roster.get(session_id)

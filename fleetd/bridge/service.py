@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fleetd.bridge.completion import TurnCompletion
@@ -344,9 +344,9 @@ class Bridge:
         result (see :mod:`~fleetd.bridge.repair`). The only call the health monitor makes."""
         return await self.repair.reconcile(target, expected_turn_token)
 
-    def observe_live(self, agents: tuple[AgentInfo, ...]) -> None:
-        """A successful fleet-wide ``agent.list``: each open turn records its agent's raw status
-        (an absent agent breaks a stable boundary)."""
+    def observe_live(self, agents: Mapping[str, AgentInfo]) -> None:
+        """A successful fleet-wide ``agent.list``, by terminal id: each open turn records its
+        agent's raw status (an absent agent breaks a stable boundary)."""
         self.repair.observe(agents)
 
     def mutes_since(self, cursor: int) -> tuple[list[MuteEvent], int]:

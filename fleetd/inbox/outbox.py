@@ -11,6 +11,10 @@ new record, each stored reply, a clean stop) tries again, oldest first, one flus
 one lock. A member's own ``fleet_reply`` never waits here: :meth:`LeadOutbox.store` flushes what
 waits first, then stores the reply or raises, so the reply is refused until it is stored.
 
+The log says when records start to wait (once per outage, however many flushes fail meanwhile:
+the push loop flushes every pass) and when the inbox took them all again; while they wait,
+``/readyz`` and the health coverage say so.
+
 What waits lives only in this process, so it is bounded: a record already held is not held twice,
 and past :data:`HELD_MAX` the oldest health record (else the oldest record) gives way, counted in
 :attr:`LeadOutbox.gave_way` and warned. A fallback result that gives way still stands on its
@@ -50,6 +54,7 @@ class LeadOutbox:
         self._held_ids: set[str] = set()
         self._lock = asyncio.Lock()
         self._carried: dict[str, list[InboxRecord]] = {}
+        self._waiting = False  # a flush failed and nothing has flushed everything since
         self.gave_way = 0
 
     @property
@@ -83,14 +88,19 @@ class LeadOutbox:
                 try:
                     await self._registry.publish(record)
                 except FleetdError as exc:
-                    _log.warning(
-                        "record for %s waits for the inbox (%d held): %s",
-                        record.recipient_lead,
-                        len(self._held),
-                        type(exc).__name__,
-                    )
+                    if not self._waiting:
+                        self._waiting = True
+                        _log.warning(
+                            "records wait for the inbox (%d held, the first for %s): %s",
+                            len(self._held),
+                            record.recipient_lead,
+                            type(exc).__name__,
+                        )
                     return
                 self._forget(record)
+            if self._waiting:
+                self._waiting = False
+                _log.warning("the inbox took every held record again")
 
     async def store(self, record: InboxRecord) -> bool:
         """Store ``record`` now, after what is held, or raise; False when its id was taken."""

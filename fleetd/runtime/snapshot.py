@@ -59,11 +59,11 @@ async def take_snapshot(
         list_ok = True
     except HerdrError:
         agents, list_ok = (), False
-    if list_ok:
-        bridge.observe_live(agents)  # the stable gate of lost-boundary repair reads these too
     # the health view of each agent (most are the previous tick's), and the leads' terminals
     lead_agents = {lead.agent for lead in config.leads}
     live_agents = seen.health_view(agents)
+    if list_ok:  # the stable gate of lost-boundary repair reads the same list
+        bridge.observe_live(seen.listed)
     terminals = {a.name: a.terminal_id for a in live_agents if a.name in lead_agents}
     ping_ok: bool | None = None
     if not list_ok or not lead_agents <= terminals.keys():
@@ -136,18 +136,23 @@ class SeenAgents:
     Between two ticks of a large fleet almost every agent reads as before; its view is handed
     back as the same object when every field health reads is equal, instead of being built again.
     Views of terminals herdr stopped listing are dropped, so what is kept is bounded by the list.
+    The same pass indexes the list by terminal id (:attr:`listed`), which the bridge's
+    observation of open turns reads, so ten thousand agents are walked once.
     """
 
-    __slots__ = ("_kept",)
+    __slots__ = ("_kept", "listed")
 
     def __init__(self) -> None:
         self._kept: dict[str, LiveAgent] = {}
+        self.listed: dict[str, AgentInfo] = {}  # the last list, by terminal id
 
     def health_view(self, agents: Iterable[AgentInfo]) -> tuple[LiveAgent, ...]:
         kept = self._kept
         previous, statuses = kept.get, _LIVE_STATUSES
         views = []
+        self.listed = listed = {}
         for agent in agents:
+            listed[agent.terminal_id] = agent
             status = statuses[agent.agent_status]
             view = previous(agent.terminal_id)
             if (
@@ -168,8 +173,7 @@ class SeenAgents:
                 )
                 kept[agent.terminal_id] = view
             views.append(view)
-        if len(kept) > len(views) + _SLACK:
-            listed = {view.terminal_id for view in views}
+        if len(kept) > len(listed) + _SLACK:
             self._kept = {terminal: view for terminal, view in kept.items() if terminal in listed}
         return tuple(views)
 

@@ -77,7 +77,8 @@ class LostTurn:
 
     async def snapshot(self) -> None:
         """One fleet-wide list, recorded on the open turn as the health monitor records it."""
-        self.fleet.bridge.observe_live(await self.fleet.control.list_agents())
+        listed = await self.fleet.control.list_agents()
+        self.fleet.bridge.observe_live({agent.terminal_id: agent for agent in listed})
 
     async def finish_unseen(self, screen: str) -> None:
         """The member works and returns to its prompt between two looks, then two snapshots."""

@@ -410,7 +410,7 @@ async def test_an_agent_missing_from_a_fleet_list_breaks_the_stable_boundary(
     """A list without the member: the fresh look alone is one sighting, not two."""
     lost = await lost_turn(fleet)
     await lost.finish_unseen(claude_screen("two", "Second answer."))
-    fleet.bridge.observe_live(())
+    fleet.bridge.observe_live({})
     outcome = await lost.reconcile()
     assert (outcome.result, outcome.detail) == (R.RACE_LOST, "not_stable_at_prompt")
     await lost.snapshot()  # a sighting after the gap, then the fresh look: two again

@@ -151,3 +151,32 @@ async def test_an_unreachable_inbox_refuses_the_drain_and_takes_nothing() -> Non
     assert refused.value.code == "inbox_unavailable"
     inbox.down = False
     assert _ids(await outbox.drain("lead")) == ["reply-1"]
+
+
+async def test_an_outage_is_logged_when_records_start_to_wait_and_when_they_all_went(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The push loop flushes every pass: one warning per outage, not one per flush."""
+    outbox, inbox = _outbox()
+    inbox.down = True
+    with caplog.at_level("WARNING", logger="fleetd.bridge"):
+        await outbox.keep(_record("h1", MessageKind.HEALTH))
+        await outbox.keep(_record("h2", MessageKind.HEALTH))
+        for _ in range(5):
+            await outbox.flush()
+        assert [r.getMessage() for r in caplog.records] == [
+            "records wait for the inbox (1 held, the first for lead): InboxUnavailableError"
+        ]
+        inbox.down = False
+        await outbox.flush()
+        await outbox.flush()
+        inbox.down = True
+        await outbox.keep(_record("h3", MessageKind.HEALTH))
+    assert [r.getMessage() for r in caplog.records] == [
+        "records wait for the inbox (1 held, the first for lead): InboxUnavailableError",
+        "the inbox took every held record again",
+        "records wait for the inbox (1 held, the first for lead): InboxUnavailableError",
+    ]
+    assert _ids(outbox.held) == ["h3"]
+    inbox.down = False
+    assert _ids(await outbox.drain("lead")) == ["h1", "h2"]

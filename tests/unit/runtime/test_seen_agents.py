@@ -32,6 +32,9 @@ def test_an_agent_that_reads_the_same_keeps_its_view_object() -> None:
     again = seen.health_view([_agent(1), _agent(2)])
     assert [a is b for a, b in zip(first, again, strict=True)] == [True, True]
     assert (first[0].name, first[0].status, first[0].kind) == ("m-1", LiveStatus.IDLE, "claude")
+    assert seen.listed == {"term_1": _agent(1), "term_2": _agent(2)}  # what the bridge observes
+    seen.health_view([_agent(2)])
+    assert list(seen.listed) == ["term_2"]
 
 
 @pytest.mark.parametrize(
