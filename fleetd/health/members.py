@@ -19,7 +19,7 @@ from typing import Final
 
 from fleetd.health.effects import CountMute, FailCause, FailTargetWork, RequestTargetLookup
 from fleetd.health.evidence import MemberEvidence
-from fleetd.health.incidents import Evidence, IncidentKey
+from fleetd.health.incidents import Evidence, IncidentKey, ResolveReason
 from fleetd.health.member_rules import MemberSeen, classify, normal_state
 from fleetd.health.mute import rate_exceeded, record_mutes
 from fleetd.health.pane_budget import ProbeCandidate, ProbeReason
@@ -338,12 +338,19 @@ def _sync_incidents(
             evidence=evidence,
         )
     mute_times = _count_mutes(tick, view, prior.mute_times if prior is not None else ())
+    current_mute = prior.mute_incident if prior is not None else None
+    if view.session_state is _S.RELEASED:
+        # a released member resolves no more turns: its MUTE overlay retires with it (the
+        # profile's own rate still counts its events)
+        closed = tick.book.close(current_mute) if current_mute is not None else None
+        if closed is not None:
+            tick.emit_resolved(closed, ResolveReason.SUBJECT_RETIRED)
+        return desired, (), None
     mute_key = None
     if rate_exceeded(mute_times) or (mute_times and desired is not None):
         mute_key = IncidentKey(
             scope=Scope.MEMBER, subject=view.session_id, state=_M.MUTE, cause=_MUTE_CAUSE
         )
-    current_mute = prior.mute_incident if prior is not None else None
     if current_mute != mute_key:
         tick.sync_incident(
             current_mute,

@@ -365,6 +365,23 @@ def test_mute_incident_resolves_when_the_window_empties() -> None:
     assert {e.incident.state for e in run.effects(ResolveIncident)} == {"MUTE"}
 
 
+def test_a_released_member_s_mute_incident_retires_with_it() -> None:
+    """Release ends a member's turns: its MUTE overlay closes as retired, not an hour later,
+    while its profile's rate keeps the events it counted."""
+    run = Run()
+    run.tick(live(agent("m1")), [member(mute_events=3)])
+    assert sorted(run.opened()) == ["MUTE", "MUTE"]  # the member and its profile
+    run.tick(live(), [member(state=S.RELEASED)])
+    [resolved] = run.effects(ResolveIncident)
+    assert (resolved.incident.scope, resolved.incident.state) == ("member", "MUTE")
+    assert resolved.reason == "subject_retired"
+    assert run.state.members["s-m1"].mute_incident is None
+    assert {i.key.scope for i in run.state.open_incidents()} == {"profile"}
+    run.tick(live(), [member(state=S.RELEASED, mute_events=1)])
+    assert not run.effects(OpenIncident)
+    assert not run.effects(ResolveIncident)
+
+
 # --- REPLY_STRANDED ----------------------------------------------------------------------------
 
 
