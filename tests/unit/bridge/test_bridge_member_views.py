@@ -188,6 +188,10 @@ async def test_mutes_and_waiting_replies_of_the_tick_are_read_every_time(fleet: 
     assert (counted[0].mute_events, counted[0].uncollected_replies) == (1, 2)
     assert _read(fleet, mutes={sid: 1}, backlogs={sid: backlog})[0] is counted[0]
     assert _read(fleet)[0] == plain[0]
+    waiting = _read(fleet, backlogs={sid: backlog})  # replies wait, nothing else moved
+    assert (waiting[0].mute_events, waiting[0].uncollected_replies) == (0, 2)
+    older = MemberBacklog(replies=2, oldest_at=T0.replace(hour=11))
+    assert _read(fleet, backlogs={sid: older})[0].oldest_uncollected_at == older.oldest_at
 
 
 def test_views_of_sessions_the_roster_forgot_are_dropped() -> None:
