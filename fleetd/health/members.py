@@ -143,15 +143,10 @@ def _count_mutes(tick: Tick, view: MemberView, times: tuple[datetime, ...]) -> t
 
 def _signature(view: MemberView, agent: LiveAgent | None, inbox: InboxView | None) -> Signature:
     """The inputs a steady member's classification depends on, for the reuse check: the whole
-    member view (the bridge hands back the same object while nothing of the member changed, so
-    the check is an identity test in the steady case), herdr's status and sequence number for
-    its agent, and whether its lead's push gave up."""
-    return (
-        view,
-        agent.status if agent is not None else None,
-        agent.state_change_seq if agent is not None else None,
-        inbox is not None and inbox.push_cap_reached,
-    )
+    member view, herdr's whole view of its agent, and whether its lead's push gave up. The
+    runtime hands back the same view and agent objects while nothing of them changed, so in the
+    steady case the check compares identities and reads none of their fields."""
+    return (view, agent, inbox is not None and inbox.push_cap_reached)
 
 
 def _recheck_at(seen: MemberSeen, tick: Tick, quiet: bool) -> datetime | None:
@@ -209,7 +204,7 @@ def step_member(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> M
             recheck is not None
             and tick.now < recheck
             and not view.mute_events
-            and view.name not in tick.touched
+            and not (tick.touched and view.name in tick.touched)
         ):
             terminal = view.terminal_id
             agent = (

@@ -232,22 +232,23 @@ class MemberView:
     them per member), the oldest created at ``oldest_uncollected_at``.
     """
 
+    # what a steady tick reads of every member comes first, within one cache line
     session_id: str
     name: str
+    terminal_id: str | None = None
+    owner_lead: str | None = None
+    mute_events: int = 0
     profile: str
     session_state: SessionState
     state_since: datetime
     spawned_at: datetime
     pane_id: str | None = None
-    terminal_id: str | None = None
     kind: str | None = None
     role: str | None = None
-    owner_lead: str | None = None
     presence: bool = False
     turn: OpenTurn | None = None
     queued_sends: int = 0
     pending_tasks: int = 0
-    mute_events: int = 0
     last_reply_at: datetime | None = None
     worktree: WorktreeFacts | None = None
     loss: TargetLoss | None = None
