@@ -87,8 +87,8 @@ class Bench:
         control = FakeAgentControl(keep_calls=False)
         for lead in document["leads"]:
             control.add_agent(lead["agent"], status=AgentStatus.IDLE)
-        self.fleet: TestFleet = build_test_fleet(
-            root, document=document, environ=environ, control=control
+        self.fleet: TestFleet = build_test_fleet(  # member views unchecked: this is the timing
+            root, document=document, environ=environ, control=control, check_views=False
         )
         self.leads = [Caller(role=Role.LEAD, name=lead["name"]) for lead in document["leads"]]
         self.members: list[tuple[Caller, str, Caller]] = []  # (lead, session id, member)

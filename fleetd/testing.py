@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fleetd.api.tools import ToolRegistry, ToolResult
+from fleetd.bridge.backlog import MemberBacklog
 from fleetd.bridge.service import Bridge
+from fleetd.bridge.sessions import Session
+from fleetd.bridge.view import MemberViews
 from fleetd.bridge.worktrees import FakeWorktrees
 from fleetd.clock import FakeClock
 from fleetd.compose import Fleetd, build_service
 from fleetd.config import ConfigRef
 from fleetd.config.loader import parse_config
+from fleetd.health.snapshot import MemberView
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.herdr.model import AgentStatus
 from fleetd.identity import Caller, Role
@@ -33,6 +37,7 @@ from fleetd.journal.port import Journal
 
 __all__ = [
     "LEAD_TOKEN",
+    "CheckedMemberViews",
     "Gate",
     "TestFleet",
     "build_test_fleet",
@@ -130,11 +135,15 @@ def build_test_fleet(
     inbox: ReplyInbox | None = None,
     control: FakeAgentControl | None = None,
     journal: Journal | None = None,
+    check_views: bool = True,
 ) -> TestFleet:
     """A fleet on fakes, built by the production composition root.
 
     Pass the ``control`` of an earlier fleet on the same ``root`` to restart fleetd against the
-    herdr (and the state directory) that outlived the first process.
+    herdr (and the state directory) that outlived the first process. With ``check_views`` (the
+    default; benchmarks turn it off) every member view the bridge hands out is checked against
+    one built from nothing (:class:`CheckedMemberViews`), so every test run through a test fleet
+    also proves the kept views never go stale.
     """
     clock = FakeClock()
     env = {"T_LEAD": LEAD_TOKEN, "T_LEAD_B": LEAD_TOKEN + "-b", "T_OPERATOR": OPERATOR_TOKEN}
@@ -156,6 +165,9 @@ def build_test_fleet(
         worktrees=worktrees,
         journal=journal if journal is not None else InMemoryJournal(),
     )
+    if check_views:
+        bridge = service.bridge
+        bridge.view.views = CheckedMemberViews(roster=bridge.roster, tasks=bridge.tasks)
     return TestFleet(
         clock=clock,
         control=control,
@@ -164,6 +176,29 @@ def build_test_fleet(
         service=service,
         root=root,
     )
+
+
+class CheckedMemberViews(MemberViews):
+    """Member views that are checked, every time, against views built with nothing kept."""
+
+    __slots__ = ()
+
+    def build(
+        self,
+        sessions: Iterable[Session],
+        *,
+        mute_counts: Mapping[str, int],
+        backlogs: Mapping[str, MemberBacklog],
+    ) -> list[MemberView]:
+        sessions = list(sessions)
+        kept = super().build(sessions, mute_counts=mute_counts, backlogs=backlogs)
+        fresh = MemberViews(roster=self._roster, tasks=self._tasks).build(
+            sessions, mute_counts=mute_counts, backlogs=backlogs
+        )
+        for old, new in zip(kept, fresh, strict=True):
+            if old != new:
+                raise AssertionError(f"a kept member view went stale:\n{old}\n!=\n{new}")
+        return kept
 
 
 def fleet_tool_registry() -> ToolRegistry:

@@ -17,7 +17,7 @@ from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionState
 from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.tasks import Delivery, ResultSource, TicketOutcome
-from fleetd.bridge.view import BridgeView, health_settings, profile_inputs
+from fleetd.bridge.view import BridgeView, MemberViews, health_settings, profile_inputs
 from fleetd.bridge.worktrees import FakeWorktrees, Worktrees
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "GitWorktrees",
     "ManifestShelf",
     "MemberBacklog",
+    "MemberViews",
     "Orphan",
     "PreservedWorktree",
     "PushLoop",

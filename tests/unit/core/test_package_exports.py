@@ -33,6 +33,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "GitWorktrees",
         "ManifestShelf",
         "MemberBacklog",
+        "MemberViews",
         "Orphan",
         "PreservedWorktree",
         "PushLoop",
