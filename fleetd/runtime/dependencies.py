@@ -23,7 +23,7 @@ never by a URL, a key or a provider's text. The same facts feed the metrics at s
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -95,6 +95,13 @@ class DependencyView:
     clock_now: Callable[[], datetime]
     #: The webhook worker's receivers (``None``, or answering ``None``: notifications are off).
     webhook: Callable[[], ReceiverReport | None] | None = None
+    #: The inbox as a broker reporter, or ``None`` for one without brokers. Checked once: the
+    #: fleet view reads this block on every tool call, and a protocol ``isinstance`` costs tens of
+    #: microseconds.
+    _broker: BrokerReporter | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self._broker = self.inbox if isinstance(self.inbox, BrokerReporter) else None
 
     def view(self, now: datetime) -> dict[str, Any]:
         """The ``dependencies`` block of ``fleet_list``."""
@@ -107,9 +114,9 @@ class DependencyView:
 
     def readiness(self) -> dict[str, Any]:
         """What ``/readyz`` adds: the broker in use and whether every broker is down."""
-        if not isinstance(self.inbox, BrokerReporter):
+        if self._broker is None:
             return {"inbox": {"kind": "memory", "allDown": False, "active": None}}
-        state = self.inbox.broker_report()
+        state = self._broker.broker_report()
         return {"inbox": {"kind": _AMQP, "allDown": not state.reachable, "active": state.active}}
 
     def decorate_capacity(self, rows: list[dict[str, Any]], now: datetime) -> None:
@@ -121,9 +128,9 @@ class DependencyView:
             row["benchedUntil"] = _iso(self.models.benched_until(row["profile"], now))
 
     def _inbox(self, now: datetime) -> dict[str, Any]:
-        if not isinstance(self.inbox, BrokerReporter):
+        if self._broker is None:
             return {"kind": "memory", "allDown": False, "active": None, "endpoints": []}
-        state = self.inbox.broker_report()
+        state = self._broker.broker_report()
         return {
             "kind": _AMQP,
             "allDown": not state.reachable,
