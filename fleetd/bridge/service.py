@@ -344,10 +344,10 @@ class Bridge:
         result (see :mod:`~fleetd.bridge.repair`). The only call the health monitor makes."""
         return await self.repair.reconcile(target, expected_turn_token)
 
-    def observe_live(self, agents: Mapping[str, AgentInfo]) -> None:
+    def observe_live(self, by_terminal: Mapping[str, AgentInfo]) -> None:
         """A successful fleet-wide ``agent.list``, by terminal id: each open turn records its
         agent's raw status (an absent agent breaks a stable boundary)."""
-        self.repair.observe(agents)
+        self.repair.observe(by_terminal)
 
     def mutes_since(self, cursor: int) -> tuple[list[MuteEvent], int]:
         """Fallback resolutions after ``cursor`` that are still kept, and the new cursor."""

@@ -213,37 +213,27 @@ class MemberViews:
         for session in sessions:
             sid = session.session_id
             turn = inflight(sid)
-            if turn is None:
-                ticket = None
-                stamp: _Stamp = (
-                    session.revision,
-                    0,
-                    0,
-                    False,
-                    False,
-                    len(queues(sid, ())),
-                    pending_count(sid),
-                    mutes_of(sid, 0),
-                    backlog_of(sid),
-                )
-            else:
-                ticket = ticket_of(turn.token.ticket_id)
-                stamp = (
-                    session.revision,
-                    turn.revision,
-                    turn.repair.revision,
-                    ticket is None,
-                    ticket is not None and not ticket.terminal,
-                    len(queues(sid, ())),
-                    pending_count(sid),
-                    mutes_of(sid, 0),
-                    backlog_of(sid),
-                )
+            ticket = ticket_of(turn.token.ticket_id) if turn is not None else None
+            queued, pending = len(queues(sid, ())), pending_count(sid)
+            mutes, backlog = mutes_of(sid, 0), backlog_of(sid)
+            stamp: _Stamp = (
+                session.revision,
+                turn.revision if turn is not None else 0,
+                turn.repair.revision if turn is not None else 0,
+                ticket is None,
+                ticket is not None and not ticket.terminal,
+                queued,
+                pending,
+                mutes,
+                backlog,
+            )
             entry = previous(sid)
             if entry is not None and entry[0] == stamp:
                 views.append(entry[1])
                 continue
-            view = _build(session, turn, ticket, stamp)
+            view = _build(
+                session, turn, ticket, queued=queued, pending=pending, mutes=mutes, backlog=backlog
+            )
             kept[sid] = (stamp, view)
             views.append(view)
         if len(kept) > len(self._roster.sessions) + _SLACK:
@@ -257,10 +247,17 @@ _SLACK = 64
 
 
 def _build(
-    session: Session, turn: InFlightTurn | None, ticket: Ticket | None, stamp: _Stamp
+    session: Session,
+    turn: InFlightTurn | None,
+    ticket: Ticket | None,
+    *,
+    queued: int,
+    pending: int,
+    mutes: int,
+    backlog: MemberBacklog | None,
 ) -> MemberView:
-    """One member's view from its session, open turn and that turn's ticket; the counts and the
-    backlog come from ``stamp`` (read once)."""
+    """One member's view from its session, open turn and that turn's ticket, and the counts its
+    stamp was made of (read once)."""
     open_turn = None
     if turn is not None:
         open_turn = OpenTurn(
@@ -268,10 +265,9 @@ def _build(
             number=turn.token.turn,
             accepted_at=ticket.accepted_at if ticket else turn.delivered_at,
             delivered_at=turn.delivered_at,
-            waiter_open=stamp[4],
+            waiter_open=ticket is not None and not ticket.terminal,
             repair=_repair(turn.repair),
         )
-    backlog = stamp[8]
     return MemberView(
         session_id=session.session_id,
         name=session.name,
@@ -286,9 +282,9 @@ def _build(
         owner_lead=session.owner,
         presence=session.presence,
         turn=open_turn,
-        queued_sends=stamp[5],
-        pending_tasks=stamp[6],
-        mute_events=stamp[7],
+        queued_sends=queued,
+        pending_tasks=pending,
+        mute_events=mutes,
         worktree=(
             WorktreeFacts(commits_ahead=session.commits_ahead, preserved=session.preserved)
             if session.worktree is not None
