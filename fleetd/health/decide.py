@@ -48,6 +48,7 @@ from fleetd.health.inboxes import step_inboxes
 from fleetd.health.incidents import Incident, IncidentBook, IncidentKey, ResolveReason
 from fleetd.health.leads import retained_view, step_lead, step_lead_blind
 from fleetd.health.link import LINK_SUBJECT, step_link
+from fleetd.health.member_index import MemberIndex
 from fleetd.health.members import step_member, step_member_blind
 from fleetd.health.mute import rate_exceeded, record_mutes
 from fleetd.health.pane_budget import ProbeReason, allocate
@@ -92,14 +93,26 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         )
     sighted = snapshot.live.list_ok
     leads = _leads(tick, snapshot, prior.leads, sighted)
-    members = _members(tick, snapshot, prior.members, sighted)
+    index = prior.index
+    if index is not None and not (sighted and steady and index.resume(snapshot, prior.members)):
+        index = None
+    asked = index.to_ask(snapshot, now, tick.touched) if index is not None else None
+    if index is None or asked is None:
+        members = _members(tick, snapshot, prior.members, sighted)
+    else:
+        members = _changed_members(tick, snapshot, prior.members, asked, index.offering)
     if sighted:
         _orphan_inboxes(tick, snapshot)
     step_inboxes(tick, snapshot)
     profile_mutes = _profile_mutes(tick, prior.profile_mutes, sighted)
     cursor, recent = prior.probe_cursor, prior.recent_reads
+    granted: tuple[str, ...] = ()
     if sighted:
-        cursor, recent = _spend_budget(tick, members, leads, cursor, recent)
+        cursor, recent, granted = _spend_budget(tick, members, leads, cursor, recent)
+    if index is not None and asked is not None:
+        index = index.handed_on(snapshot, members, asked, granted)
+    elif sighted:
+        index = MemberIndex.build(snapshot, members)
     adopted = settle_adopted(tick, sighted=sighted) if tick.adopted else tick.adopted
     _route(tick, leads, snapshot)
     state = HealthState(
@@ -115,6 +128,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         settings=snapshot.config,
         adopted=adopted,
         namespace=prior.namespace,
+        index=index,
     )
     return Decision(state=state, effects=tuple(sorted(tick.effects, key=effect_order)))
 
@@ -224,6 +238,43 @@ def _members(
     return result
 
 
+def _changed_members(
+    tick: Tick,
+    snapshot: FleetSnapshot,
+    prior: Mapping[str, MemberEvidence],
+    asked: set[int],
+    offering: set[int],
+) -> dict[str, MemberEvidence]:
+    """The member pass of a steady tick that knows which members could have changed
+    (:mod:`fleetd.health.member_index`): the same members as the prior, the ``asked`` ones
+    stepped exactly as :func:`_members` steps them, every other keeping its prior evidence and,
+    when ``offering``, its pane candidate. Members are visited in snapshot order, as the full
+    pass visits them, so candidates and effects come in the same order."""
+    views = snapshot.members
+    result = dict(prior)
+    mutes = tick.mutes_by_profile
+    for position in sorted(asked | offering):
+        view = views[position]
+        before = result[view.session_id]
+        if position not in asked:
+            assert before.candidate is not None  # the index offers only evidence that has one
+            tick.candidates.append(before.candidate)
+            continue
+        if view.mute_events:
+            mutes[view.profile] = mutes.get(view.profile, 0) + view.mute_events
+        result[view.session_id] = after = step_member(tick, view, before)
+        if after is not before and before.state is not after.state:
+            _transition(
+                tick,
+                Scope.MEMBER,
+                subject=view.session_id,
+                target=view.name,
+                before=before,
+                after=after,
+            )
+    return result
+
+
 def _transition(
     tick: Tick,
     scope: Scope,
@@ -315,8 +366,9 @@ def _spend_budget(
     leads: dict[str, LeadEvidence],
     cursor: str,
     recent: Mapping[str, datetime],
-) -> tuple[str, Mapping[str, datetime]]:
-    """Grant at most two reads and record one-shot grants in their subject's evidence."""
+) -> tuple[str, Mapping[str, datetime], tuple[str, ...]]:
+    """Grant at most two reads and record one-shot grants in their subject's evidence; also
+    returns the members granted one."""
     granted, cursor, recent = allocate(
         tick.candidates,
         cursor=cursor,
@@ -372,4 +424,5 @@ def _spend_budget(
                     reason=grant.reason,
                 )
             )
-    return cursor, recent
+    members_read = tuple(g.subject for g in granted if g.scope is not Scope.LEAD)
+    return cursor, recent, members_read

@@ -24,12 +24,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from fleetd.health.incidents import Incident, IncidentKey
 from fleetd.health.pane_budget import ProbeCandidate
 from fleetd.health.settings import HealthSettings
 from fleetd.health.snapshot import LiveStatus
 from fleetd.health.states import ControlLinkState, LeadState, MemberState
+
+if TYPE_CHECKING:
+    from fleetd.health.member_index import MemberIndex
 
 __all__ = [
     "EMPTY_PROBE",
@@ -163,6 +167,9 @@ class HealthState:
     a restart). ``probe_cursor`` and ``recent_reads`` are the pane budget's round-robin position
     and per-target grant times; ``settings`` the
     values the last tick ran with (a change to a member timer re-evaluates every member).
+    ``index`` tells the next tick which members it must classify again
+    (:mod:`fleetd.health.member_index`); it is derived from the rest, serves one ``decide`` only,
+    and takes no part in equality.
     """
 
     taken_at: datetime | None = None
@@ -177,6 +184,7 @@ class HealthState:
     settings: HealthSettings | None = None
     adopted: Mapping[IncidentKey, int] = field(default_factory=dict)
     namespace: str = ""  # folded into new incident ids (the runtime's run id)
+    index: MemberIndex | None = field(default=None, compare=False, repr=False)
 
     def open_incidents(self) -> tuple[Incident, ...]:
         """Open incidents in key order."""

@@ -14,7 +14,7 @@ evidence is the answer and its candidate is offered to the budget again. A budge
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final
 
 from fleetd.health.effects import CountMute, FailCause, FailTargetWork, RequestTargetLookup
@@ -29,7 +29,7 @@ from fleetd.health.repair import (
     retry_deadline,
     sync_repair_evidence,
 )
-from fleetd.health.settings import TEARDOWN_GRACE
+from fleetd.health.settings import NEVER, TEARDOWN_GRACE
 from fleetd.health.snapshot import (
     InboxView,
     LiveAgent,
@@ -59,7 +59,6 @@ _COMMITTED_FLAG_STATES: Final = frozenset(
 _ERROR_RANK: Final = spec_of(MemberState.ERROR_ON_SCREEN).rank
 _STALL_RANK: Final = spec_of(MemberState.STALL_SUSPECTED).rank
 _MUTE_CAUSE: Final = "completion_fallback"
-_NEVER: Final = datetime.max.replace(tzinfo=UTC)
 _S = SessionState
 _M = MemberState
 
@@ -168,7 +167,7 @@ def _recheck_at(seen: MemberSeen, tick: Tick, quiet: bool) -> datetime | None:
         deadlines.append(view.state_since + TEARDOWN_GRACE)
     if view.worktree is not None and view.worktree.commits_ahead:
         deadlines.append(view.state_since + eff.long_idle_after)
-    return min((d for d in deadlines if d > tick.now), default=_NEVER)
+    return min((d for d in deadlines if d > tick.now), default=NEVER)
 
 
 def step_member_blind(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberEvidence:

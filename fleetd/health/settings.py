@@ -11,7 +11,7 @@ the design allows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from fleetd.health.floors import (
@@ -30,6 +30,9 @@ __all__ = [
     "Effective",
     "HealthSettings",
 ]
+
+NEVER: Final = datetime.max.replace(tzinfo=UTC)
+"""The ``recheck_at`` of member evidence that no timer rule can change."""
 
 TEARDOWN_GRACE: Final = timedelta(seconds=60)
 """Reconciliation grace after a terminal edge before surviving tasks count as orphaned (§4.2).

@@ -18,6 +18,8 @@ ALLOWED = {
     "enum",
     "hashlib",
     "heapq",
+    "itertools",
+    "operator",
     "types",
     "typing",
 }
