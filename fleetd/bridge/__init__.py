@@ -13,10 +13,11 @@ from fleetd.bridge.push import PushLoop, PushOutcome
 from fleetd.bridge.release import ReleaseCause, WorktreeAction, stop_cause
 from fleetd.bridge.repair import RepairOutcome
 from fleetd.bridge.repair_gates import RepairResult
+from fleetd.bridge.roster import Roster
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionState
 from fleetd.bridge.spawn import SpawnRequest
-from fleetd.bridge.tasks import Delivery, ResultSource, TicketOutcome
+from fleetd.bridge.tasks import Delivery, ResultSource, TaskBook, TicketOutcome
 from fleetd.bridge.view import BridgeView, MemberViews, health_settings, profile_inputs
 from fleetd.bridge.worktrees import FakeWorktrees, Worktrees
 
@@ -40,10 +41,12 @@ __all__ = [
     "RepairOutcome",
     "RepairResult",
     "ResultSource",
+    "Roster",
     "Session",
     "SessionEvent",
     "SessionState",
     "SpawnRequest",
+    "TaskBook",
     "TicketOutcome",
     "WorktreeAction",
     "Worktrees",

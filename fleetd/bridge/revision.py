@@ -16,14 +16,18 @@ Two granularities:
   (:class:`~fleetd.bridge.view.MemberViews`). It is per assignment, not per chokepoint, so a
   write nobody remembered to report cannot leave a stale view; values held *inside* a ``Revised``
   object must be immutable, or ``Revised`` themselves, for that to hold.
+* :class:`Changes` — which sessions moved. A ``Revised`` object watched for a session marks it on
+  every assignment, beside the roster's open turns and queues and the task book, so the health
+  tick rebuilds the views of those sessions only, without reading the others.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import count
 from typing import Any
 
-__all__ = ["Revised", "Revision"]
+__all__ = ["Changes", "Revised", "Revision"]
 
 
 class Revision:
@@ -38,17 +42,73 @@ class Revision:
         self.value += 1
 
 
+class Changes:
+    """The session ids whose member view may have moved since the health tick last took them.
+
+    Marks come from every :class:`Revised` object watched for a session (its session, open turn
+    and turn ledger), from the roster's open turns and send queues, and from the task book (a
+    ticket of the session accepted, ended or forgotten). :meth:`take` hands them over and starts
+    again. Nothing else reads them, so when no tick takes them (health off) they must not pile up:
+    past ``limit()`` ids the set is dropped and :meth:`take` answers ``None`` — every view may
+    have moved.
+    """
+
+    __slots__ = ("_ids", "_limit", "_overflow")
+
+    def __init__(self, limit: Callable[[], int]) -> None:
+        self._ids: set[str] = set()
+        self._limit = limit
+        self._overflow = False
+
+    def mark(self, session_id: str) -> None:
+        if self._overflow:
+            return
+        ids = self._ids
+        ids.add(session_id)
+        if len(ids) > self._limit():
+            self._overflow = True
+            ids.clear()
+
+    def marked(self) -> frozenset[str] | None:
+        """The ids marked so far, without taking them (``None`` when they were too many)."""
+        return None if self._overflow else frozenset(self._ids)
+
+    def take(self) -> set[str] | None:
+        """The ids marked since the last take, or ``None`` when they were too many to keep."""
+        if self._overflow:
+            self._overflow = False
+            return None
+        taken, self._ids = self._ids, set()
+        return taken
+
+
 #: One sequence for every ``Revised`` object: a stamp is never reused, by this object or another.
 _STAMPS = count(1)
 
 
 class Revised:
-    """A mutable record whose every attribute assignment renews :attr:`revision`."""
+    """A mutable record whose every attribute assignment renews :attr:`revision` and, once the
+    record reports to a session (:meth:`report_to`), marks that session in its :class:`Changes`.
+    A ``Revised`` value assigned to a watched record is watched for the same session."""
 
-    __slots__ = ("revision",)
+    __slots__ = ("_watcher", "revision")
 
     revision: int
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         object.__setattr__(self, "revision", next(_STAMPS))
+        watcher: tuple[Changes, str] | None = getattr(self, "_watcher", None)
+        if watcher is not None:
+            watcher[0].mark(watcher[1])
+            if isinstance(value, Revised):
+                value.report_to(*watcher)
+
+    def report_to(self, changes: Changes, session_id: str) -> None:
+        """Mark ``session_id`` in ``changes`` on every later assignment, to this record and to
+        the ``Revised`` records it holds."""
+        object.__setattr__(self, "_watcher", (changes, session_id))
+        for name in getattr(type(self), "__dataclass_fields__", ()):
+            value = getattr(self, name)
+            if isinstance(value, Revised):
+                value.report_to(changes, session_id)

@@ -13,15 +13,79 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
+from fleetd.bridge.revision import Changes
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import Ticket
 from fleetd.bridge.turns import InFlightTurn, TurnToken
 
-__all__ = ["Roster"]
+__all__ = ["OpenTurns", "Roster", "SendQueue"]
 
 _RELEASED_KEPT = 256
 _TOKENS_KEPT = 4096
+#: Changed session ids held beyond the roster's sessions before a tick must read every view.
+_CHANGES_SLACK = 1024
+
+
+class SendQueue(deque[Ticket]):
+    """One member's queued sends; every change marks the member in the roster's changes (its
+    view counts them). Only the operations the bridge uses are offered."""
+
+    __slots__ = ("_changes", "_session_id")
+
+    def __init__(self, changes: Changes, session_id: str) -> None:
+        super().__init__()
+        self._changes = changes
+        self._session_id = session_id
+
+    def append(self, ticket: Ticket) -> None:
+        super().append(ticket)
+        self._changes.mark(self._session_id)
+
+    def popleft(self) -> Ticket:
+        ticket = super().popleft()
+        self._changes.mark(self._session_id)
+        return ticket
+
+    def clear(self) -> None:
+        super().clear()
+        self._changes.mark(self._session_id)
+
+    def _refused(self, *_args: Any) -> NoReturn:
+        raise TypeError("a send queue offers append, popleft and clear only")
+
+    appendleft = extend = extendleft = insert = pop = remove = rotate = _refused
+    __setitem__ = __delitem__ = __iadd__ = _refused
+
+
+class OpenTurns(dict[str, InFlightTurn]):
+    """The open turn of each member, by session id. A turn put here is watched for its member,
+    and every change marks the member in the roster's changes (its view reads the turn)."""
+
+    __slots__ = ("_changes",)
+
+    def __init__(self, changes: Changes) -> None:
+        super().__init__()
+        self._changes = changes
+
+    def __setitem__(self, session_id: str, turn: InFlightTurn) -> None:
+        super().__setitem__(session_id, turn)
+        turn.report_to(self._changes, session_id)
+        self._changes.mark(session_id)
+
+    def __delitem__(self, session_id: str) -> None:
+        super().__delitem__(session_id)
+        self._changes.mark(session_id)
+
+    def pop(self, session_id: str, *default: Any) -> Any:
+        self._changes.mark(session_id)
+        return super().pop(session_id, *default)
+
+    def _refused(self, *_args: Any, **_kwargs: Any) -> NoReturn:
+        raise TypeError("open turns are set, deleted and popped one at a time")
+
+    clear = popitem = setdefault = update = __ior__ = _refused
 
 
 @dataclass(slots=True)
@@ -29,8 +93,9 @@ class Roster:
     """Sessions plus the work the bridge holds for each."""
 
     sessions: dict[str, Session] = field(default_factory=dict)
-    queues: dict[str, deque[Ticket]] = field(default_factory=dict)
-    inflight: dict[str, InFlightTurn] = field(default_factory=dict)
+    changes: Changes = field(init=False, repr=False)
+    queues: dict[str, SendQueue] = field(init=False, repr=False)
+    inflight: OpenTurns = field(init=False, repr=False)
     gates: set[str] = field(default_factory=set)  # session ids closed to new sends
     delivering: set[str] = field(default_factory=set)  # a prompt is being typed right now
     live_status: dict[str, str] = field(default_factory=dict)  # last raw herdr status
@@ -41,11 +106,19 @@ class Roster:
     _name_cursor: dict[str, int] = field(default_factory=dict)  # stem -> next number to try
     on_change: Callable[[], None] = field(default=lambda: None, repr=False)
 
+    def __post_init__(self) -> None:
+        self.changes = Changes(lambda: len(self.sessions) + _CHANGES_SLACK)
+        self.queues = {}
+        self.inflight = OpenTurns(self.changes)
+
     def add(self, session: Session) -> None:
-        self.sessions[session.session_id] = session
-        self.queues[session.session_id] = deque()
-        self._names[session.name] = session.session_id
+        sid = session.session_id
+        self.sessions[sid] = session
+        self.queues[sid] = SendQueue(self.changes, sid)
+        self._names[session.name] = sid
         session.on_change = self.on_change
+        session.report_to(self.changes, sid)
+        self.changes.mark(sid)
         self.on_change()
 
     def live(self) -> list[Session]:
@@ -90,6 +163,7 @@ class Roster:
         if self._names.get(session.name) == session.session_id:
             del self._names[session.name]
         self._released_order.append(session.session_id)
+        self.changes.mark(session.session_id)
         while len(self._released_order) > _RELEASED_KEPT:
             old = self._released_order.popleft()
             self.sessions.pop(old, None)

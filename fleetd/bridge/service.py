@@ -96,6 +96,7 @@ class Bridge:
         self.tasks = TaskBook(
             on_terminal=self._count_terminal,
             on_change=self.revision.touch,
+            on_target=self.roster.changes.mark,
             run=self.runs.current,
             retention=self._retention,
         )

@@ -144,6 +144,8 @@ class TaskBook:
 
     on_terminal: OnTerminal = lambda _ticket: None
     on_change: Callable[[], None] = lambda: None
+    #: told the target of every ticket accepted, ended or forgotten (its member view counts them)
+    on_target: Callable[[str], None] = lambda _target: None
     run: str = field(default_factory=new_run_id)
     retention: Callable[[], Retention] = Retention
     _pending: dict[str, dict[str, Ticket]] = field(default_factory=dict)  # target -> id -> ticket
@@ -163,6 +165,7 @@ class TaskBook:
         )
         self._by_id[ticket.ticket_id] = ticket
         self._pending.setdefault(target, {})[ticket.ticket_id] = ticket
+        self.on_target(target)
         self._prune(now)
         self.on_change()
         return ticket
@@ -273,6 +276,7 @@ class TaskBook:
         ticket.prompt = None
         if ticket._done is not None:
             ticket._done.set()
+        self.on_target(ticket.target)
         self.on_terminal(ticket)
         self._prune(now)
         self.on_change()
@@ -290,3 +294,4 @@ class TaskBook:
                 break
             ended.popitem(last=False)
             del self._by_id[oldest.ticket_id]
+            self.on_target(oldest.target)

@@ -68,6 +68,16 @@ class BridgeView:
         """The bridge side of one member, as the health core and the capacity view read it."""
         return member_view(self, session, mute_events=mute_events, backlog=backlog)
 
+    def tick_views(
+        self,
+        sessions: list[Session],
+        *,
+        mute_counts: Mapping[str, int],
+        backlogs: Mapping[str, MemberBacklog],
+    ) -> tuple[MemberView, ...]:
+        """Every member's view for the health tick (see :meth:`MemberViews.for_tick`)."""
+        return self.views.for_tick(sessions, mute_counts=mute_counts, backlogs=backlogs)
+
     def member_views(
         self,
         sessions: Iterable[Session],
@@ -183,17 +193,66 @@ class MemberViews:
     back the very same view object, which also lets the health core's reuse check compare it by
     identity. Views of sessions the roster no longer holds are dropped, so what is kept is bounded
     by the roster (live members and the last released rows).
+
+    Reading every member's stamp is itself most of a large tick, so the health tick reads through
+    :meth:`for_tick`, which looks again only at the members the roster marked as changed
+    (:class:`~fleetd.bridge.revision.Changes`) and at those whose mutes or waiting replies moved.
     """
 
-    __slots__ = ("_kept", "_roster", "_tasks")
+    __slots__ = (
+        "_backlogs",
+        "_kept",
+        "_mutes",
+        "_position",
+        "_roster",
+        "_sessions",
+        "_tasks",
+        "_views",
+    )
 
     def __init__(self, *, roster: Roster, tasks: TaskBook) -> None:
         self._roster = roster
         self._tasks = tasks
         self._kept: dict[str, tuple[_Stamp, MemberView]] = {}
+        # the last tick's sessions, views and per-tick inputs (see for_tick)
+        self._sessions: list[Session] = []
+        self._views: list[MemberView] = []
+        self._position: dict[str, int] = {}
+        self._mutes: Mapping[str, int] = {}
+        self._backlogs: Mapping[str, MemberBacklog] = {}
 
     def __len__(self) -> int:
         return len(self._kept)
+
+    def for_tick(
+        self,
+        sessions: list[Session],
+        *,
+        mute_counts: Mapping[str, int],
+        backlogs: Mapping[str, MemberBacklog],
+    ) -> tuple[MemberView, ...]:
+        """The views of ``sessions`` for the health tick, reading only the members that changed.
+
+        The roster marks a session in its :class:`~fleetd.bridge.revision.Changes` whenever
+        anything its view is built from may have moved (its session, open turn or ledger, queue,
+        tickets); this tick's mute counts and waiting replies are compared with the last tick's.
+        When the sessions are the very ones of the last tick, in the same order, only the marked
+        members are looked at again; otherwise every member is read through :meth:`build`.
+        """
+        marked = self._roster.changes.take()
+        moved = _moved(mute_counts, self._mutes) | _moved(backlogs, self._backlogs)
+        self._mutes, self._backlogs = dict(mute_counts), dict(backlogs)
+        if marked is None or sessions != self._sessions:
+            views = self._read(sessions, mute_counts=mute_counts, backlogs=backlogs)
+            self._sessions, self._views = list(sessions), views
+            self._position = {session.session_id: n for n, session in enumerate(sessions)}
+            return tuple(views)
+        views, position = self._views, self._position
+        for sid in marked | moved:
+            n = position.get(sid)
+            if n is not None:
+                views[n] = self._read((sessions[n],), mute_counts=mute_counts, backlogs=backlogs)[0]
+        return tuple(views)
 
     def build(
         self,
@@ -202,8 +261,19 @@ class MemberViews:
         mute_counts: Mapping[str, int],
         backlogs: Mapping[str, MemberBacklog],
     ) -> list[MemberView]:
-        """The views of ``sessions``, in order: the lookups are bound once, each session is read
-        once, and a view is built only when its stamp moved."""
+        """The views of ``sessions``, in order: each session is read, and a view is built only
+        when its stamp moved."""
+        return self._read(sessions, mute_counts=mute_counts, backlogs=backlogs)
+
+    def _read(
+        self,
+        sessions: Iterable[Session],
+        *,
+        mute_counts: Mapping[str, int],
+        backlogs: Mapping[str, MemberBacklog],
+    ) -> list[MemberView]:
+        """:meth:`build`, which :meth:`for_tick` also reads through: the lookups are bound once,
+        each session is read once."""
         inflight, queues = self._roster.inflight.get, self._roster.queues.get
         ticket_of, pending_count = self._tasks.get, self._tasks.pending_count
         mutes_of, backlog_of = mute_counts.get, backlogs.get
@@ -244,6 +314,11 @@ class MemberViews:
 
 #: Views kept beyond the roster's sessions before those of forgotten sessions are dropped.
 _SLACK = 64
+
+
+def _moved(now: Mapping[str, object], before: Mapping[str, object]) -> set[str]:
+    """The keys whose value differs between two per-member mappings (absent counts as a value)."""
+    return {key for key in now.keys() | before.keys() if now.get(key) != before.get(key)}
 
 
 def _build(

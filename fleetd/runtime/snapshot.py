@@ -85,7 +85,7 @@ async def take_snapshot(
     stats = await read_lead_stats(bridge.inbox, [lead.name for lead in config.leads])
     sessions = bridge.sessions()
     backlogs = member_backlogs(stats, sessions)
-    members = tuple(bridge.view.member_views(sessions, mute_counts=mute_counts, backlogs=backlogs))
+    members = bridge.view.tick_views(sessions, mute_counts=mute_counts, backlogs=backlogs)
     inboxes, leads = _leads(push, config, terminals, stats)
     return FleetSnapshot(
         live=live,

@@ -10,7 +10,8 @@ same objects.
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from fleetd.bridge.backlog import MemberBacklog
 from fleetd.bridge.evidence import FatalScreenSeen
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionState
-from fleetd.bridge.tasks import TaskBook
+from fleetd.bridge.tasks import Retention, TaskBook
 from fleetd.bridge.turns import InFlightTurn, RepairLedger, TurnToken
 from fleetd.bridge.view import MemberViews
 from fleetd.health.snapshot import MemberView
@@ -37,20 +38,33 @@ async def fleet(tmp_path: Path) -> TestFleet:
     return built
 
 
-def _read(
-    fleet: TestFleet,
-    *,
-    mutes: dict[str, int] | None = None,
-    backlogs: dict[str, MemberBacklog] | None = None,
-) -> list[MemberView]:
-    """The views as a tick reads them, checked against views built with nothing kept."""
-    sessions = fleet.bridge.sessions()
-    kept = fleet.bridge.view.member_views(sessions, mute_counts=mutes, backlogs=backlogs)
-    fresh = MemberViews(roster=fleet.bridge.roster, tasks=fleet.bridge.tasks).build(
-        sessions, mute_counts=mutes or {}, backlogs=backlogs or {}
-    )
-    assert kept == fresh
-    return kept
+Read = Callable[..., list[MemberView]]
+
+
+@pytest.fixture(params=["stamps", "tick"])
+def read(request: pytest.FixtureRequest) -> Read:
+    """The views as the fleet view (stamps: every member read) or the health tick (only the
+    members the roster marked) reads them, checked against views built with nothing kept."""
+
+    def reader(
+        fleet: TestFleet,
+        *,
+        mutes: dict[str, int] | None = None,
+        backlogs: dict[str, MemberBacklog] | None = None,
+    ) -> list[MemberView]:
+        sessions = fleet.bridge.sessions()
+        view = fleet.bridge.view
+        if request.param == "stamps":
+            kept = view.member_views(sessions, mute_counts=mutes, backlogs=backlogs)
+        else:
+            kept = list(view.tick_views(sessions, mute_counts=mutes or {}, backlogs=backlogs or {}))
+        fresh = MemberViews(roster=fleet.bridge.roster, tasks=fleet.bridge.tasks).build(
+            sessions, mute_counts=mutes or {}, backlogs=backlogs or {}
+        )
+        assert kept == fresh
+        return kept
+
+    return reader
 
 
 def _same(before: list[MemberView], after: list[MemberView]) -> list[bool]:
@@ -88,110 +102,118 @@ def test_every_assignment_to_a_revised_record_renews_its_revision(record: Any) -
         seen.add(record.revision)
 
 
-async def test_a_member_that_did_not_change_keeps_its_view_object(fleet: TestFleet) -> None:
+async def test_a_member_that_did_not_change_keeps_its_view_object(
+    fleet: TestFleet, read: Read
+) -> None:
     """Two reads with no change between them hand back the same objects, idle or busy."""
     idle = await fleet.spawn_ready()
     busy = await fleet.spawn_ready()
     await fleet.ok("fleet_send", target=busy, prompt="work")
-    first = _read(fleet)
+    first = read(fleet)
     assert [v.session_id for v in first] == [idle, busy]
     assert first[1].turn is not None
-    assert _same(first, _read(fleet)) == [True, True]
+    assert _same(first, read(fleet)) == [True, True]
 
 
-async def test_each_change_the_bridge_makes_rebuilds_only_that_member(fleet: TestFleet) -> None:
+async def test_each_change_the_bridge_makes_rebuilds_only_that_member(
+    fleet: TestFleet, read: Read
+) -> None:
     """Every step of a member's life is seen at once, and only by that member's view."""
     other = await fleet.spawn_ready()
     row = await fleet.ok("fleet_spawn", profile="sonnet")
     sid = row["sessionId"]
-    views = _read(fleet)
+    views = read(fleet)
     assert views[1].session_state.value == "spawning"
 
     await fleet.service.registry.contact(fleet.member(sid))  # presence: READY
-    after = _read(fleet)
+    after = read(fleet)
     assert _same(views, after) == [True, False]
     assert (after[1].session_state.value, after[1].presence) == ("ready", True)
 
     first = (await fleet.ok("fleet_send", target=sid, prompt="one"))["ticket"]  # turn 1 opens
-    views, after = after, _read(fleet)
+    views, after = after, read(fleet)
     assert _same(views, after) == [True, False]
     assert after[1].turn is not None
     assert after[1].turn.waiter_open
     assert after[1].pending_tasks == 1
 
     second = (await fleet.ok("fleet_send", target=sid, prompt="two"))["ticket"]  # queued
-    views, after = after, _read(fleet)
+    views, after = after, read(fleet)
     assert _same(views, after) == [True, False]
     assert (after[1].queued_sends, after[1].pending_tasks) == (1, 2)
 
     fleet.set_status(sid, AgentStatus.WORKING)  # the poller sees working: the turn records it
     await fleet.poll()
-    after = _read(fleet)
+    after = read(fleet)
 
     turn = fleet.bridge.roster.inflight[sid]
     turn.repair.attempts, turn.repair.last = 1, "unchanged"  # repair answered for the token
-    views, after = after, _read(fleet)
+    views, after = after, read(fleet)
     assert _same(views, after) == [True, False]
     assert after[1].turn is not None
     assert after[1].turn.repair is not None
 
     fleet.bridge.tasks.cancel(first, reason="test", now=fleet.clock.now())  # its waiter ends
-    views, after = after, _read(fleet)
+    views, after = after, read(fleet)
     assert _same(views, after) == [True, False]
     assert after[1].turn is not None
     assert not after[1].turn.waiter_open
 
     session = fleet.bridge.roster.sessions[sid]
     session.fatal_screen = FatalScreenSeen(signature_id="x", ticket=first, turn=1)
-    views, after = after, _read(fleet)
+    views, after = after, read(fleet)
     assert _same(views, after) == [True, False]  # rebuilt (no screen shown while BUSY)
 
     session.commits_ahead = 3  # measured on the terminal edge
-    views, after = after, _read(fleet)
+    views, after = after, read(fleet)
     assert _same(views, after) == [True, False]
     assert after[1].worktree is not None
     assert after[1].worktree.commits_ahead == 3
 
     await fleet.ok("fleet_stop", sessionId=sid)  # released: queue and turn gone, tickets failed
-    views, after = after, _read(fleet)
+    views, after = after, read(fleet)
     assert _same(views, after) == [True, False]
     assert after[1].session_state.value == "released"
     assert (after[1].turn, after[1].queued_sends, after[1].pending_tasks) == (None, 0, 0)
     assert (await fleet.ok("fleet_poll", ticket=second))["status"] == "failed"
-    assert _read(fleet)[0].session_id == other
+    assert read(fleet)[0].session_id == other
 
 
-async def test_a_reply_ends_the_turn_and_the_next_send_opens_a_new_one(fleet: TestFleet) -> None:
+async def test_a_reply_ends_the_turn_and_the_next_send_opens_a_new_one(
+    fleet: TestFleet, read: Read
+) -> None:
     """A turn that ends and a new one that opens at once still give a new view."""
     sid = await fleet.spawn_ready()
     await fleet.ok("fleet_send", target=sid, prompt="one")
     await fleet.ok("fleet_send", target=sid, prompt="two")
-    views = _read(fleet)
+    views = read(fleet)
     first_turn = views[0].turn
     assert first_turn is not None
     assert first_turn.number == 1
     await fleet.ok("fleet_reply", fleet.member(sid), content="done")
     await fleet.poll()
-    after = _read(fleet)
+    after = read(fleet)
     assert after[0] is not views[0]
     assert after[0].turn is not None
     assert after[0].turn.number == 2
 
 
-async def test_mutes_and_waiting_replies_of_the_tick_are_read_every_time(fleet: TestFleet) -> None:
+async def test_mutes_and_waiting_replies_of_the_tick_are_read_every_time(
+    fleet: TestFleet, read: Read
+) -> None:
     """The per-tick counts are part of the stamp: a kept view never carries last tick's."""
     sid = await fleet.spawn_ready()
-    plain = _read(fleet)
+    plain = read(fleet)
     backlog = MemberBacklog(replies=2, oldest_at=T0)
-    counted = _read(fleet, mutes={sid: 1}, backlogs={sid: backlog})
+    counted = read(fleet, mutes={sid: 1}, backlogs={sid: backlog})
     assert counted[0] is not plain[0]
     assert (counted[0].mute_events, counted[0].uncollected_replies) == (1, 2)
-    assert _read(fleet, mutes={sid: 1}, backlogs={sid: backlog})[0] is counted[0]
-    assert _read(fleet)[0] == plain[0]
-    waiting = _read(fleet, backlogs={sid: backlog})  # replies wait, nothing else moved
+    assert read(fleet, mutes={sid: 1}, backlogs={sid: backlog})[0] is counted[0]
+    assert read(fleet)[0] == plain[0]
+    waiting = read(fleet, backlogs={sid: backlog})  # replies wait, nothing else moved
     assert (waiting[0].mute_events, waiting[0].uncollected_replies) == (0, 2)
     older = MemberBacklog(replies=2, oldest_at=T0.replace(hour=11))
-    assert _read(fleet, backlogs={sid: older})[0].oldest_uncollected_at == older.oldest_at
+    assert read(fleet, backlogs={sid: older})[0].oldest_uncollected_at == older.oldest_at
 
 
 def test_views_of_sessions_the_roster_forgot_are_dropped() -> None:
@@ -218,3 +240,139 @@ def test_views_of_sessions_the_roster_forgot_are_dropped() -> None:
     kept = views.build(list(roster.sessions.values()), mute_counts={}, backlogs={})
     assert [v.session_id for v in kept] == [f"s{n}" for n in range(150, 200)]
     assert len(views) == 50
+
+
+def _session(n: int) -> Session:
+    return Session(
+        session_id=f"s{n}",
+        name=f"m-{n}",
+        profile="p",
+        kind="claude",
+        role=None,
+        owner="lead",
+        created_at=T0,
+        state=SessionState.READY,
+    )
+
+
+def test_the_tick_reads_again_only_the_members_the_roster_marked() -> None:
+    """Assignments to a session, to its open turn and to a ledger put in its place later, and
+    every change of its queue or open turn, mark it; the tick rebuilds exactly those views."""
+    roster = Roster()
+    tasks = TaskBook(on_target=roster.changes.mark)
+    for n in range(4):
+        roster.add(_session(n))
+    views = MemberViews(roster=roster, tasks=tasks)
+    sessions = list(roster.sessions.values())
+    first = views.for_tick(sessions, mute_counts={}, backlogs={})
+
+    def again() -> list[bool]:
+        nonlocal first
+        before, first = first, views.for_tick(sessions, mute_counts={}, backlogs={})
+        fresh = MemberViews(roster=roster, tasks=tasks).build(sessions, mute_counts={}, backlogs={})
+        assert list(first) == fresh
+        return [a is b for a, b in zip(before, first, strict=True)]
+
+    assert again() == [True] * 4
+    roster.sessions["s1"].presence = False
+    assert again() == [True, False, True, True]
+    ticket = tasks.accept(target="s2", owner="lead", prompt="p", now=T0, nonce="n")
+    assert again() == [True, True, False, True]
+    token = TurnToken(token_id="k", session_id="s2", ticket_id=ticket.ticket_id, turn=1)
+    roster.inflight["s2"] = turn = InFlightTurn(token=token, delivered_at=T0)
+    assert again() == [True, True, False, True]
+    turn.repair = ledger = RepairLedger()  # a new ledger in the turn's place reports too
+    assert again() == [True, True, False, True]
+    ledger.attempts, ledger.last = 1, "unchanged"
+    assert again() == [True, True, False, True]
+    assert first[2].turn is not None
+    assert first[2].turn.repair is not None
+    roster.queues["s3"].append(ticket)
+    assert again() == [True, True, True, False]
+    roster.queues["s3"].popleft()
+    assert again() == [True, True, True, False]
+    roster.queues["s3"].append(ticket)
+    roster.queues["s3"].clear()  # marked, read again, and as before: the kept view stands
+    assert again() == [True] * 4
+    tasks.cancel(ticket.ticket_id, reason="test", now=T0)
+    assert again() == [True, True, False, True]
+    del roster.inflight["s2"]
+    assert again() == [True, True, False, True]
+    roster.inflight["s0"] = InFlightTurn(token=token, delivered_at=T0)
+    assert again() == [False, True, True, True]
+    roster.inflight.pop("s0")
+    assert again() == [False, True, True, True]
+    assert again() == [True] * 4
+
+
+def test_the_tick_reads_every_member_when_the_sessions_or_the_marks_are_not_the_same() -> None:
+    roster, tasks = Roster(), TaskBook()
+    for n in range(3):
+        roster.add(_session(n))
+    views = MemberViews(roster=roster, tasks=tasks)
+    sessions = list(roster.sessions.values())
+    first = views.for_tick(sessions, mute_counts={}, backlogs={})
+    roster.add(_session(3))  # a new member: the list differs, every member is read
+    grown = views.for_tick(list(roster.sessions.values()), mute_counts={}, backlogs={})
+    assert [v.session_id for v in grown] == ["s0", "s1", "s2", "s3"]
+    assert grown[:3] == first
+    for n in range(len(roster.sessions) + 1100):  # more marks than the roster could need
+        roster.changes.mark(f"gone-{n}")
+    assert roster.changes.marked() is None
+    roster.sessions["s0"].presence = False  # not kept as a mark, yet not lost
+    after = views.for_tick(list(roster.sessions.values()), mute_counts={}, backlogs={})
+    assert not after[0].presence
+    assert roster.changes.marked() == frozenset()
+
+
+def test_a_send_queue_and_the_open_turns_refuse_changes_they_would_not_report() -> None:
+    roster = Roster()
+    roster.add(_session(0))
+    queue = roster.queues["s0"]
+    for refused in (queue.appendleft, queue.extend, queue.remove, queue.rotate):
+        with pytest.raises(TypeError):
+            refused(None)
+    with pytest.raises(TypeError):
+        queue.pop()
+    with pytest.raises(TypeError):
+        roster.inflight.clear()
+    with pytest.raises(TypeError):
+        roster.inflight.update({})
+
+
+def test_marks_that_no_other_change_stands_in_for() -> None:
+    """A queue emptied, a ticket of an open turn forgotten later, a member retired with sends
+    still queued: each is marked on its own."""
+    roster = Roster()
+    tasks = TaskBook(on_target=roster.changes.mark, retention=lambda: Retention(keep_count=1))
+    for n in range(3):
+        roster.add(_session(n))
+    views = MemberViews(roster=roster, tasks=tasks)
+    sessions = list(roster.sessions.values())
+
+    def read() -> tuple[MemberView, ...]:
+        kept = views.for_tick(sessions, mute_counts={}, backlogs={})
+        fresh = MemberViews(roster=roster, tasks=tasks).build(sessions, mute_counts={}, backlogs={})
+        assert list(kept) == fresh
+        return kept
+
+    ticket = tasks.accept(target="s0", owner="lead", prompt="p", now=T0, nonce="a")
+    token = TurnToken(token_id="k", session_id="s0", ticket_id=ticket.ticket_id, turn=1)
+    roster.inflight["s0"] = InFlightTurn(token=token, delivered_at=T0 + timedelta(minutes=1))
+    tasks.cancel(ticket.ticket_id, reason="test", now=T0)
+    roster.queues["s1"].append(ticket)
+    roster.queues["s2"].append(ticket)
+    before = read()
+    assert before[1].queued_sends == 1
+
+    roster.queues["s1"].clear()
+    later = tasks.accept(target="s2", owner="lead", prompt="p", now=T0, nonce="b")
+    tasks.cancel(later.ticket_id, reason="test", now=T0)  # the ended ticket of s0 is forgotten
+    assert tasks.get(ticket.ticket_id) is None
+    roster.retire(roster.sessions["s2"])  # retired with a send still queued
+    after = read()
+    assert after[0].turn is not None
+    assert before[0].turn is not None
+    assert before[0].turn.accepted_at == T0  # the ticket's
+    assert after[0].turn.accepted_at == T0 + timedelta(minutes=1)  # gone: the delivery's
+    assert (after[1].queued_sends, after[2].queued_sends) == (0, 0)
