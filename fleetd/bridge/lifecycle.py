@@ -145,12 +145,15 @@ class TargetLifecycle:
         """
         grace = self._settings().bridge.readiness_grace
         now = self._clock.now()
-        for session in self._roster.live():
+        sessions = self._roster.sessions
+        waiting = [sid for sid, queue in self._roster.queues.items() if queue]  # few, most ticks
+        for sid in waiting:
+            session = sessions.get(sid)
             if (
-                session.state is SessionState.SPAWNING
-                and self._roster.queues.get(session.session_id)
+                session is not None
+                and session.state is SessionState.SPAWNING
                 and now - session.created_at >= grace
-                and not self.releasing(session.session_id)
+                and not self.releasing(sid)
             ):
                 session.apply(SessionEvent.NEVER_READY, now)
                 await self.release(session, ReleaseCause.NEVER_READY)

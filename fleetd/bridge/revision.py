@@ -94,11 +94,17 @@ class Revised:
     __slots__ = ("_watcher", "revision")
 
     revision: int
+    _watcher: tuple[Changes, str] | None
+
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> Any:
+        record = super().__new__(cls)
+        object.__setattr__(record, "_watcher", None)  # set before the first assignment reads it
+        return record
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         object.__setattr__(self, "revision", next(_STAMPS))
-        watcher: tuple[Changes, str] | None = getattr(self, "_watcher", None)
+        watcher = self._watcher
         if watcher is not None:
             watcher[0].mark(watcher[1])
             if isinstance(value, Revised):

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from operator import attrgetter
 from types import MappingProxyType
 
 from fleetd.health.fact import fact
@@ -388,11 +389,11 @@ class FleetSnapshot:
     unpublished_since: datetime | None = None
 
     def __post_init__(self) -> None:
-        for what, items, keys in (
-            ("member session_id", self.members, {m.session_id for m in self.members}),
-            ("lead name", self.leads, {lead.name for lead in self.leads}),
-            ("inbox key", self.inboxes, {i.key for i in self.inboxes}),
-            ("profile", self.profiles, {p.profile for p in self.profiles}),
+        for what, items, field_name in (
+            ("member session_id", self.members, "session_id"),
+            ("lead name", self.leads, "name"),
+            ("inbox key", self.inboxes, "key"),
+            ("profile", self.profiles, "profile"),
         ):
-            if len(keys) != len(items):
+            if len(set(map(attrgetter(field_name), items))) != len(items):
                 raise ValueError(f"FleetSnapshot has a duplicate {what}")

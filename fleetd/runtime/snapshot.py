@@ -13,7 +13,7 @@ Only codes, names, counts, times and digests go into the snapshot — never pane
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 
 from fleetd.bridge.backlog import member_backlogs, read_lead_stats
@@ -61,10 +61,10 @@ async def take_snapshot(
         agents, list_ok = (), False
     # the health view of each agent (most are the previous tick's), and the leads' terminals
     lead_agents = {lead.agent for lead in config.leads}
-    live_agents = seen.health_view(agents)
+    live_agents = seen.health_view(agents, names=lead_agents)
     if list_ok:  # the stable gate of lost-boundary repair reads the same list
         bridge.observe_live(seen.listed)
-    terminals = {a.name: a.terminal_id for a in live_agents if a.name in lead_agents}
+    terminals = seen.terminals
     ping_ok: bool | None = None
     if not list_ok or not lead_agents <= terminals.keys():
         try:
@@ -140,19 +140,28 @@ class SeenAgents:
     observation of open turns reads, so ten thousand agents are walked once.
     """
 
-    __slots__ = ("_kept", "listed")
+    __slots__ = ("_kept", "listed", "terminals")
 
     def __init__(self) -> None:
         self._kept: dict[str, LiveAgent] = {}
         self.listed: dict[str, AgentInfo] = {}  # the last list, by terminal id
+        self.terminals: dict[str, str] = {}  # the terminal of each name asked for, last list
 
-    def health_view(self, agents: Iterable[AgentInfo]) -> tuple[LiveAgent, ...]:
+    def health_view(
+        self, agents: Iterable[AgentInfo], *, names: Collection[str] = ()
+    ) -> tuple[LiveAgent, ...]:
+        """The health view of ``agents``, in order; the same pass indexes them by terminal
+        (:attr:`listed`) and notes the terminal of each agent named in ``names``
+        (:attr:`terminals`; the last one listed under a name wins)."""
         kept = self._kept
         previous, statuses = kept.get, _LIVE_STATUSES
         views = []
         self.listed = listed = {}
+        self.terminals = terminals = {}
         for agent in agents:
             listed[agent.terminal_id] = agent
+            if agent.name in names:
+                terminals[agent.name] = agent.terminal_id
             status = statuses[agent.agent_status]
             view = previous(agent.terminal_id)
             if (
