@@ -242,6 +242,8 @@ class MemberViews:
         marked = self._roster.changes.take()
         moved = _moved(mute_counts, self._mutes) | _moved(backlogs, self._backlogs)
         self._mutes, self._backlogs = dict(mute_counts), dict(backlogs)
+        # the roster's own session objects, compared pointer by pointer (a session is only ever
+        # put in the roster by Roster.add, which has it report its changes)
         if marked is None or sessions != self._sessions:
             views = self._read(sessions, mute_counts=mute_counts, backlogs=backlogs)
             self._sessions, self._views = list(sessions), views
