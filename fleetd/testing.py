@@ -18,11 +18,11 @@ from typing import Any
 
 from fleetd.api.tools import ToolRegistry, ToolResult
 from fleetd.bridge.backlog import MemberBacklog
+from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session
 from fleetd.bridge.tasks import TaskBook
-from fleetd.bridge.view import MemberViews
 from fleetd.bridge.worktrees import FakeWorktrees
 from fleetd.clock import FakeClock
 from fleetd.compose import Fleetd, build_service

@@ -8,6 +8,7 @@ from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stat
 from fleetd.bridge.git_worktrees import GitWorktrees
 from fleetd.bridge.manifests import ManifestShelf, PreservedWorktree, load_manifests
 from fleetd.bridge.marks import SESSIONS_DIR
+from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.orphans import ORPHANED, Orphan
 from fleetd.bridge.push import PushLoop, PushOutcome
 from fleetd.bridge.release import ReleaseCause, WorktreeAction, stop_cause
@@ -18,7 +19,7 @@ from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionState
 from fleetd.bridge.spawn import SpawnRequest
 from fleetd.bridge.tasks import Delivery, ResultSource, TaskBook, TicketOutcome
-from fleetd.bridge.view import BridgeView, MemberViews, health_settings, profile_inputs
+from fleetd.bridge.view import BridgeView, health_settings, profile_inputs
 from fleetd.bridge.worktrees import FakeWorktrees, Worktrees
 
 __all__ = [

@@ -45,11 +45,11 @@ from fleetd.health.effects import (
 from fleetd.health.evidence import HealthState, LeadEvidence, MemberEvidence
 from fleetd.health.floors import TWO_SNAPSHOTS
 from fleetd.health.inboxes import step_inboxes
-from fleetd.health.incidents import Incident, IncidentBook, IncidentKey, ResolveReason
+from fleetd.health.incidents import Incident, IncidentBook, IncidentKey
 from fleetd.health.leads import retained_view, step_lead, step_lead_blind
 from fleetd.health.link import LINK_SUBJECT, step_link
 from fleetd.health.member_index import MemberIndex
-from fleetd.health.members import step_member, step_member_blind
+from fleetd.health.member_pass import changed_members, every_member
 from fleetd.health.mute import rate_exceeded, record_mutes
 from fleetd.health.pane_budget import ProbeReason, allocate
 from fleetd.health.repair import repair_requests_after
@@ -98,9 +98,9 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         index = None
     asked = index.to_ask(snapshot, now, tick.touched) if index is not None else None
     if index is None or asked is None:
-        members = _members(tick, snapshot, prior.members, sighted)
+        members = every_member(tick, snapshot, prior.members, sighted)
     else:
-        members = _changed_members(tick, snapshot, prior.members, asked, index.offering)
+        members = changed_members(tick, snapshot, prior.members, asked, index.offering)
     if sighted:
         _orphan_inboxes(tick, snapshot)
     step_inboxes(tick, snapshot)
@@ -142,8 +142,8 @@ def _leads(
     for view in snapshot.leads:
         before = prior.get(view.name)
         result[view.name] = after = step(tick, view, before, 0)
-        _transition(
-            tick, Scope.LEAD, subject=view.name, target=view.agent_name, before=before, after=after
+        tick.transition(
+            Scope.LEAD, subject=view.name, target=view.agent_name, before=before, after=after
         )
     for name in sorted(prior.keys() - listed):
         before = prior[name]
@@ -160,8 +160,8 @@ def _leads(
             )
             continue
         result[name] = after
-        _transition(
-            tick, Scope.LEAD, subject=name, target=before.agent_name, before=before, after=after
+        tick.transition(
+            Scope.LEAD, subject=name, target=before.agent_name, before=before, after=after
         )
     return result
 
@@ -193,109 +193,6 @@ def _as_routed(effect: Effect, routed: Mapping[str, Incident]) -> Effect:
     if isinstance(effect, UpdateIncident) and effect.incident.id in routed:
         return UpdateIncident(incident=routed[effect.incident.id])
     return effect
-
-
-def _members(
-    tick: Tick, snapshot: FleetSnapshot, prior: Mapping[str, MemberEvidence], sighted: bool
-) -> dict[str, MemberEvidence]:
-    step = step_member if sighted else step_member_blind
-    result: dict[str, MemberEvidence] = {}
-    known = 0
-    mutes = tick.mutes_by_profile
-    for view in snapshot.members:
-        if view.mute_events:
-            mutes[view.profile] = mutes.get(view.profile, 0) + view.mute_events
-        before = prior.get(view.session_id)
-        result[view.session_id] = after = step(tick, view, before)
-        if before is None:
-            _transition(
-                tick,
-                Scope.MEMBER,
-                subject=view.session_id,
-                target=view.name,
-                before=before,
-                after=after,
-            )
-        else:
-            known += 1
-            if after is not before and before.state is not after.state:
-                _transition(
-                    tick,
-                    Scope.MEMBER,
-                    subject=view.session_id,
-                    target=view.name,
-                    before=before,
-                    after=after,
-                )
-    if known != len(prior):
-        retired = prior.keys() - result.keys()
-        for sid in sorted(retired):
-            for key in (prior[sid].incident, prior[sid].mute_incident):
-                closed = tick.book.close(key) if key is not None else None
-                if closed is not None:
-                    tick.emit_resolved(closed, ResolveReason.SUBJECT_RETIRED)
-        tick.book.forget_subjects(Scope.MEMBER, retired)
-    return result
-
-
-def _changed_members(
-    tick: Tick,
-    snapshot: FleetSnapshot,
-    prior: Mapping[str, MemberEvidence],
-    asked: set[int],
-    offering: set[int],
-) -> dict[str, MemberEvidence]:
-    """The member pass of a steady tick that knows which members could have changed
-    (:mod:`fleetd.health.member_index`): the same members as the prior, the ``asked`` ones
-    stepped exactly as :func:`_members` steps them, every other keeping its prior evidence and,
-    when ``offering``, its pane candidate. Members are visited in snapshot order, as the full
-    pass visits them, so candidates and effects come in the same order."""
-    views = snapshot.members
-    result = dict(prior)
-    mutes = tick.mutes_by_profile
-    for position in sorted(asked | offering):
-        view = views[position]
-        before = result[view.session_id]
-        if position not in asked:
-            assert before.candidate is not None  # the index offers only evidence that has one
-            tick.candidates.append(before.candidate)
-            continue
-        if view.mute_events:
-            mutes[view.profile] = mutes.get(view.profile, 0) + view.mute_events
-        result[view.session_id] = after = step_member(tick, view, before)
-        if after is not before and before.state is not after.state:
-            _transition(
-                tick,
-                Scope.MEMBER,
-                subject=view.session_id,
-                target=view.name,
-                before=before,
-                after=after,
-            )
-    return result
-
-
-def _transition(
-    tick: Tick,
-    scope: Scope,
-    *,
-    subject: str,
-    target: str,
-    before: MemberEvidence | LeadEvidence | None,
-    after: MemberEvidence | LeadEvidence,
-) -> None:
-    if before is not None and before.state is after.state:
-        return
-    tick.effects.append(
-        RecordTransition(
-            scope=scope,
-            subject=subject,
-            target=target,
-            previous=before.state if before is not None else None,
-            current=after.state,
-            at=tick.now,
-        )
-    )
 
 
 def _open_keys(tick: Tick, scope: Scope) -> set[IncidentKey]:

@@ -13,8 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from fleetd.health.effects import Effect, OpenIncident, ResolveIncident, UpdateIncident
-from fleetd.health.evidence import ProbeFacts
+from fleetd.health.effects import (
+    Effect,
+    OpenIncident,
+    RecordTransition,
+    ResolveIncident,
+    UpdateIncident,
+)
+from fleetd.health.evidence import LeadEvidence, MemberEvidence, ProbeFacts
 from fleetd.health.incidents import Evidence, Incident, IncidentBook, IncidentKey, ResolveReason
 from fleetd.health.pane_budget import ProbeCandidate
 from fleetd.health.settings import Effective
@@ -27,6 +33,7 @@ from fleetd.health.snapshot import (
     ProbeSource,
     is_target_loss,
 )
+from fleetd.health.states import Scope
 
 __all__ = ["Tick", "absorb_probe", "settle_probe"]
 
@@ -203,6 +210,29 @@ class Tick:
                 evidence=evidence,
             )
         return desired
+
+    def transition(
+        self,
+        scope: Scope,
+        *,
+        subject: str,
+        target: str,
+        before: MemberEvidence | LeadEvidence | None,
+        after: MemberEvidence | LeadEvidence,
+    ) -> None:
+        """Record a subject's move to another state (or its first classification)."""
+        if before is not None and before.state is after.state:
+            return
+        self.effects.append(
+            RecordTransition(
+                scope=scope,
+                subject=subject,
+                target=target,
+                previous=before.state if before is not None else None,
+                current=after.state,
+                at=self.now,
+            )
+        )
 
     def emit_resolved(self, incident: Incident, reason: ResolveReason) -> None:
         """Emit the resolution of an incident already removed from the book."""

@@ -19,11 +19,11 @@ import pytest
 
 from fleetd.bridge.backlog import MemberBacklog
 from fleetd.bridge.evidence import FatalScreenSeen
+from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import Retention, TaskBook
 from fleetd.bridge.turns import InFlightTurn, RepairLedger, TurnToken
-from fleetd.bridge.view import MemberViews
 from fleetd.health.snapshot import MemberView
 from fleetd.herdr.model import AgentStatus
 from fleetd.testing import TestFleet, build_test_fleet

@@ -33,7 +33,7 @@ from fleetd.health.member_index import MemberIndex
 from tests.unit.health.health_fleet import LEAD, LEAD_AGENT, T0, agent, inbox, lead, member, turn
 
 S, L = SessionState, LiveStatus
-decide_module = importlib.import_module("fleetd.health.decide")
+member_pass = importlib.import_module("fleetd.health.member_pass")
 LEADS = (LEAD, lead("lead-b"))
 LEAD_AGENTS = (LEAD_AGENT, agent("lead-b"))
 
@@ -192,7 +192,7 @@ class Counted:
             self.asked.append(view.session_id)
             return original(tick, view, prior)
 
-        monkeypatch.setattr(decide_module, "step_member", counted)
+        monkeypatch.setattr(member_pass, "step_member", counted)
 
 
 def _fleet(size: int) -> tuple[list[MemberView], list[LiveAgent]]:
