@@ -216,32 +216,6 @@ async def test_mutes_and_waiting_replies_of_the_tick_are_read_every_time(
     assert read(fleet, backlogs={sid: older})[0].oldest_uncollected_at == older.oldest_at
 
 
-def test_views_of_sessions_the_roster_forgot_are_dropped() -> None:
-    """What is kept stays bounded by the roster however many members came and went."""
-    roster, tasks = Roster(), TaskBook()
-    views = MemberViews(roster=roster, tasks=tasks)
-    for n in range(200):
-        roster.add(
-            Session(
-                session_id=f"s{n}",
-                name=f"m-{n}",
-                profile="p",
-                kind="claude",
-                role=None,
-                owner="lead",
-                created_at=T0,
-                state=SessionState.READY,
-            )
-        )
-    assert len(views.build(list(roster.sessions.values()), mute_counts={}, backlogs={})) == 200
-    assert len(views) == 200
-    for n in range(150):
-        del roster.sessions[f"s{n}"]
-    kept = views.build(list(roster.sessions.values()), mute_counts={}, backlogs={})
-    assert [v.session_id for v in kept] == [f"s{n}" for n in range(150, 200)]
-    assert len(views) == 50
-
-
 def _session(n: int) -> Session:
     return Session(
         session_id=f"s{n}",
@@ -253,6 +227,21 @@ def _session(n: int) -> Session:
         created_at=T0,
         state=SessionState.READY,
     )
+
+
+def test_views_of_sessions_the_roster_forgot_are_dropped() -> None:
+    """What is kept stays bounded by the roster however many members came and went."""
+    roster, tasks = Roster(), TaskBook()
+    views = MemberViews(roster=roster, tasks=tasks)
+    for n in range(200):
+        roster.add(_session(n))
+    assert len(views.build(list(roster.sessions.values()), mute_counts={}, backlogs={})) == 200
+    assert len(views) == 200
+    for n in range(150):
+        del roster.sessions[f"s{n}"]
+    kept = views.build(list(roster.sessions.values()), mute_counts={}, backlogs={})
+    assert [v.session_id for v in kept] == [f"s{n}" for n in range(150, 200)]
+    assert len(views) == 50
 
 
 def test_the_tick_reads_again_only_the_members_the_roster_marked() -> None:
