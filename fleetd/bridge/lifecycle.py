@@ -145,13 +145,12 @@ class TargetLifecycle:
         """
         grace = self._settings().bridge.readiness_grace
         now = self._clock.now()
-        sessions = self._roster.sessions
+        sessions = self._roster.sessions  # a member has a queue while the roster holds it
         waiting = [sid for sid, queue in self._roster.queues.items() if queue]  # few, most ticks
         for sid in waiting:
-            session = sessions.get(sid)
+            session = sessions[sid]
             if (
-                session is not None
-                and session.state is SessionState.SPAWNING
+                session.state is SessionState.SPAWNING
                 and now - session.created_at >= grace
                 and not self.releasing(sid)
             ):

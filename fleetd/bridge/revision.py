@@ -13,7 +13,7 @@ Two granularities:
   (a session, an open turn, its repair ledger) gives it a new :attr:`Revised.revision` from one
   process-wide sequence, so an equal stamp means the same object with no assignment since. The
   health tick rebuilds a member's view only when a stamp it reads moved
-  (:class:`~fleetd.bridge.view.MemberViews`). It is per assignment, not per chokepoint, so a
+  (:class:`~fleetd.bridge.member_views.MemberViews`). It is per assignment, not per chokepoint, so a
   write nobody remembered to report cannot leave a stale view; values held *inside* a ``Revised``
   object must be immutable, or ``Revised`` themselves, for that to hold.
 * :class:`Changes` — which sessions moved. A ``Revised`` object watched for a session marks it on

@@ -2,9 +2,9 @@
 
 The health tick reads every member's :class:`~fleetd.health.snapshot.MemberView` and, on a large
 fleet, hands back the previous tick's view for a member whose stamp did not move
-(:class:`~fleetd.bridge.view.MemberViews`). These tests hold it to one rule: after any change the
-bridge makes, the kept views equal views built from nothing; with no change, they are the very
-same objects.
+(:class:`~fleetd.bridge.member_views.MemberViews`). These tests hold it to one rule: after any
+change the bridge makes, the kept views equal views built from nothing; with no change, they are
+the very same objects.
 """
 
 from __future__ import annotations
