@@ -8,13 +8,14 @@ value. Everything not listed there applies live.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Final
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from fleetd.config.fields import (
     DAY,
@@ -28,6 +29,7 @@ from fleetd.config.fields import (
     load_context,
 )
 from fleetd.config.providers import ModelHealthConfig, ProviderConfig
+from fleetd.config.secrets import WebhookSecret
 from fleetd.config.sections import (
     ApiConfig,
     BridgeConfig,
@@ -38,7 +40,6 @@ from fleetd.config.sections import (
     ProfileConfig,
     WorktreesConfig,
 )
-from fleetd.notify.signing import WebhookSecret
 
 __all__ = [
     "MAX_RECEIVERS",
@@ -260,9 +261,26 @@ class HealthConfig(ConfigModel):
         return timedelta(seconds=self.capacity_long_idle_after_seconds)
 
 
+def _no_long_run(value: str) -> str:
+    if re.search(r"[A-Za-z0-9]{16}", value):
+        raise ValueError("must not hold a run of 16 letters or digits")
+    return value
+
+
+InstanceName = Annotated[
+    str,
+    Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"),
+    AfterValidator(_no_long_run),
+]
+"""This fleetd's name in outbound events (``fleetdInstance``): a plain name of at most 64
+characters with no run of 16 letters or digits (the payload's name grammar, which keeps tokens
+out)."""
+
+
 class FleetdConfig(ConfigModel):
     """The validated configuration. Build it with :func:`fleetd.config.load_config`."""
 
+    instance: InstanceName | None = None  # default: the host name (see runtime.escalation)
     api: ApiConfig = ApiConfig()
     herdr: HerdrConfig = HerdrConfig()
     operator_token_env: EnvName | None = None

@@ -8,7 +8,7 @@ An incident is the health core's :class:`~fleetd.health.incidents.Incident` (key
 severity, target...), stored without its evidence. An outbound event belongs to one incident,
 has a per-incident ``revision`` the journal assigns (1, 2, ...), and an ``Idempotency-Key`` derived
 from ``(incident id, event type, revision)`` (M4 §10.3) that never changes across transport
-retries or restarts. The key and the event types are :mod:`fleetd.notify.keys`' (re-exported
+retries or restarts. The key and the event types are :mod:`fleetd.journal.keys`' (re-exported
 here): the key the journal stores is the ``webhook-id`` and ``Idempotency-Key`` a sender puts on
 the wire and the ``eventId`` of the payload, one recipe in one place. Each event has at most one
 outstanding delivery attempt.
@@ -42,7 +42,7 @@ from fleetd.health.incidents import (
     RoutingReason,
 )
 from fleetd.health.states import Scope
-from fleetd.notify.keys import EventType, idempotency_key, is_plain_id
+from fleetd.journal.keys import EventType, idempotency_key, is_plain_id
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
@@ -115,15 +115,16 @@ class IncidentChange:
     """An incident as it now stands: inserted on first record, updated by id afterwards.
 
     ``routing`` defaults to the incident's own owner and recipient. ``resolved_at`` and
-    ``resolve_reason`` go together. ``cancel_pending`` cancels every outstanding attempt of this
-    incident's earlier events (an open event not yet delivered when the incident resolves).
+    ``resolve_reason`` go together. ``cancel`` names revisions of this incident's earlier events
+    that must never go out: each one still pending or failed is cancelled with its outstanding
+    attempt (what the human-leg policy, :mod:`fleetd.notify.policy`, decided).
     """
 
     incident: Incident
     routing: Routing | None = None
     resolved_at: datetime | None = None
     resolve_reason: ResolveReason | None = None
-    cancel_pending: bool = False
+    cancel: tuple[int, ...] = ()
 
     @property
     def effective_routing(self) -> Routing:
@@ -214,7 +215,7 @@ class Claim:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredEvent:
     """An event and its retry state: attempts made, the outstanding one's due time, the last
-    failure class and HTTP status."""
+    failure class and HTTP status, and (failed) the receiver list that refused it."""
 
     id: int
     type: EventType
@@ -227,6 +228,7 @@ class StoredEvent:
     due_at: datetime | None = None
     last_failure: str | None = None
     last_http_status: int | None = None
+    failed_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -251,8 +253,9 @@ class StoredIncident:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JournalSnapshot:
-    """What a restart reloads: open incidents, resolved ones whose events are still pending, and
-    the latest generation of every key ever seen (to seed the core's ``IncidentBook``)."""
+    """What a restart reloads: open incidents, resolved ones whose human leg is not settled (an
+    event pending or failed, or one delivered with no ``resolved`` event yet), and the latest
+    generation of every key ever seen (to seed the core's ``IncidentBook``)."""
 
     open_incidents: tuple[StoredIncident, ...] = ()
     pending_resolutions: tuple[StoredIncident, ...] = ()

@@ -21,16 +21,16 @@ Pure: standard library only; ``now`` is an argument.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Final
+
+from fleetd.config.secrets import MIN_SECRET_BYTES, SECRET_PREFIX, WebhookSecret
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -48,8 +48,6 @@ __all__ = [
     "verify",
 ]
 
-SECRET_PREFIX: Final = "whsec_"  # noqa: S105 - the scheme's marker, not a secret
-MIN_SECRET_BYTES: Final = 24
 DEFAULT_TOLERANCE: Final = timedelta(minutes=5)
 
 HEADER_ID: Final = "webhook-id"
@@ -61,39 +59,6 @@ _VERSION: Final = "v1"
 _TIMESTAMP: Final = re.compile(r"[0-9]{1,11}")  # 11 digits reach year 5138, inside datetime
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 _MAX_SIGNATURES: Final = 8
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookSecret:
-    """A signing key. Its ``repr`` and ``str`` never show the bytes."""
-
-    key: bytes = field(repr=False)
-
-    def __post_init__(self) -> None:
-        if len(self.key) < MIN_SECRET_BYTES:
-            raise ValueError(f"a webhook secret needs at least {MIN_SECRET_BYTES} bytes")
-
-    @classmethod
-    def parse(cls, text: str) -> WebhookSecret:
-        """Read ``whsec_<base64>`` (padding optional). The error never repeats the text."""
-        refusal = (
-            f"a webhook secret is {SECRET_PREFIX!r} followed by the base64 of at least "
-            f"{MIN_SECRET_BYTES} bytes"
-        )
-        encoded = text.strip().removeprefix(SECRET_PREFIX)
-        if not text.strip().startswith(SECRET_PREFIX) or not _BASE64.fullmatch(encoded):
-            raise ValueError(refusal)
-        try:
-            key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
-        except (binascii.Error, ValueError):
-            raise ValueError(refusal) from None
-        if len(key) < MIN_SECRET_BYTES:
-            raise ValueError(refusal)
-        return cls(key)
-
-    def encoded(self) -> str:
-        """The ``whsec_<base64>`` spelling (for writing a receiver's config, never for logs)."""
-        return SECRET_PREFIX + base64.b64encode(self.key).decode("ascii")
 
 
 def unix_seconds(now: datetime) -> int:

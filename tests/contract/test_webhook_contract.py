@@ -17,7 +17,7 @@ from fleetd.notify.contract import (
     main,
     schema_drift,
 )
-from fleetd.notify.keys import idempotency_key
+from fleetd.journal.keys import idempotency_key
 from fleetd.notify.payload import IncidentEvent, encode_event
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "contracts" / "webhook"

@@ -11,7 +11,7 @@ from fleetd.health.states import Certainty, Scope, Severity
 from fleetd.journal import records
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.records import EventType, IncidentChange, NewEvent
-from fleetd.notify import keys
+from fleetd.journal import keys
 from fleetd.notify.payload import CoverageStatus, build_event
 from tests.contract.journal_cases import T0, make_incident
 

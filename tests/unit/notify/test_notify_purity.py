@@ -10,8 +10,11 @@ from pathlib import Path
 import fleetd.notify
 
 PACKAGE = Path(fleetd.notify.__file__).parent
-PURE = ("retry", "keys", "signing", "failover")
-FLEETD_ALLOWED = {"failover": {"fleetd.notify.retry", "fleetd.resilience"}}
+PURE = ("retry", "signing", "failover")
+FLEETD_ALLOWED = {
+    "failover": {"fleetd.notify.retry", "fleetd.resilience"},
+    "signing": {"fleetd.config.secrets"},
+}
 """The pure fleetd modules a pure module may build on."""
 ALLOWED = {
     "__future__",
@@ -35,8 +38,8 @@ def _trees() -> list[tuple[str, ast.Module]]:
 
 
 def test_pure_modules_import_only_standard_value_modules() -> None:
-    """retry, keys and signing import nothing of fleetd and no I/O module; failover only the
-    pure retry table and the pure resilience package."""
+    """retry imports nothing of fleetd and no I/O module; signing only the config's pure secret
+    value; failover only the pure retry table and the pure resilience package."""
     for name, tree in _trees():
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -63,7 +66,8 @@ def test_pure_modules_read_no_clock_and_draw_no_random_number() -> None:
 def test_pure_modules_work_with_io_modules_blocked() -> None:
     """They import and decide with sockets, asyncio, logging, random, pydantic and httpx blocked."""
     blocked = ["asyncio", "socket", "logging", "random", "secrets", "threading", "subprocess"]
-    blocked += ["httpx", "pydantic", "yaml", "fleetd.config", "fleetd.runtime", "fleetd.health"]
+    blocked += ["httpx", "pydantic", "yaml", "fleetd.runtime", "fleetd.health"]
+    blocked += ["fleetd.config.model", "fleetd.config.loader", "fleetd.config.ref"]
     script = f"""
 import sys
 from importlib.abc import MetaPathFinder
@@ -78,7 +82,7 @@ for name in list(sys.modules):
         del sys.modules[name]
 sys.meta_path.insert(0, Block())
 from datetime import UTC, datetime
-from fleetd.notify.keys import idempotency_key
+from fleetd.journal.keys import idempotency_key
 from fleetd.notify.retry import AttemptOutcome, next_step
 from fleetd.notify.signing import WebhookSecret, signature_headers, verify
 from fleetd.notify.failover import Dialed, SweepResult, decide
