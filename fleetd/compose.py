@@ -47,6 +47,7 @@ from fleetd.outbound import (
     herdr_control,
     inbox_from,
     model_health,
+    receiver_generation,
     repoint_inbox,
     sink_problem,
     webhook_sink,
@@ -273,16 +274,17 @@ def build_service(
         metrics=metrics,
         journal=observed_journal,
     )
-    assert health.escalation is not None  # built with the journal above
-    instance = health.escalation.instance
+    escalation = health.escalation
+    assert escalation is not None  # built with the journal above
+    escalation.receivers = lambda: receiver_generation(config, environ)
     sink, sender = webhook_sink(
         config,
         environ=environ,
         clock=clock,
         journal=observed_journal,
         metrics=metrics,
-        owner=f"{instance}-{runs.current}",
-        instance=instance,
+        owner=f"{escalation.instance}-{runs.current}",
+        delivered=escalation.delivered,
         dependencies=dependencies,
     )
     health.sink_problem = lambda: sink_problem(sink)
@@ -345,7 +347,7 @@ def build_service(
         views=views,
         environ=environ,
         models=models,
-        desk=IncidentDesk(observed_journal),
+        desk=IncidentDesk(observed_journal, replay=escalation.replay),
         sink=sink,
         sender=sender,
     )
@@ -373,6 +375,9 @@ def _schedule(service: Fleetd) -> None:
     )
 
     async def deliver() -> None:
+        escalation = service.health.escalation
+        if escalation is not None:  # what a person is owed is recorded before the pass sends
+            await escalation.step(service.clock.now())
         await service.sink.step()
 
     service.scheduler.add(Loop(name="webhook", step=deliver, interval=lambda: WEBHOOK_PASS_SECONDS))

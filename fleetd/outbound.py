@@ -20,7 +20,7 @@ Nothing here runs at import; every function builds what it is asked for and retu
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from fleetd.catalog.http import HttpModelCatalog
@@ -155,7 +155,7 @@ def webhook_sink(
     journal: Journal,
     metrics: Metrics,
     owner: str,
-    instance: str,
+    delivered: Callable[[str], None],
     dependencies: DependencyView,
 ) -> tuple[SinkWorker, HttpWebhookSender]:
     """The webhook delivery worker over httpx (its target, receivers included, resolved from the
@@ -169,11 +169,20 @@ def webhook_sink(
         draw=random.random,
         metrics=metrics,
         owner=owner,
-        repeat=lambda: config.current.health.human_repeat,
-        instance=instance,
+        delivered=delivered,
     )
     dependencies.webhook = sink.receivers
     return sink, sender
+
+
+def receiver_generation(config: ConfigRef, environ: Mapping[str, str]) -> str | None:
+    """The configured receiver list's generation (``None`` while notifications are off or the
+    list cannot be resolved): the human-leg policy re-arms what another list refused."""
+    try:
+        target = resolve_sink(config.current.health.notifications, environ)
+    except ConfigError:
+        return None
+    return None if target is None else target.generation
 
 
 def sink_problem(sink: SinkWorker) -> str | None:

@@ -88,22 +88,24 @@ class ObservedJournal:
     ) -> tuple[RecordedEvent, ...]:
         return await self._observe(self.inner.record(change, events, now=now))
 
-    async def append(
+    async def settle(
         self,
         incident_id: str,
-        events: Sequence[NewEvent],
         *,
         now: datetime,
         after_revision: int,
-        require_open: bool = True,
-    ) -> tuple[RecordedEvent, ...]:
+        events: Sequence[NewEvent] = (),
+        cancel: Sequence[int] = (),
+        rearm: Sequence[int] = (),
+    ) -> tuple[RecordedEvent, ...] | None:
         return await self._observe(
-            self.inner.append(
+            self.inner.settle(
                 incident_id,
-                events,
                 now=now,
                 after_revision=after_revision,
-                require_open=require_open,
+                events=events,
+                cancel=cancel,
+                rearm=rearm,
             )
         )
 
@@ -162,13 +164,6 @@ class ObservedJournal:
 
     async def release(self, claim: Claim, *, now: datetime) -> bool:
         return await self._observe(self.inner.release(claim, now=now))
-
-    async def rearm(
-        self, *, now: datetime, incident_id: str | None = None, except_sink: str | None = None
-    ) -> int:
-        return await self._observe(
-            self.inner.rearm(now=now, incident_id=incident_id, except_sink=except_sink)
-        )
 
     async def stats(self) -> JournalStats:
         return await self._observe(self.inner.stats())

@@ -24,6 +24,7 @@ from fleetd.journal.records import (
     AttemptOutcome,
     Claim,
     EventState,
+    EventType,
     IncidentChange,
     JournalSnapshot,
     JournalStats,
@@ -37,6 +38,8 @@ from fleetd.journal.records import (
 )
 
 __all__ = ["InMemoryJournal"]
+
+_UNSENT = (EventState.PENDING, EventState.FAILED)
 
 
 class InMemoryJournal:
@@ -66,11 +69,8 @@ class InMemoryJournal:
             check_event(event)
         self._check_conflicts(change)
         incident_id = change.incident.id
-        if change.cancel_pending:
-            for attempt in self._outstanding(incident_id):
-                attempt.outcome = AttemptOutcome.CANCELLED
-                self._events[attempt.event_id].state = EventState.CANCELLED
         self._incidents[incident_id] = change
+        self._cancel(incident_id, change.cancel)
         return self._add_events(incident_id, events, now)
 
     def _add_events(
@@ -108,26 +108,36 @@ class InMemoryJournal:
     def _last_revision(self, incident_id: str) -> int:
         return max((e.revision for e in self._of(incident_id)), default=0)
 
-    async def append(
+    async def settle(
         self,
         incident_id: str,
-        events: Sequence[NewEvent],
         *,
         now: datetime,
         after_revision: int,
-        require_open: bool = True,
-    ) -> tuple[RecordedEvent, ...]:
+        events: Sequence[NewEvent] = (),
+        cancel: Sequence[int] = (),
+        rearm: Sequence[int] = (),
+    ) -> tuple[RecordedEvent, ...] | None:
         self._check_up()
         for event in events:
             check_event(event)
-        change = self._incidents.get(incident_id)
-        if (
-            change is None
-            or (require_open and change.resolved_at is not None)
-            or self._last_revision(incident_id) != after_revision
-        ):
-            return ()
+        if incident_id not in self._incidents or self._last_revision(incident_id) != after_revision:
+            return None
+        self._cancel(incident_id, cancel)
+        for entry in self._of(incident_id):
+            if entry.revision in rearm and entry.state is EventState.FAILED:
+                last = max(a.attempt for a in self._attempts.values() if a.event_id == entry.id)
+                self._add_attempt(entry.id, last + 1, now)
+                entry.state = EventState.PENDING
         return self._add_events(incident_id, events, now)
+
+    def _cancel(self, incident_id: str, revisions: Sequence[int]) -> None:
+        for entry in self._of(incident_id):
+            if entry.revision in revisions and entry.state in _UNSENT:
+                entry.state = EventState.CANCELLED
+                for attempt in self._attempts.values():
+                    if attempt.event_id == entry.id and attempt.outcome is None:
+                        attempt.outcome = AttemptOutcome.CANCELLED
 
     def _check_conflicts(self, change: IncidentChange) -> None:
         incident = change.incident
@@ -146,10 +156,6 @@ class InMemoryJournal:
 
     def _of(self, incident_id: str) -> list[EventEntry]:
         return [e for e in self._events.values() if e.incident_id == incident_id]
-
-    def _outstanding(self, incident_id: str) -> list[AttemptEntry]:
-        events = {e.id for e in self._of(incident_id)}
-        return [a for a in self._attempts.values() if a.event_id in events and a.outcome is None]
 
     def _add_attempt(self, event_id: int, number: int, due_at: datetime) -> None:
         attempt = AttemptEntry(id=self._next_id(), event_id=event_id, attempt=number, due_at=due_at)
@@ -177,10 +183,7 @@ class InMemoryJournal:
             key = change.incident.key
             generations[key] = max(generations.get(key, 0), change.incident.generation)
         pending = [
-            c
-            for c in changes
-            if c.resolved_at is not None
-            and any(e.state is EventState.PENDING for e in self._of(c.incident.id))
+            c for c in changes if c.resolved_at is not None and self._unsettled(c.incident.id)
         ]
         return JournalSnapshot(
             open_incidents=tuple(self._stored(c) for c in changes if c.resolved_at is None),
@@ -251,16 +254,25 @@ class InMemoryJournal:
             )
         return tuple(claims)
 
-    def _held(self, claim: Claim) -> AttemptEntry | None:
+    def _unsettled(self, incident_id: str) -> bool:
+        events = self._of(incident_id)
+        if any(e.state in _UNSENT for e in events):
+            return True
+        delivered = any(e.state is EventState.DELIVERED for e in events)
+        return delivered and not any(e.type is EventType.RESOLVED for e in events)
+
+    def _held(self, claim: Claim, outcome: AttemptOutcome | None = None) -> AttemptEntry | None:
         attempt = self._attempts.get(claim.attempt_id)
         if (
             attempt is None
-            or attempt.outcome is not None
             or attempt.lease_owner != claim.lease_owner
             or attempt.lease_token != claim.lease_token
         ):
             return None
-        return attempt
+        if attempt.outcome is None:
+            return attempt
+        late = outcome is AttemptOutcome.DELIVERED  # cancelled in flight: the request went out
+        return attempt if late and attempt.outcome is AttemptOutcome.CANCELLED else None
 
     def _finish(
         self,
@@ -273,7 +285,7 @@ class InMemoryJournal:
         self._check_up()
         if failure is not None:
             check_code(failure, operation="finish")
-        attempt = self._held(claim)
+        attempt = self._held(claim, outcome)
         if attempt is not None:
             attempt.outcome = outcome
             attempt.failure = failure
@@ -336,28 +348,6 @@ class InMemoryJournal:
         attempt.lease_owner = None
         attempt.lease_expires_at = None
         return True
-
-    async def rearm(
-        self, *, now: datetime, incident_id: str | None = None, except_sink: str | None = None
-    ) -> int:
-        self._check_up()
-        failed = [
-            e
-            for e in self._events.values()
-            if e.state is EventState.FAILED and incident_id in (None, e.incident_id)
-        ]
-        rearmed = 0
-        for event in failed:
-            last = max(
-                (a for a in self._attempts.values() if a.event_id == event.id),
-                key=lambda a: a.attempt,
-            )
-            if except_sink is not None and last.sink == except_sink:
-                continue
-            self._add_attempt(event.id, last.attempt + 1, now)
-            event.state = EventState.PENDING
-            rearmed += 1
-        return rearmed
 
     async def stats(self) -> JournalStats:
         self._check_up()

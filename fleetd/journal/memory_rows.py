@@ -73,6 +73,7 @@ def stored_event(event: EventEntry, attempts: Iterable[AttemptEntry]) -> StoredE
         due_at=outstanding[0].due_at if outstanding else None,
         last_failure=failed[-1].failure if failed else None,
         last_http_status=statuses[-1].http_status if statuses else None,
+        failed_by=ordered[-1].sink if ordered else None,
     )
 
 

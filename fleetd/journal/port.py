@@ -56,20 +56,22 @@ class Journal(Protocol):
         """
         ...
 
-    async def append(
+    async def settle(
         self,
         incident_id: str,
-        events: Sequence[NewEvent],
         *,
         now: datetime,
         after_revision: int,
-        require_open: bool = True,
-    ) -> tuple[RecordedEvent, ...]:
-        """Append ``events`` to a stored incident without changing the incident, only while its
-        latest revision is still ``after_revision`` (0: no event yet) and, with
-        ``require_open``, it is unresolved. Otherwise nothing is written and ``()`` comes back:
-        of two appenders that read the same state (two fleetd instances adding a reminder), one
-        wins. Payloads are refused as in :meth:`record`."""
+        events: Sequence[NewEvent] = (),
+        cancel: Sequence[int] = (),
+        rearm: Sequence[int] = (),
+    ) -> tuple[RecordedEvent, ...] | None:
+        """Carry out the human-leg policy's plan for a stored incident without changing the
+        incident, in one transaction, only while its latest revision is still ``after_revision``
+        (0: no event yet): cancel the listed revisions still pending or failed, give the listed
+        failed ones a new attempt due at ``now``, and append ``events``. Otherwise nothing is
+        written and ``None`` comes back: of two writers that read the same state (two fleetd
+        instances adding a reminder), one wins. Payloads are refused as in :meth:`record`."""
         ...
 
     async def get(self, incident_id: str) -> StoredIncident | None:
@@ -100,7 +102,8 @@ class Journal(Protocol):
         ...
 
     async def complete(self, claim: Claim, *, now: datetime, http_status: int | None) -> bool:
-        """The event was delivered."""
+        """The event was delivered. Also recorded when the attempt was cancelled while this
+        lease held it in flight: the request went out, so the person was told."""
         ...
 
     async def reschedule(
@@ -125,22 +128,13 @@ class Journal(Protocol):
         http_status: int | None = None,
         sink: str | None = None,
     ) -> bool:
-        """A permanent failure: the event stays failed until :meth:`rearm`. ``sink`` names the
-        target that refused it (:attr:`~fleetd.notify.sink.SinkTarget.generation`, a plain code
-        that reveals neither URL nor secret)."""
+        """A permanent failure: the event stays failed until :meth:`settle` re-arms it. ``sink``
+        names the target that refused it (:attr:`~fleetd.notify.sink.SinkTarget.generation`, a
+        plain code that reveals neither URL nor secret)."""
         ...
 
     async def release(self, claim: Claim, *, now: datetime) -> bool:
         """Give the attempt back unsent; it is due again at once."""
-        ...
-
-    async def rearm(
-        self, *, now: datetime, incident_id: str | None = None, except_sink: str | None = None
-    ) -> int:
-        """Give permanently failed events a new attempt due at ``now`` (config changed, or a
-        person asked for a replay); returns how many. ``incident_id`` limits it to one incident;
-        ``except_sink`` keeps failed the events that target refused (it is still the one
-        configured), so only those refused by another or an unnamed target come back."""
         ...
 
     async def stats(self) -> JournalStats:

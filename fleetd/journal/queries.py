@@ -1,5 +1,6 @@
-"""SQL the journal's store runs inside an open transaction: appending events, re-arming failed
-ones, and the operator's list of recent incidents.
+"""SQL the journal's store runs inside an open transaction: appending, cancelling and re-arming
+events, finding incidents whose human leg is unsettled, and the operator's list of recent
+incidents.
 
 Each function takes the :class:`~sqlmodel.Session` of a transaction
 :class:`~fleetd.journal.store.SqlStore` opened and neither commits nor rolls back.
@@ -10,18 +11,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, or_
+from sqlalchemy import func, or_, update
 from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import Select
 
 from fleetd.journal.records import (
+    AttemptOutcome,
     EventState,
+    EventType,
     NewEvent,
     RecordedEvent,
     idempotency_key,
 )
 from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
 
-__all__ = ["add_events", "last_revision", "rearm_failed", "recent_rows"]
+__all__ = [
+    "add_events",
+    "cancel_events",
+    "last_revision",
+    "rearm_events",
+    "recent_rows",
+    "unsettled_ids",
+]
 
 
 def last_revision(session: Session, incident_id: str) -> int:
@@ -68,31 +79,71 @@ def add_events(
     return tuple(recorded)
 
 
-def rearm_failed(
-    session: Session, now: datetime, incident_id: str | None, except_sink: str | None
+def cancel_events(
+    session: Session, incident_id: str, revisions: Sequence[int], now: datetime
+) -> None:
+    """Cancel the listed revisions of ``incident_id`` still pending or failed, with their
+    outstanding attempt (an attempt in flight keeps its lease: a delivery may still land)."""
+    if not revisions:
+        return
+    events = session.exec(
+        select(EventRow).where(
+            EventRow.incident_id == incident_id,
+            col(EventRow.revision).in_(list(revisions)),
+            col(EventRow.state).in_([EventState.PENDING.value, EventState.FAILED.value]),
+        )
+    ).all()
+    for event in events:
+        event.state = EventState.CANCELLED.value
+        session.add(event)
+    ids = [event.id for event in events]
+    session.exec(
+        update(AttemptRow)
+        .where(col(AttemptRow.outcome).is_(None), col(AttemptRow.event_id).in_(ids))
+        .values(outcome=AttemptOutcome.CANCELLED.value, finished_at=now)
+    )
+
+
+def rearm_events(
+    session: Session, incident_id: str, revisions: Sequence[int], now: datetime
 ) -> int:
-    """Give failed events (of one incident, unless refused by ``except_sink``) a new attempt."""
-    query = select(EventRow).where(EventRow.state == EventState.FAILED.value)
-    if incident_id is not None:
-        query = query.where(EventRow.incident_id == incident_id)
-    rearmed = 0
-    for event in session.exec(query.with_for_update()).all():
+    """Give the listed failed revisions of ``incident_id`` a new attempt due at ``now``."""
+    if not revisions:
+        return 0
+    events = session.exec(
+        select(EventRow)
+        .where(
+            EventRow.incident_id == incident_id,
+            col(EventRow.revision).in_(list(revisions)),
+            EventRow.state == EventState.FAILED.value,
+        )
+        .with_for_update()
+    ).all()
+    for event in events:
         last = session.exec(
-            select(AttemptRow)
-            .where(AttemptRow.event_id == event.id)
-            .order_by(col(AttemptRow.attempt).desc())
-            .limit(1)
+            select(func.max(AttemptRow.attempt)).where(AttemptRow.event_id == event.id)
         ).one()
-        if except_sink is not None and last.sink_generation == except_sink:
-            continue
         assert event.id is not None
         session.add(
-            AttemptRow(event_id=event.id, attempt=last.attempt + 1, due_at=now, created_at=now)
+            AttemptRow(event_id=event.id, attempt=(last or 0) + 1, due_at=now, created_at=now)
         )
         event.state = EventState.PENDING.value
         session.add(event)
-        rearmed += 1
-    return rearmed
+    return len(events)
+
+
+def unsettled_ids() -> Select[tuple[str]]:
+    """Ids of incidents whose human leg may still owe something: an event pending or failed, or
+    one delivered with no ``resolved`` event yet (the policy decides what; this only finds)."""
+    waiting = select(EventRow.incident_id).where(
+        col(EventRow.state).in_([EventState.PENDING.value, EventState.FAILED.value])
+    )
+    closed = select(EventRow.incident_id).where(EventRow.event_type == EventType.RESOLVED.value)
+    told = select(EventRow.incident_id).where(
+        EventRow.state == EventState.DELIVERED.value,
+        col(EventRow.incident_id).not_in(closed),
+    )
+    return waiting.union(told)  # type: ignore[return-value]
 
 
 def recent_rows(

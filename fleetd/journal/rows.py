@@ -83,6 +83,7 @@ def _event(row: EventRow, attempts: Sequence[AttemptRow]) -> StoredEvent:
         due_at=outstanding[0].due_at if outstanding else None,
         last_failure=failures[-1] if failures else None,
         last_http_status=statuses[-1] if statuses else None,
+        failed_by=ordered[-1].sink_generation if ordered else None,
     )
 
 

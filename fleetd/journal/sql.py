@@ -82,17 +82,24 @@ class SqlJournal:
     ) -> tuple[RecordedEvent, ...]:
         return await self._run(self._store.record, change, tuple(events), now)
 
-    async def append(
+    async def settle(
         self,
         incident_id: str,
-        events: Sequence[NewEvent],
         *,
         now: datetime,
         after_revision: int,
-        require_open: bool = True,
-    ) -> tuple[RecordedEvent, ...]:
+        events: Sequence[NewEvent] = (),
+        cancel: Sequence[int] = (),
+        rearm: Sequence[int] = (),
+    ) -> tuple[RecordedEvent, ...] | None:
         return await self._run(
-            self._store.append, incident_id, tuple(events), now, after_revision, require_open
+            self._store.settle,
+            incident_id,
+            now=now,
+            after_revision=after_revision,
+            events=tuple(events),
+            cancel=tuple(cancel),
+            rearm=tuple(rearm),
         )
 
     async def get(self, incident_id: str) -> StoredIncident | None:
@@ -160,11 +167,6 @@ class SqlJournal:
 
     async def release(self, claim: Claim, *, now: datetime) -> bool:
         return await self._run(self._store.finish, claim, None, now)
-
-    async def rearm(
-        self, *, now: datetime, incident_id: str | None = None, except_sink: str | None = None
-    ) -> int:
-        return await self._run(self._store.rearm, now, incident_id, except_sink)
 
     async def stats(self) -> JournalStats:
         return await self._run(self._store.stats)

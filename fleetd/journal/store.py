@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, func, or_, update
+from sqlalchemy import Engine, func, or_
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
@@ -21,7 +21,14 @@ from sqlmodel import Session, col, select
 from fleetd.errors import JournalError, JournalRefusedError
 from fleetd.health.incidents import IncidentKey
 from fleetd.journal.engine import translate
-from fleetd.journal.queries import add_events, last_revision, rearm_failed, recent_rows
+from fleetd.journal.queries import (
+    add_events,
+    cancel_events,
+    last_revision,
+    rearm_events,
+    recent_rows,
+    unsettled_ids,
+)
 from fleetd.journal.records import (
     AttemptOutcome,
     Claim,
@@ -68,29 +75,28 @@ class SqlStore:
             check_event(new)
         with self.transaction("record") as session:
             self._put_incident(session, change, now)
-            if change.cancel_pending:
-                self._cancel_outstanding(session, change.incident.id, now)
             session.flush()
+            cancel_events(session, change.incident.id, change.cancel, now)
             return add_events(session, change.incident.id, events, now)
 
-    def append(
+    def settle(
         self,
         incident_id: str,
-        events: Sequence[NewEvent],
+        *,
         now: datetime,
         after_revision: int,
-        require_open: bool,
-    ) -> tuple[RecordedEvent, ...]:
+        events: Sequence[NewEvent],
+        cancel: Sequence[int],
+        rearm: Sequence[int],
+    ) -> tuple[RecordedEvent, ...] | None:
         for new in events:
             check_event(new)
-        with self.transaction("append") as session:
+        with self.transaction("settle") as session:
             row = session.get(IncidentRow, incident_id, with_for_update=True)
-            if (
-                row is None
-                or (require_open and row.resolved_at is not None)
-                or last_revision(session, incident_id) != after_revision
-            ):
-                return ()
+            if row is None or last_revision(session, incident_id) != after_revision:
+                return None
+            cancel_events(session, incident_id, cancel, now)
+            rearm_events(session, incident_id, rearm, now)
             return add_events(session, incident_id, events, now)
 
     def _put_incident(self, session: Session, change: IncidentChange, now: datetime) -> None:
@@ -140,22 +146,6 @@ class SqlStore:
         row.updated_at = now
         session.add(row)
 
-    def _cancel_outstanding(self, session: Session, incident_id: str, now: datetime) -> None:
-        events = select(EventRow.id).where(EventRow.incident_id == incident_id)
-        session.exec(
-            update(AttemptRow)
-            .where(col(AttemptRow.outcome).is_(None), col(AttemptRow.event_id).in_(events))
-            .values(outcome=AttemptOutcome.CANCELLED.value, finished_at=now)
-        )
-        session.exec(
-            update(EventRow)
-            .where(
-                col(EventRow.incident_id) == incident_id,
-                col(EventRow.state) == EventState.PENDING.value,
-            )
-            .values(state=EventState.CANCELLED.value)
-        )
-
     def get(self, incident_id: str) -> StoredIncident | None:
         with self.transaction("get") as session:
             row = session.get(IncidentRow, incident_id)
@@ -175,14 +165,11 @@ class SqlStore:
                 .where(col(IncidentRow.resolved_at).is_(None))
                 .order_by(col(IncidentRow.opened_at), col(IncidentRow.id))
             ).all()
-            pending_ids = select(EventRow.incident_id).where(
-                EventRow.state == EventState.PENDING.value
-            )
             resolving = session.exec(
                 select(IncidentRow)
                 .where(
                     col(IncidentRow.resolved_at).is_not(None),
-                    col(IncidentRow.id).in_(pending_ids),
+                    col(IncidentRow.id).in_(unsettled_ids()),
                 )
                 .order_by(col(IncidentRow.opened_at), col(IncidentRow.id))
             ).all()
@@ -253,16 +240,22 @@ class SqlStore:
                 )
             return tuple(claims)
 
-    def _held(self, session: Session, claim: Claim) -> AttemptRow | None:
+    def _held(
+        self, session: Session, claim: Claim, outcome: AttemptOutcome | None
+    ) -> AttemptRow | None:
+        """The attempt while ``claim``'s lease holds it; a delivery also lands on an attempt
+        cancelled in flight under the same lease (the request went out)."""
         attempt = session.get(AttemptRow, claim.attempt_id, with_for_update=True)
         if (
             attempt is None
-            or attempt.outcome is not None
             or attempt.lease_owner != claim.lease_owner
             or attempt.lease_token != claim.lease_token
         ):
             return None
-        return attempt
+        if attempt.outcome is None:
+            return attempt
+        late = outcome is AttemptOutcome.DELIVERED
+        return attempt if late and attempt.outcome == AttemptOutcome.CANCELLED.value else None
 
     def finish(
         self,
@@ -282,7 +275,7 @@ class SqlStore:
         if retry_at is not None and retry_at.utcoffset() is None:
             raise JournalRefusedError("finish", "naive_time")
         with self.transaction("finish") as session:
-            attempt = self._held(session, claim)
+            attempt = self._held(session, claim, outcome)
             if attempt is None:
                 return False
             if outcome is None:
@@ -315,10 +308,6 @@ class SqlStore:
                 )
             session.add(event)
             return True
-
-    def rearm(self, now: datetime, incident_id: str | None, except_sink: str | None) -> int:
-        with self.transaction("rearm") as session:
-            return rearm_failed(session, now, incident_id, except_sink)
 
     def stats(self) -> JournalStats:
         with self.transaction("stats") as session:

@@ -5,9 +5,11 @@
   operator sees all of them; a lead sees those it owns or receives (``routing.owner`` or
   ``routing.recipient``); nobody else asks (the API refuses members).
 * :meth:`IncidentDesk.replay` — a person asks for a permanently failed event to be tried again
-  (§10.4 "until config changes or a person requests replay"): every failed event of the incident
-  gets a new attempt due now, which the delivery worker's next pass sends. Refusals come back as
-  values (``found``, ``rearmed``), never as exceptions; a journal failure does raise
+  (§10.4 "until config changes or a person requests replay"). Which events come back is the
+  human-leg policy's decision (:mod:`fleetd.notify.policy`: a resolved incident's ``open`` never
+  does, its ``resolved`` does), carried out by the ``replay`` callable the composition root hands
+  in; the delivery worker's next pass sends them. Refusals come back as values (``found``,
+  ``rearmed``), never as exceptions; a journal failure does raise
   :class:`~fleetd.errors.JournalError` for the API to answer 503.
 
 Read-only apart from the re-arm; no clock of its own (``now`` is passed in).
@@ -17,16 +19,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Final, Protocol
 
 from fleetd.identity import Caller, Role
 from fleetd.journal.port import DEFAULT_RECENT_LIMIT, Journal
 from fleetd.journal.records import StoredIncident
 
-__all__ = ["RESOLVED_WINDOW", "IncidentDesk", "IncidentListing", "ReplayResult"]
+__all__ = ["RESOLVED_WINDOW", "IncidentDesk", "IncidentListing", "Replay", "ReplayResult"]
 
 RESOLVED_WINDOW: Final = timedelta(hours=24)
 """How long a resolved incident stays on the list."""
+
+
+class Replay(Protocol):
+    """Carries out an operator's replay of one incident: how many events were re-armed, or
+    ``None`` when the journal does not know it."""
+
+    async def __call__(self, incident_id: str, *, now: datetime) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,12 +65,14 @@ class IncidentDesk:
         self,
         journal: Journal,
         *,
+        replay: Replay,
         window: timedelta = RESOLVED_WINDOW,
         limit: int = DEFAULT_RECENT_LIMIT,
     ) -> None:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         self._journal = journal
+        self._replay = replay
         self._window = window
         self._limit = limit
 
@@ -83,8 +94,8 @@ class IncidentDesk:
         )
 
     async def replay(self, incident_id: str, *, now: datetime) -> ReplayResult:
-        """Re-arm the incident's permanently failed events."""
-        if await self._journal.get(incident_id) is None:
+        """Re-arm the incident's permanently failed events the policy still wants sent."""
+        rearmed = await self._replay(incident_id, now=now)
+        if rearmed is None:
             return ReplayResult(incident_id=incident_id, found=False)
-        rearmed = await self._journal.rearm(now=now, incident_id=incident_id)
         return ReplayResult(incident_id=incident_id, found=True, rearmed=rearmed)

@@ -3,19 +3,13 @@
 The dispatcher records an incident change and its outbound events in one journal transaction and
 sends nothing. The scheduler calls :meth:`SinkWorker.step` every few seconds; one pass:
 
+It only delivers: which events exist — ``open``, reminders, ``resolved``, cancellations and
+re-arms after a config change or a replay — is :mod:`fleetd.notify.policy`'s decision, carried
+out by the escalation shell before each pass. One pass:
+
 1. **Target.** ``target()`` gives the resolved webhook (``None``: notifications are disabled, so
-   the pass claims nothing and adds no reminder — pending events simply wait for re-enabling).
-2. **Re-arm.** When the target's generation differs from the last one this worker sent to (first
-   pass, a config change, re-enabling), events another target refused permanently get a new
-   attempt (:meth:`~fleetd.journal.port.Journal.rearm` with ``except_sink``): "permanent until
-   the config changes" (§10.4), across restarts too, since each failure names its target.
-3. **Reminders**, checked when the earliest known reminder is due and at least once per
-   :data:`REMINDER_SCAN` (a delivery elsewhere may make one due): an open, human-routed,
-   critical incident whose last delivery is ``humanRepeatSeconds`` old and which has nothing
-   pending gets a new ``reminder`` revision (:mod:`fleetd.notify.reminders`). The append is
-   conditional on the revision it read, so two fleetd instances never add the same reminder
-   twice.
-4. **Claim and send.** Due attempts are leased to ``owner`` (the journal guarantees one
+   the pass claims nothing — pending events simply wait for re-enabling).
+2. **Claim and send.** Due attempts are leased to ``owner`` (the journal guarantees one
    outstanding attempt per event and no attempt leased twice). Incidents are sent concurrently,
    the events of one incident in revision order. Each attempt is one failover sweep over the
    receivers (:class:`~fleetd.notify.receivers.Receivers`: lowest-index receiver whose breaker
@@ -25,12 +19,14 @@ sends nothing. The scheduler calls :meth:`SinkWorker.step` every few seconds; on
    as **complete**, **reschedule** (the next attempt at :func:`~fleetd.notify.failover.decide`'s
    time, drawn with ``draw()``) or **fail** (permanent, naming the target). An outcome is
    recorded only while the lease holds; a lease too short for another request is given back
-   unsent, and so is an attempt that every breaker refused.
-5. **Breakers.** One per receiver counts blind failures across events. While every receiver's
+   unsent, and so is an attempt that every breaker refused. A delivery is recorded even when
+   the event was cancelled while in flight (the person was told), and ``delivered`` is called
+   with the incident id so the policy can owe that person the resolution.
+3. **Breakers.** One per receiver counts blind failures across events. While every receiver's
    breaker is open, passes claim nothing until a cooldown lets exactly one probe through; while
    none is closed, a pass claims one event (the probe). The target is taken anew each pass: a
    reload that changes the list swaps it between passes (a repointed receiver starts afresh).
-6. **Health and metrics.** :attr:`SinkWorker.health` (:mod:`fleetd.notify.sink_health`) and the
+4. **Health and metrics.** :attr:`SinkWorker.health` (:mod:`fleetd.notify.sink_health`) and the
    §10.6 series: attempts by event and outcome, queue depth, last success, capability.
 
 A journal failure never escapes a pass: it is logged, the pass ends early, the status says
@@ -50,25 +46,18 @@ from typing import Final, TypeVar
 from fleetd.clock import Clock
 from fleetd.errors import ConfigError, JournalError
 from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, Journal
-from fleetd.journal.records import Claim, EventType, NewEvent, StoredIncident
+from fleetd.journal.records import Claim
 from fleetd.metrics import Metrics
 from fleetd.notify.failover import decide
 from fleetd.notify.http import WebhookSender
-from fleetd.notify.payload import CoverageStatus
 from fleetd.notify.receivers import ReceiverReport, Receivers
-from fleetd.notify.reminders import (
-    follow_up_payload,
-    last_revision,
-    next_reminder_at,
-    owes_resolved,
-)
 from fleetd.notify.request import signed_request, stored_body
 from fleetd.notify.retry import AttemptOutcome, OutcomeReason, Verdict, classify
 from fleetd.notify.sink import SinkTarget
 from fleetd.notify.sink_health import SinkFacts, SinkHealth, judge
 from fleetd.resilience.breaker import BreakerPolicy
 
-__all__ = ["LEASE_MARGIN", "PAYLOAD_REFUSED", "REMINDER_SCAN", "PassReport", "SinkWorker"]
+__all__ = ["LEASE_MARGIN", "PAYLOAD_REFUSED", "PassReport", "SinkWorker"]
 
 _log = logging.getLogger("fleetd.notify")
 
@@ -77,28 +66,23 @@ T = TypeVar("T")
 LEASE_MARGIN: Final = timedelta(seconds=30)
 """A claim's lease is one request limit per receiver, one more, and this: time for a sweep over
 every receiver and for the events of one incident."""
-REMINDER_SCAN: Final = timedelta(seconds=30)
-"""Open incidents are checked for a due reminder at most this often."""
 PAYLOAD_REFUSED: Final = "payload_refused"
 """The outcome of an event whose stored payload is not a valid v1 event: never sent."""
 
 
-def _full_coverage() -> CoverageStatus:
-    return CoverageStatus.FULL
+def _nobody(_incident_id: str) -> None:
+    return None
 
 
 @dataclass(slots=True, kw_only=True)
 class PassReport:
     """What one pass did (tests, the benchmark and debug logs read it)."""
 
-    rearmed: int = 0
-    reminders: int = 0
     claimed: int = 0
     delivered: int = 0
     retried: int = 0
     failed: int = 0
     released: int = 0
-    late_resolved: int = 0
 
 
 class SinkWorker:
@@ -114,9 +98,7 @@ class SinkWorker:
         draw: Callable[[], float],
         metrics: Metrics,
         owner: str,
-        repeat: Callable[[], timedelta],
-        instance: str | None = None,
-        coverage: Callable[[], CoverageStatus] = _full_coverage,
+        delivered: Callable[[str], None] = _nobody,
         limit: int = DEFAULT_CLAIM_LIMIT,
         breaker_policy: BreakerPolicy | None = None,
     ) -> None:
@@ -127,14 +109,11 @@ class SinkWorker:
         self._draw = draw
         self._metrics = metrics
         self._owner = owner
-        self._repeat = repeat
-        self._instance = instance or owner
-        self._coverage = coverage
+        self._on_delivered = delivered
         self._limit = limit
         self._policy = breaker_policy or BreakerPolicy()
         self._receivers: Receivers | None = None  # built from the first target
         self._generation: str | None = None
-        self._next_scan: datetime | None = None
         self._journal_ok = True
         self._failures = 0
         self._permanent = False
@@ -202,16 +181,9 @@ class SinkWorker:
             )
         else:
             receivers.repoint(target.urls)  # between passes: no attempt is in flight
-        if target.generation != self._generation:
-            rearmed = await self._call(self._journal.rearm(now=now, except_sink=target.generation))
-            if rearmed is None:
-                return
+        if target.generation != self._generation:  # a new list: earlier refusals are not its own
             self._generation = target.generation
             self._permanent = False
-            report.rearmed = rearmed
-        scan = self._next_scan is None or now >= self._next_scan
-        if scan and not await self._remind(now, report):
-            return
         if not receivers.admits(now):
             return
         limit = self._limit if receivers.any_closed(now) else 1
@@ -231,47 +203,6 @@ class SinkWorker:
                 for group in by_incident.values()
             )
         )
-
-    async def _remind(self, now: datetime, report: PassReport) -> bool:
-        snapshot = await self._call(self._journal.load_open())
-        if snapshot is None:
-            return False
-        repeat = self._repeat()
-        next_scan = now + REMINDER_SCAN
-        for stored in snapshot.open_incidents:
-            due = next_reminder_at(stored, repeat=repeat)
-            if due is None:
-                continue
-            if due > now:
-                next_scan = min(next_scan, due)
-                continue
-            added = await self._follow_up(stored, EventType.REMINDER, now, require_open=True)
-            if added is None:
-                return False
-            report.reminders += added
-        self._next_scan = next_scan
-        return True
-
-    async def _follow_up(
-        self, stored: StoredIncident, event_type: EventType, now: datetime, *, require_open: bool
-    ) -> int | None:
-        payload = follow_up_payload(
-            stored,
-            event_type=event_type,
-            now=now,
-            instance=self._instance,
-            coverage=self._coverage(),
-        )
-        added = await self._call(
-            self._journal.append(
-                stored.incident.id,
-                [NewEvent(type=event_type, payload=payload)],
-                now=now,
-                after_revision=last_revision(stored),
-                require_open=require_open,
-            )
-        )
-        return None if added is None else len(added)
 
     async def _send_in_order(
         self, claims: list[Claim], target: SinkTarget, receivers: Receivers, report: PassReport
@@ -364,18 +295,9 @@ class SinkWorker:
     async def _delivered(
         self, claim: Claim, now: datetime, status: int | None, report: PassReport
     ) -> None:
-        recorded = await self._call(self._journal.complete(claim, now=now, http_status=status))
-        if recorded:
+        if await self._call(self._journal.complete(claim, now=now, http_status=status)):
             report.delivered += 1
-            return
-        if recorded is None:
-            return
-        # Not held any more: reclaimed after expiry, or cancelled while in flight. A person who
-        # was told of an incident that resolved meanwhile is owed its resolution.
-        stored = await self._call(self._journal.get(claim.incident_id))
-        if stored is not None and owes_resolved(stored, claim.event_id):
-            added = await self._follow_up(stored, EventType.RESOLVED, now, require_open=False)
-            report.late_resolved += added or 0
+            self._on_delivered(claim.incident_id)
 
     def _count(self, claim: Claim, outcome: str) -> None:
         self._metrics.notifications_total.labels(event=claim.type.value, outcome=outcome).inc()

@@ -13,9 +13,8 @@ their results wait here until the next tick takes them (:meth:`take_evidence`) f
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import assert_never
 
 from fleetd.bridge.push import PushLoop
@@ -41,7 +40,7 @@ from fleetd.health.effects import (
     SupersedeAssignment,
     UpdateIncident,
 )
-from fleetd.health.incidents import Assignment, Incident, Route
+from fleetd.health.incidents import Assignment, Incident
 from fleetd.health.snapshot import ProbeResult
 from fleetd.health.states import Scope
 from fleetd.herdr.control import AgentControl
@@ -67,8 +66,9 @@ _EVENTS = {
 
 @dataclass(slots=True, kw_only=True)
 class RoutingNote:
-    """What became of an incident routed to a person: this build has no human sink, so the leg
-    is passive (the incident stays open and visible on the local surfaces)."""
+    """What became of an incident routed to a person, for the local surfaces: ``webhook`` (the
+    human leg records and sends its events) or ``passive_no_sink`` (notifications are off: it
+    stays open and visible here only)."""
 
     reason: str
     outcome: str
@@ -76,7 +76,7 @@ class RoutingNote:
 
 PASSIVE_NO_SINK = "passive_no_sink"
 WEBHOOK_QUEUED = "webhook"
-"""The outcome of the human leg while no webhook sink exists (coverage ``partial``)."""
+"""The outcome of the human leg: the webhook sink has it, or (off) nobody is told."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -91,7 +91,6 @@ class EffectDispatcher:
     escalation: Escalation | None = None  # the journal and the human leg
     pane_reads: int = 0
     routing: dict[str, RoutingNote] = field(default_factory=dict)
-    _journal: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _probes: list[ProbeResult] = field(default_factory=list)
     _targeted: dict[str, str] = field(default_factory=dict)
 
@@ -108,37 +107,21 @@ class EffectDispatcher:
                 await self.apply(effect)
             except FleetdError as exc:
                 _log.warning("health effect %s failed: %s", type(effect).__name__, exc)
-        await self.record()
-
-    async def record(self) -> None:
-        """Write this tick's incident changes to the journal, in order, after the leads were
-        told: a slow or failing journal never delays a lead's record (the journal's own errors
-        are caught and shown as degraded coverage by :class:`Escalation`)."""
-        pending, self._journal = self._journal, []
-        for write in pending:
-            await write()
 
     async def apply(self, effect: Effect) -> None:
         """One effect; the only ``match`` over effects, exhaustive."""
         match effect:
             case OpenIncident(incident=incident):
                 self._opened(incident)
-                await self._journal_change(incident)
+                self._journal_change(incident)
             case UpdateIncident(incident=incident):
                 self.metrics.health_incidents_total.labels(event="updated").inc()
-                await self._journal_change(incident)
+                self._journal_change(incident)
             case ResolveIncident():
                 self._resolved(effect)
                 if (escalation := self.escalation) is not None:
-                    now = self.clock.now()
-                    self._journal.append(
-                        partial(
-                            escalation.resolved,
-                            effect.incident,
-                            reason=effect.reason,
-                            resolved_at=effect.resolved_at,
-                            now=now,
-                        )
+                    escalation.note_resolved(
+                        effect.incident, reason=effect.reason, resolved_at=effect.resolved_at
                     )
             case PublishHealthRecord(recipient_lead=lead, incident=incident):
                 self.routing.pop(incident.id, None)
@@ -147,10 +130,7 @@ class EffectDispatcher:
                     self.push.cover(lead, effect.on_behalf_of)
             case RouteToHuman(incident=incident, reason=reason):
                 self._to_human(incident, reason.value)
-                if (escalation := self.escalation) is not None:
-                    self._journal.append(
-                        partial(escalation.to_person, incident, now=self.clock.now())
-                    )
+                self._journal_change(incident)
             case SupersedeAssignment(incident=incident, previous=previous):
                 await self._superseded(incident, previous)
             case RetireLead(lead=lead):
@@ -186,7 +166,7 @@ class EffectDispatcher:
         _log.info("incident %s resolved (%s)", effect.incident.id, effect.reason.value)
 
     def _to_human(self, incident: Incident, reason: str) -> None:
-        if self.escalation is not None and self.escalation.webhook:
+        if self.escalation is not None and self.escalation.notify:
             self.routing[incident.id] = RoutingNote(reason=reason, outcome=WEBHOOK_QUEUED)
             _log.warning(
                 "incident %s: no lead can act (%s); a person is notified", incident.id, reason
@@ -199,21 +179,17 @@ class EffectDispatcher:
             reason,
         )
 
-    async def _journal_change(self, incident: Incident) -> None:
+    def _journal_change(self, incident: Incident) -> None:
+        """The journal and the human leg take the incident as it now stands (never awaited:
+        :class:`Escalation` records it in its own pass)."""
         if (escalation := self.escalation) is not None:
-            self._journal.append(partial(escalation.changed, incident, now=self.clock.now()))
+            escalation.note(incident)
 
     async def _superseded(self, incident: Incident, previous: Assignment) -> None:
-        """Tell the lead that held the superseded assignment that it is no longer its own; a
-        person's undelivered events are cancelled when a lead takes the incident back."""
+        """Tell the lead that held the superseded assignment that it is no longer its own (the
+        human leg's policy cancels a person's undelivered events when a lead takes it back)."""
         self.metrics.health_incidents_total.labels(event="reassigned").inc()
-        escalation = self.escalation
-        if (
-            escalation is not None
-            and previous.route is Route.HUMAN
-            and incident.route is Route.LEAD
-        ):
-            self._journal.append(partial(escalation.back_to_lead, incident, now=self.clock.now()))
+        self._journal_change(incident)
         _log.info(
             "incident %s: routing generation %d (%s) superseded by %d",
             incident.id,

@@ -1,21 +1,22 @@
-"""``Escalation``: incidents into the journal, and the human leg's events (M4 §10.1–§10.3).
+"""``Escalation``: incidents into the journal, and the human leg carried out (M4 §10.1–§10.4).
 
-The dispatcher hands every incident change here after the lead side is done. Each change is
-recorded in the journal (one transaction with its outbound events, the outbox of §10.3), so open
-incidents, their routing and what a person was told survive a restart. Only an incident routed to
-a person (``route: human`` — no known owner, the control link down, no healthy lead for it) earns
-outbound events, and only while ``health.notifications.mode`` is ``webhook``:
+Health decides where an incident goes; :mod:`fleetd.notify.policy` decides what a person is told
+about it. This shell only carries both out, in its own pass, so the health tick never waits on
+the journal:
 
-* ``open`` when it is routed to a person (again after a lead held it meanwhile);
-* ``severity_changed`` when its severity moves while a person holds it;
-* ``resolved`` only if an earlier event of it reached the person; an incident that resolves
-  before anything was delivered cancels its pending events and is resolved locally.
+* :meth:`Escalation.note` (from the effect dispatcher, synchronous) keeps the incident's latest
+  truth — opened, changed, routed, resolved — as *owed* until the journal has it;
+* :meth:`Escalation.step` (the delivery loop, before the sink worker's pass) records every owed
+  incident with the events its policy plan asks for (one transaction each), then reconciles what
+  the journal already holds: incidents a delivery just touched at once, and every open or
+  unsettled incident at least once per :data:`SWEEP` (reminders, notifications turned on, a new
+  receiver list, a resolution whose ``resolved`` is still owed);
+* :meth:`Escalation.replay` is the operator's replay of one incident (§10.4).
 
-Turning the mode on resumes eligible open incidents (their ``open`` is recorded on the next
-tick); turning it off records no events and keeps every incident. Reminders and delivery are the
-sink worker's (:mod:`fleetd.notify.worker`). A journal that fails never stops detection: the
-error is logged once per reason, the journal's own health says ``degraded``, and the next change
-is tried again.
+A journal that fails stops a pass, never detection: the owed truths wait in memory (at most
+:data:`MAX_OWED`; past that the oldest is dropped and logged, and health's next change of it is
+owed again), one WARN says the journal failed and one INFO that it records again, and until every
+owed incident is recorded :attr:`Escalation.problem` keeps notification coverage ``degraded``.
 """
 
 from __future__ import annotations
@@ -24,174 +25,245 @@ import json
 import logging
 import re
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Final
 
 from fleetd.config import FleetdConfig, NotificationMode
-from fleetd.errors import JournalError
-from fleetd.health.incidents import Incident, ResolveReason, Route
+from fleetd.errors import JournalError, JournalRefusedError
+from fleetd.health.incidents import Incident, ResolveReason
+from fleetd.journal.keys import EventType
 from fleetd.journal.port import Journal
-from fleetd.journal.records import (
-    EventState,
-    EventType,
-    IncidentChange,
-    NewEvent,
-    StoredIncident,
-)
-from fleetd.notify.keys import EventType as PayloadEventType
+from fleetd.journal.records import IncidentChange, NewEvent, StoredIncident
 from fleetd.notify.payload import CoverageStatus, encode_event, event_from_incident
+from fleetd.notify.policy import EMPTY, HumanPlan, Leg, leg_of, plan, stored_leg
 
-__all__ = ["Escalation", "instance_name"]
+__all__ = ["MAX_OWED", "SWEEP", "Escalation", "instance_name"]
 
 _log = logging.getLogger("fleetd.health")
 
-_DELIVERED = EventState.DELIVERED
+SWEEP: Final = timedelta(seconds=30)
+"""The journal's open and unsettled incidents are reconciled at least this often."""
+MAX_OWED: Final = 10_000
+"""Most incident truths kept while the journal does not take them."""
 
 
-def instance_name() -> str:
-    """A stable name for this fleetd in outbound events: the host name, in the payload grammar."""
+def instance_name(config: FleetdConfig | None = None) -> str:
+    """This fleetd's name in outbound events: ``instance`` from the config, else the host name
+    in the payload grammar."""
+    if config is not None and config.instance is not None:
+        return config.instance
     name = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-")[:40]
     return name if name and name[0].isalpha() else f"fleetd-{name}".rstrip("-")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Truth:
+    """An incident as health last left it."""
+
+    incident: Incident
+    resolved_at: datetime | None = None
+    reason: ResolveReason | None = None
+
+
+def _no_receivers() -> str | None:
+    return None
+
+
+def _full() -> CoverageStatus:
+    return CoverageStatus.FULL
+
+
 @dataclass(slots=True, kw_only=True)
 class Escalation:
-    """Records incident changes and decides the human leg's events."""
+    """Records incident changes and carries out the human-leg policy's plans."""
 
     journal: Journal
     settings: Callable[[], FleetdConfig]
-    instance: str = field(default_factory=instance_name)
-    _told: set[str] = field(default_factory=set)  # open incidents with a human event recorded
-    _severity: dict[str, str] = field(default_factory=dict)  # last severity a person was told
-    _was_webhook: bool = False
+    receivers: Callable[[], str | None] = _no_receivers  # the receiver list's generation
+    coverage: Callable[[], CoverageStatus] = _full
+    _owed: dict[str, _Truth] = field(default_factory=dict)
+    _touched: set[str] = field(default_factory=set)  # delivered to: reconcile at the next step
+    _next_sweep: datetime | None = None
+    _notify: bool = False
+    _receivers: str | None = None
     _failing: str | None = None
 
     @property
-    def webhook(self) -> bool:
+    def notify(self) -> bool:
+        """Whether a person can be told at all (``health.notifications.mode`` is ``webhook``)."""
         return self.settings().health.notifications.mode is NotificationMode.WEBHOOK
 
-    async def seed(self, incidents: Iterable[Incident]) -> None:
-        """After a restart: which open incidents a person already has an event of."""
-        for incident in incidents:
-            stored = await self._get(incident.id)
-            if stored is not None and stored.events:
-                self._told.add(incident.id)
-                self._severity[incident.id] = incident.severity.value
+    @property
+    def instance(self) -> str:
+        return instance_name(self.settings())
 
-    async def changed(self, incident: Incident, *, now: datetime) -> None:
-        """An incident opened or changed (routing included)."""
-        events: list[NewEvent] = []
-        if (
-            self.webhook
-            and incident.route is Route.HUMAN
-            and incident.id in self._told
-            and self._severity.get(incident.id) != incident.severity.value
-        ):
-            events.append(await self._event(incident, EventType.SEVERITY_CHANGED, now))
-            self._severity[incident.id] = incident.severity.value
-        await self._record(IncidentChange(incident=incident), events, now=now)
+    @property
+    def owed(self) -> int:
+        """How many incident truths the journal has not taken yet."""
+        return len(self._owed)
 
-    async def to_person(self, incident: Incident, *, now: datetime) -> None:
-        """The incident is routed to a person: record its ``open`` event (webhook mode only)."""
-        if not self.webhook:
-            return
-        event = await self._event(incident, EventType.OPEN, now)
-        if await self._record(IncidentChange(incident=incident), [event], now=now):
-            self._told.add(incident.id)
-            self._severity[incident.id] = incident.severity.value
-
-    async def back_to_lead(self, incident: Incident, *, now: datetime) -> None:
-        """A lead holds the incident again: a person's undelivered events are cancelled."""
-        await self._record(IncidentChange(incident=incident, cancel_pending=True), [], now=now)
-
-    async def resolved(
-        self, incident: Incident, *, reason: ResolveReason, resolved_at: datetime, now: datetime
-    ) -> None:
-        """Resolved: ``resolved`` follows only an event the person received; otherwise the
-        pending ones are cancelled and the resolution stays local."""
-        self._told.discard(incident.id)
-        self._severity.pop(incident.id, None)
-        stored = await self._get(incident.id)
-        delivered = stored is not None and any(e.state is _DELIVERED for e in stored.events)
-        events: list[NewEvent] = []
-        if delivered and self.webhook:
-            events.append(
-                await self._event(
-                    incident,
-                    EventType.RESOLVED,
-                    now,
-                    resolved_at=resolved_at,
-                    resolve_reason=reason,
-                )
-            )
-        change = IncidentChange(
-            incident=incident,
-            resolved_at=resolved_at,
-            resolve_reason=reason,
-            cancel_pending=True,  # nothing older may still go out after it is resolved
-        )
-        await self._record(change, events, now=now)
-
-    async def resume(self, open_incidents: Iterable[Incident], *, now: datetime) -> None:
-        """Once per tick: the mode turned on resumes every open incident a person holds."""
-        webhook = self.webhook
-        turned_on = webhook and not self._was_webhook
-        self._was_webhook = webhook
-        if not turned_on:
-            return
-        for incident in open_incidents:
-            if incident.route is Route.HUMAN and incident.id not in self._told:
-                await self.to_person(incident, now=now)
-
-    # ------------------------------------------------------------------ internals
-    async def _event(
-        self,
-        incident: Incident,
-        kind: EventType,
-        now: datetime,
-        *,
-        resolved_at: datetime | None = None,
-        resolve_reason: ResolveReason | None = None,
-    ) -> NewEvent:
-        stored = await self._get(incident.id)
-        revision = (len(stored.events) if stored is not None else 0) + 1
-        payload = event_from_incident(
-            incident,
-            event_type=PayloadEventType(kind.value),
-            revision=revision,
-            occurred_at=now,
-            instance=self.instance,
-            coverage=CoverageStatus.FULL,
-            routing_reason=incident.routing_reason,
-            resolved_at=resolved_at,
-            resolve_reason=resolve_reason,
-        )
-        body: dict[str, object] = json.loads(encode_event(payload))
-        return NewEvent(type=kind, payload=body)
-
-    async def _get(self, incident_id: str) -> StoredIncident | None:
-        try:
-            return await self.journal.get(incident_id)
-        except JournalError as exc:
-            self._failed(exc)
+    @property
+    def problem(self) -> str | None:
+        """Why notification coverage is degraded here (bounded words), or ``None``."""
+        if self._failing is None:
             return None
+        return f"incident journal failing ({self._failing}); {len(self._owed)} incidents owed"
 
-    async def _record(
-        self, change: IncidentChange, events: list[NewEvent], *, now: datetime
-    ) -> bool:
+    # ------------------------------------------------------------------ from health
+    def note(self, incident: Incident) -> None:
+        """An incident opened or changed (routing included): owed to the journal."""
+        self._owe(incident.id, _Truth(incident=incident))
+
+    def note_resolved(
+        self, incident: Incident, *, reason: ResolveReason, resolved_at: datetime
+    ) -> None:
+        """An incident resolved: owed to the journal with its resolution."""
+        self._owe(incident.id, _Truth(incident=incident, resolved_at=resolved_at, reason=reason))
+
+    def delivered(self, incident_id: str) -> None:
+        """The sink delivered an event of ``incident_id``: reconcile it at the next step."""
+        if len(self._touched) < MAX_OWED:
+            self._touched.add(incident_id)
+
+    def _owe(self, incident_id: str, truth: _Truth) -> None:
+        self._owed.pop(incident_id, None)
+        self._owed[incident_id] = truth
+        if len(self._owed) > MAX_OWED:
+            dropped = next(iter(self._owed))
+            del self._owed[dropped]
+            _log.warning("incident journal: %d incidents owed; %s dropped", MAX_OWED, dropped)
+
+    # ------------------------------------------------------------------ the pass
+    async def step(self, now: datetime) -> None:
+        """Record what is owed, then reconcile what the journal holds (module docstring)."""
         try:
-            await self.journal.record(change, events, now=now)
+            await self._flush(now)
+            notify, receivers = self.notify, self.receivers()
+            if (notify, receivers) != (self._notify, self._receivers):
+                self._notify, self._receivers = notify, receivers
+                self._next_sweep = None  # turned on, or a new receiver list: look at once
+            touched, self._touched = self._touched, set()
+            for incident_id in sorted(touched - self._owed.keys()):
+                stored = await self.journal.get(incident_id)
+                if stored is not None:
+                    await self._reconcile(stored, now)
+            if self._next_sweep is None or now >= self._next_sweep:
+                await self._sweep(now)
         except JournalError as exc:
             self._failed(exc)
-            return False
-        if self._failing is not None:
-            _log.info("incident journal records again")
+            return
+        if self._failing is not None and not self._owed:
+            _log.info("incident journal records again; every owed incident is recorded")
             self._failing = None
-        return True
+
+    async def replay(self, incident_id: str, *, now: datetime) -> int | None:
+        """The operator's replay: the incident's failed events the policy still wants are
+        re-armed; ``None`` when the journal does not know the incident."""
+        stored = await self.journal.get(incident_id)
+        if stored is None:
+            return None
+        done = await self._reconcile(stored, now, replay=True)
+        return len(done.rearm)
+
+    async def _flush(self, now: datetime) -> None:
+        for incident_id, truth in list(self._owed.items()):
+            stored = await self.journal.get(incident_id)
+            events = stored.events if stored is not None else ()
+            leg = leg_of(truth.incident, resolved=truth.resolved_at is not None, events=events)
+            decided = self._plan(leg, now)
+            last = max((e.revision for e in events), default=0)
+            change = IncidentChange(
+                incident=truth.incident,
+                resolved_at=truth.resolved_at,
+                resolve_reason=truth.reason,
+                cancel=decided.cancel,
+            )
+            new = self._events(truth.incident, truth, decided, last, now)
+            try:
+                await self.journal.record(change, new, now=now)
+            except JournalRefusedError as exc:  # never recordable: waiting would block the rest
+                _log.error("incident %s not recorded: %s", incident_id, exc)
+                self._owed.pop(incident_id, None)
+                continue
+            if decided.rearm:
+                await self.journal.settle(
+                    incident_id, now=now, after_revision=last + len(new), rearm=decided.rearm
+                )
+            if self._owed.get(incident_id) is truth:  # health may have noted a newer one
+                del self._owed[incident_id]
+
+    async def _sweep(self, now: datetime) -> None:
+        snapshot = await self.journal.load_open()
+        next_sweep = now + SWEEP
+        for stored in (*snapshot.open_incidents, *snapshot.pending_resolutions):
+            if stored.incident.id in self._owed:
+                continue  # its newer truth is recorded first
+            done = await self._reconcile(stored, now)
+            if done.recheck_at is not None:
+                next_sweep = min(next_sweep, max(done.recheck_at, now))
+        self._next_sweep = next_sweep
+
+    async def _reconcile(
+        self, stored: StoredIncident, now: datetime, *, replay: bool = False
+    ) -> HumanPlan:
+        decided = self._plan(stored_leg(stored), now, replay=replay)
+        if not decided.writes:
+            return decided
+        last = max((e.revision for e in stored.events), default=0)
+        truth = _Truth(
+            incident=stored.incident, resolved_at=stored.resolved_at, reason=stored.resolve_reason
+        )
+        done = await self.journal.settle(
+            stored.incident.id,
+            now=now,
+            after_revision=last,
+            events=self._events(stored.incident, truth, decided, last, now),
+            cancel=decided.cancel,
+            rearm=decided.rearm,
+        )
+        return EMPTY if done is None else decided  # another writer moved it: next time
+
+    def _plan(self, leg: Leg, now: datetime, *, replay: bool = False) -> HumanPlan:
+        settings = self.settings()
+        return plan(
+            leg,
+            notify=settings.health.notifications.mode is NotificationMode.WEBHOOK,
+            receivers=self.receivers(),
+            replay=replay,
+            repeat=settings.health.human_repeat,
+            now=now,
+        )
+
+    def _events(
+        self, incident: Incident, truth: _Truth, decided: HumanPlan, last: int, now: datetime
+    ) -> list[NewEvent]:
+        instance, coverage = self.instance, self.coverage()
+        events: list[NewEvent] = []
+        for offset, kind in enumerate(decided.record, start=1):
+            payload = event_from_incident(
+                incident,
+                event_type=kind,
+                revision=last + offset,
+                occurred_at=now,
+                instance=instance,
+                coverage=coverage,
+                routing_reason=incident.routing_reason,
+                resolved_at=truth.resolved_at if kind is EventType.RESOLVED else None,
+                resolve_reason=truth.reason if kind is EventType.RESOLVED else None,
+            )
+            body: dict[str, object] = json.loads(encode_event(payload))
+            events.append(NewEvent(type=kind, payload=body))
+        return events
 
     def _failed(self, exc: JournalError) -> None:
-        reason = str(exc)
-        if reason != self._failing:
-            _log.warning("incident journal: %s; detection goes on, coverage is degraded", reason)
+        reason = f"{exc.operation}: {exc.reason}"
+        if self._failing is None:
+            _log.warning(
+                "incident journal failed (%s); detection goes on, coverage is degraded, "
+                "%d incidents owed",
+                reason,
+                len(self._owed),
+            )
         self._failing = reason

@@ -9,9 +9,9 @@ While ``health.enabled`` is false a tick returns at once: no herdr call, no pane
 Pane reads that ``decide`` asks for in tick N are performed by the dispatcher, at most as many as
 it granted (the budget lives in the pure core), and their digests and signature ids enter tick
 N+1's snapshot. ``decide`` also routes every incident (owner, healthy peer, or person); peer
-records go to the recipient's inbox like the owner's. Human notification is a later capability:
-an incident routed to a person stays open, visible on every local surface, and coverage says
-``partial``.
+records go to the recipient's inbox like the owner's; an incident routed to a person reaches the
+journal and the human leg through :class:`~fleetd.runtime.escalation.Escalation`, which the tick
+only tells (it never waits on the journal).
 The views over this state (``fleet_list`` health, ``/healthz``) live in
 :mod:`fleetd.runtime.health_views`; the methods below only hand them the monitor's state.
 """
@@ -37,6 +37,7 @@ from fleetd.herdr.control import AgentControl
 from fleetd.journal.health import ObservedJournal
 from fleetd.journal.port import Journal
 from fleetd.metrics import Metrics
+from fleetd.notify.payload import CoverageStatus
 from fleetd.runtime import health_views
 from fleetd.runtime.dispatch import EffectDispatcher, RoutingNote
 from fleetd.runtime.escalation import Escalation
@@ -44,6 +45,8 @@ from fleetd.runtime.link import LinkState
 from fleetd.runtime.snapshot import SeenAgents, take_snapshot
 
 __all__ = ["FleetHealthMonitor"]
+
+_COVERAGE = frozenset(status.value for status in CoverageStatus)
 
 _log = logging.getLogger("fleetd.health")
 
@@ -71,7 +74,11 @@ class FleetHealthMonitor:
         if not self.state.namespace:  # new incident ids are unique to this run
             self.state = replace(self.state, namespace=self.bridge.runs.current)
         if self.journal is not None:
-            self.escalation = Escalation(journal=self.journal, settings=lambda: self.config.current)
+            self.escalation = Escalation(
+                journal=self.journal,
+                settings=lambda: self.config.current,
+                coverage=self._coverage_status,
+            )
         self.dispatcher = EffectDispatcher(
             escalation=self.escalation,
             clock=self.clock,
@@ -93,7 +100,6 @@ class FleetHealthMonitor:
             return 0
         incidents = [stored.incident for stored in kept.open_incidents]
         self.state = resume(incidents, kept.generations, self.bridge.runs.current)
-        await self.escalation.seed(incidents)
         if incidents:
             _log.info("resumed %d open incidents from the journal", len(incidents))
         return len(incidents)
@@ -135,8 +141,6 @@ class FleetHealthMonitor:
         self.state = decision.state
         self.ticks += 1
         await self.dispatcher.dispatch(decision.effects)
-        if self.escalation is not None:
-            await self.escalation.resume(self.state.open_incidents(), now=self.clock.now())
         self._refresh_gauges()
         self.metrics.tick_seconds.observe(self.clock.monotonic() - started)
 
@@ -171,11 +175,18 @@ class FleetHealthMonitor:
         journal = self.journal
         if isinstance(journal, ObservedJournal) and not journal.health.ok:
             degraded.append(f"incident journal failing ({journal.health.reason})")
+        elif self.escalation is not None and (owed := self.escalation.problem) is not None:
+            degraded.append(owed)
         if self.sink_problem is not None and (problem := self.sink_problem()) is not None:
             degraded.append(f"webhook sink failing ({problem})")
         return health_views.coverage(
             self.config.current.health, leads=self._lead_count(), degraded=degraded
         )
+
+    def _coverage_status(self) -> CoverageStatus:
+        """The coverage an outbound event reports when it is recorded (§10.2)."""
+        status = self.coverage()["status"]
+        return CoverageStatus(status) if status in _COVERAGE else CoverageStatus.PARTIAL
 
     def _lead_count(self) -> int:
         return len(self.config.current.leads)

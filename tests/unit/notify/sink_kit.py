@@ -153,7 +153,6 @@ def make_worker(
     draws: Iterable[float] = (),
     owner: str = "fleetd-a",
     metrics: Metrics | None = None,
-    repeat: timedelta = REPEAT,
     **options: Any,
 ) -> SinkWorker:
     """A worker on ``journal``; ``draws`` are the jitter draws in order (then 1.0)."""
@@ -168,7 +167,6 @@ def make_worker(
         draw=lambda: queued.popleft() if queued else 1.0,
         metrics=metrics or Metrics(),
         owner=owner,
-        repeat=lambda: repeat,
         **options,
     )
 

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 
 import pytest
 
-from fleetd.health.incidents import Assignment, ResolveReason, Route, RoutingReason
-from fleetd.health.states import Severity
-from fleetd.journal.records import EventState, EventType, Routing, StoredEvent, StoredIncident
-from fleetd.notify.keys import idempotency_key
-from fleetd.notify.reminders import next_reminder_at, owes_resolved, reminder_due
+from fleetd.journal.keys import idempotency_key
+from fleetd.journal.records import EventType
 from fleetd.notify.request import stored_body
 from fleetd.notify.sink_health import (
     FAILING_AFTER,
@@ -132,47 +128,3 @@ def test_a_stored_body_takes_the_journal_row_s_identity() -> None:
             revision=1,
             event_id=idempotency_key(incident.id, EventType.OPEN, 1),
         )
-
-
-def _stored(**changes: object) -> StoredIncident:
-    delivered = StoredEvent(
-        id=1,
-        type=EventType.OPEN,
-        revision=1,
-        idempotency_key="evt_1",
-        state=EventState.DELIVERED,
-        created_at=T0,
-        delivered_at=T0,
-    )
-    base = StoredIncident(incident=human_incident(), routing=Routing(), events=(delivered,))
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
-
-
-def test_a_reminder_needs_a_person_a_critical_incident_a_delivery_and_nothing_pending() -> None:
-    due = _stored()
-    assert next_reminder_at(due, repeat=REPEAT) == T0 + REPEAT
-    assert reminder_due(due, now=T0 + REPEAT, repeat=REPEAT)
-    assert not reminder_due(due, now=T0 + REPEAT - timedelta(seconds=1), repeat=REPEAT)
-    lead = human_incident().routed(
-        Assignment(route=Route.LEAD, recipient="lead", reason=RoutingReason.OWNER, generation=2)
-    )
-    pending = dataclasses.replace(due.events[0], id=2, revision=2, state=EventState.PENDING)
-    never = dataclasses.replace(due.events[0], state=EventState.PENDING, delivered_at=None)
-    for not_due in (
-        _stored(resolved_at=T0, resolve_reason=ResolveReason.CLEARED),
-        _stored(incident=lead),
-        _stored(incident=dataclasses.replace(human_incident(), severity=Severity.WARNING)),
-        _stored(events=(never,)),
-        _stored(events=(due.events[0], pending)),
-    ):
-        assert next_reminder_at(not_due, repeat=REPEAT) is None
-
-
-def test_a_resolution_is_owed_only_for_a_cancelled_event_that_was_sent() -> None:
-    cancelled = dataclasses.replace(_stored().events[0], state=EventState.CANCELLED)
-    resolved = {"resolved_at": T0, "resolve_reason": ResolveReason.CLEARED}
-    assert owes_resolved(_stored(events=(cancelled,), **resolved), 1)
-    assert not owes_resolved(_stored(events=(cancelled,)), 1)
-    assert not owes_resolved(_stored(**resolved), 1)
-    closing = dataclasses.replace(cancelled, id=2, revision=2, type=EventType.RESOLVED)
-    assert not owes_resolved(_stored(events=(cancelled, closing), **resolved), 1)

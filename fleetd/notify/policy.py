@@ -1,0 +1,159 @@
+"""What a person is told about one incident: the human leg's only decision (M4 §10.1–§10.4).
+
+Theory of operation. A person hears of an incident through its outbound events, recorded in the
+journal and delivered by the sink worker: ``open``, ``reminder`` and ``resolved`` (the journal
+still knows ``severity_changed``, which this build never records: an incident's severity is fixed
+when it opens, and a change of state is a new incident). :func:`plan` looks at one incident as it
+stands — routed to a person or not, critical or not, resolved or not — and at the events already
+recorded for it, and returns what must change so that the person's view is right:
+
+* ``record``: events to add, in this order (revisions follow the last recorded one);
+* ``cancel``: revisions that must never go out (pending or permanently failed);
+* ``rearm``: permanently failed revisions to try again now;
+* ``recheck_at``: when the incident needs another look even if nothing else changes (its next
+  reminder).
+
+It is a reconciliation, not a reaction: the shell calls it whenever it has the incident in hand
+(a change from health, a periodic sweep, a delivery, the mode turned on, a new receiver list, an
+operator's replay) and carries out what comes back; once that is done the same call returns an
+empty plan. So a journal that was away, notifications off for a while, a receiver that refused,
+or a restart only delay what a person is told, never change it. The rules, in order:
+
+1. **Resolved.** Every pending or failed ``open``/``reminder`` is cancelled (nothing about an
+   incident that is over may still go out). If the person was told (an earlier event was
+   delivered) and no ``resolved`` event exists, one is recorded — exactly one, ever. A failed
+   ``resolved`` is re-armed on a replay or for a new receiver list.
+2. **Open, with a person** (``route`` is ``human``). If no ``open`` is pending, delivered or
+   failed, one is recorded (again after a lead held the incident and its undelivered ``open``
+   was cancelled). A failed ``open`` or ``reminder`` is re-armed on a replay or for a new
+   receiver list. A critical incident whose person was told, with nothing pending, gets a
+   ``reminder`` every ``repeat`` counted from the last delivery.
+3. **Open, with a lead or nobody.** Every pending or failed ``open``/``reminder`` is cancelled:
+   a lead can act, so a person is not paged; what was delivered stays delivered, and rule 1
+   tells that person of the resolution.
+
+With notifications off, nothing is recorded and nothing re-armed (cancellations still apply);
+turning them on makes the next call record what is owed. A failed event is re-armed for a new
+receiver list when the receivers that refused it (``failed_by``) are not the configured ones
+(unnamed refusals count as another list; while the configured list cannot be resolved, nothing
+is re-armed for it).
+
+Pure: values in, a value out; no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from fleetd.health.incidents import Incident, Route
+from fleetd.health.states import Severity
+from fleetd.journal.keys import EventType
+from fleetd.journal.records import EventState, StoredEvent, StoredIncident
+
+__all__ = ["EMPTY", "HumanPlan", "Leg", "leg_of", "plan", "stored_leg"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Leg:
+    """One incident as the policy sees it: where it stands and what was recorded for it."""
+
+    route: Route | None  # ``None`` before its first routing
+    critical: bool
+    resolved: bool
+    events: tuple[StoredEvent, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HumanPlan:
+    """What to do about one incident; :data:`EMPTY` when nothing is owed."""
+
+    record: tuple[EventType, ...] = ()
+    cancel: tuple[int, ...] = ()
+    rearm: tuple[int, ...] = ()
+    recheck_at: datetime | None = None
+
+    @property
+    def writes(self) -> bool:
+        """Whether carrying the plan out writes anything."""
+        return bool(self.record or self.cancel or self.rearm)
+
+
+EMPTY = HumanPlan()
+
+_TOLD = (EventType.OPEN, EventType.REMINDER, EventType.SEVERITY_CHANGED)
+_LIVE = (EventState.PENDING, EventState.DELIVERED, EventState.FAILED)
+_UNSENT = (EventState.PENDING, EventState.FAILED)
+
+
+def leg_of(incident: Incident, *, resolved: bool, events: tuple[StoredEvent, ...] = ()) -> Leg:
+    """The policy's view of ``incident`` with the events recorded for it."""
+    return Leg(
+        route=incident.route,
+        critical=incident.severity is Severity.CRITICAL,
+        resolved=resolved,
+        events=events,
+    )
+
+
+def stored_leg(stored: StoredIncident) -> Leg:
+    """The policy's view of an incident as the journal stores it."""
+    return leg_of(stored.incident, resolved=stored.resolved_at is not None, events=stored.events)
+
+
+def plan(
+    leg: Leg,
+    *,
+    notify: bool,
+    receivers: str | None,
+    replay: bool = False,
+    repeat: timedelta,
+    now: datetime,
+) -> HumanPlan:
+    """What must change for ``leg`` (module docstring). ``notify``: notifications are on;
+    ``receivers``: the configured receiver list's generation (``None`` when unknown);
+    ``replay``: an operator asked for this incident; ``repeat``: the reminder interval."""
+    told = tuple(e for e in leg.events if e.type in _TOLD)
+    delivered = any(e.state is EventState.DELIVERED for e in told)
+    unsent = tuple(e.revision for e in told if e.state in _UNSENT)
+    if leg.resolved:
+        closing = tuple(e for e in leg.events if e.type is EventType.RESOLVED)
+        record = (EventType.RESOLVED,) if notify and delivered and not closing else ()
+        rearm = _rearmed(closing, notify=notify, receivers=receivers, replay=replay)
+        return HumanPlan(record=record, cancel=unsent, rearm=rearm)
+    if leg.route is not Route.HUMAN:
+        return HumanPlan(cancel=unsent)
+    if not notify:
+        return EMPTY
+    opened = any(e.type is EventType.OPEN and e.state in _LIVE for e in told)
+    rearm = _rearmed(told, notify=notify, receivers=receivers, replay=replay)
+    if not opened:
+        return HumanPlan(record=(EventType.OPEN,), rearm=rearm)
+    due = _reminder_due(told, critical=leg.critical, repeat=repeat)
+    if due is not None and due <= now and not rearm:
+        return HumanPlan(record=(EventType.REMINDER,))
+    return HumanPlan(rearm=rearm, recheck_at=due)
+
+
+def _rearmed(
+    events: tuple[StoredEvent, ...], *, notify: bool, receivers: str | None, replay: bool
+) -> tuple[int, ...]:
+    if not notify:
+        return ()
+    return tuple(
+        e.revision
+        for e in events
+        if e.state is EventState.FAILED
+        and (replay or (receivers is not None and e.failed_by != receivers))
+    )
+
+
+def _reminder_due(
+    told: tuple[StoredEvent, ...], *, critical: bool, repeat: timedelta
+) -> datetime | None:
+    """When the next reminder is due: a critical incident whose person was told, with nothing
+    pending (an event still being told is the reminder), ``repeat`` after the last delivery."""
+    if not critical or any(e.state is EventState.PENDING for e in told):
+        return None
+    last = max((e.delivered_at for e in told if e.delivered_at is not None), default=None)
+    return None if last is None else last + repeat

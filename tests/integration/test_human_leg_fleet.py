@@ -1,0 +1,144 @@
+"""The human leg as ``fleetd serve`` runs it: the composed service's health tick and its own
+``webhook`` loop (the escalation shell, then the delivery worker) against a real HTTP receiver,
+through a journal that goes away, a receiver that refuses, a config change and a replay."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from fleetd.api.app import create_app
+from fleetd.errors import JournalUnavailableError
+from fleetd.herdr.model import AgentStatus
+from fleetd.journal.memory import InMemoryJournal
+from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
+from tests.integration.hook_server import HookServer, Reply
+
+SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
+HEADERS = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+
+
+def webhook_fleet(tmp_path: Path, url: str, journal: InMemoryJournal) -> TestFleet:
+    """One lead (no peer), health on, webhook mode pointing at ``url``."""
+    document: dict[str, Any] = sample_document(tmp_path)
+    document["leads"] = document["leads"][:1]
+    document["health"] = {
+        "enabled": True,
+        "snapshotIntervalSeconds": 15,
+        "notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_KEY"},
+    }
+    env = {"HOOK_URL": url, "HOOK_KEY": SECRET}
+    return build_test_fleet(tmp_path, document=document, environ=env, journal=journal)
+
+
+async def run(fleet: TestFleet, ticks: int, *, passes: int = 1) -> None:
+    """``ticks`` health ticks, each followed by ``passes`` of the service's webhook loop."""
+    for _ in range(ticks):
+        fleet.clock.advance(15)
+        await fleet.service.health.tick()
+        for _ in range(passes):
+            await fleet.service.scheduler.run_once("webhook")
+
+
+async def get(fleet: TestFleet, path: str) -> dict[str, Any]:
+    transport = httpx.ASGITransport(app=create_app(fleet.service))
+    async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as http:
+        answer = await http.get(path, headers=HEADERS)
+    result: dict[str, Any] = answer.json()["result"]
+    return result
+
+
+def coverage(view: dict[str, Any]) -> str:
+    status: str = view["healthCoverage"]["status"]
+    return status
+
+
+def kinds(server: HookServer) -> list[tuple[str, str]]:
+    """(event type, coverage) of every request the receiver got, in order."""
+    bodies = [json.loads(request.body) for request in server.received]
+    return [(body["eventType"], body["coverage"]) for body in bodies]
+
+
+async def test_an_incident_routed_to_a_person_while_the_journal_is_down_is_sent_later(
+    tmp_path: Path,
+) -> None:
+    """1a, 1e: while the journal is away the ``open`` is owed and coverage is ``degraded``; once
+    the journal is back the ``open`` is recorded and sent, saying the coverage it was sent
+    under, and coverage is ``full`` again only then."""
+    journal = InMemoryJournal()
+    async with HookServer() as server:
+        fleet = webhook_fleet(tmp_path, server.url, journal)
+        await fleet.service.own_lead_keys()
+        journal.fail_with = JournalUnavailableError("record", "down")
+        fleet.control.remove("lead")
+        await run(fleet, 5)
+        assert server.received == []
+        view = await get(fleet, "/v1/fleet")
+        assert [i["routing"]["route"] for i in view["incidents"]] == ["human"]
+        assert coverage(view) == "degraded"
+        journal.fail_with = None
+        await run(fleet, 1, passes=2)
+        assert kinds(server) == [("open", "degraded")]
+        assert coverage(await get(fleet, "/v1/fleet")) == "full"
+        [row] = (await get(fleet, "/v1/incidents"))["incidents"]
+        assert row["delivery"] == "delivered"
+
+
+async def test_a_resolution_while_the_journal_is_away_ends_the_reminders_and_is_sent_once(
+    tmp_path: Path,
+) -> None:
+    """1c: an incident that resolves while the journal is away gets no reminder meanwhile, and
+    its ``resolved`` is sent once the journal is back."""
+    journal = InMemoryJournal()
+    async with HookServer() as server:
+        fleet = webhook_fleet(tmp_path, server.url, journal)
+        await fleet.service.own_lead_keys()
+        fleet.control.remove("lead")
+        await run(fleet, 4)
+        assert [kind for kind, _ in kinds(server)] == ["open"]
+        journal.fail_with = JournalUnavailableError("record", "down")
+        fleet.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
+        await run(fleet, 3)
+        assert (await get(fleet, "/v1/fleet"))["incidents"] == []
+        for _ in range(12):  # three hours: the reminder period passes three times
+            fleet.clock.advance(900)
+            await run(fleet, 1)
+        assert [kind for kind, _ in kinds(server)] == ["open"]
+        journal.fail_with = None
+        await run(fleet, 2)
+        for _ in range(8):
+            fleet.clock.advance(900)
+            await run(fleet, 1)
+    assert [kind for kind, _ in kinds(server)] == ["open", "resolved"]
+
+
+async def test_a_resolved_incident_s_refused_open_is_never_sent_again(tmp_path: Path) -> None:
+    """1b: an ``open`` refused for good, then the incident resolves: neither a new receiver
+    list nor an operator's replay sends that ``open`` again, and no ``resolved`` follows (the
+    person was never told)."""
+    journal = InMemoryJournal()
+    async with HookServer() as server:
+        fleet = webhook_fleet(tmp_path, server.url, journal)
+        await fleet.service.own_lead_keys()
+        server.answer(Reply(status=404))
+        fleet.control.remove("lead")
+        await run(fleet, 4)
+        [incident] = (await get(fleet, "/v1/fleet"))["incidents"]
+        fleet.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
+        await run(fleet, 3)
+        environ = fleet.service.environ
+        assert isinstance(environ, dict)
+        environ["HOOK_URL"] = server.url + "/moved"  # a new receiver list
+        await run(fleet, 3)
+        transport = httpx.ASGITransport(app=create_app(fleet.service))
+        async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as http:
+            replayed = await http.post(f"/v1/incidents/{incident['id']}/replay", headers=HEADERS)
+        await run(fleet, 3)
+        [row] = (await get(fleet, "/v1/incidents"))["incidents"]
+    assert replayed.status_code == 409  # nothing the policy would send again
+    assert [kind for kind, _ in kinds(server)] == ["open"]
+    assert [(e["type"], e["state"]) for e in row["events"]] == [("open", "cancelled")]

@@ -1,0 +1,283 @@
+"""The human-leg policy, row by row: what a person is told about one incident (M4 §10.1–§10.4)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from fleetd.health.incidents import Assignment, Incident, ResolveReason, Route, RoutingReason
+from fleetd.health.states import Severity
+from fleetd.journal.keys import EventType
+from fleetd.journal.records import EventState, Routing, StoredEvent, StoredIncident
+from fleetd.notify.policy import EMPTY, HumanPlan, Leg, leg_of, plan, stored_leg
+from tests.contract.journal_cases import make_incident
+
+T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+REPEAT = timedelta(hours=1)
+OPEN, REMINDER, RESOLVED = EventType.OPEN, EventType.REMINDER, EventType.RESOLVED
+PENDING, DELIVERED, FAILED, CANCELLED = (
+    EventState.PENDING,
+    EventState.DELIVERED,
+    EventState.FAILED,
+    EventState.CANCELLED,
+)
+
+
+def ev(
+    revision: int,
+    kind: EventType,
+    state: EventState,
+    *,
+    at: datetime = T0,
+    failed_by: str | None = None,
+) -> StoredEvent:
+    """Event ``revision`` of the incident in ``state`` (delivered at ``at`` when delivered)."""
+    return StoredEvent(
+        id=revision,
+        type=kind,
+        revision=revision,
+        idempotency_key=f"evt_{revision}",
+        state=state,
+        created_at=T0,
+        delivered_at=at if state is DELIVERED else None,
+        failed_by=failed_by,
+    )
+
+
+def leg(
+    *events: StoredEvent,
+    route: Route | None = Route.HUMAN,
+    critical: bool = True,
+    resolved: bool = False,
+) -> Leg:
+    return Leg(route=route, critical=critical, resolved=resolved, events=events)
+
+
+def decide(
+    case: Leg,
+    *,
+    notify: bool = True,
+    receivers: str | None = "snk_a",
+    replay: bool = False,
+    now: datetime = T0,
+) -> HumanPlan:
+    return plan(case, notify=notify, receivers=receivers, replay=replay, repeat=REPEAT, now=now)
+
+
+ROWS: list[tuple[str, Leg, dict[str, object], HumanPlan]] = [
+    # -- resolved (rule 1)
+    (
+        "resolved after a delivered open: resolved, once",
+        leg(ev(1, OPEN, DELIVERED), resolved=True),
+        {},
+        HumanPlan(record=(RESOLVED,)),
+    ),
+    (
+        "resolved after a delivered reminder: resolved, and the pending reminder is cancelled",
+        leg(ev(1, OPEN, DELIVERED), ev(2, REMINDER, PENDING), resolved=True),
+        {},
+        HumanPlan(record=(RESOLVED,), cancel=(2,)),
+    ),
+    (
+        "resolved with a resolved event already: nothing more",
+        leg(ev(1, OPEN, DELIVERED), ev(2, RESOLVED, DELIVERED), resolved=True),
+        {},
+        EMPTY,
+    ),
+    (
+        "resolved before its open was delivered: the open is cancelled, no resolved",
+        leg(ev(1, OPEN, PENDING), resolved=True),
+        {},
+        HumanPlan(cancel=(1,)),
+    ),
+    (
+        "1b: resolved with its open failed: cancelled (never re-sent), no resolved",
+        leg(ev(1, OPEN, FAILED, failed_by="snk_old"), resolved=True),
+        {"replay": True},
+        HumanPlan(cancel=(1,)),
+    ),
+    (
+        "1c: resolved while notifications are off: nothing recorded yet",
+        leg(ev(1, OPEN, DELIVERED), resolved=True),
+        {"notify": False},
+        EMPTY,
+    ),
+    (
+        "resolved while off still cancels what must never go out",
+        leg(ev(1, OPEN, DELIVERED), ev(2, REMINDER, FAILED), resolved=True),
+        {"notify": False},
+        HumanPlan(cancel=(2,)),
+    ),
+    (
+        "a failed resolved is re-armed for a new receiver list",
+        leg(ev(1, OPEN, DELIVERED), ev(2, RESOLVED, FAILED, failed_by="snk_old"), resolved=True),
+        {},
+        HumanPlan(rearm=(2,)),
+    ),
+    (
+        "a failed resolved stays failed for the receivers that refused it",
+        leg(ev(1, OPEN, DELIVERED), ev(2, RESOLVED, FAILED, failed_by="snk_a"), resolved=True),
+        {},
+        EMPTY,
+    ),
+    (
+        "a failed resolved is re-armed on a replay",
+        leg(ev(1, OPEN, DELIVERED), ev(2, RESOLVED, FAILED, failed_by="snk_a"), resolved=True),
+        {"replay": True},
+        HumanPlan(rearm=(2,)),
+    ),
+    (
+        "a failed resolved waits while notifications are off",
+        leg(ev(1, OPEN, DELIVERED), ev(2, RESOLVED, FAILED, failed_by="snk_old"), resolved=True),
+        {"notify": False},
+        EMPTY,
+    ),
+    # -- open, with a person (rule 2)
+    ("routed to a person: open", leg(), {}, HumanPlan(record=(OPEN,))),
+    ("1a: routed to a person while off: nothing", leg(), {"notify": False}, EMPTY),
+    (
+        "back with a person after a lead cancelled the open: open again",
+        leg(ev(1, OPEN, CANCELLED)),
+        {},
+        HumanPlan(record=(OPEN,)),
+    ),
+    ("an open still being told: nothing", leg(ev(1, OPEN, PENDING)), {}, EMPTY),
+    (
+        "a failed open is re-armed for a new receiver list",
+        leg(ev(1, OPEN, FAILED, failed_by="snk_old")),
+        {},
+        HumanPlan(rearm=(1,)),
+    ),
+    (
+        "an open refused unnamed counts as another list",
+        leg(ev(1, OPEN, FAILED)),
+        {},
+        HumanPlan(rearm=(1,)),
+    ),
+    (
+        "a failed open stays failed for the receivers that refused it",
+        leg(ev(1, OPEN, FAILED, failed_by="snk_a")),
+        {},
+        EMPTY,
+    ),
+    (
+        "a failed open stays failed while the receiver list cannot be resolved",
+        leg(ev(1, OPEN, FAILED, failed_by="snk_a")),
+        {"receivers": None},
+        EMPTY,
+    ),
+    (
+        "a failed open is re-armed on a replay",
+        leg(ev(1, OPEN, FAILED, failed_by="snk_a")),
+        {"replay": True},
+        HumanPlan(rearm=(1,)),
+    ),
+    (
+        "a critical incident told an hour ago: a reminder",
+        leg(ev(1, OPEN, DELIVERED, at=T0 - REPEAT)),
+        {},
+        HumanPlan(record=(REMINDER,)),
+    ),
+    (
+        "a reminder is counted from the last delivery",
+        leg(ev(1, OPEN, DELIVERED, at=T0 - 2 * REPEAT), ev(2, REMINDER, DELIVERED, at=T0)),
+        {},
+        HumanPlan(recheck_at=T0 + REPEAT),
+    ),
+    (
+        "not yet due: look again when it is",
+        leg(ev(1, OPEN, DELIVERED)),
+        {},
+        HumanPlan(recheck_at=T0 + REPEAT),
+    ),
+    (
+        "no reminder while the last one is still being told",
+        leg(ev(1, OPEN, DELIVERED, at=T0 - REPEAT), ev(2, REMINDER, PENDING)),
+        {},
+        EMPTY,
+    ),
+    (
+        "no reminder for a warning",
+        leg(ev(1, OPEN, DELIVERED, at=T0 - REPEAT), critical=False),
+        {},
+        EMPTY,
+    ),
+    (
+        "a re-arm comes before a new reminder",
+        leg(
+            ev(1, OPEN, DELIVERED, at=T0 - 2 * REPEAT),
+            ev(2, REMINDER, FAILED, failed_by="snk_old"),
+        ),
+        {},
+        HumanPlan(rearm=(2,), recheck_at=T0 - REPEAT),
+    ),
+    # -- open, with a lead or nobody (rule 3)
+    (
+        "back to a lead: the undelivered open is cancelled",
+        leg(ev(1, OPEN, PENDING), route=Route.LEAD),
+        {},
+        HumanPlan(cancel=(1,)),
+    ),
+    (
+        "back to a lead: a failed open is cancelled too",
+        leg(ev(1, OPEN, FAILED), route=Route.LEAD),
+        {},
+        HumanPlan(cancel=(1,)),
+    ),
+    (
+        "back to a lead: what was delivered stays, no reminder",
+        leg(ev(1, OPEN, DELIVERED, at=T0 - REPEAT), route=Route.LEAD),
+        {},
+        EMPTY,
+    ),
+    ("never routed: nothing", leg(route=None), {}, EMPTY),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "options", "expected"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS]
+)
+def test_every_row_of_the_policy(
+    case: Leg, options: dict[str, object], expected: HumanPlan
+) -> None:
+    """Each row: the incident as it stands and its recorded events give exactly this plan."""
+    assert decide(case, **options) == expected  # type: ignore[arg-type]
+
+
+def test_an_empty_plan_writes_nothing_and_any_other_does() -> None:
+    """``writes`` is what the shell checks before it touches the journal."""
+    assert not EMPTY.writes
+    assert not HumanPlan(recheck_at=T0).writes
+    assert HumanPlan(record=(OPEN,)).writes
+    assert HumanPlan(cancel=(1,)).writes
+    assert HumanPlan(rearm=(1,)).writes
+
+
+def _incident(severity: Severity, route: Route) -> Incident:
+    incident = dataclasses.replace(make_incident("sess_1", owner=None), severity=severity)
+    recipient = None if route is Route.HUMAN else "lead-a"
+    reason = RoutingReason.HUMAN_NO_OWNER if route is Route.HUMAN else RoutingReason.OWNER
+    return incident.routed(
+        Assignment(route=route, recipient=recipient, reason=reason, generation=1)
+    )
+
+
+def test_the_policy_reads_an_incident_and_a_stored_row_the_same_way() -> None:
+    """``leg_of`` (health's truth) and ``stored_leg`` (the journal's row) agree."""
+    incident = _incident(Severity.CRITICAL, Route.HUMAN)
+    events = (ev(1, OPEN, DELIVERED),)
+    stored = StoredIncident(
+        incident=incident,
+        routing=Routing(reason=RoutingReason.HUMAN_NO_OWNER.value, generation=1),
+        resolved_at=T0,
+        resolve_reason=ResolveReason.CLEARED,
+        events=events,
+    )
+    assert stored_leg(stored) == leg_of(incident, resolved=True, events=events)
+    assert stored_leg(stored) == Leg(route=Route.HUMAN, critical=True, resolved=True, events=events)
+    warning = _incident(Severity.WARNING, Route.LEAD)
+    assert leg_of(warning, resolved=False) == Leg(
+        route=Route.LEAD, critical=False, resolved=False, events=()
+    )
