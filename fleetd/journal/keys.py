@@ -1,8 +1,8 @@
 """Event types and the idempotency key of one outbound event (M4 §10.3).
 
 An incident tells a person about itself through events, each with a revision that grows by one
-per event of that incident (``open`` is revision 1; a ``severity_changed``, a ``reminder`` or the
-``resolved`` event takes the next). The key of an event is a hash of exactly those three facts::
+per event of that incident (``open`` is revision 1; a ``reminder`` or the ``resolved`` event takes
+the next; ``severity_changed`` is reserved). The key of an event is a hash of exactly those three facts::
 
     "evt_" + sha256("fleetd.webhook.v1" US incidentId US eventType US revision)[:32 hex digits]
 
@@ -35,10 +35,11 @@ _INCIDENT_ID: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 class EventType(StrEnum):
-    """What an outbound event says about its incident (§10.3)."""
+    """What an outbound event says about its incident (§10.3); ``severity_changed`` is
+    reserved (an incident's severity is fixed when it opens; no event of that type is sent)."""
 
     OPEN = "open"
-    SEVERITY_CHANGED = "severity_changed"
+    SEVERITY_CHANGED = "severity_changed"  # reserved: kept so stored rows and receivers still parse
     REMINDER = "reminder"
     RESOLVED = "resolved"
 

@@ -2,8 +2,9 @@
 
 Pure modules (standard library only, ``now`` and random draws passed in):
 
+* ``policy`` — which events a person gets about an incident (open, reminder, resolved, what is
+  cancelled or re-armed): the human leg's only decision, carried out by the escalation shell;
 * ``retry`` — classify one attempt and decide the next (full-jitter backoff, ``Retry-After``);
-* ``keys`` — event types and the idempotency key ``hash(incidentId, eventType, eventRevision)``;
 * ``signing`` — Standard Webhooks secrets, signatures and their verification;
 * ``failover`` — one attempt across the ordered receivers: what each dial's outcome means to the
   breaker and the sweep, and the event's fate when the sweep ends (on ``retry`` and the pure
@@ -21,6 +22,8 @@ At the edge:
 * ``http`` — the httpx sender: one POST, response body ignored, an outcome value back;
 * ``receiver`` — a local receiver that verifies and prints events (demo and tests).
 
-The dispatcher loop, the journal's outbox rows and the routing that decides *whether* a person is
-told live elsewhere; this package only knows *how*.
+The event types and their idempotency key belong to the journal (:mod:`fleetd.journal.keys`),
+the signing secret to the config (:mod:`fleetd.config.secrets`). Routing (whether a person holds
+an incident) is health's; the shell that carries out the policy is
+:mod:`fleetd.runtime.escalation`.
 """

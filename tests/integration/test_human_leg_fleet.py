@@ -4,6 +4,7 @@ through a journal that goes away, a receiver that refuses, a config change and a
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -15,6 +16,7 @@ from fleetd.api.app import create_app
 from fleetd.errors import JournalUnavailableError
 from fleetd.herdr.model import AgentStatus
 from fleetd.journal.memory import InMemoryJournal
+from fleetd.journal.records import JournalSnapshot, StoredIncident
 from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
 from tests.integration.hook_server import HookServer, Reply
 
@@ -142,3 +144,41 @@ async def test_a_resolved_incident_s_refused_open_is_never_sent_again(tmp_path: 
     assert replayed.status_code == 409  # nothing the policy would send again
     assert [kind for kind, _ in kinds(server)] == ["open"]
     assert [(e["type"], e["state"]) for e in row["events"]] == [("open", "cancelled")]
+
+
+class HangingJournal(InMemoryJournal):
+    """A journal whose calls wait, while ``hung`` is set, until ``release`` (a database that
+    accepts and never answers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = asyncio.Event()
+        self.answer.set()
+
+    async def get(self, incident_id: str) -> StoredIncident | None:
+        await self.answer.wait()
+        return await super().get(incident_id)
+
+    async def load_open(self) -> JournalSnapshot:
+        await self.answer.wait()
+        return await super().load_open()
+
+
+async def test_a_journal_that_never_answers_does_not_stop_detection(tmp_path: Path) -> None:
+    """2a: while every journal call hangs, the health tick goes on detecting and routing (the
+    tick never awaits the journal); the owed ``open`` goes out once the journal answers."""
+    journal = HangingJournal()
+    async with HookServer() as server:
+        fleet = webhook_fleet(tmp_path, server.url, journal)
+        await fleet.service.own_lead_keys()
+        journal.answer.clear()
+        stuck = asyncio.create_task(fleet.service.scheduler.run_once("webhook"))
+        fleet.control.remove("lead")
+        await run(fleet, 4, passes=0)
+        view = await get(fleet, "/v1/fleet")
+        assert [i["state"] for i in view["incidents"]] == ["LEAD_UNREACHABLE"]
+        assert not stuck.done()
+        journal.answer.set()
+        await stuck
+        await run(fleet, 1, passes=2)
+    assert [kind for kind, _ in kinds(server)] == ["open"]
