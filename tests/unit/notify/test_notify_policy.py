@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -281,3 +283,38 @@ def test_the_policy_reads_an_incident_and_a_stored_row_the_same_way() -> None:
     assert leg_of(warning, resolved=False) == Leg(
         route=Route.LEAD, critical=False, resolved=False, events=()
     )
+
+
+def test_the_policy_decides_with_io_clock_and_adapters_blocked() -> None:
+    """Purity: the policy imports and decides with sockets, asyncio, logging, randomness, the
+    database and HTTP libraries and every adapter package blocked."""
+    blocked = ["asyncio", "socket", "logging", "random", "secrets", "threading", "subprocess"]
+    blocked += ["httpx", "sqlalchemy", "sqlmodel", "aio_pika", "fastapi", "yaml"]
+    blocked += ["fleetd.runtime", "fleetd.api", "fleetd.herdr", "fleetd.inbox", "fleetd.bridge"]
+    blocked += ["fleetd.journal.sql", "fleetd.journal.store", "fleetd.journal.memory"]
+    script = f"""
+import sys
+from importlib.abc import MetaPathFinder
+BLOCKED = {blocked!r}
+class Block(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+            raise ImportError("blocked: " + name)
+        return None
+for name in list(sys.modules):
+    if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+        del sys.modules[name]
+sys.meta_path.insert(0, Block())
+from datetime import UTC, datetime, timedelta
+from fleetd.health.incidents import Route
+from fleetd.notify.policy import Leg, plan
+now = datetime(2026, 1, 1, tzinfo=UTC)
+leg = Leg(route=Route.HUMAN, critical=True, resolved=False)
+decided = plan(leg, notify=True, receivers="snk_a", repeat=timedelta(hours=1), now=now)
+print(",".join(kind.value for kind in decided.record))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "open"
