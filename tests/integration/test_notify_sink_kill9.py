@@ -2,7 +2,8 @@
 worker process on the same journal delivers that event with the same webhook-id, the resolution
 follows once, and the journal holds one incident. On SQLite and on PostgreSQL.
 
-The worker runs alone in its process (:mod:`tests.integration.sink_process`) on the real clock;
+The worker runs in its process as the webhook loop runs it, after the escalation shell's step
+(:mod:`tests.integration.sink_process`), on the real clock;
 this test plays the dispatcher (it records the incident and its resolution in the journal) and
 the receiver (a real HTTP server that answers 503 first). It waits on the receiver's requests and
 on the worker's per-pass report lines, never on a sleep.
