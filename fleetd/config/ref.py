@@ -176,9 +176,7 @@ class ConfigRef:
         if not forced and fingerprint.sha256 == self._rejected_sha:
             return self._unchanged()
         try:
-            loaded = parse_config_bytes(
-                data, self._environ, path=path, fingerprint=fingerprint, allow_empty=False
-            )
+            loaded = parse_config_bytes(data, self._environ, path=path, fingerprint=fingerprint)
             if self._current.leads and not loaded.config.leads:
                 raise ConfigError("leads", _NO_LEADS)
         except ConfigError as exc:
