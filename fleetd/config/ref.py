@@ -36,6 +36,7 @@ from fleetd.config.loader import (
     read_config_bytes,
 )
 from fleetd.config.model import RESTART_KEYS, FleetdConfig
+from fleetd.config.redaction import secret_values
 from fleetd.errors import ConfigError
 
 __all__ = ["ConfigRef", "ConfigStatus", "ReloadResult", "ReloadStatus"]
@@ -109,6 +110,11 @@ class ConfigRef:
     def current(self) -> FleetdConfig:
         """The config in effect now."""
         return self._current
+
+    def secret_values(self) -> tuple[str, ...]:
+        """The secrets the running config names, for redaction only (see
+        :mod:`~fleetd.config.redaction`); never log or show them."""
+        return secret_values(self._current, self._environ)
 
     @property
     def reload_failures(self) -> int:
