@@ -81,13 +81,15 @@ def _free_port() -> int:
 
 async def _until(what: str, check: Callable[[], Awaitable[T | None]], *, within: float = 30.0) -> T:
     """Poll ``check`` every 0.1 s until it returns a value, or fail after ``within`` seconds."""
-    async with asyncio.timeout(within):
-        while True:
-            value = await check()
-            if value is not None:
-                return value
-            await asyncio.sleep(0.1)
-    raise AssertionError(what)  # pragma: no cover - asyncio.timeout raises first
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                value = await check()
+                if value is not None:
+                    return value
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        raise AssertionError(f"{what}: not within {within} s") from None
 
 
 class Processes:
@@ -117,10 +119,6 @@ class Processes:
         output.close()
         self.started.append(process)
         return process
-
-    def log(self, name: str) -> str:
-        path = self.tmp_path / f"{name}.log"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
     async def stop_all(self) -> None:
         for process in self.started:
