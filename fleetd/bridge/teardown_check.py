@@ -79,8 +79,7 @@ def check_teardown(
         broken.append(_I.PENDING)
     if sid not in roster.gates:
         broken.append(_I.SEND_GATE)
-    names = (sid, session.name, session.pane_id)
-    if any(roster.find(name) is session for name in names if name is not None):
+    if roster.finds(session):
         broken.append(_I.ACCEPTS_SENDS)
     if any(not ticket.terminal or ticket.counted != 1 for ticket in old):
         broken.append(_I.OUTCOME)

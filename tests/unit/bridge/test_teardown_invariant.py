@@ -244,3 +244,16 @@ async def test_a_part_the_retry_cannot_mend_stays_orphaned_and_is_retried_only_o
         )
     assert calls == ["delegation_orphaned"]
     assert session.teardown_violations == (TI.OUTCOME.value,)
+
+
+@pytest.mark.parametrize("by", ["session_id", "name", "pane_id"])
+async def test_the_lookup_check_agrees_with_find(fleet: TestFleet, by: str) -> None:
+    """The O(1) lookup check says what ``find`` does, for each name a lead may use."""
+    session, _ = await _stopped(fleet)
+    roster = fleet.bridge.roster
+    name = getattr(session, by)
+    assert roster.find(name) is None
+    assert not roster.finds(session)
+    roster.add(session)  # registered again: found by its name
+    assert roster.finds(session) is (roster.find(session.name) is session)
+    assert roster.finds(session)
