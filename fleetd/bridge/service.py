@@ -378,6 +378,7 @@ class Bridge:
         self.revision.touch()
 
     def _count_terminal(self, ticket: Ticket) -> None:
+        ticket.counted += 1  # what the teardown invariant checks: one count per ticket
         self.metrics.tickets_total.labels(
             outcome=ticket.outcome.value,
             source=ticket.source.value if ticket.source else "none",

@@ -16,6 +16,7 @@ from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session
 from fleetd.bridge.tasks import TaskBook
+from fleetd.bridge.teardown_check import recheck_teardowns
 from fleetd.config import FleetdConfig
 from fleetd.health.capacity import capacity_rows, idle_for_seconds
 from fleetd.health.settings import HealthSettings
@@ -68,7 +69,10 @@ class BridgeView:
         mute_counts: Mapping[str, int],
         backlogs: Mapping[str, MemberBacklog],
     ) -> tuple[MemberView, ...]:
-        """Every member's view for the health tick (see :meth:`MemberViews.for_tick`)."""
+        """Every member's view for the health tick (see :meth:`MemberViews.for_tick`), after the
+        released members the roster marked as changed had their teardown invariant checked again
+        (:func:`~fleetd.bridge.teardown_check.recheck_teardowns`)."""
+        recheck_teardowns(self.roster.changes.marked(), roster=self.roster, tasks=self.tasks)
         return self.views.for_tick(sessions, mute_counts=mute_counts, backlogs=backlogs)
 
     def member_views(

@@ -163,7 +163,7 @@ def _recheck_at(seen: MemberSeen, tick: Tick, quiet: bool) -> datetime | None:
         deadlines.append(retry_at)
     if view.session_state is _S.SPAWNING:
         deadlines.append(view.spawned_at + eff.readiness_grace)
-    if view.pending_tasks:
+    if seen.orphan_cause is not None:
         deadlines.append(view.state_since + TEARDOWN_GRACE)
     if view.worktree is not None and view.worktree.commits_ahead:
         deadlines.append(view.state_since + eff.long_idle_after)
@@ -366,6 +366,8 @@ def _evidence(seen: MemberSeen, state: MemberState, now: datetime) -> Evidence:
         pairs.append(("turn_number", str(view.turn.number)))
     if view.pending_tasks:
         pairs.append(("pending_tasks", str(view.pending_tasks)))
+    if state is _M.DELEGATION_ORPHANED and view.teardown_violations:
+        pairs.append(("teardown_invariants", ",".join(view.teardown_violations)))
     if seen.inbox_depth:
         pairs.append(("uncollected_replies", str(seen.inbox_depth)))
         oldest = view.oldest_uncollected_at

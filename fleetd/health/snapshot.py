@@ -230,7 +230,9 @@ class MemberView:
     the member for; ``boundary_screen`` a fatal screen read at the current turn's boundary;
     ``uncollected_replies`` counts this member's
     replies still waiting in its owning lead's inbox (inboxes are per lead; the runtime reads
-    them per member), the oldest created at ``oldest_uncollected_at``.
+    them per member), the oldest created at ``oldest_uncollected_at``. ``teardown_violations``
+    names the parts of the post-teardown invariant (M4 §8.5) the bridge found broken for a
+    released member, as stable codes in §8.5 order (pending tasks are ``pending_tasks``).
     """
 
     # what a steady tick reads of every member comes first, within one cache line
@@ -256,6 +258,7 @@ class MemberView:
     boundary_screen: BoundaryScreen | None = None
     uncollected_replies: int = 0
     oldest_uncollected_at: datetime | None = None
+    teardown_violations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # one comparison on the way in: ten thousand members are built every tick

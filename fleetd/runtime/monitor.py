@@ -42,6 +42,7 @@ from fleetd.runtime import health_views
 from fleetd.runtime.dispatch import EffectDispatcher, RoutingNote
 from fleetd.runtime.escalation import Escalation
 from fleetd.runtime.link import LinkState
+from fleetd.runtime.pane_excerpts import PaneExcerpts
 from fleetd.runtime.snapshot import SeenAgents, take_snapshot
 
 __all__ = ["FleetHealthMonitor"]
@@ -79,7 +80,12 @@ class FleetHealthMonitor:
                 settings=lambda: self.config.current,
                 coverage=self._coverage_status,
             )
+        config = self.config
         self.dispatcher = EffectDispatcher(
+            excerpts=PaneExcerpts(
+                enabled=lambda: config.current.health.include_pane_excerpt,
+                known=config.secret_values,
+            ),
             escalation=self.escalation,
             clock=self.clock,
             control=self.control,

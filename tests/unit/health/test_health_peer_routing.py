@@ -7,7 +7,6 @@ from datetime import timedelta
 from fleetd.health import (
     FailTargetWork,
     LeadState,
-    LeadView,
     LiveAgent,
     LiveStatus,
     LiveView,
@@ -141,21 +140,17 @@ def test_a_peer_leaving_the_identity_map_holds_its_incidents_until_it_retires() 
     ]
 
 
-def test_a_discovered_lead_survives_the_retirement_grace() -> None:
-    """A dynamic (discovered) identity is kept for two successful snapshots after it vanishes."""
+def test_a_lead_removed_from_the_config_survives_the_retirement_grace() -> None:
+    """A lead the identity map no longer lists is kept for two successful snapshots, then
+    retired. Its view is built as the runtime builds every lead's: configured, from config."""
     run = Run()
-    found = LeadView(
-        name="lead-d",
-        agent_name="lead-d",
-        terminal_id="term_lead-d",
-        configured=False,
-        discovered=True,
-    )
-    run.tick(fleet("lead-d"), [], leads=[found])
-    assert run.state.leads["lead-d"].discovered
+    run.tick(fleet("lead-d"), [], leads=[lead("lead-d")])
+    assert run.state.leads["lead-d"].configured
+    assert not run.state.leads["lead-d"].discovered
     run.tick(fleet("lead-d"), [], leads=[])
-    run.tick(failed_list(ping=True), [], leads=[])
     assert run.state.leads["lead-d"].identity_missing == 1
+    run.tick(failed_list(ping=True), [], leads=[])
+    assert run.state.leads["lead-d"].identity_missing == 1  # a failed list proves nothing
     run.tick(fleet("lead-d"), [], leads=[])
     assert "lead-d" not in run.state.leads
     assert [e.lead for e in run.effects(RetireLead)] == ["lead-d"]
