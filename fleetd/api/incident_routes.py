@@ -6,7 +6,8 @@ A thin adapter over the service's :meth:`~fleetd.api.service.FleetService.incide
 
 =====  ========================================================================================
 200    ok
-400    the id is not an incident id (``invalid_incident_id``; replay only)
+400    the id is not an incident id, ``inc_`` and 24 hex digits, the path parameter's pattern
+       in ``/openapi.json`` (``invalid_incident_id``; replay only)
 401    missing or unknown bearer token (``unauthenticated``; ``WWW-Authenticate: Bearer``)
 403    a member lists, or anyone but the operator replays (``forbidden``)
 404    no incident with that id (``unknown_incident``; replay only)
@@ -36,6 +37,7 @@ from fleetd.api.openapi import FAILURE_PREFIX
 from fleetd.api.service import IncidentService
 from fleetd.api.tools import Caller, Role, ToolFailure, ToolResult, failure_from_error
 from fleetd.errors import AuthError, JournalError
+from fleetd.health.incidents import INCIDENT_ID_PATTERN
 from fleetd.journal.records import EventState, EventType, StoredEvent, StoredIncident
 from fleetd.notify.desk import IncidentListing
 
@@ -50,7 +52,7 @@ __all__ = [
 
 INCIDENTS_PATH = "/v1/incidents"
 REPLAY_PATH = "/v1/incidents/{incident_id}/replay"
-_ID = re.compile(r"inc_[0-9a-f]{24}")
+_ID = re.compile(INCIDENT_ID_PATTERN)
 
 _STATUSES = {
     400: "the id is not an incident id (invalid_incident_id)",
@@ -243,8 +245,8 @@ _ID_PARAMETER: dict[str, Any] = {
     "name": "incident_id",
     "in": "path",
     "required": True,
-    "schema": {"type": "string"},
-    "description": "an incident id, inc_ and 24 hex digits",
+    "schema": {"type": "string", "pattern": INCIDENT_ID_PATTERN},
+    "description": "an incident id, inc_ and 24 hex digits (else 400 invalid_incident_id)",
 }
 
 

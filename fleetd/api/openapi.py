@@ -55,6 +55,10 @@ ERROR_STATUSES: dict[int, str] = {
 }
 # GET /v1/fleet reads no body and names its tool: no 400, 404 or 413; 422 is a bad query.
 _FLEET_STATUSES = (401, 403, 409, 422, 500, 503)
+_FLEET_QUERY_REFUSED = (
+    "the query is refused (invalid_arguments): sinceVersion is not a version, wait is outside "
+    "0-60, or wait is above 0 without sinceVersion"
+)
 
 #: The longest ``GET /v1/fleet?sinceVersion=N&wait=S`` holds its caller.
 MAX_FLEET_WAIT_SECONDS = 60.0
@@ -74,8 +78,8 @@ FLEET_QUERY_SCHEMA: dict[str, Any] = {
             "type": "number",
             "minimum": 0,
             "maximum": MAX_FLEET_WAIT_SECONDS,
-            "description": "seconds to wait for a version other than sinceVersion (needs "
-            "sinceVersion); a stopping fleetd answers at once",
+            "description": "seconds to wait for a version other than sinceVersion; above 0 it "
+            "needs sinceVersion (else 422); a stopping fleetd answers at once",
         },
     },
 }
@@ -251,6 +255,7 @@ def _operation(spec: ToolSpec[Any], schemas: dict[str, Any], *, body: bool) -> d
         operation["responses"] = _responses(success, tuple(ERROR_STATUSES))
     else:
         responses = _responses(success, _FLEET_STATUSES)
+        responses["422"] = {**responses["422"], "description": _FLEET_QUERY_REFUSED}
         responses["200"]["headers"] = _ETAG
         responses["304"] = {
             "description": "not modified: If-None-Match names the current view (no body)",
