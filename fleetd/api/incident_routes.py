@@ -16,7 +16,9 @@ A thin adapter over the service's :meth:`~fleetd.api.service.FleetService.incide
 =====  ========================================================================================
 
 The list holds open incidents and those resolved in the last 24 hours, newest first, with
-routing and each outbound event's delivery state; a lead sees the incidents it owns or receives.
+routing and each outbound event's delivery state; a lead sees what ``fleet_list`` shows it (one
+rule, :func:`fleetd.health.audience.lead_may_see`: incidents it owns or receives, those about
+itself, and the fleet-wide ones).
 Nothing here carries a payload, a URL or an error text: delivery failures are bounded codes.
 """
 
@@ -273,7 +275,8 @@ def install_incident_routes(
         tags=["incidents"],
         summary="open and recently resolved incidents",
         description="Routing and delivery state of every open incident and of those resolved "
-        "in the last 24 hours. Callers: operator, lead (its own and received incidents).",
+        "in the last 24 hours. Callers: operator, lead (what fleet_list shows it: incidents it "
+        "owns or receives, those about itself, the fleet-wide ones).",
         openapi_extra=_SECURED,
     )
     async def list_incidents(request: Request) -> JSONResponse:

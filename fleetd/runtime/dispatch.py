@@ -204,16 +204,15 @@ class EffectDispatcher:
             self._journal.append(partial(escalation.changed, incident, now=self.clock.now()))
 
     async def _superseded(self, incident: Incident, previous: Assignment) -> None:
-        """Tell the lead that held the superseded assignment that it is no longer its own; a
-        person's undelivered events are cancelled when a lead takes the incident back."""
+        """Tell the lead that held the superseded assignment that it is no longer its own; the
+        journal records the new lead (a person's undelivered events are cancelled when a lead
+        takes the incident back; a move to a person is recorded with its ``open`` event)."""
         self.metrics.health_incidents_total.labels(event="reassigned").inc()
         escalation = self.escalation
-        if (
-            escalation is not None
-            and previous.route is Route.HUMAN
-            and incident.route is Route.LEAD
-        ):
-            self._journal.append(partial(escalation.back_to_lead, incident, now=self.clock.now()))
+        if escalation is not None and incident.route is Route.LEAD:
+            back = previous.route is Route.HUMAN
+            write = escalation.back_to_lead if back else escalation.changed
+            self._journal.append(partial(write, incident, now=self.clock.now()))
         _log.info(
             "incident %s: routing generation %d (%s) superseded by %d",
             incident.id,
