@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from prometheus_client import disable_created_metrics
+
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
 from fleetd.api.tools import ToolRegistry, ToolResult
@@ -59,7 +61,7 @@ from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
 from fleetd.runtime.scheduler import Loop, Scheduler
-from fleetd.wiring import feed_metrics, lead_tokens
+from fleetd.wiring import feed_metrics, lead_tokens, start_series
 
 __all__ = ["Fleetd", "build_inbox", "build_service"]
 
@@ -199,6 +201,7 @@ class Fleetd:
             except FleetdError as exc:
                 _log.warning("lead tokens kept from before the reload: %s", exc)
             repoint_inbox(self.inbox, settings)  # a changed broker list or watchdog is hot
+            start_series(self.metrics, registry=self.registry, settings=settings)
             await self.own_lead_keys()
 
 
@@ -220,6 +223,8 @@ def build_service(
     URL is configured); it connects, and applies its migrations, on first use.
     """
     clock = clock or SystemClock()
+    # No *_created series: a scrape shows what fleetd counts, not when each child was made.
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
     metrics = metrics or Metrics()
     settings = config.current
     link = LinkState()
@@ -329,6 +334,7 @@ def build_service(
     registry.on_contact.append(on_contact)
     registry.on_result.append(settle)
     feed_metrics(metrics, registry=registry, bridge=bridge, link=link, health=health)
+    start_series(metrics, registry=registry, settings=settings)
 
     service = Fleetd(
         config=config,

@@ -219,6 +219,9 @@ def register_fleet_tools(
             roles=_LEAD,
             handler=fleet_poll,
             result=PollResult,
+            # It drains only the caller's own inbox, into the caller's answer: no member, task
+            # or other lead changes.
+            read_only=True,
         ),
         ToolSpec(
             name="fleet_status",
@@ -227,6 +230,7 @@ def register_fleet_tools(
             roles=_LEAD,
             handler=fleet_status,
             result=SessionRow,
+            read_only=True,
         ),
         ToolSpec(
             name="fleet_list",
@@ -235,6 +239,7 @@ def register_fleet_tools(
             roles=frozenset({Role.LEAD, Role.OPERATOR}),
             handler=fleet_list,
             result=FleetListResult,
+            read_only=True,
         ),
         ToolSpec(
             name="fleet_stop",
@@ -246,6 +251,8 @@ def register_fleet_tools(
             roles=_LEAD,
             handler=fleet_stop,
             result=ReleaseResult,
+            destructive=True,  # the member ends and its pending tasks fail
+            idempotent=True,  # a second stop of the same member has no further effect
         ),
         ToolSpec(
             name="fleet_reply",

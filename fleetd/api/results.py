@@ -7,7 +7,9 @@ the release outcome, the fleet view); they do not build them, so validating chan
 caller receives. Field names are camelCase on the wire.
 
 A field that is *absent* when there is nothing to say is typed ``X | _Absent`` (never ``null`` in
-the schema); a field that is always present but may be unknown is ``X | None`` with no default.
+the schema, and no ``default``: a default of ``null`` on a field whose schema refuses null is an
+invalid schema, which OpenAPI validators reject); a field that is always present but may be
+unknown is ``X | None`` with no default.
 Models refuse unknown fields, except where the payload is genuinely open (inbox evidence) or is
 still owned by another view (the nested health, inbox and config parts of ``fleet_list``).
 """
@@ -42,10 +44,32 @@ __all__ = [
 _Absent = SkipJsonSchema[None]
 
 
+def _admits_null(schema: dict[str, Any]) -> bool:
+    """Whether a property schema lets ``null`` through (a ``$ref``'d model never does)."""
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    branches: list[dict[str, Any]] = [*schema.get("anyOf", ()), *schema.get("oneOf", ())]
+    return any(_admits_null(branch) for branch in branches)
+
+
+def _absent_has_no_default(schema: dict[str, Any]) -> None:
+    """Drop ``default: null`` from every property whose schema refuses null (an ``_Absent`` one):
+    the field is simply not required, and the wire never carries that null."""
+    for prop in schema.get("properties", {}).values():
+        if "default" in prop and prop["default"] is None and not _admits_null(prop):
+            del prop["default"]
+
+
 class _Result(BaseModel):
     """A closed wire object: camelCase names, unknown fields refused."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        json_schema_extra=_absent_has_no_default,
+    )
 
 
 class TicketResult(_Result):

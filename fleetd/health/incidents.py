@@ -31,6 +31,7 @@ from fleetd.health.fact import fact
 from fleetd.health.states import Certainty, HealthStateName, Scope, Severity, spec_of
 
 __all__ = [
+    "INCIDENT_ID_PATTERN",
     "Assignment",
     "Evidence",
     "Incident",
@@ -112,6 +113,10 @@ class IncidentKey:
     subject: str
     state: HealthStateName
     cause: str
+
+
+INCIDENT_ID_PATTERN = "^inc_[0-9a-f]{24}$"
+"""Every incident id :func:`incident_id` makes: ``inc_`` and 24 lowercase hex digits."""
 
 
 def incident_id(key: IncidentKey, generation: int, namespace: str = "") -> str:

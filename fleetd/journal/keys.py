@@ -2,7 +2,8 @@
 
 An incident tells a person about itself through events, each with a revision that grows by one
 per event of that incident (``open`` is revision 1; a ``reminder`` or the ``resolved`` event takes
-the next; ``severity_changed`` is reserved). The key of an event is a hash of exactly those three facts::
+the next; ``severity_changed`` is reserved). The key of an event is a hash of exactly those three
+facts::
 
     "evt_" + sha256("fleetd.webhook.v1" US incidentId US eventType US revision)[:32 hex digits]
 

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fleetd.errors import JournalError, JournalRefusedError
+from fleetd.health.audience import lead_may_see
 from fleetd.health.incidents import IncidentKey
 from fleetd.journal.memory_rows import AttemptEntry, EventEntry, stored_incident
 from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, DEFAULT_RECENT_LIMIT, Journal
@@ -203,7 +204,13 @@ class InMemoryJournal:
             c
             for c in self._incidents.values()
             if involving is None
-            or involving in (c.effective_routing.owner, c.effective_routing.recipient)
+            or lead_may_see(
+                involving,
+                scope=c.incident.scope,
+                subject=c.incident.subject,
+                owner=c.effective_routing.owner,
+                recipient=c.effective_routing.recipient,
+            )
         ]
         opened = sorted(
             (c for c in changes if c.resolved_at is None),

@@ -91,7 +91,8 @@ class Journal(Protocol):
     ) -> tuple[StoredIncident, ...]:
         """Open incidents (latest opened first), then those resolved at or after
         ``resolved_since`` (latest resolution first), at most ``limit`` in all. With
-        ``involving``, only incidents that lead owns or receives."""
+        ``involving``, only incidents that lead may see
+        (:func:`fleetd.health.audience.lead_may_see`: owned, received, about it, fleet-wide)."""
         ...
 
     async def claim_due(

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, or_, update
+from sqlalchemy import and_, func, or_, update
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
 
+from fleetd.health.audience import FLEET_WIDE_SCOPES, SELF_SCOPES
 from fleetd.journal.records import (
     AttemptOutcome,
     EventState,
@@ -149,7 +150,8 @@ def unsettled_ids() -> Select[tuple[str]]:
 def recent_rows(
     session: Session, resolved_since: datetime, limit: int, involving: str | None
 ) -> list[IncidentRow]:
-    """Open incidents (latest opened first), then those resolved since (latest first)."""
+    """Open incidents (latest opened first), then those resolved since (latest first); with
+    ``involving``, those that lead may see (:func:`fleetd.health.audience.lead_may_see`)."""
     if limit < 1:
         return []
     query = select(IncidentRow)
@@ -158,6 +160,11 @@ def recent_rows(
             or_(
                 col(IncidentRow.routing_owner) == involving,
                 col(IncidentRow.routing_recipient) == involving,
+                and_(
+                    col(IncidentRow.scope).in_(sorted(SELF_SCOPES)),
+                    col(IncidentRow.subject_stable_id) == involving,
+                ),
+                col(IncidentRow.scope).in_(sorted(FLEET_WIDE_SCOPES)),
             )
         )
     opened = session.exec(

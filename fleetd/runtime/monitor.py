@@ -31,6 +31,7 @@ from fleetd.errors import FleetdError
 from fleetd.health.adoption import resume
 from fleetd.health.decide import decide
 from fleetd.health.evidence import HealthState
+from fleetd.health.incidents import Route
 from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState
 from fleetd.herdr.control import AgentControl
@@ -160,12 +161,15 @@ class FleetHealthMonitor:
 
     def _refresh_gauges(self) -> None:
         gauge = self.metrics.health_incidents
-        gauge.clear()
+        self.metrics.reset(gauge)
         for incident in self.state.open_incidents():
+            # routed after opening within the same tick: never unrouted here, so not a person
+            human = incident.route is Route.HUMAN
             gauge.labels(
                 scope=incident.scope.value,
                 state=str(incident.state),
                 severity=incident.severity.value,
+                route=(Route.HUMAN if human else Route.LEAD).value,
             ).inc()
         held = foreign_assignments(self.state.open_incidents())
         assigned = self.metrics.lead_assigned_incidents

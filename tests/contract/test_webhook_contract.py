@@ -10,6 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from fleetd.journal.keys import idempotency_key
 from fleetd.notify.contract import (
     SCHEMA_FILE,
     assert_schema_matches,
@@ -17,7 +18,6 @@ from fleetd.notify.contract import (
     main,
     schema_drift,
 )
-from fleetd.journal.keys import idempotency_key
 from fleetd.notify.payload import IncidentEvent, encode_event
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "contracts" / "webhook"

@@ -13,8 +13,8 @@ import standardwebhooks
 
 from fleetd.clock import FakeClock, SystemClock
 from fleetd.health.states import Certainty, Scope, Severity
-from fleetd.notify.http import HttpWebhookSender
 from fleetd.journal.keys import EventType
+from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.payload import CoverageStatus, IncidentEvent, build_event
 from fleetd.notify.request import WebhookRequest, prepare_request
 from fleetd.notify.retry import (

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from fleetd.api.app import create_app
-from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet
+from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet, sample_document
 
 
 @pytest.fixture
@@ -72,3 +72,30 @@ async def test_fleet_view_lists_herdr_agents_and_the_link(fleet: TestFleet) -> N
     assert view["controlLink"]["state"] == "up"
     assert view["version"] == 1
     assert fleet.control.calls == []
+
+
+async def test_healthz_warns_while_the_control_link_is_down(tmp_path: Path) -> None:
+    """A down control link makes /healthz's top-level status warn (its component fail), still
+    HTTP 200; when the link is back it says pass again."""
+    document = sample_document(tmp_path)
+    document["health"] = {"enabled": True}
+    fleet = build_test_fleet(tmp_path, document=document)
+    await fleet.service.own_lead_keys()
+
+    async def healthz() -> tuple[int, str, str]:
+        async with _client(fleet) as client:
+            answer = await client.get("/healthz")
+        body = answer.json()
+        return answer.status_code, body["status"], body["components"]["controlLink"]["status"]
+
+    await fleet.service.health.tick()
+    assert await healthz() == (200, "pass", "pass")
+    fleet.control.link_down()
+    await fleet.service.health.tick()
+    fleet.clock.advance(2)
+    await fleet.service.health.tick()
+    assert str(fleet.service.health.state.link.state) == "CONTROL_LINK_DOWN"
+    assert await healthz() == (200, "warn", "fail")
+    fleet.control.link_up()
+    await fleet.service.health.tick()
+    assert await healthz() == (200, "pass", "pass")
