@@ -3,14 +3,21 @@
 M4 §10.3: a journal failure never stops detection, but notification coverage becomes degraded.
 :class:`ObservedJournal` wraps any :class:`~fleetd.journal.port.Journal`: a call that raises
 :class:`~fleetd.errors.JournalError` marks the journal degraded, with the failed operation and its
-bounded reason (``"record: disk_full"``), and re-raises for the caller to log and carry on; the
-next call that succeeds marks it ok again. Surfaces (``fleet_list.healthCoverage``, ``/healthz``,
-metrics) read :attr:`ObservedJournal.health`. Nothing here retries: the next tick or delivery
-pass is the retry.
+bounded reason (``"record: disk_full"``), and re-raises for the caller to carry on; the next call
+that succeeds marks it ok again. Surfaces (``fleet_list.healthCoverage``, ``/healthz``, metrics)
+read :attr:`ObservedJournal.health`. Nothing here retries: the next tick or delivery pass is the
+retry.
+
+It is also where a journal outage is reported: one WARNING when the first call fails, one INFO
+when a call succeeds again, whatever the number of calls in between (the delivery pass alone makes
+several a second), and the series ``fleetd_journal_up`` (0 during an outage) and
+``fleetd_journal_operation_seconds`` (by port method, every label present from the start).
+Callers log a journal failure at DEBUG at most.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,7 +26,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 from fleetd.clock import Clock
 from fleetd.errors import JournalError
-from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, DEFAULT_RECENT_LIMIT, Journal
+from fleetd.journal.port import (
+    DEFAULT_CLAIM_LIMIT,
+    DEFAULT_PURGE_LIMIT,
+    DEFAULT_RECENT_LIMIT,
+    Journal,
+)
 from fleetd.journal.records import (
     Claim,
     IncidentChange,
@@ -29,10 +41,30 @@ from fleetd.journal.records import (
     RecordedEvent,
     StoredIncident,
 )
+from fleetd.metrics import Metrics
 
-__all__ = ["JournalHealth", "JournalStatus", "ObservedJournal"]
+__all__ = ["OPERATIONS", "JournalHealth", "JournalStatus", "ObservedJournal"]
 
 T = TypeVar("T")
+
+_log = logging.getLogger("fleetd.journal")
+
+OPERATIONS = (
+    "record",
+    "append",
+    "get",
+    "recent",
+    "load_open",
+    "claim_due",
+    "complete",
+    "reschedule",
+    "fail",
+    "release",
+    "rearm",
+    "stats",
+    "purge",
+)
+"""The port's operations, the ``operation`` label of ``fleetd_journal_operation_seconds``."""
 
 
 class JournalStatus(StrEnum):
@@ -58,35 +90,69 @@ class JournalHealth:
 class ObservedJournal:
     """A :class:`~fleetd.journal.port.Journal` that keeps its own :class:`JournalHealth`."""
 
-    def __init__(self, inner: Journal, *, clock: Clock) -> None:
+    def __init__(self, inner: Journal, *, clock: Clock, metrics: Metrics | None = None) -> None:
         self.inner = inner
         self._clock = clock
+        self._metrics = metrics
         self._health = JournalHealth()
+        if metrics is not None:
+            metrics.journal_up.set(1)
+            for operation in OPERATIONS:
+                metrics.journal_operation_seconds.labels(operation=operation)
 
     @property
     def health(self) -> JournalHealth:
         return self._health
 
-    async def _observe(self, call: Awaitable[T]) -> T:
+    async def _observe(self, operation: str, call: Awaitable[T]) -> T:
+        started = self._clock.monotonic()
         try:
             result = await call
         except JournalError as exc:
+            self._took(operation, started)
             previous = self._health
+            reason = f"{exc.operation}: {exc.reason}"
+            if previous.ok:
+                _log.warning(
+                    "incident journal failing (%s): detection goes on, notification coverage "
+                    "is degraded until it answers",
+                    reason,
+                )
+                self._up(0)
             self._health = JournalHealth(
                 status=JournalStatus.DEGRADED,
-                reason=f"{exc.operation}: {exc.reason}",
+                reason=reason,
                 since=previous.since if not previous.ok else self._clock.now(),
                 failures=previous.failures + 1,
             )
             raise
-        if not self._health.ok:
+        self._took(operation, started)
+        failed = self._health
+        if not failed.ok:
             self._health = JournalHealth()
+            self._up(1)
+            down = (self._clock.now() - failed.since).total_seconds() if failed.since else 0.0
+            _log.info(
+                "incident journal answers again after %d failed calls in %.0f s (last: %s)",
+                failed.failures,
+                down,
+                failed.reason,
+            )
         return result
+
+    def _took(self, operation: str, started: float) -> None:
+        if self._metrics is not None:
+            elapsed = max(0.0, self._clock.monotonic() - started)
+            self._metrics.journal_operation_seconds.labels(operation=operation).observe(elapsed)
+
+    def _up(self, value: int) -> None:
+        if self._metrics is not None:
+            self._metrics.journal_up.set(value)
 
     async def record(
         self, change: IncidentChange, events: Sequence[NewEvent] = (), *, now: datetime
     ) -> tuple[RecordedEvent, ...]:
-        return await self._observe(self.inner.record(change, events, now=now))
+        return await self._observe("record", self.inner.record(change, events, now=now))
 
     async def append(
         self,
@@ -98,17 +164,18 @@ class ObservedJournal:
         require_open: bool = True,
     ) -> tuple[RecordedEvent, ...]:
         return await self._observe(
+            "append",
             self.inner.append(
                 incident_id,
                 events,
                 now=now,
                 after_revision=after_revision,
                 require_open=require_open,
-            )
+            ),
         )
 
     async def get(self, incident_id: str) -> StoredIncident | None:
-        return await self._observe(self.inner.get(incident_id))
+        return await self._observe("get", self.inner.get(incident_id))
 
     async def recent(
         self,
@@ -118,19 +185,24 @@ class ObservedJournal:
         involving: str | None = None,
     ) -> tuple[StoredIncident, ...]:
         return await self._observe(
-            self.inner.recent(resolved_since=resolved_since, limit=limit, involving=involving)
+            "recent",
+            self.inner.recent(resolved_since=resolved_since, limit=limit, involving=involving),
         )
 
     async def load_open(self) -> JournalSnapshot:
-        return await self._observe(self.inner.load_open())
+        return await self._observe("load_open", self.inner.load_open())
 
     async def claim_due(
         self, owner: str, *, now: datetime, lease: timedelta, limit: int = DEFAULT_CLAIM_LIMIT
     ) -> tuple[Claim, ...]:
-        return await self._observe(self.inner.claim_due(owner, now=now, lease=lease, limit=limit))
+        return await self._observe(
+            "claim_due", self.inner.claim_due(owner, now=now, lease=lease, limit=limit)
+        )
 
     async def complete(self, claim: Claim, *, now: datetime, http_status: int | None) -> bool:
-        return await self._observe(self.inner.complete(claim, now=now, http_status=http_status))
+        return await self._observe(
+            "complete", self.inner.complete(claim, now=now, http_status=http_status)
+        )
 
     async def reschedule(
         self,
@@ -142,9 +214,10 @@ class ObservedJournal:
         http_status: int | None = None,
     ) -> bool:
         return await self._observe(
+            "reschedule",
             self.inner.reschedule(
                 claim, now=now, due_at=due_at, failure=failure, http_status=http_status
-            )
+            ),
         )
 
     async def fail(
@@ -157,21 +230,27 @@ class ObservedJournal:
         sink: str | None = None,
     ) -> bool:
         return await self._observe(
-            self.inner.fail(claim, now=now, failure=failure, http_status=http_status, sink=sink)
+            "fail",
+            self.inner.fail(claim, now=now, failure=failure, http_status=http_status, sink=sink),
         )
 
     async def release(self, claim: Claim, *, now: datetime) -> bool:
-        return await self._observe(self.inner.release(claim, now=now))
+        return await self._observe("release", self.inner.release(claim, now=now))
 
     async def rearm(
         self, *, now: datetime, incident_id: str | None = None, except_sink: str | None = None
     ) -> int:
         return await self._observe(
-            self.inner.rearm(now=now, incident_id=incident_id, except_sink=except_sink)
+            "rearm", self.inner.rearm(now=now, incident_id=incident_id, except_sink=except_sink)
         )
 
     async def stats(self) -> JournalStats:
-        return await self._observe(self.inner.stats())
+        return await self._observe("stats", self.inner.stats())
+
+    async def purge(self, *, resolved_before: datetime, limit: int = DEFAULT_PURGE_LIMIT) -> int:
+        return await self._observe(
+            "purge", self.inner.purge(resolved_before=resolved_before, limit=limit)
+        )
 
     async def close(self) -> None:
         await self.inner.close()
