@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING
 from fleetd.errors import JournalError, JournalRefusedError
 from fleetd.health.incidents import IncidentKey
 from fleetd.journal.memory_rows import AttemptEntry, EventEntry, stored_incident
-from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, DEFAULT_RECENT_LIMIT, Journal
+from fleetd.journal.port import (
+    DEFAULT_CLAIM_LIMIT,
+    DEFAULT_PURGE_LIMIT,
+    DEFAULT_RECENT_LIMIT,
+    Journal,
+)
 from fleetd.journal.records import (
     AttemptOutcome,
     Claim,
@@ -172,20 +177,22 @@ class InMemoryJournal:
         changes = sorted(
             self._incidents.values(), key=lambda c: (c.incident.opened_at, c.incident.id)
         )
-        generations: dict[IncidentKey, int] = {}
-        for change in changes:
-            key = change.incident.key
-            generations[key] = max(generations.get(key, 0), change.incident.generation)
+        opened = [c for c in changes if c.resolved_at is None]
         pending = [
             c
             for c in changes
             if c.resolved_at is not None
             and any(e.state is EventState.PENDING for e in self._of(c.incident.id))
         ]
+        generations: dict[IncidentKey, int] = {}
+        for change in (*opened, *pending):
+            key = change.incident.key
+            generations[key] = max(generations.get(key, 0), change.incident.generation)
         return JournalSnapshot(
-            open_incidents=tuple(self._stored(c) for c in changes if c.resolved_at is None),
+            open_incidents=tuple(self._stored(c) for c in opened),
             pending_resolutions=tuple(self._stored(c) for c in pending),
             generations=generations,
+            generation_floor=max((c.incident.generation for c in changes), default=0),
         )
 
     async def recent(
@@ -366,6 +373,30 @@ class InMemoryJournal:
             queue_depth=sum(1 for a in self._attempts.values() if a.outcome is None),
             last_delivered_at=max(delivered, default=None),
         )
+
+    async def purge(self, *, resolved_before: datetime, limit: int = DEFAULT_PURGE_LIMIT) -> int:
+        self._check_up()
+        if resolved_before.utcoffset() is None:
+            raise JournalRefusedError("purge", "naive_time")
+        old = sorted(
+            (
+                c
+                for c in self._incidents.values()
+                if c.resolved_at is not None
+                and c.resolved_at < resolved_before
+                and all(e.state is not EventState.PENDING for e in self._of(c.incident.id))
+            ),
+            key=lambda c: (c.resolved_at, c.incident.id),
+        )[: max(limit, 0)]
+        for change in old:
+            incident_id = change.incident.id
+            events = {e.id for e in self._of(incident_id)}
+            for attempt in [a for a in self._attempts.values() if a.event_id in events]:
+                del self._attempts[attempt.id]
+            for event_id in events:
+                del self._events[event_id]
+            del self._incidents[incident_id]
+        return len(old)
 
     async def close(self) -> None:
         return None

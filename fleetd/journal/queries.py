@@ -1,5 +1,5 @@
 """SQL the journal's store runs inside an open transaction: appending events, re-arming failed
-ones, and the operator's list of recent incidents.
+ones, the operator's list of recent incidents, and deleting resolved history past its retention.
 
 Each function takes the :class:`~sqlmodel.Session` of a transaction
 :class:`~fleetd.journal.store.SqlStore` opened and neither commits nor rolls back.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, or_
+from sqlalchemy import delete, exists, func, or_
 from sqlmodel import Session, col, select
 
 from fleetd.journal.records import (
@@ -21,7 +21,7 @@ from fleetd.journal.records import (
 )
 from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
 
-__all__ = ["add_events", "last_revision", "rearm_failed", "recent_rows"]
+__all__ = ["add_events", "last_revision", "purge_resolved", "rearm_failed", "recent_rows"]
 
 
 def last_revision(session: Session, incident_id: str) -> int:
@@ -123,3 +123,27 @@ def recent_rows(
         ).all()
         rows.extend(resolved)
     return rows
+
+
+def purge_resolved(session: Session, resolved_before: datetime, limit: int) -> int:
+    """Delete up to ``limit`` incidents resolved before ``resolved_before``, oldest first, with
+    their events and attempts; one with an event still pending is kept."""
+    if limit < 1:
+        return 0
+    pending = exists().where(
+        col(EventRow.incident_id) == col(IncidentRow.id),
+        col(EventRow.state) == EventState.PENDING.value,
+    )
+    ids = session.exec(
+        select(IncidentRow.id)
+        .where(col(IncidentRow.resolved_at) < resolved_before, ~pending)
+        .order_by(col(IncidentRow.resolved_at), col(IncidentRow.id))
+        .limit(limit)
+    ).all()
+    if not ids:
+        return 0
+    events = select(EventRow.id).where(col(EventRow.incident_id).in_(ids))
+    session.exec(delete(AttemptRow).where(col(AttemptRow.event_id).in_(events)))
+    session.exec(delete(EventRow).where(col(EventRow.incident_id).in_(ids)))
+    session.exec(delete(IncidentRow).where(col(IncidentRow.id).in_(ids)))
+    return len(ids)

@@ -252,11 +252,15 @@ class StoredIncident:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JournalSnapshot:
     """What a restart reloads: open incidents, resolved ones whose events are still pending, and
-    the latest generation of every key ever seen (to seed the core's ``IncidentBook``)."""
+    what seeds the core's ``IncidentBook``: ``generations``, the latest generation of each key
+    with an open incident or a pending resolution, and ``generation_floor``, at least the
+    generation of every other incident stored (so a key that opens again gets a generation no
+    stored incident of it has, without reading every key of the history)."""
 
     open_incidents: tuple[StoredIncident, ...] = ()
     pending_resolutions: tuple[StoredIncident, ...] = ()
     generations: Mapping[IncidentKey, int] = field(default_factory=dict)
+    generation_floor: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

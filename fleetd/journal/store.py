@@ -14,14 +14,19 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, func, or_, update
-from sqlalchemy import select as sa_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from fleetd.errors import JournalError, JournalRefusedError
 from fleetd.health.incidents import IncidentKey
 from fleetd.journal.engine import translate
-from fleetd.journal.queries import add_events, last_revision, rearm_failed, recent_rows
+from fleetd.journal.queries import (
+    add_events,
+    last_revision,
+    purge_resolved,
+    rearm_failed,
+    recent_rows,
+)
 from fleetd.journal.records import (
     AttemptOutcome,
     Claim,
@@ -37,7 +42,7 @@ from fleetd.journal.records import (
     check_code,
     check_event,
 )
-from fleetd.journal.rows import incident_key, make_key, stored_incidents
+from fleetd.journal.rows import incident_key, stored_incidents
 from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
 
 __all__ = ["SqlStore"]
@@ -186,27 +191,18 @@ class SqlStore:
                 )
                 .order_by(col(IncidentRow.opened_at), col(IncidentRow.id))
             ).all()
-            latest = session.connection().execute(
-                sa_select(
-                    col(IncidentRow.scope),
-                    col(IncidentRow.subject_stable_id),
-                    col(IncidentRow.state),
-                    col(IncidentRow.cause_fingerprint),
-                    func.max(IncidentRow.generation),
-                ).group_by(
-                    col(IncidentRow.scope),
-                    col(IncidentRow.subject_stable_id),
-                    col(IncidentRow.state),
-                    col(IncidentRow.cause_fingerprint),
-                )
-            )
+            # the keys these rows hold, and one indexed max for every other key: never a pass
+            # over the history kept
             generations: dict[IncidentKey, int] = {}
-            for scope, subject, state, cause, generation in latest:
-                generations[make_key(scope, subject, state, cause)] = generation
+            for row in (*opened, *resolving):
+                key = incident_key(row)
+                generations[key] = max(generations.get(key, 0), row.generation)
+            floor = session.exec(select(func.max(IncidentRow.generation))).one()
             return JournalSnapshot(
                 open_incidents=stored_incidents(session, opened),
                 pending_resolutions=stored_incidents(session, resolving),
                 generations=generations,
+                generation_floor=floor or 0,
             )
 
     def claim_due(
@@ -329,3 +325,9 @@ class SqlStore:
             ).one()
             last = session.exec(select(func.max(EventRow.delivered_at))).one()
             return JournalStats(queue_depth=depth, last_delivered_at=last)
+
+    def purge(self, resolved_before: datetime, limit: int) -> int:
+        if resolved_before.utcoffset() is None:
+            raise JournalRefusedError("purge", "naive_time")
+        with self.transaction("purge") as session:
+            return purge_resolved(session, resolved_before, limit)
