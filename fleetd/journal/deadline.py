@@ -1,14 +1,17 @@
 """How long one journal operation may take, and how a call that outlives it lets go.
 
 Every journal operation has a deadline, ``journal.operationTimeoutMs`` (read anew for every
-transaction and connection, so a reload applies at once). The database enforces what it can:
+transaction and connection, so a reload applies at once). The database enforces what it can, at
+:data:`DATABASE_SHARE` of the deadline, so that it gives up first and cleanly (the transaction
+rolled back, the reason its own) before the caller stops waiting:
 
-* **SQLite**: ``busy_timeout`` is set to the deadline before each ``BEGIN IMMEDIATE``, so waiting
-  for another writer's lock ends in ``SQLITE_BUSY`` (``locked``) within it.
-* **PostgreSQL**: each transaction starts with ``statement_timeout`` and ``lock_timeout`` set to
-  the deadline (``set_config(..., true)``, local to the transaction); a connect gives up after it
-  (``connect_timeout``, whole seconds, at least 2: libpq's own rule) and a connection whose peer
-  stops acknowledging for it is dropped by the kernel (``tcp_user_timeout``, keepalives).
+* **SQLite**: ``busy_timeout`` is set before each ``BEGIN IMMEDIATE``, so waiting for another
+  writer's lock ends in ``SQLITE_BUSY`` (``locked``).
+* **PostgreSQL**: each transaction starts with ``statement_timeout`` and ``lock_timeout`` set
+  (``set_config(..., true)``, local to the transaction; ``timeout`` and ``locked``); a connect
+  gives up after the deadline (``connect_timeout``, whole seconds, at least 2: libpq's own rule)
+  and a connection whose peer stops acknowledging for it is dropped by the kernel
+  (``tcp_user_timeout``, keepalives).
 
 A peer that accepts and never answers defeats all of these: the server never sees the query, and
 a frozen proxy's kernel acknowledges every byte. So :class:`~fleetd.journal.sql.SqlJournal` also
@@ -32,16 +35,18 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, event
 
-__all__ = ["DEFAULT_DEADLINE", "OpenConnections", "bound_operations"]
+__all__ = ["DATABASE_SHARE", "DEFAULT_DEADLINE", "OpenConnections", "bound_operations"]
 
 DEFAULT_DEADLINE = timedelta(seconds=5)
 """The deadline of a journal built without one (``journal.operationTimeoutMs``'s default)."""
+DATABASE_SHARE = 0.8
+"""The share of the deadline the database's own statement, lock and busy timeouts get."""
 _KEEPALIVE_INTERVAL_SECONDS = 1
 _KEEPALIVE_COUNT = 3
 
 
-def _milliseconds(deadline: Callable[[], timedelta]) -> int:
-    return max(1, int(deadline().total_seconds() * 1000))
+def _milliseconds(deadline: Callable[[], timedelta], share: float = 1.0) -> int:
+    return max(1, int(deadline().total_seconds() * 1000 * share))
 
 
 def bound_operations(engine: Engine, deadline: Callable[[], timedelta]) -> None:
@@ -49,14 +54,15 @@ def bound_operations(engine: Engine, deadline: Callable[[], timedelta]) -> None:
     if engine.dialect.name == "sqlite":
 
         def busy_timeout(connection: Connection) -> None:
-            connection.exec_driver_sql(f"PRAGMA busy_timeout={_milliseconds(deadline)}")
+            busy = _milliseconds(deadline, DATABASE_SHARE)
+            connection.exec_driver_sql(f"PRAGMA busy_timeout={busy}")
 
         # inserted ahead of the engine's own BEGIN IMMEDIATE, which is what waits for the lock
         event.listen(engine, "begin", busy_timeout, insert=True)
         return
 
     def local_timeouts(connection: Connection) -> None:
-        value = f"{_milliseconds(deadline)}ms"
+        value = f"{_milliseconds(deadline, DATABASE_SHARE)}ms"
         connection.exec_driver_sql(
             "SELECT set_config('statement_timeout', %(value)s, true), "
             "set_config('lock_timeout', %(value)s, true)",
