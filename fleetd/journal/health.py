@@ -104,7 +104,8 @@ class ObservedJournal:
     def health(self) -> JournalHealth:
         return self._health
 
-    async def _observe(self, operation: str, call: Awaitable[T]) -> T:
+    async def _observe(self, call: Awaitable[T]) -> T:
+        operation = getattr(call, "__name__", "")  # the port method's coroutine
         started = self._clock.monotonic()
         try:
             result = await call
@@ -141,7 +142,7 @@ class ObservedJournal:
         return result
 
     def _took(self, operation: str, started: float) -> None:
-        if self._metrics is not None:
+        if self._metrics is not None and operation in OPERATIONS:
             elapsed = max(0.0, self._clock.monotonic() - started)
             self._metrics.journal_operation_seconds.labels(operation=operation).observe(elapsed)
 
@@ -152,7 +153,7 @@ class ObservedJournal:
     async def record(
         self, change: IncidentChange, events: Sequence[NewEvent] = (), *, now: datetime
     ) -> tuple[RecordedEvent, ...]:
-        return await self._observe("record", self.inner.record(change, events, now=now))
+        return await self._observe(self.inner.record(change, events, now=now))
 
     async def append(
         self,
@@ -164,18 +165,17 @@ class ObservedJournal:
         require_open: bool = True,
     ) -> tuple[RecordedEvent, ...]:
         return await self._observe(
-            "append",
             self.inner.append(
                 incident_id,
                 events,
                 now=now,
                 after_revision=after_revision,
                 require_open=require_open,
-            ),
+            )
         )
 
     async def get(self, incident_id: str) -> StoredIncident | None:
-        return await self._observe("get", self.inner.get(incident_id))
+        return await self._observe(self.inner.get(incident_id))
 
     async def recent(
         self,
@@ -185,24 +185,19 @@ class ObservedJournal:
         involving: str | None = None,
     ) -> tuple[StoredIncident, ...]:
         return await self._observe(
-            "recent",
-            self.inner.recent(resolved_since=resolved_since, limit=limit, involving=involving),
+            self.inner.recent(resolved_since=resolved_since, limit=limit, involving=involving)
         )
 
     async def load_open(self) -> JournalSnapshot:
-        return await self._observe("load_open", self.inner.load_open())
+        return await self._observe(self.inner.load_open())
 
     async def claim_due(
         self, owner: str, *, now: datetime, lease: timedelta, limit: int = DEFAULT_CLAIM_LIMIT
     ) -> tuple[Claim, ...]:
-        return await self._observe(
-            "claim_due", self.inner.claim_due(owner, now=now, lease=lease, limit=limit)
-        )
+        return await self._observe(self.inner.claim_due(owner, now=now, lease=lease, limit=limit))
 
     async def complete(self, claim: Claim, *, now: datetime, http_status: int | None) -> bool:
-        return await self._observe(
-            "complete", self.inner.complete(claim, now=now, http_status=http_status)
-        )
+        return await self._observe(self.inner.complete(claim, now=now, http_status=http_status))
 
     async def reschedule(
         self,
@@ -214,10 +209,9 @@ class ObservedJournal:
         http_status: int | None = None,
     ) -> bool:
         return await self._observe(
-            "reschedule",
             self.inner.reschedule(
                 claim, now=now, due_at=due_at, failure=failure, http_status=http_status
-            ),
+            )
         )
 
     async def fail(
@@ -230,27 +224,24 @@ class ObservedJournal:
         sink: str | None = None,
     ) -> bool:
         return await self._observe(
-            "fail",
-            self.inner.fail(claim, now=now, failure=failure, http_status=http_status, sink=sink),
+            self.inner.fail(claim, now=now, failure=failure, http_status=http_status, sink=sink)
         )
 
     async def release(self, claim: Claim, *, now: datetime) -> bool:
-        return await self._observe("release", self.inner.release(claim, now=now))
+        return await self._observe(self.inner.release(claim, now=now))
 
     async def rearm(
         self, *, now: datetime, incident_id: str | None = None, except_sink: str | None = None
     ) -> int:
         return await self._observe(
-            "rearm", self.inner.rearm(now=now, incident_id=incident_id, except_sink=except_sink)
+            self.inner.rearm(now=now, incident_id=incident_id, except_sink=except_sink)
         )
 
     async def stats(self) -> JournalStats:
-        return await self._observe("stats", self.inner.stats())
+        return await self._observe(self.inner.stats())
 
     async def purge(self, *, resolved_before: datetime, limit: int = DEFAULT_PURGE_LIMIT) -> int:
-        return await self._observe(
-            "purge", self.inner.purge(resolved_before=resolved_before, limit=limit)
-        )
+        return await self._observe(self.inner.purge(resolved_before=resolved_before, limit=limit))
 
     async def close(self) -> None:
         await self.inner.close()
