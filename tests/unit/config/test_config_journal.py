@@ -66,19 +66,22 @@ def test_journal_keys_need_a_restart() -> None:
 
 
 @pytest.mark.parametrize(
-    ("document", "key"),
+    ("document", "key", "words"),
     [
-        ({"operationTimeoutMs": 60_001}, "journal.operationTimeoutMs"),
-        ({"operationTimeoutMs": "5s"}, "journal.operationTimeoutMs"),
-        ({"retentionDays": 3651}, "journal.retentionDays"),
-        ({"retentionDays": 1.5}, "journal.retentionDays"),
+        ({"operationTimeoutMs": 60_001}, "journal.operationTimeoutMs", "less than or equal to"),
+        ({"operationTimeoutMs": "5s"}, "journal.operationTimeoutMs", "valid integer"),
+        ({"retentionDays": 3651}, "journal.retentionDays", "less than or equal to 3650"),
+        ({"retentionDays": 1.5}, "journal.retentionDays", "valid integer"),
     ],
 )
-def test_a_bad_deadline_or_retention_names_its_key(document: dict[str, object], key: str) -> None:
-    """Above its bound or not an integer: refused, naming the key."""
+def test_a_bad_deadline_or_retention_names_its_key(
+    document: dict[str, object], key: str, words: str
+) -> None:
+    """Above its bound or not an integer: refused, naming the key and why."""
     with pytest.raises(ConfigError) as caught:
         parse_config({"journal": document}, {})
     assert caught.value.key == key
+    assert words in caught.value.reason
 
 
 def test_the_deadline_and_the_retention_are_hot_and_floored() -> None:
