@@ -389,13 +389,10 @@ class InMemoryJournal:
             key=lambda c: (c.resolved_at, c.incident.id),
         )[: max(limit, 0)]
         for change in old:
-            incident_id = change.incident.id
-            events = {e.id for e in self._of(incident_id)}
-            for attempt in [a for a in self._attempts.values() if a.event_id in events]:
-                del self._attempts[attempt.id]
-            for event_id in events:
-                del self._events[event_id]
-            del self._incidents[incident_id]
+            gone = {e.id for e in self._of(change.incident.id)}
+            self._attempts = {i: a for i, a in self._attempts.items() if a.event_id not in gone}
+            self._events = {i: e for i, e in self._events.items() if i not in gone}
+            del self._incidents[change.incident.id]
         return len(old)
 
     async def close(self) -> None:
