@@ -127,7 +127,8 @@ def recent_rows(
 
 def purge_resolved(session: Session, resolved_before: datetime, limit: int) -> int:
     """Delete up to ``limit`` incidents resolved before ``resolved_before``, oldest first, with
-    their events and attempts; one with an event still pending is kept."""
+    their events and attempts; one with an event still pending is kept. On PostgreSQL the rows
+    another instance's purge holds are skipped, not waited for."""
     if limit < 1:
         return 0
     pending = exists().where(
@@ -139,6 +140,7 @@ def purge_resolved(session: Session, resolved_before: datetime, limit: int) -> i
         .where(col(IncidentRow.resolved_at) < resolved_before, ~pending)
         .order_by(col(IncidentRow.resolved_at), col(IncidentRow.id))
         .limit(limit)
+        .with_for_update(skip_locked=True)
     ).all()
     if not ids:
         return 0
