@@ -39,11 +39,12 @@ from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.journal.health import ObservedJournal
 from fleetd.journal.port import Journal
+from fleetd.journal.retention import RETENTION_PASS_SECONDS, JournalRetention
 from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
 from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
 from fleetd.notify.http import HttpWebhookSender
-from fleetd.notify.worker import SinkWorker
+from fleetd.notify.worker import LEASE_MARGIN, SinkWorker
 from fleetd.outbound import (
     build_inbox,
     herdr_control,
@@ -60,7 +61,7 @@ from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
-from fleetd.runtime.scheduler import Loop, Scheduler
+from fleetd.runtime.scheduler import STALL_FLOOR_SECONDS, Loop, Scheduler
 from fleetd.wiring import feed_metrics, lead_tokens, start_series
 
 __all__ = ["Fleetd", "build_inbox", "build_service"]
@@ -105,6 +106,7 @@ class Fleetd:
     desk: IncidentDesk  # the journal's operator view (/v1/incidents)
     sink: SinkWorker  # delivers the journal's outbound events to the webhook
     sender: HttpWebhookSender
+    retention: JournalRetention  # deletes resolved history past journal.retentionDays
     started: bool = False
 
     @property
@@ -220,7 +222,8 @@ def build_service(
     """Build one fleetd from its config; any port may be replaced (tests pass fakes).
 
     The journal defaults to ``journal.url`` (the SQLite file beside the config unless a PostgreSQL
-    URL is configured); it connects, and applies its migrations, on first use.
+    URL is configured); it connects, and applies its migrations, on first use. Each of its
+    operations is bounded by ``journal.operationTimeoutMs`` (hot), on the system clock.
     """
     clock = clock or SystemClock()
     # No *_created series: a scrape shows what fleetd counts, not when each child was made.
@@ -265,7 +268,13 @@ def build_service(
         view=bridge.view,
     )
     observed_journal = ObservedJournal(
-        journal or SqlJournal(settings.journal.url.get_secret_value()), clock=clock
+        journal
+        or SqlJournal(
+            settings.journal.url.get_secret_value(),
+            deadline=lambda: config.current.journal.operation_timeout,
+        ),
+        clock=clock,
+        metrics=metrics,
     )
     models, dependencies = model_health(
         config, environ=environ, clock=clock, inbox=inbox, metrics=metrics, catalog=catalog
@@ -356,6 +365,9 @@ def build_service(
         desk=IncidentDesk(observed_journal, replay=escalation.replay),
         sink=sink,
         sender=sender,
+        retention=JournalRetention(
+            observed_journal, retention=lambda: config.current.journal.retention, clock=clock
+        ),
     )
     _schedule(service)
     return service
@@ -386,7 +398,28 @@ def _schedule(service: Fleetd) -> None:
             await escalation.step(service.clock.now())
         await service.sink.step()
 
-    service.scheduler.add(Loop(name="webhook", step=deliver, interval=lambda: WEBHOOK_PASS_SECONDS))
+    def longest_pass() -> float:
+        """A delivery pass ends by its claims' lease (one request limit per receiver, one more
+        and the margin), plus the floor every loop gets for its other calls."""
+        notifications = service.config.current.health.notifications
+        receivers = max(1, len(notifications.receiver_envs))
+        lease = (receivers + 1) * notifications.request_timeout + LEASE_MARGIN
+        return lease.total_seconds() + STALL_FLOOR_SECONDS
+
+    async def purge() -> None:
+        await service.retention.step()
+
+    service.scheduler.add(
+        Loop(
+            name="webhook",
+            step=deliver,
+            interval=lambda: WEBHOOK_PASS_SECONDS,
+            stall_after=longest_pass,
+        )
+    )
+    service.scheduler.add(
+        Loop(name="journal-retention", step=purge, interval=lambda: RETENTION_PASS_SECONDS)
+    )
     service.scheduler.add(
         Loop(name="model-health", step=service.models.step, interval=lambda: MODEL_HEALTH_SECONDS)
     )

@@ -145,6 +145,19 @@ class Metrics:
             ["mode", "status"],
             registry=r,
         )
+        # the incident journal; fed by fleetd.journal.health.ObservedJournal
+        self.journal_up = Gauge(
+            "fleetd_journal_up",
+            "1 while the incident journal answers; 0 from a failed operation until one succeeds.",
+            registry=r,
+        )
+        self.journal_operation_seconds = Histogram(
+            "fleetd_journal_operation_seconds",
+            "Duration of incident journal operations (failed ones included), by port method.",
+            ["operation"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=r,
+        )
         self.pane_reads_total = Counter(
             "fleet_health_pane_reads_total",
             "Pane reads performed for health evidence, by outcome.",

@@ -77,7 +77,9 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         or Effective.of(prior.settings).member_timers()
         == Effective.of(snapshot.config).member_timers()
     )
-    book = IncidentBook(prior.incidents, prior.generations, prior.namespace)
+    book = IncidentBook(
+        prior.incidents, prior.generations, prior.namespace, floor=prior.generation_floor
+    )
     tick = Tick(snapshot, book, now, steady=steady, adopted=prior.adopted)
     link = step_link(tick, snapshot.live, prior.link)
     if link.state is not prior.link.state:
@@ -122,6 +124,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         leads=leads,
         incidents=tick.book.open,
         generations=tick.book.generations,
+        generation_floor=prior.generation_floor,
         profile_mutes=profile_mutes,
         probe_cursor=cursor,
         recent_reads=recent,

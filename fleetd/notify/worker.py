@@ -303,10 +303,12 @@ class SinkWorker:
         self._metrics.notifications_total.labels(event=claim.type.value, outcome=outcome).inc()
 
     async def _call(self, call: Awaitable[T]) -> T | None:
-        """The journal's answer, or ``None`` after logging its failure (the pass carries on)."""
+        """The journal's answer, or ``None`` (the pass carries on). The outage is reported once,
+        where the journal is observed (:class:`~fleetd.journal.health.ObservedJournal`); a pass
+        notes each failure at DEBUG only."""
         try:
             return await call
         except JournalError as exc:
             self._journal_ok = False
-            _log.warning("notification journal failed: %s: %s", exc.operation, exc.reason)
+            _log.debug("notification journal failed: %s: %s", exc.operation, exc.reason)
             return None

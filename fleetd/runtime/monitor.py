@@ -106,7 +106,12 @@ class FleetHealthMonitor:
             _log.warning("incident journal not read at start (%s); detection starts afresh", exc)
             return 0
         incidents = [stored.incident for stored in kept.open_incidents]
-        self.state = resume(incidents, kept.generations, self.bridge.runs.current)
+        self.state = resume(
+            incidents,
+            kept.generations,
+            self.bridge.runs.current,
+            floor=kept.generation_floor,
+        )
         if incidents:
             _log.info("resumed %d open incidents from the journal", len(incidents))
         return len(incidents)

@@ -58,6 +58,8 @@ EXPECTED_DEFAULTS = {
     "inbox.amqp.connectTimeoutMs": 10_000,
     "inbox.amqp.operationTimeoutMs": 10_000,
     "journal.urlEnv": None,
+    "journal.operationTimeoutMs": 5000,
+    "journal.retentionDays": 30,
     "health.enabled": False,
     "health.snapshotIntervalSeconds": 30,
     "health.workingSuspectAfterSeconds": 600,

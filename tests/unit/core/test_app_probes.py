@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
 import pytest
 
 from fleetd.api.app import create_app
+from fleetd.runtime.scheduler import STALL_FLOOR_SECONDS, Loop, Scheduler
 from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet, sample_document
 
 
@@ -46,6 +48,33 @@ async def test_livez_and_healthz_answer_while_herdr_is_down(fleet: TestFleet) ->
     components = healthz.json()["components"]
     assert set(components) >= {"controlLink", "config", "loops", "fleetHealth"}
     assert components["fleetHealth"]["status"] == "off"
+
+
+async def test_livez_fails_while_a_loop_is_stuck_in_its_step(fleet: TestFleet) -> None:
+    """2a: a loop whose step waits forever (its task alive) makes /livez 503 once the step has
+    run past its stall limit, and 200 again once it ends."""
+    release = asyncio.Event()
+
+    async def waits_on_a_dependency() -> None:
+        await release.wait()
+
+    scheduler = Scheduler(fleet.clock)
+    scheduler.add(Loop(name="health", step=waits_on_a_dependency, interval=lambda: 30))
+    fleet.service.scheduler = scheduler
+    scheduler.start()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    async with _client(fleet) as client:
+        assert (await client.get("/livez")).status_code == 200
+        await fleet.clock.run(STALL_FLOOR_SECONDS + 1, step=10)
+        stuck = await client.get("/livez")
+        release.set()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        after = await client.get("/livez")
+    await scheduler.stop()
+    assert (stuck.status_code, stuck.json()) == (503, {"status": "fail"})
+    assert after.status_code == 200
 
 
 async def test_metrics_come_from_the_service_registry(fleet: TestFleet) -> None:

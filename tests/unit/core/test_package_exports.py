@@ -76,6 +76,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "LinkState",
         "LiveAgents",
         "Loop",
+        "STALL_FLOOR_SECONDS",
         "Scheduler",
     },
 }
