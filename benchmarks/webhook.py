@@ -1,16 +1,20 @@
-"""Escalation to the person's webhook: how long from an incident recorded to the receiver's 200.
+"""Escalation to the person's webhook: how long from an incident routed to a person to the
+receiver's 200.
 
-Two measurements, both through the real pieces — the SQLite journal fleetd embeds by default (a
-file in a temporary directory), the delivery worker (:class:`fleetd.notify.worker.SinkWorker`),
-the httpx sender and the demo receiver (:mod:`fleetd.notify.receiver`, which verifies every
-signature) on 127.0.0.1:
+Two measurements, both through the real pieces of ``fleetd serve``'s webhook loop — the health
+dispatcher hands an incident routed to a person to the escalation shell
+(:meth:`fleetd.runtime.escalation.Escalation.note`, synchronous), and each pass of the loop runs
+:meth:`~fleetd.runtime.escalation.Escalation.step` (the human-leg policy's ``open`` recorded in
+the SQLite journal fleetd embeds by default, a file in a temporary directory) and then the
+delivery worker (:class:`fleetd.notify.worker.SinkWorker`) with the httpx sender, to the demo
+receiver (:mod:`fleetd.notify.receiver`, which verifies every signature) on 127.0.0.1:
 
-* **fake clock** — an incident recorded at ``T`` is received after exactly one worker pass, at
-  ``T`` on the fake clock: the first attempt waits for nothing but the next pass;
-* **real time** — the worker runs as the scheduler runs it, one pass every ``PASS_INTERVAL``
-  seconds; 20 incidents are recorded at random moments, and each one's time from the start of
-  ``journal.record`` to the receiver verifying it (and answering 200) is taken. Also shown: the
-  same with the pass started right after the record (the cost of one pass alone).
+* **fake clock** — an incident handed over at ``T`` is received after exactly one pass of the
+  loop, at ``T`` on the fake clock: the first attempt waits for nothing but the next pass;
+* **real time** — the loop runs as the scheduler runs it, one pass every ``PASS_INTERVAL``
+  seconds; 20 incidents are handed over at random moments, and each one's time from the hand-off
+  to the receiver verifying it (and answering 200) is taken. Also shown: the same with the pass
+  started right after the hand-off (the cost of one pass alone).
 
 Target: every real-time sample under 1 s. Prints the figures; exits 1 on a miss.
 Run: ``.venv/bin/python benchmarks/webhook.py [--postgres postgresql://postgres@127.0.0.1/test]``.
@@ -28,25 +32,26 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 import psycopg
 
 from fleetd.clock import Clock, FakeClock, SystemClock
+from fleetd.config import FleetdConfig, NotificationMode
 from fleetd.health.incidents import Assignment, Incident, IncidentKey, Route, RoutingReason
 from fleetd.health.incidents import incident_id as make_incident_id
 from fleetd.health.states import MemberState, Scope, spec_of
 from fleetd.journal.port import Journal
-from fleetd.journal.records import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
 from fleetd.notify.http import HttpWebhookSender
-from fleetd.notify.payload import CoverageStatus, event_from_incident
 from fleetd.notify.receiver import RunningReceiver, WebhookReceiver, start_receiver
 from fleetd.notify.signing import WebhookSecret
 from fleetd.notify.sink import SinkTarget
 from fleetd.notify.worker import SinkWorker
+from fleetd.runtime.escalation import Escalation
 
 SECRET = WebhookSecret(bytes(range(32)))
 PASS_INTERVAL = 0.5
@@ -71,29 +76,36 @@ def incident(n: int, clock: Clock) -> Incident:
     )
 
 
-async def escalate(journal: Journal, item: Incident, clock: Clock) -> None:
-    """What the dispatcher does for an incident routed to a person: one outbox transaction."""
-    event = event_from_incident(
-        item,
-        event_type=EventType.OPEN,
-        revision=1,
-        occurred_at=clock.now(),
-        instance="fleetd-bench",
-        coverage=CoverageStatus.FULL,
-        routing_reason=item.routing_reason,
-    )
-    payload = event.model_dump(mode="json", by_alias=True)
-    await journal.record(
-        IncidentChange(incident=item),
-        [NewEvent(type=EventType.OPEN, payload=payload)],
-        now=clock.now(),
-    )
+def webhook_mode() -> FleetdConfig:
+    """Notifications on (the target below is built here, not read from the environment)."""
+    base = FleetdConfig()
+    notifications = base.health.notifications.model_copy(update={"mode": NotificationMode.WEBHOOK})
+    health = base.health.model_copy(update={"notifications": notifications})
+    return base.model_copy(update={"health": health, "instance": "fleetd-bench"})
 
 
-def worker(journal: Journal, clock: Clock, url: str) -> tuple[SinkWorker, HttpWebhookSender]:
+@dataclass(slots=True)
+class WebhookLoop:
+    """The webhook loop as ``fleetd serve`` composes it: the escalation shell, then the worker."""
+
+    escalation: Escalation
+    worker: SinkWorker
+    sender: HttpWebhookSender
+    clock: Clock
+
+    async def step(self) -> None:
+        await self.escalation.step(self.clock.now())
+        await self.worker.step()
+
+
+def webhook_loop(journal: Journal, clock: Clock, url: str) -> WebhookLoop:
     sender = HttpWebhookSender(clock=clock)
     sink = SinkTarget(urls=(url,), secret=SECRET, limit=timedelta(seconds=5))
-    built = SinkWorker(
+    config = webhook_mode()
+    escalation = Escalation(
+        journal=journal, settings=lambda: config, receivers=lambda: sink.generation
+    )
+    worker = SinkWorker(
         journal=journal,
         target=lambda: sink,
         sender=sender,
@@ -101,9 +113,9 @@ def worker(journal: Journal, clock: Clock, url: str) -> tuple[SinkWorker, HttpWe
         draw=random.random,
         metrics=Metrics(),
         owner="fleetd-bench",
-        repeat=lambda: timedelta(hours=1),
+        delivered=escalation.delivered,
     )
-    return built, sender
+    return WebhookLoop(escalation=escalation, worker=worker, sender=sender, clock=clock)
 
 
 async def receiving(
@@ -122,36 +134,36 @@ async def receiving(
 
 
 async def on_the_fake_clock(url_of: str) -> tuple[int, float]:
-    """Passes and fake seconds from an escalation to its arrival."""
+    """Passes and fake seconds from a hand-off to its arrival."""
     clock = FakeClock(SystemClock().now())
     arrivals: dict[str, float] = {}
     receiver = await receiving(clock, arrivals)
     journal = SqlJournal(url_of)
-    running, sender = worker(journal, clock, receiver.url)
+    running = webhook_loop(journal, clock, receiver.url)
     try:
         item = incident(0, clock)
         start = clock.now()
-        await escalate(journal, item, clock)
+        running.escalation.note(item)
         passes = 0
         while item.id not in arrivals and passes < 10:
             await running.step()
             passes += 1
         return passes, (clock.now() - start).total_seconds()
     finally:
-        await sender.aclose()
+        await running.sender.aclose()
         await journal.close()
         await receiver.stop()
 
 
 async def in_real_time(url_of: str, *, loop: bool) -> list[float]:
-    """Seconds from each record's start to its arrival, with a pass loop or a pass per record."""
+    """Seconds from each hand-off to its arrival, with a pass loop or a pass per hand-off."""
     clock = SystemClock()
     arrivals: dict[str, float] = {}
     arrived = asyncio.Event()
     receiver = await receiving(clock, arrivals, arrived)
     journal = SqlJournal(url_of)
-    running, sender = worker(journal, clock, receiver.url)
-    await journal.stats()  # the schema is prepared before timing starts
+    running = webhook_loop(journal, clock, receiver.url)
+    await running.step()  # the schema is prepared and the first sweep done before timing starts
 
     async def passes() -> None:
         while True:
@@ -166,7 +178,7 @@ async def in_real_time(url_of: str, *, loop: bool) -> list[float]:
                 await asyncio.sleep(random.uniform(0, PASS_INTERVAL))
             item = incident(n, clock)
             started[item.id] = time.perf_counter()
-            await escalate(journal, item, clock)
+            running.escalation.note(item)
             if not loop:
                 await running.step()
         async with asyncio.timeout(10):
@@ -179,7 +191,7 @@ async def in_real_time(url_of: str, *, loop: bool) -> list[float]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await sender.aclose()
+        await running.sender.aclose()
         await journal.close()
         await receiver.stop()
 
@@ -219,9 +231,9 @@ async def main(postgres: str | None) -> int:
         direct = await in_real_time(urls[2], loop=False)
     kind = "PostgreSQL" if postgres else "SQLite (the embedded default)"
     print(f"journal: {kind}; receiver: fleetd.notify.receiver on 127.0.0.1")
-    print(f"fake clock: escalation to first attempt in {passes} pass, {fake_seconds:.3f} s")
+    print(f"fake clock: hand-off to first attempt in {passes} pass, {fake_seconds:.3f} s")
     print(describe(f"real time, a pass every {PASS_INTERVAL} s", looped))
-    print(describe("real time, a pass right after the record", direct))
+    print(describe("real time, a pass right after the hand-off", direct))
     ok = passes == 1 and fake_seconds == 0 and max(looped) < TARGET_SECONDS
     verdict = "met" if ok else "MISSED"
     print(

@@ -26,8 +26,8 @@ or a restart only delay what a person is told, never change it. The rules, in or
 2. **Open, with a person** (``route`` is ``human``). If no ``open`` is pending, delivered or
    failed, one is recorded (again after a lead held the incident and its undelivered ``open``
    was cancelled). A failed ``open`` or ``reminder`` is re-armed on a replay or for a new
-   receiver list. A critical incident whose person was told, with nothing pending, gets a
-   ``reminder`` every ``repeat`` counted from the last delivery.
+   receiver list. A critical incident whose person was told, with nothing pending or refused,
+   gets a ``reminder`` every ``repeat`` counted from the last delivery.
 3. **Open, with a lead or nobody.** Every pending or failed ``open``/``reminder`` is cancelled:
    a lead can act, so a person is not paged; what was delivered stays delivered, and rule 1
    tells that person of the resolution.
@@ -154,8 +154,9 @@ def _reminder_due(
     told: tuple[StoredEvent, ...], *, critical: bool, repeat: timedelta
 ) -> datetime | None:
     """When the next reminder is due: a critical incident whose person was told, with nothing
-    pending (an event still being told is the reminder), ``repeat`` after the last delivery."""
-    if not critical or any(e.state is EventState.PENDING for e in told):
+    pending (an event still being told is the reminder) and nothing refused for good (it waits
+    for a new receiver list or a replay, §10.4), ``repeat`` after the last delivery."""
+    if not critical or any(e.state in _UNSENT for e in told):
         return None
     last = max((e.delivered_at for e in told if e.delivered_at is not None), default=None)
     return None if last is None else last + repeat

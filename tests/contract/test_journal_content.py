@@ -82,7 +82,8 @@ FORBIDDEN_PAYLOADS = [
 
 
 async def live_an_incident(journal: SqlJournal) -> None:
-    """Open, refuse content, retry, fail, re-arm, deliver, re-route, resolve."""
+    """Open, refuse content (recorded or settled), retry, fail, re-arm, deliver, re-route,
+    resolve."""
     incident = dataclasses.replace(
         make_incident(),
         evidence=(
@@ -97,17 +98,19 @@ async def live_an_incident(journal: SqlJournal) -> None:
     opening = NewEvent(type=EventType.OPEN, payload=safe_payload(EventType.OPEN, incident.id))
     await journal.record(change, [opening], now=T0)
     for payload in FORBIDDEN_PAYLOADS:
+        bad = [NewEvent(type=EventType.REMINDER, payload=payload)]
         with pytest.raises(JournalRefusedError) as caught:
-            await journal.record(
-                change, [NewEvent(type=EventType.REMINDER, payload=payload)], now=T0
-            )
-        text = f"{caught.value!s} {caught.value!r} {caught.value.code}"
-        assert not [m for m in MARKERS if m in text]
+            await journal.record(change, bad, now=T0)
+        with pytest.raises(JournalRefusedError) as settled:
+            await journal.settle(incident.id, now=T0, after_revision=1, events=bad)
+        for refused in (caught.value, settled.value):
+            text = f"{refused!s} {refused!r} {refused.code}"
+            assert not [m for m in MARKERS if m in text]
     (claim,) = await journal.claim_due("fleetd-host-1", now=T0, lease=LEASE)
     await journal.reschedule(claim, now=T0, due_at=T0, failure="timeout")
     (claim,) = await journal.claim_due("fleetd-host-1", now=T0, lease=LEASE)
     await journal.fail(claim, now=T0, failure="http_4xx", http_status=400)
-    await journal.rearm(now=T0)
+    assert await journal.settle(incident.id, now=T0, after_revision=1, rearm=[1]) == ()
     (claim,) = await journal.claim_due("fleetd-host-2", now=T0, lease=LEASE)
     await journal.complete(claim, now=T0, http_status=204)
     routed = Routing(owner="lead", recipient="peer", reason="owner_unhealthy", generation=1)

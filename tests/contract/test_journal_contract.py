@@ -245,21 +245,27 @@ async def test_a_retryable_failure_schedules_the_next_attempt(journal_kit: Journ
 
 
 async def test_a_permanent_failure_waits_for_rearm(journal_kit: JournalKit) -> None:
-    """A failed event is not claimed until re-armed; then its next attempt is due at once."""
+    """A failed event is not claimed until ``settle`` re-arms it; then its next attempt is due at
+    once, and re-arming it again while it is pending adds no attempt."""
     journal = journal_kit.build()
     change = opened()
     await journal.record(change, [event()], now=T0)
     (claim,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
-    assert await journal.fail(claim, now=T0, failure="http_4xx", http_status=410)
+    assert await journal.fail(claim, now=T0, failure="http_4xx", http_status=410, sink="snk_1")
     stored = await journal.get(change.incident.id)
     assert stored is not None
-    assert stored.events[0].state is EventState.FAILED
+    assert (stored.events[0].state, stored.events[0].failed_by) == (EventState.FAILED, "snk_1")
     later = T0 + timedelta(hours=1)
     assert await journal.claim_due("worker-a", now=later, lease=LEASE) == ()
-    assert await journal.rearm(now=later) == 1
-    assert await journal.rearm(now=later) == 0
+    incident_id = change.incident.id
+    assert await journal.settle(incident_id, now=later, after_revision=1, rearm=[1]) == ()
+    assert await journal.settle(incident_id, now=later, after_revision=1, rearm=[1]) == ()
+    assert (await journal.stats()).queue_depth == 1
     (again,) = await journal.claim_due("worker-a", now=later, lease=LEASE)
     assert (again.attempt, again.due_at) == (2, later)
+    stored = await journal_kit.build().get(incident_id)
+    assert stored is not None
+    assert (stored.events[0].state, stored.events[0].attempts) == (EventState.PENDING, 2)
 
 
 async def test_a_released_attempt_is_due_again_at_once(journal_kit: JournalKit) -> None:
@@ -274,18 +280,17 @@ async def test_a_released_attempt_is_due_again_at_once(journal_kit: JournalKit) 
 async def test_resolving_before_delivery_cancels_the_pending_open_event(
     journal_kit: JournalKit,
 ) -> None:
-    """``cancel_pending``: the undelivered open event is cancelled, even mid-send, and no
-    resolved event is owed."""
+    """``cancel``: the undelivered open event is cancelled with its attempt; resolved with
+    nothing delivered and nothing waiting, the incident's human leg is settled (not reloaded)."""
     journal = journal_kit.build()
     change = opened()
     await journal.record(change, [event()], now=T0)
-    (in_flight,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
     resolved = dataclasses.replace(
-        change, resolved_at=T0, resolve_reason=ResolveReason.CLEARED, cancel_pending=True
+        change, resolved_at=T0, resolve_reason=ResolveReason.CLEARED, cancel=(1,)
     )
     assert await journal.record(resolved, now=T0) == ()
-    assert not await journal.complete(in_flight, now=T0, http_status=200)
     assert await journal.claim_due("worker-a", now=T0 + LEASE, lease=LEASE) == ()
+    assert (await journal.stats()).queue_depth == 0
     stored = await journal.get(change.incident.id)
     assert stored is not None
     assert stored.resolve_reason is ResolveReason.CLEARED
@@ -295,28 +300,113 @@ async def test_resolving_before_delivery_cancels_the_pending_open_event(
     assert (snapshot.open_incidents, snapshot.pending_resolutions) == ((), ())
 
 
-async def test_a_restart_reloads_a_pending_resolution(journal_kit: JournalKit) -> None:
-    """A resolved incident whose resolved event is undelivered comes back, with its retry state;
-    one whose events are all delivered does not."""
+async def test_cancel_takes_only_the_listed_pending_or_failed_revisions(
+    journal_kit: JournalKit,
+) -> None:
+    """A pending and a failed event listed are cancelled; a delivered one listed and a pending
+    one not listed stay as they were."""
     journal = journal_kit.build()
-    pending, done = opened("sess_1"), opened("sess_2")
-    for change in (pending, done):
+    change = opened()
+    await journal.record(change, [event(), event(EventType.REMINDER)], now=T0)
+    first, second = await journal.claim_due("worker-a", now=T0, lease=LEASE)
+    assert await journal.complete(first, now=T0, http_status=200)
+    assert await journal.fail(second, now=T0, failure="http_4xx", http_status=404)
+    await journal.record(change, [event(EventType.REMINDER), event(EventType.REMINDER)], now=T0)
+    await journal.record(dataclasses.replace(change, cancel=(1, 2, 3)), now=T0)
+    stored = await journal_kit.build().get(change.incident.id)
+    assert stored is not None
+    assert [e.state for e in stored.events] == [
+        EventState.DELIVERED,
+        EventState.CANCELLED,
+        EventState.CANCELLED,
+        EventState.PENDING,
+    ]
+    (left,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
+    assert left.revision == 4
+
+
+def _resolved(change: IncidentChange, at: datetime, cancel: tuple[int, ...]) -> IncidentChange:
+    return dataclasses.replace(
+        change, resolved_at=at, resolve_reason=ResolveReason.CLEARED, cancel=cancel
+    )
+
+
+async def test_an_attempt_cancelled_in_flight_is_still_delivered_under_its_lease(
+    journal_kit: JournalKit,
+) -> None:
+    """The request of an attempt cancelled while in flight went out: ``complete`` under the same
+    lease records the delivery (so the resolved incident is unsettled until a ``resolved``
+    exists); a failure is not recorded over the cancellation, and a holder whose lease expired
+    and was taken by another records nothing."""
+    journal = journal_kit.build()
+    told, refused, fenced = opened("sess_1"), opened("sess_2"), opened("sess_3")
+    for change in (told, refused):
         await journal.record(change, [event()], now=T0)
+    claims = {c.incident_id: c for c in await journal.claim_due("a", now=T0, lease=LEASE)}
+    for change in (told, refused):
+        await journal.record(_resolved(change, T0, (1,)), now=T0)
+    assert await journal.complete(claims[told.incident.id], now=T0, http_status=200)
+    assert not await journal.fail(
+        claims[refused.incident.id], now=T0, failure="http_4xx", http_status=404
+    )
+    await journal.record(fenced, [event()], now=T0)
+    (old,) = await journal.claim_due("a", now=T0, lease=LEASE)
+    (new,) = await journal.claim_due("b", now=T0 + LEASE, lease=LEASE)
+    await journal.record(_resolved(fenced, T0 + LEASE, (1,)), now=T0 + LEASE)
+    assert not await journal.complete(old, now=T0 + LEASE, http_status=200)
+    assert await journal.complete(new, now=T0 + LEASE, http_status=200)
+    assert await journal.claim_due("c", now=T0 + 2 * LEASE, lease=LEASE) == ()
+    reader = journal_kit.build()
+    states = {}
+    for change in (told, refused, fenced):
+        stored = await reader.get(change.incident.id)
+        assert stored is not None
+        states[change.incident.id] = [e.state for e in stored.events]
+    assert states == {
+        told.incident.id: [EventState.DELIVERED],
+        refused.incident.id: [EventState.CANCELLED],
+        fenced.incident.id: [EventState.DELIVERED],
+    }
+    snapshot = await reader.load_open()
+    assert {s.incident.id for s in snapshot.pending_resolutions} == {
+        told.incident.id,
+        fenced.incident.id,
+    }
+
+
+async def test_a_restart_reloads_a_pending_resolution(journal_kit: JournalKit) -> None:
+    """A resolved incident whose ``resolved`` event is undelivered comes back with its retry
+    state, and so does one whose person was told with no ``resolved`` recorded yet; one whose
+    ``resolved`` was delivered, and one nobody was told of, do not."""
+    journal = journal_kit.build()
+    pending, owed, done, untold = (opened(f"sess_{n}") for n in range(1, 5))
+    for change in (pending, owed, done):
+        await journal.record(change, [event()], now=T0)
+    await journal.record(untold, now=T0)
     for claim in await journal.claim_due("worker-a", now=T0, lease=LEASE):
         assert await journal.complete(claim, now=T0, http_status=200)
-    for change in (pending, done):
+    for change in (pending, owed, done, untold):
         resolved = dataclasses.replace(change, resolved_at=T0, resolve_reason=ResolveReason.CLEARED)
-        events = [event(EventType.RESOLVED)] if change is pending else []
+        events = [event(EventType.RESOLVED)] if change in (pending, done) else []
         await journal.record(resolved, events, now=T0)
+    for claim in await journal.claim_due("worker-a", now=T0, lease=LEASE):
+        if claim.incident_id == done.incident.id:
+            assert await journal.complete(claim, now=T0, http_status=200)
+        else:
+            assert await journal.release(claim, now=T0)
     restarted = journal_kit.build()
     snapshot = await restarted.load_open()
     assert snapshot.open_incidents == ()
-    (resolution,) = snapshot.pending_resolutions
-    assert resolution.incident.id == pending.incident.id
+    reloaded = {s.incident.id: s for s in snapshot.pending_resolutions}
+    assert set(reloaded) == {pending.incident.id, owed.incident.id}
+    resolution = reloaded[pending.incident.id]
     assert resolution.delivered_revisions == (1,)
     assert [(e.type, e.state) for e in resolution.events] == [
         (EventType.OPEN, EventState.DELIVERED),
         (EventType.RESOLVED, EventState.PENDING),
+    ]
+    assert [(e.type, e.state) for e in reloaded[owed.incident.id].events] == [
+        (EventType.OPEN, EventState.DELIVERED)
     ]
     (claim,) = await restarted.claim_due("worker-b", now=T0, lease=LEASE)
     assert (claim.type, claim.revision) == (EventType.RESOLVED, 2)

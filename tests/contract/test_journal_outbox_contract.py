@@ -1,5 +1,7 @@
-"""The journal's outbox additions, run on the fake, on SQLite and on PostgreSQL: appending events
-to a stored incident, the operator's recent list, and re-arming by incident or by sink target."""
+"""The journal's outbox additions, run on the fake, on SQLite and on PostgreSQL: ``settle`` (the
+human-leg policy's plan for a stored incident: events appended, revisions cancelled or re-armed,
+only while the incident's latest revision is the one the plan was made from), which target
+refused an event, and the operator's recent list."""
 
 from __future__ import annotations
 
@@ -36,17 +38,20 @@ def resolved(change: IncidentChange, at: object = T0) -> IncidentChange:
     return dataclasses.replace(change, resolved_at=at, resolve_reason=ResolveReason.CLEARED)
 
 
-async def test_append_adds_the_next_revision_without_touching_the_incident(
+async def test_settle_adds_the_next_revision_without_touching_the_incident(
     journal_kit: JournalKit,
 ) -> None:
-    """An appended reminder takes the next revision; routing and severity stay as recorded."""
+    """A settled reminder takes the next revision, due at once; routing and severity stay as
+    recorded."""
     journal = journal_kit.build()
     routing = Routing(owner="lead", reason="sole_owner_unhealthy", generation=1)
     change = dataclasses.replace(opened(), routing=routing)
     await journal.record(change, [event()], now=T0)
-    (reminder,) = await journal.append(
-        change.incident.id, [event(EventType.REMINDER)], now=T0 + HOUR, after_revision=1
+    added = await journal.settle(
+        change.incident.id, now=T0 + HOUR, after_revision=1, events=[event(EventType.REMINDER)]
     )
+    assert added is not None
+    (reminder,) = added
     assert (reminder.type, reminder.revision, reminder.due_at) == (
         EventType.REMINDER,
         2,
@@ -55,55 +60,156 @@ async def test_append_adds_the_next_revision_without_touching_the_incident(
     stored = await journal_kit.build().get(change.incident.id)
     assert stored is not None
     assert stored.routing == routing
+    assert stored.incident == change.incident
     assert [(e.type, e.revision) for e in stored.events] == [
         (EventType.OPEN, 1),
         (EventType.REMINDER, 2),
     ]
 
 
-async def test_append_writes_nothing_once_the_revision_moved_on(journal_kit: JournalKit) -> None:
-    """Two appenders that read revision 1: the first wins, the second gets ``()``."""
+async def test_settle_writes_nothing_once_the_revision_moved_on(journal_kit: JournalKit) -> None:
+    """Two writers that read revision 1: the first wins, the second gets ``None`` and neither
+    its event, nor its cancel, nor its re-arm is written."""
     journal, other = journal_kit.build(), journal_kit.build()
     change = opened()
     await journal.record(change, [event()], now=T0)
-    first = await journal.append(
-        change.incident.id, [event(EventType.REMINDER)], now=T0, after_revision=1
+    (claim,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
+    assert await journal.fail(claim, now=T0, failure="http_4xx", http_status=404)
+    incident_id = change.incident.id
+    first = await journal.settle(
+        incident_id, now=T0, after_revision=1, events=[event(EventType.REMINDER)]
     )
-    second = await other.append(
-        change.incident.id, [event(EventType.REMINDER)], now=T0, after_revision=1
+    second = await other.settle(
+        incident_id,
+        now=T0,
+        after_revision=1,
+        events=[event(EventType.REMINDER)],
+        cancel=[2],
+        rearm=[1],
     )
+    assert first is not None
     assert [r.revision for r in first] == [2]
-    assert second == ()
-    stored = await journal.get(change.incident.id)
+    assert second is None
+    stored = await journal.get(incident_id)
     assert stored is not None
-    assert len(stored.events) == 2
+    assert [(e.revision, e.state) for e in stored.events] == [
+        (1, EventState.FAILED),
+        (2, EventState.PENDING),
+    ]
 
 
-async def test_append_to_a_resolved_or_unknown_incident_writes_nothing_unless_asked(
+async def test_settle_may_close_a_resolved_incident_but_not_an_unknown_one(
     journal_kit: JournalKit,
 ) -> None:
-    """A reminder never lands on a resolved incident; a late ``resolved`` may, when asked."""
+    """A late ``resolved`` lands on a resolved incident (the incident stays resolved); an
+    unknown incident gets ``None`` and nothing."""
     journal = journal_kit.build()
     change = opened()
     await journal.record(change, [event()], now=T0)
     await journal.record(resolved(change), now=T0)
     late = [event(EventType.RESOLVED)]
-    assert await journal.append(change.incident.id, late, now=T0, after_revision=1) == ()
-    assert await journal.append("inc_missing", late, now=T0, after_revision=0) == ()
-    (added,) = await journal.append(
-        change.incident.id, late, now=T0, after_revision=1, require_open=False
-    )
-    assert (added.type, added.revision) == (EventType.RESOLVED, 2)
+    assert await journal.settle("inc_missing", now=T0, after_revision=0, events=late) is None
+    added = await journal.settle(change.incident.id, now=T0, after_revision=1, events=late)
+    assert added is not None
+    (closing,) = added
+    assert (closing.type, closing.revision) == (EventType.RESOLVED, 2)
+    stored = await journal.get(change.incident.id)
+    assert stored is not None
+    assert (stored.resolved_at, stored.resolve_reason) == (T0, ResolveReason.CLEARED)
 
 
-async def test_append_refuses_a_payload_out_of_bounds(journal_kit: JournalKit) -> None:
+async def test_settle_refuses_a_payload_out_of_bounds_and_writes_nothing(
+    journal_kit: JournalKit,
+) -> None:
+    """Refused whole: the cancel that came with the bad event is not carried out either."""
     journal = journal_kit.build()
     change = opened()
     await journal.record(change, [event()], now=T0)
     bad = NewEvent(type=EventType.REMINDER, payload={"note": "line one\nline two"})
     with pytest.raises(JournalRefusedError):
-        await journal.append(change.incident.id, [bad], now=T0, after_revision=1)
+        await journal.settle(change.incident.id, now=T0, after_revision=1, events=[bad], cancel=[1])
+    stored = await journal.get(change.incident.id)
+    assert stored is not None
+    assert [e.state for e in stored.events] == [EventState.PENDING]
     assert (await journal.stats()).queue_depth == 1
+
+
+async def test_settle_cancels_and_rearms_in_one_write(journal_kit: JournalKit) -> None:
+    """In one call: a pending revision cancelled with its attempt, a failed one re-armed (due at
+    ``now``, numbered one up), a listed delivered one left alone, and a new event appended."""
+    journal = journal_kit.build()
+    change = opened()
+    await journal.record(change, [event(), event(EventType.REMINDER)], now=T0)
+    first, second = await journal.claim_due("worker-a", now=T0, lease=LEASE)
+    assert await journal.complete(first, now=T0, http_status=200)
+    assert await journal.fail(second, now=T0, failure="http_4xx", http_status=404)
+    await journal.record(change, [event(EventType.REMINDER)], now=T0)
+    added = await journal.settle(
+        change.incident.id,
+        now=T0 + HOUR,
+        after_revision=3,
+        events=[event(EventType.REMINDER)],
+        cancel=[1, 3],
+        rearm=[1, 2],
+    )
+    assert added is not None
+    assert [r.revision for r in added] == [4]
+    stored = await journal_kit.build().get(change.incident.id)
+    assert stored is not None
+    assert [(e.revision, e.state) for e in stored.events] == [
+        (1, EventState.DELIVERED),
+        (2, EventState.PENDING),
+        (3, EventState.CANCELLED),
+        (4, EventState.PENDING),
+    ]
+    due = await journal.claim_due("worker-a", now=T0 + HOUR, lease=LEASE)
+    assert sorted((c.revision, c.attempt, c.due_at) for c in due) == [
+        (2, 2, T0 + HOUR),
+        (4, 1, T0 + HOUR),
+    ]
+
+
+async def test_settle_rearms_only_its_own_incident(journal_kit: JournalKit) -> None:
+    """A replay of one incident re-arms only its failed events."""
+    journal = journal_kit.build()
+    first, second = opened("sess_1"), opened("sess_2")
+    for change in (first, second):
+        await journal.record(change, [event()], now=T0)
+    for claim in await journal.claim_due("worker-a", now=T0, lease=LEASE):
+        assert await journal.fail(claim, now=T0, failure="http_4xx", http_status=404)
+    assert await journal.settle(first.incident.id, now=T0 + HOUR, after_revision=1, rearm=[1]) == ()
+    (claim,) = await journal.claim_due("worker-a", now=T0 + HOUR, lease=LEASE)
+    assert (claim.incident_id, claim.attempt) == (first.incident.id, 2)
+    stored = await journal.get(second.incident.id)
+    assert stored is not None
+    assert stored.events[0].state is EventState.FAILED
+
+
+async def test_a_failed_event_names_the_target_that_refused_it(journal_kit: JournalKit) -> None:
+    """``failed_by`` is the refusing target's generation (``None`` when unnamed), also after a
+    reload; a URL is refused as a target's name."""
+    journal = journal_kit.build()
+    changes = [opened(f"sess_{n}") for n in range(3)]
+    for change in changes:
+        await journal.record(change, [event()], now=T0)
+    claims = sorted(
+        await journal.claim_due("worker-a", now=T0, lease=LEASE), key=lambda c: c.incident_id
+    )
+    sinks = {claims[0].incident_id: "snk_old", claims[1].incident_id: "snk_new"}
+    for claim in claims[:2]:
+        assert await journal.fail(
+            claim, now=T0, failure="http_4xx", http_status=400, sink=sinks[claim.incident_id]
+        )
+    with pytest.raises(JournalRefusedError):
+        await journal.fail(claims[2], now=T0, failure="http_4xx", sink="https://hooks.example/x")
+    assert await journal.fail(claims[2], now=T0, failure="http_4xx", http_status=400)
+    reader = journal_kit.build()
+    named = {}
+    for claim in claims:
+        stored = await reader.get(claim.incident_id)
+        assert stored is not None
+        named[claim.incident_id] = stored.events[0].failed_by
+    assert named == {**sinks, claims[2].incident_id: None}
 
 
 async def test_recent_lists_open_then_recently_resolved_newest_first(
@@ -145,42 +251,3 @@ async def test_recent_lists_open_then_recently_resolved_newest_first(
         fresh.incident.id,
     }
     assert await journal.recent(resolved_since=T0, limit=0) == ()
-
-
-async def test_rearm_one_incident_leaves_the_others_failed(journal_kit: JournalKit) -> None:
-    """A replay of one incident re-arms only its failed events."""
-    journal = journal_kit.build()
-    first, second = opened("sess_1"), opened("sess_2")
-    for change in (first, second):
-        await journal.record(change, [event()], now=T0)
-    for claim in await journal.claim_due("worker-a", now=T0, lease=LEASE):
-        assert await journal.fail(claim, now=T0, failure="http_4xx", http_status=404)
-    assert await journal.rearm(now=T0 + HOUR, incident_id=first.incident.id) == 1
-    assert await journal.rearm(now=T0 + HOUR, incident_id="inc_missing") == 0
-    (claim,) = await journal.claim_due("worker-a", now=T0 + HOUR, lease=LEASE)
-    assert (claim.incident_id, claim.attempt) == (first.incident.id, 2)
-    stored = await journal.get(second.incident.id)
-    assert stored is not None
-    assert stored.events[0].state is EventState.FAILED
-
-
-async def test_rearm_except_a_sink_keeps_what_that_target_refused(journal_kit: JournalKit) -> None:
-    """After a config change, events another (or an unnamed) target refused come back; those the
-    current target refused stay failed."""
-    journal = journal_kit.build()
-    changes = [opened(f"sess_{n}") for n in range(3)]
-    for change in changes:
-        await journal.record(change, [event()], now=T0)
-    claims = sorted(
-        await journal.claim_due("worker-a", now=T0, lease=LEASE), key=lambda c: c.incident_id
-    )
-    sinks = {claims[0].incident_id: "snk_old", claims[1].incident_id: "snk_new"}
-    for claim in claims:
-        assert await journal.fail(
-            claim, now=T0, failure="http_4xx", http_status=400, sink=sinks.get(claim.incident_id)
-        )
-    assert await journal.rearm(now=T0 + HOUR, except_sink="snk_new") == 2
-    back = await journal.claim_due("worker-a", now=T0 + HOUR, lease=LEASE)
-    assert {c.incident_id for c in back} == {claims[0].incident_id, claims[2].incident_id}
-    with pytest.raises(JournalRefusedError):
-        await journal.fail(back[0], now=T0, failure="http_4xx", sink="https://hooks.example/x")

@@ -16,9 +16,10 @@ import pytest
 
 from fleetd.api.app import create_app
 from fleetd.clock import FakeClock
+from fleetd.compose import Fleetd
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.notify.http import HttpWebhookSender
-from fleetd.notify.worker import SinkWorker
+from fleetd.notify.worker import PassReport, SinkWorker
 from fleetd.resilience import BreakerState
 from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
 from tests.contract.journal_cases import T0
@@ -156,6 +157,15 @@ def two_receiver_fleet(tmp_path: Path, primary: str, second: str) -> TestFleet:
     return build_test_fleet(tmp_path, document=document, environ=env)
 
 
+async def webhook_pass(service: Fleetd) -> PassReport:
+    """One pass of the service's webhook loop as ``compose`` schedules it: the escalation shell
+    records what is owed, then the service's own worker delivers (its report)."""
+    escalation = service.health.escalation
+    assert escalation is not None
+    await escalation.step(service.clock.now())
+    return await service.sink.step()
+
+
 async def fleet_view(fleet: TestFleet) -> dict[str, Any]:
     transport = httpx.ASGITransport(app=create_app(fleet.service))
     async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as http:
@@ -168,7 +178,7 @@ async def fleet_view(fleet: TestFleet) -> dict[str, Any]:
 async def test_every_receiver_down_degrades_coverage_and_the_event_goes_out_once_after(
     tmp_path: Path,
 ) -> None:
-    """The service's own worker: a sole lead's failure is an event; both receivers answer 503
+    """The service's own webhook loop: a sole lead's failure is an event; both receivers answer 503
     to three attempts, so both breakers open — coverage is degraded (all_receivers_down),
     fleet_list shows allDown, and nothing is claimed while they cool down. Once they answer,
     the primary's probe delivers the event exactly once and coverage is full again."""
@@ -186,7 +196,7 @@ async def test_every_receiver_down_degrades_coverage_and_the_event_goes_out_once
         for attempt in range(3):
             if attempt:
                 fleet.clock.advance(15 * 60)  # past any retry wait; the breakers stay closed
-            report = await service.sink.step()
+            report = await webhook_pass(service)
             assert (report.claimed, report.retried) == (1, 1)
         assert (len(primary.received), len(second.received)) == (3, 3)
 
@@ -200,15 +210,15 @@ async def test_every_receiver_down_degrades_coverage_and_the_event_goes_out_once
         text = service.metrics.exposition().decode()
         assert 'fleetd_dependency_all_down{kind="webhook"} 1.0' in text
 
-        assert (await service.sink.step()).claimed == 0
+        assert (await webhook_pass(service)).claimed == 0
         fleet.clock.advance(15 * 60)  # the cooldowns and the event's retry wait have passed
-        report = await service.sink.step()
+        report = await webhook_pass(service)
         assert (report.claimed, report.delivered) == (1, 1)
         assert (len(primary.received), len(second.received)) == (4, 3)
         assert service.health.coverage()["status"] == "full"
         assert (await fleet_view(fleet))["dependencies"]["webhook"]["active"] == 0
         fleet.clock.advance(60)
-        assert (await service.sink.step()).claimed == 0
+        assert (await webhook_pass(service)).claimed == 0
         transport = httpx.ASGITransport(app=create_app(service))
         async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as http:
             listed = await http.get(

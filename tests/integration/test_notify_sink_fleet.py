@@ -1,8 +1,11 @@
-"""The whole human leg on the fake clock: the monitor ``fleetd serve`` runs records a sole lead's
-failure, the delivery worker takes it to a real HTTP receiver, and ``/v1/incidents`` shows it.
+"""The whole human leg on the fake clock: the monitor ``fleetd serve`` runs detects a sole lead's
+failure, the webhook loop records it and takes it to a real HTTP receiver, and ``/v1/incidents``
+shows it.
 
-The worker is built here from the service's own journal and the configured target (as the
-composition root would wire it); the receiver checks every signature with ``standardwebhooks``.
+Each pass is the webhook loop's: the service's own escalation shell, then a delivery worker built
+here from the service's journal and the configured target, handing its deliveries to the shell
+(as the composition root wires it, with a fixed jitter draw); the receiver checks every
+signature with ``standardwebhooks``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from fleetd.api.app import create_app
 from fleetd.herdr.model import AgentStatus
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.sink import resolve_sink
-from fleetd.notify.worker import SinkWorker
+from fleetd.notify.worker import PassReport, SinkWorker
 from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
 from tests.integration.hook_server import HookServer, Reply
 from tests.unit.notify.sink_kit import verify
@@ -42,7 +45,9 @@ def webhook_fleet(tmp_path: Path, url: str) -> TestFleet:
 def sink_worker(fleet: TestFleet, sender: HttpWebhookSender) -> SinkWorker:
     service = fleet.service
     journal = service.health.journal
+    escalation = service.health.escalation
     assert journal is not None
+    assert escalation is not None
     return SinkWorker(
         journal=journal,
         target=lambda: resolve_sink(service.config.current.health.notifications, service.environ),
@@ -51,8 +56,16 @@ def sink_worker(fleet: TestFleet, sender: HttpWebhookSender) -> SinkWorker:
         draw=lambda: 0.5,
         metrics=service.metrics,
         owner="fleetd-test",
-        repeat=lambda: service.config.current.health.human_repeat,
+        delivered=escalation.delivered,
     )
+
+
+async def deliver(fleet: TestFleet, worker: SinkWorker) -> PassReport:
+    """One pass of the webhook loop: the escalation step, then the worker's."""
+    escalation = fleet.service.health.escalation
+    assert escalation is not None
+    await escalation.step(fleet.clock.now())
+    return await worker.step()
 
 
 async def ticks(fleet: TestFleet, count: int) -> None:
@@ -74,12 +87,12 @@ async def test_a_sole_lead_failure_reaches_the_receiver_and_its_recovery_follows
         fleet.control.remove("lead")
         await ticks(fleet, 3)
         server.answer(Reply(status=503))
-        assert (await worker.step()).retried == 1
+        assert (await deliver(fleet, worker)).retried == 1
         fleet.clock.advance(2.5)
-        assert (await worker.step()).delivered == 1
+        assert (await deliver(fleet, worker)).delivered == 1
         fleet.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
         await ticks(fleet, 2)
-        assert (await worker.step()).delivered == 1
+        assert (await deliver(fleet, worker)).delivered == 1
         received = list(server.received)
         transport = httpx.ASGITransport(app=create_app(fleet.service))
         async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as http:

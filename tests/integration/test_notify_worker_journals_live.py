@@ -1,11 +1,11 @@
 """The delivery worker on the real journals with a real HTTP receiver: an incident's whole life
-(open, reminder, update, resolve) across a restart on every adapter, and two fleetd instances
-draining one PostgreSQL journal at once without sending any attempt twice."""
+(open, reminder, a lead taking it, resolve) through the webhook loop across a restart on every
+adapter, and two fleetd instances draining one PostgreSQL journal at once without sending any
+attempt twice."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from fleetd.clock import FakeClock
-from fleetd.health.incidents import ResolveReason
-from fleetd.health.states import Severity
-from fleetd.journal.records import EventState, EventType, IncidentChange, NewEvent
+from fleetd.health.incidents import Assignment, ResolveReason, Route, RoutingReason
+from fleetd.journal.records import EventState, IncidentChange
 from fleetd.journal.sql import SqlJournal
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.request import WebhookRequest
@@ -26,9 +25,9 @@ from tests.unit.notify.sink_kit import (
     REPEAT,
     body_of,
     human_incident,
+    make_leg,
     make_worker,
     open_incident,
-    payload,
     target,
     verify,
 )
@@ -42,44 +41,41 @@ pytest_plugins = ["tests.contract.journal_fixtures"]
 async def test_an_incident_s_events_survive_a_restart_and_arrive_once_each(
     journal_kit: JournalKit,
 ) -> None:
-    """open; a reminder an hour later that fails with 503; restart (new client, new worker);
-    the reminder arrives with the same id; a severity change (no more reminders: a warning);
-    the resolution arrives once. Every request verifies."""
+    """The webhook loop (escalation step, then the worker) on each journal: open; a reminder an
+    hour later that fails with 503; restart (new client, new shell and worker); the reminder
+    arrives with the same id; a lead takes the incident (no more reminders); the resolution
+    arrives once. Every request verifies."""
     clock = FakeClock(T0)
     sender = HttpWebhookSender(clock=clock)
     incident = human_incident()
     async with HookServer() as server:
         journal = journal_kit.build()
-        worker = make_worker(journal, sender, clock, sink=target(server.url), owner="fleetd-a")
-        change = await open_incident(journal, incident, at=T0)
-        await worker.step()
+        leg = make_leg(journal, sender, clock, sink=target(server.url), owner="fleetd-a")
+        leg.escalation.note(incident)
+        assert (await leg.step()).delivered == 1
         clock.advance(REPEAT.total_seconds())
         server.answer(Reply(status=503, headers={"Retry-After": "30"}))
-        report = await worker.step()
-        assert (report.reminders, report.retried) == (1, 1)
+        report = await leg.step()
+        assert (report.claimed, report.retried) == (1, 1)
 
         restarted = journal_kit.build()
-        after = make_worker(restarted, sender, clock, sink=target(server.url), owner="fleetd-b")
+        after = make_leg(restarted, sender, clock, sink=target(server.url), owner="fleetd-b")
         clock.advance(30)
         assert (await after.step()).delivered == 1
-        warning = dataclasses.replace(incident, severity=Severity.WARNING)
-        await restarted.record(
-            dataclasses.replace(change, incident=warning),
-            [NewEvent(type=EventType.SEVERITY_CHANGED, payload=payload(warning, at=clock.now()))],
-            now=clock.now(),
+        with_lead = incident.routed(
+            Assignment(
+                route=Route.LEAD,
+                recipient="lead-b",
+                reason=RoutingReason.PEER_OWNER_UNHEALTHY,
+                generation=2,
+            )
         )
-        assert (await after.step()).delivered == 1
+        after.escalation.note(with_lead)
+        assert (await after.step()).claimed == 0
         clock.advance(3 * REPEAT.total_seconds())
-        assert (await after.step()).reminders == 0
-        closed = dataclasses.replace(
-            change,
-            incident=warning,
-            resolved_at=clock.now(),
-            resolve_reason=ResolveReason.CLEARED,
-        )
-        closing = payload(warning, EventType.RESOLVED, at=clock.now())
-        await restarted.record(
-            closed, [NewEvent(type=EventType.RESOLVED, payload=closing)], now=clock.now()
+        assert (await after.step()).claimed == 0
+        after.escalation.note_resolved(
+            with_lead, reason=ResolveReason.CLEARED, resolved_at=clock.now()
         )
         assert (await after.step()).delivered == 1
         clock.advance(REPEAT.total_seconds())
@@ -87,16 +83,16 @@ async def test_an_incident_s_events_survive_a_restart_and_arrive_once_each(
         received = list(server.received)
     await sender.aclose()
     kinds = [(body_of_bytes(r.body)["eventType"], r.headers["webhook-id"]) for r in received]
-    assert [k for k, _ in kinds] == ["open", "reminder", "reminder", "severity_changed", "resolved"]
+    assert [k for k, _ in kinds] == ["open", "reminder", "reminder", "resolved"]
     assert kinds[1][1] == kinds[2][1]
-    assert len({i for _, i in kinds}) == 4
+    assert len({i for _, i in kinds}) == 3
     for request in received:  # the receiver's clock is the fake one the request was signed at
         sent_at = datetime.fromtimestamp(int(request.headers["webhook-timestamp"]), UTC)
         verify(request.body, request.headers, now=sent_at)
     stored = await restarted.get(incident.id)
     assert stored is not None
-    assert [e.state for e in stored.events] == [EventState.DELIVERED] * 4
-    assert stored.resolve_reason is ResolveReason.CLEARED
+    assert [e.state for e in stored.events] == [EventState.DELIVERED] * 3
+    assert (stored.resolve_reason, stored.routing.recipient) == (ResolveReason.CLEARED, "lead-b")
     snapshot = await restarted.load_open()
     assert (snapshot.open_incidents, snapshot.pending_resolutions) == ((), ())
 

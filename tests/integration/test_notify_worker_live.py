@@ -25,6 +25,7 @@ from tests.unit.notify.sink_kit import (
     OTHER_SECRET_TEXT,
     SECRET_TEXT,
     human_incident,
+    make_leg,
     make_worker,
     open_incident,
     target,
@@ -239,19 +240,20 @@ async def test_jitter_draws_fall_between_zero_and_the_ceiling(rig: Rig) -> None:
 
 
 async def test_a_config_change_re_arms_a_permanent_failure_for_the_new_target(rig: Rig) -> None:
-    """404 from the first target; the config now names another URL and secret: the event is
-    re-armed and delivered there, with the same id, signed with the new secret."""
+    """404 from the first target; the config now names another URL and secret: the webhook
+    loop's next pass re-arms the event and delivers it there, with the same id, signed with the
+    new secret."""
     incident = human_incident()
-    await open_incident(rig.journal, incident, at=T0)
     rig.server.answer(Reply(status=404))
     current = {"target": target(rig.server.url)}
-    worker = make_worker(rig.journal, rig.sender, rig.clock, sink=lambda: current["target"])
-    assert (await worker.step()).failed == 1
+    leg = make_leg(rig.journal, rig.sender, rig.clock, sink=lambda: current["target"])
+    leg.escalation.note(incident)
+    assert (await leg.step()).failed == 1
     async with HookServer() as moved:
         current["target"] = target(moved.url, secret=OTHER_SECRET_TEXT)
         rig.clock.advance(60)
-        report = await worker.step()
-        assert (report.rearmed, report.delivered) == (1, 1)
+        report = await leg.step()
+        assert (report.claimed, report.delivered) == (1, 1)
         (delivered,) = moved.received
     document = checked(delivered, T0 + timedelta(seconds=60), secret=OTHER_SECRET_TEXT)
     assert document["eventId"] == rig.server.received[0].headers["webhook-id"]

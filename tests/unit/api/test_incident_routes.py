@@ -19,10 +19,23 @@ from fleetd.journal.health import ObservedJournal
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.records import IncidentChange, Routing
 from fleetd.notify.retry import AttemptOutcome
-from fleetd.testing import LEAD_TOKEN, OPERATOR_TOKEN, TestFleet, build_test_fleet
-from tests.unit.notify.sink_kit import ScriptedSender, human_incident, make_worker, open_incident
+from fleetd.testing import (
+    LEAD_TOKEN,
+    OPERATOR_TOKEN,
+    TestFleet,
+    build_test_fleet,
+    sample_document,
+)
+from tests.unit.notify.sink_kit import (
+    SECRET_TEXT,
+    ScriptedSender,
+    human_incident,
+    make_worker,
+    open_incident,
+)
 
 DAY = timedelta(hours=24)
+ENV = {"HOOK_URL": "http://127.0.0.1:9/hooks", "HOOK_SECRET": SECRET_TEXT}  # the kit's target
 
 
 @pytest.fixture
@@ -32,8 +45,17 @@ def journal() -> InMemoryJournal:
 
 @pytest.fixture
 def fleet(tmp_path: Path, journal: InMemoryJournal) -> TestFleet:
-    """The service as ``fleetd serve`` builds it, its journal the fake."""
-    return build_test_fleet(tmp_path, journal=journal)
+    """The service as ``fleetd serve`` builds it, notifications on (the kit's target is its
+    receiver list), its journal the fake."""
+    document = sample_document(tmp_path)
+    document["health"] = {
+        "notifications": {
+            "mode": "webhook",
+            "webhookUrlEnv": "HOOK_URL",
+            "secretEnv": "HOOK_SECRET",
+        }
+    }
+    return build_test_fleet(tmp_path, document=document, environ=ENV, journal=journal)
 
 
 def client(fleet: TestFleet) -> httpx.AsyncClient:
@@ -154,6 +176,31 @@ async def test_replay_re_arms_a_failed_event_which_the_next_pass_sends(
     stored = await journal.get(ids["person"])
     assert stored is not None
     assert sender.requests[0].event_id == stored.events[0].idempotency_key
+
+
+async def test_replay_of_a_resolved_incident_never_sends_its_failed_open(
+    fleet: TestFleet, journal: InMemoryJournal
+) -> None:
+    """Issue 20 1b: once the person's incident resolved, its refused ``open`` is cancelled,
+    not re-armed: 409, and the next pass sends nothing."""
+    ids = await seed(fleet, journal)
+    stored = await journal.get(ids["person"])
+    assert stored is not None
+    escalation = fleet.service.health.escalation
+    assert escalation is not None
+    escalation.note_resolved(
+        stored.incident, reason=ResolveReason.CLEARED, resolved_at=fleet.clock.now()
+    )
+    await escalation.step(fleet.clock.now())
+    path = f"/v1/incidents/{ids['person']}/replay"
+    async with client(fleet) as http:
+        answer = await http.post(path, headers=bearer(OPERATOR_TOKEN))
+    assert (answer.status_code, answer.json()["error"]["code"]) == (409, "nothing_to_replay")
+    sender = ScriptedSender()
+    assert (await make_worker(journal, sender, fleet.clock).step()).claimed == 0
+    stored = await journal.get(ids["person"])
+    assert stored is not None
+    assert [(e.type.value, e.state.value) for e in stored.events] == [("open", "cancelled")]
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from fleetd.config import (
 from fleetd.config.keys import get_value, iter_keys
 
 EXPECTED_DEFAULTS = {
+    "instance": None,
     "api.host": "127.0.0.1",
     "api.port": 8765,
     "api.publicUrl": None,

@@ -60,9 +60,8 @@ async def test_every_port_call_is_observed() -> None:
         journal.get("inc_1"),
         journal.load_open(),
         journal.claim_due("w", now=T0, lease=timedelta(seconds=1)),
-        journal.rearm(now=T0),
-        journal.rearm(now=T0, incident_id="inc_1", except_sink="snk_1"),
-        journal.append("inc_1", [], now=T0, after_revision=0),
+        journal.settle("inc_1", now=T0, after_revision=0),
+        journal.settle("inc_1", now=T0, after_revision=1, cancel=[1], rearm=[2]),
         journal.recent(resolved_since=T0),
         journal.stats(),
     ]

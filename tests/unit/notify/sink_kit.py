@@ -1,5 +1,6 @@
 """What the delivery worker's tests share: incidents routed to a person, their stored payloads, a
-target, a scripted sender, and receiver-side checks with the ``standardwebhooks`` package."""
+target, a scripted sender, the webhook loop's two steps on one journal (:func:`make_leg`), and
+receiver-side checks with the ``standardwebhooks`` package."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import base64
 import json
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from unittest import mock
@@ -15,6 +17,8 @@ import standardwebhooks
 import standardwebhooks.webhooks
 
 from fleetd.clock import Clock, FakeClock
+from fleetd.config import FleetdConfig, NotificationMode
+from fleetd.errors import ConfigError
 from fleetd.health.incidents import Assignment, Incident, Route, RoutingReason
 from fleetd.health.states import ControlLinkState, Scope
 from fleetd.journal.port import Journal
@@ -26,13 +30,15 @@ from fleetd.notify.request import WebhookRequest
 from fleetd.notify.retry import AttemptOutcome
 from fleetd.notify.signing import WebhookSecret
 from fleetd.notify.sink import SinkTarget
-from fleetd.notify.worker import SinkWorker
+from fleetd.notify.worker import PassReport, SinkWorker
+from fleetd.runtime.escalation import Escalation
 from tests.contract.journal_cases import make_incident
 
 SECRET_TEXT = "whsec_" + base64.b64encode(bytes(range(40, 72))).decode()
 OTHER_SECRET_TEXT = "whsec_" + base64.b64encode(bytes(range(80, 112))).decode()
 LIMIT = timedelta(seconds=10)
 REPEAT = timedelta(hours=1)
+INSTANCE = "fleetd-test"
 
 
 def target(*urls: str, secret: str = SECRET_TEXT, limit: timedelta = LIMIT) -> SinkTarget:
@@ -79,7 +85,7 @@ def payload(
         event_type=kind,
         revision=revision,
         occurred_at=at,
-        instance="fleetd-test",
+        instance=INSTANCE,
         coverage=CoverageStatus.FULL,
         routing_reason=incident.routing_reason,
     )
@@ -206,3 +212,64 @@ def body_of(request: WebhookRequest) -> dict[str, Any]:
 
 def clock_at(start: datetime) -> FakeClock:
     return FakeClock(start)
+
+
+def webhook_settings(*, notify: bool = True, repeat: timedelta = REPEAT) -> FleetdConfig:
+    """A config whose notifications are on (webhook mode) or off, reminding every ``repeat``
+    (built without the environment check: the kit's targets carry their own URLs)."""
+    base = FleetdConfig()
+    mode = NotificationMode.WEBHOOK if notify else NotificationMode.DISABLED
+    notifications = base.health.notifications.model_copy(update={"mode": mode})
+    health = base.health.model_copy(
+        update={"notifications": notifications, "human_repeat_seconds": int(repeat.total_seconds())}
+    )
+    return base.model_copy(update={"health": health, "instance": INSTANCE})
+
+
+@dataclass(slots=True)
+class HumanLeg:
+    """The webhook loop as ``fleetd serve`` schedules it (``compose``): the escalation shell
+    records what a person is owed, then the sink worker delivers, both on one journal."""
+
+    escalation: Escalation
+    worker: SinkWorker
+    clock: Clock
+
+    async def step(self) -> PassReport:
+        """One pass of the loop at the clock's time; the worker's report."""
+        await self.escalation.step(self.clock.now())
+        return await self.worker.step()
+
+
+def make_leg(
+    journal: Journal,
+    sender: WebhookSender,
+    clock: Clock,
+    *,
+    sink: Callable[[], SinkTarget | None] | SinkTarget | None = None,
+    repeat: timedelta = REPEAT,
+    **options: Any,
+) -> HumanLeg:
+    """The escalation shell and a worker (:func:`make_worker`, ``options`` go to it) on
+    ``journal``, wired as ``compose`` wires them: notifications are on while the target supplier
+    gives a target (or fails to resolve one), the receiver list's generation is the target's,
+    and each recorded delivery is handed to the shell."""
+    chosen = sink if sink is not None else target()
+    supplier = chosen if callable(chosen) else (lambda: chosen)
+
+    def current() -> tuple[bool, str | None]:
+        try:
+            found = supplier()
+        except ConfigError:  # webhook mode whose list cannot be resolved
+            return True, None
+        return found is not None, None if found is None else found.generation
+
+    escalation = Escalation(
+        journal=journal,
+        settings=lambda: webhook_settings(notify=current()[0], repeat=repeat),
+        receivers=lambda: current()[1],
+    )
+    worker = make_worker(
+        journal, sender, clock, sink=supplier, delivered=escalation.delivered, **options
+    )
+    return HumanLeg(escalation=escalation, worker=worker, clock=clock)

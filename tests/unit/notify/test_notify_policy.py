@@ -201,6 +201,12 @@ ROWS: list[tuple[str, Leg, dict[str, object], HumanPlan]] = [
         EMPTY,
     ),
     (
+        "no reminder after one refused for good (it waits for new receivers or a replay)",
+        leg(ev(1, OPEN, DELIVERED, at=T0 - REPEAT), ev(2, REMINDER, FAILED, failed_by="snk_a")),
+        {},
+        EMPTY,
+    ),
+    (
         "no reminder for a warning",
         leg(ev(1, OPEN, DELIVERED, at=T0 - REPEAT), critical=False),
         {},
@@ -213,7 +219,7 @@ ROWS: list[tuple[str, Leg, dict[str, object], HumanPlan]] = [
             ev(2, REMINDER, FAILED, failed_by="snk_old"),
         ),
         {},
-        HumanPlan(rearm=(2,), recheck_at=T0 - REPEAT),
+        HumanPlan(rearm=(2,)),
     ),
     # -- open, with a lead or nobody (rule 3)
     (

@@ -1,11 +1,14 @@
 """The delivery worker on the fake journal and a scripted sender, on the fake clock: one pass sends
-what is due, records each outcome, re-arms on a target change, adds reminders, and says how the
-sink is doing."""
+what is due, records each outcome and says how the sink is doing; with the escalation shell before
+it, as the webhook loop runs them, a new target re-arms what the old one refused, reminders follow
+the last delivery, and an ``open`` cancelled in flight is followed by its ``resolved``."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -14,7 +17,7 @@ from fleetd.errors import ConfigError, JournalUnavailableError
 from fleetd.health.incidents import ResolveReason
 from fleetd.health.states import Severity
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import EventState, EventType, IncidentChange, NewEvent
+from fleetd.journal.records import EventState, EventType, IncidentChange, NewEvent, StoredEvent
 from fleetd.metrics import Metrics
 from fleetd.notify.retry import AttemptOutcome, TransportFailure
 from fleetd.notify.signing import HEADER_ID, HEADER_IDEMPOTENCY_KEY
@@ -28,6 +31,7 @@ from tests.unit.notify.sink_kit import (
     ScriptedSender,
     body_of,
     human_incident,
+    make_leg,
     make_worker,
     open_incident,
     payload,
@@ -67,10 +71,10 @@ async def test_the_journal_revision_is_stamped_over_the_payload_s() -> None:
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
     incident = human_incident()
     await open_incident(journal, incident, at=T0)
-    stale = payload(incident, EventType.SEVERITY_CHANGED, revision=7, at=T0)
+    stale = payload(incident, EventType.REMINDER, revision=7, at=T0)
     await journal.record(
         IncidentChange(incident=incident),
-        [NewEvent(type=EventType.SEVERITY_CHANGED, payload=stale)],
+        [NewEvent(type=EventType.REMINDER, payload=stale)],
         now=T0,
     )
     await make_worker(journal, sender, clock).step()
@@ -128,39 +132,48 @@ async def test_a_retryable_failure_waits_a_drawn_backoff_with_the_same_key() -> 
 
 
 async def test_a_permanent_refusal_waits_for_another_target() -> None:
-    """404: failed and not sent again; the same target after a restart keeps it failed; a new
-    target re-arms it at once."""
+    """404: failed and not sent again; the same target after a restart keeps it failed; a restart
+    with a new target re-arms it at once."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
     sender = ScriptedSender(AttemptOutcome(status=404))
-    worker = make_worker(journal, sender, clock)
+    leg = make_leg(journal, sender, clock)
     incident = human_incident()
-    await open_incident(journal, incident, at=T0)
-    assert (await worker.step()).failed == 1
-    assert worker.health.reason is SinkReason.PERMANENT_FAILURE
+    leg.escalation.note(incident)
+    assert (await leg.step()).failed == 1
+    assert leg.worker.health.reason is SinkReason.PERMANENT_FAILURE
     clock.advance(3600)
-    assert (await worker.step()).claimed == 0
-    restarted = make_worker(journal, sender, clock, owner="fleetd-b")
-    assert (await restarted.step()).rearmed == 0
-    moved = make_worker(journal, sender, clock, sink=target(secret=OTHER_SECRET_TEXT))
-    report = await moved.step()
-    assert (report.rearmed, report.delivered) == (1, 1)
+    assert (await leg.step()).claimed == 0
+    restarted = make_leg(journal, sender, clock, owner="fleetd-b")
+    assert (await restarted.step()).claimed == 0
     stored = await journal.get(incident.id)
     assert stored is not None
-    assert (stored.events[0].state, stored.events[0].attempts) == (EventState.DELIVERED, 2)
-    assert moved.health.status is SinkStatus.OK
+    assert stored.events[0].state is EventState.FAILED
+    moved = make_leg(journal, sender, clock, sink=target(secret=OTHER_SECRET_TEXT))
+    report = await moved.step()
+    assert (report.claimed, report.delivered) == (1, 1)
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert [(e.state, e.attempts) for e in stored.events] == [(EventState.DELIVERED, 2)]
+    assert moved.worker.health.status is SinkStatus.OK
 
 
 async def test_a_config_change_while_running_re_arms() -> None:
-    """The worker notices the target's generation change between passes."""
+    """The webhook loop notices the target's generation change between passes: the refused
+    event goes out again, to the new target, in the next pass."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
     sender = ScriptedSender(AttemptOutcome(status=410))
     current = {"target": target()}
-    worker = make_worker(journal, sender, clock, sink=lambda: current["target"])
-    await open_incident(journal, human_incident(), at=T0)
-    assert (await worker.step()).failed == 1
+    leg = make_leg(journal, sender, clock, sink=lambda: current["target"])
+    leg.escalation.note(human_incident())
+    assert (await leg.step()).failed == 1
+    assert (await leg.step()).claimed == 0
     current["target"] = target("http://127.0.0.1:9/other")
-    report = await worker.step()
-    assert (report.rearmed, report.delivered) == (1, 1)
+    report = await leg.step()
+    assert (report.claimed, report.delivered) == (1, 1)
+    assert [r.url for r in sender.requests] == [
+        "http://127.0.0.1:9/hooks",
+        "http://127.0.0.1:9/other",
+    ]
 
 
 async def test_events_of_one_incident_go_in_revision_order() -> None:
@@ -182,83 +195,122 @@ async def test_events_of_one_incident_go_in_revision_order() -> None:
     assert [body_of(r)["eventType"] for r in sender.requests] == ["open", "resolved"]
 
 
+def _kinds(events: tuple[StoredEvent, ...]) -> list[EventType]:
+    return [e.type for e in events]
+
+
 async def test_a_reminder_follows_the_last_delivery_after_the_repeat_period() -> None:
     """Critical, human-routed, delivered at T0: nothing before REPEAT, a reminder revision at
     REPEAT (sent in the same pass), the next one a REPEAT after that."""
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
-    worker = make_worker(journal, sender, clock)
+    leg = make_leg(journal, sender, clock)
     incident = human_incident()
-    await open_incident(journal, incident, at=T0)
-    await worker.step()
-    clock.advance((REPEAT - SECOND).total_seconds())
-    assert (await worker.step()).reminders == 0
+    leg.escalation.note(incident)
+    assert (await leg.step()).delivered == 1
+    for _ in range(4):
+        clock.advance((REPEAT - SECOND).total_seconds() / 4)
+        assert (await leg.step()).claimed == 0
     clock.advance(1)
-    report = await worker.step()
-    assert (report.reminders, report.delivered) == (1, 1)
+    report = await leg.step()
+    assert (report.claimed, report.delivered) == (1, 1)
     reminder = body_of(sender.requests[-1])
     assert (reminder["eventType"], reminder["eventRevision"]) == ("reminder", 2)
     assert reminder["incident"]["id"] == incident.id
     clock.advance(REPEAT.total_seconds())
-    assert (await worker.step()).reminders == 1
+    assert (await leg.step()).delivered == 1
     assert [body_of(r)["eventRevision"] for r in sender.requests] == [1, 2, 3]
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert _kinds(stored.events) == [EventType.OPEN, EventType.REMINDER, EventType.REMINDER]
 
 
 async def test_no_reminder_while_an_event_is_pending_or_for_a_warning() -> None:
     """A failing sink holds one outstanding event per incident; warnings are never repeated."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
     sender = ScriptedSender()
-    worker = make_worker(journal, sender, clock)
+    leg = make_leg(journal, sender, clock)
     critical = human_incident("sess_1")
     warning = dataclasses.replace(human_incident("sess_2"), severity=Severity.WARNING)
-    await open_incident(journal, critical, at=T0)
-    await open_incident(journal, warning, at=T0)
-    await worker.step()
+    leg.escalation.note(critical)
+    leg.escalation.note(warning)
+    assert (await leg.step()).delivered == 2
     sender.answer(*[AttemptOutcome(status=503)] * 50)
     for _ in range(6):
         clock.advance(REPEAT.total_seconds())
-        await worker.step()
+        await leg.step()
     stored = await journal.get(critical.id)
     assert stored is not None
-    assert [e.type for e in stored.events] == [EventType.OPEN, EventType.REMINDER]
+    assert _kinds(stored.events) == [EventType.OPEN, EventType.REMINDER]
+    assert stored.events[1].state is EventState.PENDING
     quiet = await journal.get(warning.id)
     assert quiet is not None
-    assert len(quiet.events) == 1
+    assert _kinds(quiet.events) == [EventType.OPEN]
 
 
-async def test_two_workers_add_one_reminder() -> None:
-    """Two fleetd instances that see the same due incident: one reminder revision."""
+class _WritesAfter:
+    """A journal whose next ``settle`` first lets ``before`` run: another fleetd instance that
+    read the same state writes in between."""
+
+    def __init__(self, journal: InMemoryJournal) -> None:
+        self.journal = journal
+        self.before: Callable[[], Awaitable[object]] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.journal, name)
+
+    async def settle(self, incident_id: str, **kwargs: Any) -> Any:
+        before, self.before = self.before, None
+        if before is not None:
+            await before()
+        return await self.journal.settle(incident_id, **kwargs)
+
+
+async def test_two_instances_add_one_reminder() -> None:
+    """Two fleetd instances whose webhook loops see the same incident due, the second writing
+    between the first one's read and its write: one reminder revision, sent once."""
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
-    first = make_worker(journal, sender, clock, owner="fleetd-a")
-    second = make_worker(journal, sender, clock, owner="fleetd-b")
+    racing = _WritesAfter(journal)
+    first = make_leg(racing, sender, clock, owner="fleetd-a")  # type: ignore[arg-type]
+    second = make_leg(journal, sender, clock, owner="fleetd-b")
     incident = human_incident()
-    await open_incident(journal, incident, at=T0)
-    await first.step()
+    first.escalation.note(incident)
+    assert (await first.step()).delivered == 1
     clock.advance(REPEAT.total_seconds())
+    racing.before = second.step
+    await first.step()
+    assert racing.before is None  # the second instance did write in between
+    await second.step()
     stored = await journal.get(incident.id)
     assert stored is not None
-    reports = [await first.step(), await second.step()]
-    assert sum(r.reminders for r in reports) == 1
+    assert _kinds(stored.events) == [EventType.OPEN, EventType.REMINDER]
+    assert [body_of(r)["eventType"] for r in sender.requests] == ["open", "reminder"]
 
 
 async def test_an_open_cancelled_while_in_flight_is_followed_by_resolved() -> None:
-    """The dispatcher cancels an open it thinks undelivered; it was delivered meanwhile, so the
-    worker owes (and sends) the resolution once."""
+    """Another instance records the resolution while the ``open`` is in flight, which cancels
+    it as undelivered; the delivery is still recorded, so the webhook loop owes (and sends) the
+    resolution, once."""
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
+    leg = make_leg(journal, sender, clock)
+    other = make_leg(journal, sender, clock, owner="fleetd-b").escalation
     incident = human_incident()
-    change = await open_incident(journal, incident, at=T0)
-    resolved = dataclasses.replace(
-        change, resolved_at=T0, resolve_reason=ResolveReason.CLEARED, cancel_pending=True
-    )
+    leg.escalation.note(incident)
 
     async def resolve_meanwhile(_request: object) -> None:
         sender.during = None
-        await journal.record(resolved, now=T0)
+        other.note_resolved(incident, reason=ResolveReason.CLEARED, resolved_at=clock.now())
+        await other.step(clock.now())
 
     sender.during = resolve_meanwhile
-    worker = make_worker(journal, sender, clock)
-    assert (await worker.step()).late_resolved == 1
-    await worker.step()
-    await worker.step()
+    assert (await leg.step()).delivered == 1
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert stored.resolved_at is not None
+    assert [(e.type, e.state) for e in stored.events] == [(EventType.OPEN, EventState.DELIVERED)]
+    for _ in range(3):
+        await leg.step()
+        clock.advance(60)
+        await other.step(clock.now())
     assert [body_of(r)["eventType"] for r in sender.requests] == ["open", "resolved"]
     closing = body_of(sender.requests[1])
     assert closing["incident"]["resolveReason"] == "cleared"
@@ -349,7 +401,11 @@ async def test_a_lease_too_short_for_another_request_is_given_back() -> None:
     await open_incident(journal, incident, at=T0)
     await journal.record(
         IncidentChange(incident=incident),
-        [NewEvent(type=EventType.SEVERITY_CHANGED, payload=payload(incident, at=T0))],
+        [
+            NewEvent(
+                type=EventType.REMINDER, payload=payload(incident, EventType.REMINDER, 2, at=T0)
+            )
+        ],
         now=T0,
     )
     sender.during = lambda _r: clock.advance((LIMIT + LEASE_MARGIN + SECOND).total_seconds())
@@ -378,3 +434,19 @@ async def test_metrics_count_attempts_by_event_and_bounded_outcome() -> None:
     text = metrics.exposition().decode()
     assert "inc_" not in text
     assert "127.0.0.1" not in text
+
+
+async def test_a_refused_reminder_is_not_followed_by_one_every_sweep() -> None:
+    """A reminder refused for good waits for a new receiver list or a replay, like any other
+    permanent failure (§10.4): no new reminder is recorded after it at every sweep."""
+    journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
+    leg = make_leg(journal, sender, clock)
+    incident = human_incident()
+    leg.escalation.note(incident)
+    await leg.step()
+    sender.answer(*[AttemptOutcome(status=404)] * 100)
+    clock.advance(REPEAT.total_seconds())
+    for _ in range(10):
+        await leg.step()
+        clock.advance(31)
+    assert [body_of(r)["eventType"] for r in sender.requests] == ["open", "reminder"]

@@ -19,6 +19,7 @@ from tests.contract.journal_cases import T0
 from tests.unit.notify.sink_kit import (
     RoutedSender,
     human_incident,
+    make_leg,
     make_worker,
     open_incident,
     target,
@@ -108,19 +109,21 @@ async def test_one_receiver_down_is_not_degraded_and_every_receiver_down_is() ->
 
 
 async def test_a_reload_swaps_the_list_between_passes() -> None:
-    """A new list is taken at the next pass: the receiver still listed keeps its open breaker,
-    the new one starts closed and takes the event; the list's new generation re-arms."""
+    """A new list is taken at the next pass of the webhook loop: the receiver still listed keeps
+    its open breaker, the new one starts closed and takes the event; the list's new generation
+    re-arms the event the old list refused."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
     sender = RoutedSender({PRIMARY: [REFUSED] * 3, SECOND: [AttemptOutcome(status=404)]})
     current: dict[str, SinkTarget] = {"target": target(PRIMARY, SECOND)}
-    worker = make_worker(journal, sender, clock, sink=lambda: current["target"], draws=[0.0] * 3)
+    leg = make_leg(journal, sender, clock, sink=lambda: current["target"], draws=[0.0] * 3)
+    worker = leg.worker
     for n in range(3):
         await open_incident(journal, human_incident(f"sess_{n}"), at=T0)
-    report = await worker.step()
+    report = await leg.step()
     assert (report.delivered, report.failed) == (2, 1)
     current["target"] = target(THIRD, PRIMARY)
-    report = await worker.step()
-    assert (report.rearmed, report.delivered) == (1, 1)
+    report = await leg.step()
+    assert (report.claimed, report.delivered) == (1, 1)
     assert sender.requests[-1].url == THIRD
     receivers = worker.receivers()
     assert receivers is not None

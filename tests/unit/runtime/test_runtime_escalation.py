@@ -1,5 +1,6 @@
 """Incidents reach the journal and a person's events follow the §10.1–§10.3 rules, through the
-monitor that ``fleetd serve`` runs (a test fleet on fakes, with an in-memory journal)."""
+monitor that ``fleetd serve`` runs (a test fleet on fakes, with an in-memory journal): each health
+tick is followed by the webhook loop's escalation step, which records what the tick changed."""
 
 from __future__ import annotations
 
@@ -48,6 +49,14 @@ def _fleet(tmp_path: Path, journal: InMemoryJournal, *, webhook: bool) -> TestFl
     return build_test_fleet(tmp_path, document=document, environ=ENV, journal=journal)
 
 
+async def _tick(fleet: TestFleet) -> None:
+    """One health tick, then the webhook loop's escalation step (the tick's changes recorded)."""
+    await fleet.service.health.tick()
+    escalation = fleet.service.health.escalation
+    assert escalation is not None
+    await escalation.step(fleet.clock.now())
+
+
 async def _sole_lead_gone(fleet: TestFleet) -> None:
     """The only lead vanishes: two absences with a working ping make it unreachable, and with no
     peer the lead incident is routed to a person."""
@@ -55,7 +64,7 @@ async def _sole_lead_gone(fleet: TestFleet) -> None:
     fleet.control.remove("lead")
     for _ in range(3):
         fleet.clock.advance(15)
-        await fleet.service.health.tick()
+        await _tick(fleet)
 
 
 def _lead_incidents(fleet: TestFleet) -> list[Any]:
@@ -110,7 +119,7 @@ async def test_resolved_follows_only_a_delivered_event(tmp_path: Path) -> None:
     fleet.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
     for _ in range(2):
         fleet.clock.advance(15)
-        await fleet.service.health.tick()
+        await _tick(fleet)
     assert _lead_incidents(fleet) == []
     stored = await journal.get(incident.id)
     assert stored is not None
@@ -128,7 +137,7 @@ async def test_an_incident_resolved_before_delivery_cancels_its_open_and_says_no
     fleet.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
     for _ in range(2):
         fleet.clock.advance(15)
-        await fleet.service.health.tick()
+        await _tick(fleet)
     stored = await journal.get(incident.id)
     assert stored is not None
     assert [(e.type, e.state) for e in stored.events] == [(EventType.OPEN, EventState.CANCELLED)]
@@ -136,6 +145,36 @@ async def test_an_incident_resolved_before_delivery_cancels_its_open_and_says_no
 
 
 async def test_a_failing_journal_degrades_coverage_and_detection_goes_on(tmp_path: Path) -> None:
+    """While the journal refuses every call the lead still becomes unreachable and goes to a
+    person (ticks go on) and coverage says degraded, also once the journal answers again while
+    the incident is still owed; the next step records it with its ``open``, and only then is
+    coverage full again (issue 20, 1a)."""
+    journal = InMemoryJournal()
+    fleet = _fleet(tmp_path, journal, webhook=True)
+    journal.fail_with = JournalUnavailableError("record", "unreachable")
+    await _sole_lead_gone(fleet)
+    [incident] = _lead_incidents(fleet)  # detection went on
+    assert incident.route == "human"
+    assert fleet.service.health.ticks == 3
+    covered = fleet.service.health.coverage()
+    assert covered["status"] == "degraded"
+    assert "incident journal failing" in covered["reason"]
+    journal.fail_with = None
+    observed = fleet.service.health.journal
+    assert observed is not None
+    assert await observed.get(incident.id) is None  # it answers; nothing was recorded yet
+    covered = fleet.service.health.coverage()
+    assert covered["status"] == "degraded"  # the incident is still owed
+    assert "1 incidents owed" in covered["reason"]
+    fleet.clock.advance(15)
+    await _tick(fleet)
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert [(e.type, e.state) for e in stored.events] == [(EventType.OPEN, EventState.PENDING)]
+    assert fleet.service.health.coverage()["status"] == "full"
+
+
+async def test_while_the_journal_fails_a_vanished_member_is_reported_and_resolved(tmp_path: Path) -> None:
     """While every journal call fails, each tick still runs to its end: a member that vanishes
     opens GONE, its owning lead gets the record, the incident resolves once the bridge released
     the member, and the sole lead's own failure opens too; coverage says degraded meanwhile."""
@@ -150,7 +189,7 @@ async def test_a_failing_journal_degrades_coverage_and_detection_goes_on(tmp_pat
     ticks = health.ticks
     for _ in range(2):
         fleet.clock.advance(15)
-        await health.tick()
+        await _tick(fleet)
     assert health.ticks == ticks + 2
     [gone] = _member_incidents(fleet)
     assert (gone.state, gone.subject, gone.recipient_lead) == ("GONE", session.session_id, "lead")
@@ -160,7 +199,7 @@ async def test_a_failing_journal_degrades_coverage_and_detection_goes_on(tmp_pat
     assert session.state is SessionState.RELEASED  # the failure operation ran too
     for _ in range(2):
         fleet.clock.advance(15)
-        await health.tick()
+        await _tick(fleet)
     assert _member_incidents(fleet) == []  # reported once, then resolved
     covered = health.coverage()
     assert covered["status"] == "degraded"
@@ -170,9 +209,7 @@ async def test_a_failing_journal_degrades_coverage_and_detection_goes_on(tmp_pat
     [lead_incident] = _lead_incidents(fleet)
     assert (lead_incident.state, lead_incident.route) == ("LEAD_UNREACHABLE", "human")
     journal.fail_with = None
-    fleet.clock.advance(15)
-    await health.tick()
-    await health.journal.get("x")  # type: ignore[union-attr]
+    await _tick(fleet)  # the owed changes are recorded, and only then is coverage full
     assert health.coverage()["status"] == "full"
 
 
@@ -189,7 +226,7 @@ async def test_a_restart_resumes_the_journal_incidents_without_opening_them_agai
     assert await second.service.health.resume() == 1
     for _ in range(3):
         second.clock.advance(15)
-        await second.service.health.tick()
+        await _tick(second)
     [again] = _lead_incidents(second)
     assert (again.id, again.generation) == (incident.id, incident.generation)
     stored = await journal.get(incident.id)
@@ -248,18 +285,18 @@ async def test_a_record_the_inbox_keeps_refusing_takes_the_incident_to_a_person_
     inbox.down = True
     for _ in range(100):
         fleet.clock.advance(15)
-        await fleet.service.health.tick()
+        await _tick(fleet)
         if _member_incidents(fleet):
             break
     [incident] = _member_incidents(fleet)
     assert (incident.recipient_lead, incident.routing_reason) == ("lead", "owner")
     assert fleet.bridge.unpublished  # its record waits in memory
     fleet.clock.advance(15)
-    await fleet.service.health.tick()
+    await _tick(fleet)
     [incident] = _member_incidents(fleet)
     assert incident.routing_reason == "owner"  # one interval: the push may still get it through
     fleet.clock.advance(15)
-    await fleet.service.health.tick()
+    await _tick(fleet)
     [incident] = _member_incidents(fleet)
     assert (incident.route, incident.routing_reason) == ("human", "human_publication_failed")
     assert incident.assignment is not None
@@ -272,7 +309,7 @@ async def test_a_record_the_inbox_keeps_refusing_takes_the_incident_to_a_person_
     await fleet.bridge.flush_unpublished()  # what the push loop does on its next pass
     assert not fleet.bridge.unpublished
     fleet.clock.advance(15)
-    await fleet.service.health.tick()
+    await _tick(fleet)
     [incident] = _member_incidents(fleet)
     assert (incident.recipient_lead, incident.routing_reason) == ("lead", "owner")
     stored = await journal.get(incident.id)
