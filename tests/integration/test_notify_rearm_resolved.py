@@ -4,9 +4,8 @@ PostgreSQL journals, through the delivery worker and the operator's replay route
 Issue 20 (1b): a person must never get ``open`` for an incident that resolved before its ``open``
 was delivered, and a person who got ``open`` gets ``resolved``. So after a receiver config change
 or a replay, a resolved incident's failed ``open`` stays unsent, while its failed ``resolved`` is
-sent again. The first half fails today (``rearm`` ignores ``resolved_at``); those cases are marked
-``xfail(strict=True)`` until the re-arm rule changes, the second half passes already and must
-keep passing.
+sent again. Which events come back is the human-leg policy's decision, carried out by the
+webhook loop (escalation step, then worker) as ``fleetd serve`` runs it.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import httpx
-import pytest
 
 from fleetd.api.app import create_app
 from fleetd.clock import FakeClock
@@ -25,12 +23,14 @@ from fleetd.journal.port import Journal
 from fleetd.journal.records import EventState, EventType, IncidentChange, NewEvent
 from fleetd.notify.retry import AttemptOutcome
 from fleetd.notify.signing import HEADER_ID
-from fleetd.testing import OPERATOR_TOKEN, build_test_fleet
+from fleetd.testing import OPERATOR_TOKEN, build_test_fleet, sample_document
 from tests.contract.journal_cases import T0
 from tests.unit.notify.sink_kit import (
+    SECRET_TEXT,
     ScriptedSender,
     body_of,
     human_incident,
+    make_leg,
     make_worker,
     open_incident,
     payload,
@@ -44,9 +44,6 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.contract.journal_fixtures"]
 
-REARM_OF_RESOLVED = pytest.mark.xfail(
-    strict=True, reason="issue 20 1b: rearm of resolved incidents"
-)
 MOVED = "http://127.0.0.1:9/moved"
 
 
@@ -54,12 +51,12 @@ async def _resolve(
     journal: Journal, change: IncidentChange, *, at: datetime, resolved_event: bool
 ) -> None:
     """Record the resolution as the escalation does: a ``resolved`` event only when a person got
-    an earlier one, and every pending event cancelled."""
+    an earlier one, and an ``open`` nobody got cancelled."""
     closed = dataclasses.replace(
         change,
         resolved_at=at,
         resolve_reason=ResolveReason.CLEARED,
-        cancel_pending=True,
+        cancel=() if resolved_event else (1,),
     )
     incident: Incident = change.incident
     closing = payload(incident, EventType.RESOLVED, 2, at=at)
@@ -95,16 +92,15 @@ def _clock() -> FakeClock:
     return FakeClock(T0 + timedelta(minutes=2))
 
 
-@REARM_OF_RESOLVED
 async def test_a_target_change_does_not_send_a_resolved_incident_s_failed_open(
     journal_kit: JournalKit,
 ) -> None:
     """The person never got ``open`` and the incident is over: the new target gets nothing."""
     journal = journal_kit.build()
     incident, sender = await _open_failed_then_resolved(journal)
-    moved = make_worker(journal, sender, _clock(), sink=target(MOVED))
+    moved = make_leg(journal, sender, _clock(), sink=target(MOVED))
     report = await moved.step()
-    assert (report.rearmed, report.claimed, report.delivered) == (0, 0, 0)
+    assert (report.claimed, report.delivered) == (0, 0)
     assert len(sender.requests) == 1
     stored = await journal.get(incident.id)
     assert stored is not None
@@ -117,9 +113,9 @@ async def test_a_target_change_sends_a_resolved_incident_s_failed_resolved_once(
     """The person got ``open``: its refused ``resolved`` goes to the new target, same id."""
     journal = journal_kit.build()
     incident, sender = await _resolved_failed(journal)
-    moved = make_worker(journal, sender, _clock(), sink=target(MOVED))
+    moved = make_leg(journal, sender, _clock(), sink=target(MOVED))
     report = await moved.step()
-    assert (report.rearmed, report.delivered) == (1, 1)
+    assert report.delivered == 1
     assert [body_of(r)["eventType"] for r in sender.requests] == ["open", "resolved", "resolved"]
     assert sender.requests[1].headers[HEADER_ID] == sender.requests[2].headers[HEADER_ID]
     assert sender.requests[2].url == MOVED
@@ -134,7 +130,13 @@ async def test_a_target_change_sends_a_resolved_incident_s_failed_resolved_once(
 
 async def _replay(tmp_path: Path, journal: Journal, incident: Incident) -> httpx.Response:
     """The operator's ``POST /v1/incidents/{id}/replay`` on the service ``fleetd serve`` builds."""
-    fleet = build_test_fleet(tmp_path, journal=journal)
+    document = sample_document(tmp_path)
+    document["health"] = {
+        "enabled": True,
+        "notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_KEY"},
+    }
+    env = {"HOOK_URL": MOVED, "HOOK_KEY": SECRET_TEXT}
+    fleet = build_test_fleet(tmp_path, document=document, environ=env, journal=journal)
     transport = httpx.ASGITransport(app=create_app(fleet.service))
     async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as http:
         return await http.post(
@@ -143,7 +145,6 @@ async def _replay(tmp_path: Path, journal: Journal, incident: Incident) -> httpx
         )
 
 
-@REARM_OF_RESOLVED
 async def test_a_replay_does_not_send_a_resolved_incident_s_failed_open(
     journal_kit: JournalKit, tmp_path: Path
 ) -> None:
@@ -153,7 +154,7 @@ async def test_a_replay_does_not_send_a_resolved_incident_s_failed_open(
     answer = await _replay(tmp_path, journal, incident)
     assert answer.status_code == 409, answer.text
     assert answer.json()["error"]["code"] == "nothing_to_replay"
-    assert (await make_worker(journal, sender, _clock()).step()).claimed == 0
+    assert (await make_leg(journal, sender, _clock()).step()).claimed == 0
     assert len(sender.requests) == 1
 
 
@@ -166,6 +167,6 @@ async def test_a_replay_sends_a_resolved_incident_s_failed_resolved(
     answer = await _replay(tmp_path, journal, incident)
     assert answer.status_code == 200, answer.text
     assert answer.json()["result"] == {"incidentId": incident.id, "rearmed": 1}
-    report = await make_worker(journal, sender, _clock()).step()
+    report = await make_leg(journal, sender, _clock()).step()
     assert (report.claimed, report.delivered) == (1, 1)
     assert body_of(sender.requests[-1])["eventType"] == "resolved"
