@@ -37,7 +37,7 @@ from fleetd.notify.retry import (
     TransportFailure,
     Verdict,
     next_step,
-    retry_after_delay,
+    server_wait,
 )
 from fleetd.resilience import ErrorClass, Outcome, classify_status
 
@@ -63,7 +63,7 @@ def outcome_of(attempt: AttemptOutcome, *, latency: timedelta, now: datetime) ->
     error = error_class(attempt)
     advised = None
     if error is ErrorClass.THROTTLED and attempt.retry_after is not None:
-        advised = retry_after_delay(attempt.retry_after, now)
+        advised = server_wait(attempt.retry_after, now)
     return Outcome(error=error, latency=max(latency, timedelta(0)), retry_after=advised)
 
 

@@ -28,7 +28,8 @@ import httpx
 
 from fleetd.clock import Clock, DeadlineExceededError, within
 from fleetd.notify.request import USER_AGENT, WebhookRequest
-from fleetd.notify.retry import AttemptOutcome, TransportFailure, parse_retry_after
+from fleetd.notify.retry import AttemptOutcome, TransportFailure
+from fleetd.resilience.retry_after import parse_retry_after
 
 __all__ = ["HttpWebhookSender", "WebhookSender"]
 

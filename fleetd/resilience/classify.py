@@ -95,7 +95,7 @@ class Outcome:
     """How one attempt ended: success (``error`` is ``None``) or an error class.
 
     ``latency`` is the attempt's duration (it feeds the EWMA on success); ``retry_after`` is the
-    server's advice on a throttle, already parsed (see :func:`fleetd.resilience.retry_after`).
+    server's advice on a throttle, already parsed (see :func:`fleetd.resilience.parse_retry_after`).
     """
 
     error: ErrorClass | None = None

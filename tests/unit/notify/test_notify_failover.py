@@ -111,7 +111,7 @@ def swept(*attempts: AttemptOutcome, retry_at: datetime | None = None) -> SweepR
             swept(status(503), status(429, S), retry_at=NOW + S),
             Verdict.RETRY,
             OutcomeReason.HTTP_429,
-            S,
+            2.5 * S,
         ),
         (
             swept(status(429), status(503), retry_at=NOW + 2 * MAX_DELAY),
@@ -131,8 +131,8 @@ def test_the_last_dial_decides_and_the_latest_advised_wait_stands(
     result: SweepResult, verdict: Verdict, reason: OutcomeReason, delay: timedelta | None
 ) -> None:
     """Delivered when a receiver took it; a 4xx is permanent; a sweep failed over to its end is
-    retried after the drawn wait (draw 0.5 of 5 s) or the latest wait a receiver asked for,
-    capped at 15 minutes."""
+    retried after the drawn wait (draw 0.5 of 5 s), or the latest wait a receiver asked for when
+    that is longer, capped at 15 minutes."""
     decision = decide(result, failures=1, draw=0.5, now=NOW)
     assert decision is not None
     assert (decision.verdict, decision.reason, decision.delay) == (verdict, reason, delay)

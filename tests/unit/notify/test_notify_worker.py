@@ -315,7 +315,7 @@ async def test_failing_attempts_and_a_failing_journal_degrade_the_sink() -> None
     await open_incident(journal, human_incident(), at=T0)
     for _ in range(3):
         await worker.step()
-        clock.advance(1)
+        clock.advance(45)  # the backoff of the third attempt (draw 1.0)
     assert worker.health.reason is SinkReason.ATTEMPTS_FAILING
     since = worker.health.since
     journal.fail_with = JournalUnavailableError("claim", "unreachable")
