@@ -117,8 +117,12 @@ class _BrokerRecordFilter(logging.Filter):
 
 
 def configure_logging(level: str | int) -> None:
-    """Root logging for ``serve``; the broker client never logs below INFO, nor any body."""
+    """Root logging for ``serve``; the broker client never logs below INFO, nor any body, and the
+    HTTP client never logs at all (a webhook URL is a secret)."""
+    from fleetd.http_client import silence_http_logs  # noqa: PLC0415
+
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    silence_http_logs()
     for handler in logging.getLogger().handlers:
         handler.addFilter(_BrokerRecordFilter())
     for name in _BROKER_LOGGERS:

@@ -5,8 +5,8 @@ One :meth:`~HttpModelCatalog.fetch` is one ``GET {baseUrl}/models``:
 * the whole request is bounded by ``limit`` (``modelHealth.requestTimeoutMs``) on the injected
   :class:`~fleetd.clock.Clock`, with httpx's per-phase timeouts at the same value as a backstop;
   a provider that hangs is a ``timeout``, never a stuck loop;
-* the key, when the provider has one, goes as a bearer token; redirects are not followed and the
-  environment is not consulted (``trust_env=False``);
+* the key, when the provider has one, goes as a bearer token; redirects are not followed, the
+  environment is not consulted and httpx logs nothing (:mod:`fleetd.http_client`);
 * the body is read up to :data:`MAX_BODY_BYTES` and decoded as JSON into a catalog
   (:func:`~fleetd.resilience.parse_catalog`); a larger or unreadable body is ``malformed``;
 * a ``Retry-After`` is read by :func:`~fleetd.resilience.parse_retry_after`, the parser the
@@ -25,6 +25,7 @@ import httpx
 
 from fleetd.catalog.port import CatalogAnswer, CatalogTarget
 from fleetd.clock import Clock, DeadlineExceededError, within
+from fleetd.http_client import outbound_client
 from fleetd.resilience import (
     RETRY_AFTER_LIMIT,
     CatalogFetch,
@@ -52,9 +53,7 @@ class HttpModelCatalog:
 
     def __init__(self, *, clock: Clock, client: httpx.AsyncClient | None = None) -> None:
         self._clock = clock
-        self._client = client or httpx.AsyncClient(
-            follow_redirects=False, trust_env=False, headers={"user-agent": USER_AGENT}
-        )
+        self._client = client or outbound_client(USER_AGENT)
 
     async def fetch(self, target: CatalogTarget, *, limit: timedelta) -> CatalogAnswer:
         seconds = limit.total_seconds()
