@@ -11,6 +11,7 @@ outcome                                      verdict          next attempt
 network error, timeout, 408, 429, 5xx        ``retry``        full-jitter backoff, or a
                                                               longer ``Retry-After``
 any other status (4xx, 3xx, 1xx), bad URL    ``permanent``    none until config changes
+                                                              or a replay
 ===========================================  ===============  =========================
 
 Full-jitter backoff: after the ``n``-th failed attempt of an event the wait is drawn uniformly
@@ -101,6 +102,7 @@ class OutcomeReason(StrEnum):
     HTTP_408 = "http_408"
     HTTP_429 = "http_429"
     HTTP_5XX = "http_5xx"
+    HTTP_410 = "http_410"
     HTTP_4XX = "http_4xx"
     HTTP_OTHER = "http_other"
 
@@ -154,6 +156,8 @@ def reason_of(outcome: AttemptOutcome) -> OutcomeReason:
         return OutcomeReason.HTTP_429
     if 500 <= status <= 599:
         return OutcomeReason.HTTP_5XX
+    if status == 410:
+        return OutcomeReason.HTTP_410
     if 400 <= status <= 499:
         return OutcomeReason.HTTP_4XX
     return OutcomeReason.HTTP_OTHER
@@ -167,6 +171,7 @@ _VERDICTS: Final = {
     OutcomeReason.HTTP_429: Verdict.RETRY,
     OutcomeReason.HTTP_5XX: Verdict.RETRY,
     OutcomeReason.INVALID_URL: Verdict.PERMANENT,
+    OutcomeReason.HTTP_410: Verdict.PERMANENT,
     OutcomeReason.HTTP_4XX: Verdict.PERMANENT,
     OutcomeReason.HTTP_OTHER: Verdict.PERMANENT,
 }

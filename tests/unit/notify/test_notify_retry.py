@@ -57,7 +57,7 @@ def failed(failure: TransportFailure) -> AttemptOutcome:
         (status(403), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
         (status(404), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
         (status(409), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
-        (status(410), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
+        (status(410), Verdict.PERMANENT, OutcomeReason.HTTP_410),
         (status(413), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
         (status(422), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
         (status(499), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
