@@ -79,6 +79,10 @@ class Brokers:
         """Broker ``index``'s breaker would let a call through now."""
         return self.pool.endpoints[index].breaker.admits(self._clock.now())
 
+    def all_down(self) -> bool:
+        """No broker's breaker would let a dial through now: a sweep would dial nothing."""
+        return self.pool.all_down(self._clock.now())
+
     def lower_admits(self, index: int) -> bool:
         """A broker before ``index`` would be dialed first now (sticky primary)."""
         active = self.pool.active(self._clock.now())

@@ -22,7 +22,9 @@ broker (:class:`~fleetd.inbox.amqp_brokers.Brokers`):
 * while every broker is down, a background reconnect sweeps every
   :data:`~fleetd.inbox.amqp_connect.RECONNECT_INTERVAL` (breakers skip those cooling down) and
   calls fail at once: the inbox reports unreachable, so ``/readyz`` is not ready while
-  ``/livez`` stays alive, and the first broker to answer resumes service;
+  ``/livez`` stays alive, and the first broker to answer resumes service. Readiness is this
+  judgement and no other (:meth:`AmqpLink.reachable`): one failed call on a broker whose breaker
+  still admits leaves fleetd ready, as it leaves failover on that broker;
 * sticky primary: while on a fallback, a background probe dials the brokers before it whose
   breaker admits; the first to connect becomes the active generation and the fallback retires;
 * a new connection re-declares the owned queues (durable, idempotent) before it serves.
@@ -111,7 +113,25 @@ class AmqpLink:
         return self._brokers.multi
 
     def reachable(self) -> bool:
-        return self._reachable and not self._closed
+        """Whether a call now would find a broker (``/readyz``, ``allDown``).
+
+        One broker: its last attempt reached it. Several: failover's own judgement, so
+        readiness and failover never disagree — not while every broker is known to be down
+        (a failed sweep, and the background reconnect has not found one), nor while no broker's
+        breaker would admit a dial; otherwise yes: the connection in use serves while its
+        breaker admits (a failed call or two is a strike, not an outage: failover waits for
+        three), and a call that finds it gone fails over to a broker that admits.
+        """
+        if self._closed:
+            return False
+        if not self.multi:
+            return self._reachable
+        gen = self._gen
+        if gen is None and self._reconnecting is not None:
+            return False
+        if gen is not None and gen.up and self._brokers.admits(gen.index):
+            return True
+        return not self._brokers.all_down()
 
     def report(self) -> BrokerReport:
         """Where the link stands now, for ``fleet_list.dependencies`` and the metrics."""

@@ -152,3 +152,49 @@ async def test_closing_refuses_further_leases(brokers: Brokers) -> None:
     with pytest.raises(InboxUnavailableError, match="closed"):
         await use(target)
     assert all(connection.closed for _, connection in brokers.made)
+
+
+async def test_readiness_follows_failover_not_one_failed_call(brokers: Brokers) -> None:
+    """2c: a call on the primary times out once, then twice: the primary's breaker still admits,
+    so failover stays on it and the link stays reachable (readiness agrees). The third opens it:
+    still reachable (the fallback admits), and the next call lands on the fallback. Only when
+    no broker answers a sweep is the link unreachable, until one does."""
+    clock = FakeClock()
+    target = link(clock)
+    await use(target)
+    assert target.report().active == 0
+    for _ in range(2):
+        target.failed(InboxUnavailableError("collect: the broker is unavailable"))
+        assert target.reachable()
+        await use(target)
+        assert target.report().active == 0
+    target.failed(InboxUnavailableError("collect"))
+    assert target.reachable()
+    brokers.up.discard(URLS[0])
+    await use(target)
+    assert (target.report().active, target.reachable()) == (1, True)
+
+    brokers.made[-1][1].connected.clear()  # the fallback drops too, and nothing answers
+    brokers.up.clear()
+    target.failed(InboxUnavailableError("collect"))  # the drop was noticed: no ride-out
+    with pytest.raises(InboxUnavailableError):
+        await use(target)
+    assert not target.reachable()
+    assert not target.report().reachable
+    brokers.up.add(URLS[1])
+    await clock.run(6.0, step=0.5)  # both breakers are open for 5 s; then the reconnect finds it
+    assert (target.report().active, target.reachable()) == (1, True)
+    await target.close()
+    assert not target.reachable()
+
+
+async def test_one_broker_keeps_its_single_broker_readiness(brokers: Brokers) -> None:
+    """With one URL there is no failover: a failed call makes it unreachable until a call
+    reaches it again (exactly the single-broker behaviour)."""
+    target = link(FakeClock(), URLS[:1])
+    await use(target)
+    target.failed(InboxUnavailableError("collect"))
+    assert not target.reachable()
+    await use(target)
+    assert target.reachable()
+    await target.close()
