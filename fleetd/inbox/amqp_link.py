@@ -31,6 +31,10 @@ broker (:class:`~fleetd.inbox.amqp_brokers.Brokers`):
 
 Entries live on the broker that took them: with brokers that are *not* one cluster, what sits on
 a broker fleetd has left is collected only once fleetd is connected to it again.
+
+The log says each outage once (``fleetd serve`` keeps the broker client's own loggers, which
+write a line per reconnect and probe, to CRITICAL): a WARNING as the inbox becomes unreachable,
+an INFO as it is reachable again; per broker, likewise (:class:`~.amqp_brokers.Brokers`).
 """
 
 from __future__ import annotations
@@ -100,6 +104,7 @@ class AmqpLink:
         self._lock = asyncio.Lock()
         self._closed = False
         self._reachable = True  # until an attempt says otherwise
+        self._noted = True  # the reachability the log last reported
         self._connect_failed_at: float | None = None  # monotonic, of the last failed connect
         self._retiring: set[Generation] = set()  # retired, not closed yet
         self._background: set[asyncio.Task[None]] = set()
@@ -113,15 +118,10 @@ class AmqpLink:
         return self._brokers.multi
 
     def reachable(self) -> bool:
-        """Whether a call now would find a broker (``/readyz``, ``allDown``).
-
-        One broker: its last attempt reached it. Several: failover's own judgement, so
-        readiness and failover never disagree — not while every broker is known to be down
-        (a failed sweep, and the background reconnect has not found one), nor while no broker's
-        breaker would admit a dial; otherwise yes: the connection in use serves while its
-        breaker admits (a failed call or two is a strike, not an outage: failover waits for
-        three), and a call that finds it gone fails over to a broker that admits.
-        """
+        """Whether a call now would find a broker (``/readyz``, ``allDown``). One broker: its
+        last attempt reached it. Several: failover's own judgement — no while every broker is
+        known down (reconnecting) or no breaker admits a dial; else yes (a failed call is a
+        strike, not an outage: failover waits for three)."""
         if self._closed:
             return False
         if not self.multi:
@@ -158,11 +158,13 @@ class AmqpLink:
     def succeeded(self, latency: float) -> None:
         """A call on the current connection was answered after ``latency`` seconds."""
         self._observe(Outcome(latency=timedelta(seconds=max(0.0, latency))))
+        self._note()
 
     def failed(self, error: BaseException) -> None:
         """A call on the current connection failed: the broker is unreachable for now."""
         self._reachable = False
         self._observe(Outcome(error=classify(error)))
+        self._note()
 
     async def wait_connected(self) -> None:
         """Wait until a connection is up (again); for tooling and tests that must not race the
@@ -236,6 +238,7 @@ class AmqpLink:
                 if not self.multi:
                     await self._ride_out(gen)
                 self._reachable = True
+                self._note()
                 return gen
             try:
                 gen = await self._connect()
@@ -244,6 +247,7 @@ class AmqpLink:
                 self._reachable = False
                 if self.multi:
                     self._start_reconnecting()
+                self._note()
                 raise
             return self._install(gen)
 
@@ -266,6 +270,7 @@ class AmqpLink:
                 await gen.connection.connected.wait()
         except TimeoutError:
             self._reachable = False
+            self._note()
             raise InboxUnavailableError("the broker connection is down (reconnecting)") from None
 
     async def _keep_or_leave(self, gen: Generation) -> Generation | None:
@@ -279,7 +284,7 @@ class AmqpLink:
                 await self._ride_out(gen)
                 return gen
             self._brokers.observe(gen.index, Outcome(error=ErrorClass.RESET))
-        logger.warning("inbox broker %d is down: failing over", gen.index)
+        logger.info("inbox fails over from broker %d", gen.index)
         self._retire(gen)
         return None
 
@@ -311,6 +316,7 @@ class AmqpLink:
         self._signal()
         self._connect_failed_at = None
         self._reachable = True
+        self._note()
         return gen
 
     def _retire(self, gen: Generation) -> None:
@@ -377,6 +383,22 @@ class AmqpLink:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+    def _note(self) -> None:
+        """Log a change of :meth:`reachable` once: a WARNING as an outage starts, an INFO as it
+        ends (never while closing)."""
+        reachable = self.reachable()
+        if self._closed or reachable == self._noted:
+            return
+        self._noted = reachable
+        if reachable:
+            logger.info("inbox reachable again")
+        elif self.multi:
+            logger.warning("inbox unreachable: no broker answers; calls fail until one does")
+        else:
+            logger.warning(
+                "inbox unreachable: the broker does not answer; calls fail until it does"
+            )
 
     def _observe(self, outcome: Outcome) -> None:
         gen = self._gen
