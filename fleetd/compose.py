@@ -151,8 +151,12 @@ class Fleetd:
         return await self.desk.incidents(caller, now=self.clock.now())
 
     async def replay(self, incident_id: str) -> ReplayResult:
-        """``POST /v1/incidents/{id}/replay``: re-arm the incident's failed events."""
-        return await self.desk.replay(incident_id, now=self.clock.now())
+        """``POST /v1/incidents/{id}/replay``: re-arm the incident's failed events, and give
+        back every webhook receiver a 410 disabled (the operator has acted)."""
+        result = await self.desk.replay(incident_id, now=self.clock.now())
+        if result.found:
+            self.sink.enable_receivers()
+        return result
 
     def stop_requested(self) -> None:
         """SIGTERM/SIGINT arrived: synchronous ``fleet_send`` callers get their ticket now, so

@@ -5,10 +5,12 @@ One :meth:`~HttpModelCatalog.fetch` is one ``GET {baseUrl}/models``:
 * the whole request is bounded by ``limit`` (``modelHealth.requestTimeoutMs``) on the injected
   :class:`~fleetd.clock.Clock`, with httpx's per-phase timeouts at the same value as a backstop;
   a provider that hangs is a ``timeout``, never a stuck loop;
-* the key, when the provider has one, goes as a bearer token; redirects are not followed and the
-  environment is not consulted (``trust_env=False``);
+* the key, when the provider has one, goes as a bearer token; redirects are not followed, the
+  environment is not consulted and httpx logs nothing (:mod:`fleetd.http_client`);
 * the body is read up to :data:`MAX_BODY_BYTES` and decoded as JSON into a catalog
   (:func:`~fleetd.resilience.parse_catalog`); a larger or unreadable body is ``malformed``;
+* a ``Retry-After`` is read by :func:`~fleetd.resilience.parse_retry_after`, the parser the
+  webhook uses too (the tracker caps the wait);
 * httpx's exceptions and the HTTP status are classified here, once (a refused connect or an
   unknown host ``refused``, any other transport failure ``reset``; statuses by
   :func:`~fleetd.resilience.classify_status`). No text from the provider is kept.
@@ -23,7 +25,16 @@ import httpx
 
 from fleetd.catalog.port import CatalogAnswer, CatalogTarget
 from fleetd.clock import Clock, DeadlineExceededError, within
-from fleetd.resilience import CatalogFetch, ErrorClass, classify_status, parse_catalog, retry_after
+from fleetd.http_client import outbound_client
+from fleetd.resilience import (
+    RETRY_AFTER_LIMIT,
+    CatalogFetch,
+    ErrorClass,
+    classify_status,
+    parse_catalog,
+    parse_retry_after,
+    retry_after_delay,
+)
 
 __all__ = ["MAX_BODY_BYTES", "USER_AGENT", "HttpModelCatalog"]
 
@@ -42,9 +53,7 @@ class HttpModelCatalog:
 
     def __init__(self, *, clock: Clock, client: httpx.AsyncClient | None = None) -> None:
         self._clock = clock
-        self._client = client or httpx.AsyncClient(
-            follow_redirects=False, trust_env=False, headers={"user-agent": USER_AGENT}
-        )
+        self._client = client or outbound_client(USER_AGENT)
 
     async def fetch(self, target: CatalogTarget, *, limit: timedelta) -> CatalogAnswer:
         seconds = limit.total_seconds()
@@ -66,7 +75,10 @@ class HttpModelCatalog:
                 headers=headers,
                 timeout=httpx.Timeout(seconds),
             ) as response:
-                wait = retry_after(response.headers.get("retry-after"), self._clock.now())
+                asked = parse_retry_after(response.headers.get("retry-after"))
+                wait = None
+                if asked is not None:
+                    wait = retry_after_delay(asked, self._clock.now(), cap=RETRY_AFTER_LIMIT)
                 error = classify_status(response.status_code, retry_after=wait is not None)
                 if error is not None:
                     return _failed(error, wait if error is ErrorClass.THROTTLED else None)

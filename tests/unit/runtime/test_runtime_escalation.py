@@ -174,7 +174,9 @@ async def test_a_failing_journal_degrades_coverage_and_detection_goes_on(tmp_pat
     assert fleet.service.health.coverage()["status"] == "full"
 
 
-async def test_while_the_journal_fails_a_vanished_member_is_reported_and_resolved(tmp_path: Path) -> None:
+async def test_while_the_journal_fails_a_vanished_member_is_reported_and_resolved(
+    tmp_path: Path,
+) -> None:
     """While every journal call fails, each tick still runs to its end: a member that vanishes
     opens GONE, its owning lead gets the record, the incident resolves once the bridge released
     the member, and the sole lead's own failure opens too; coverage says degraded meanwhile."""
