@@ -3,9 +3,9 @@
 A herdr that stops answering is the control link's fault, never a lead's. A lead missing from one
 successful list keeps its state; missing from two while ping works, it is unreachable, and when
 it is back the peer standing in for it keeps its incidents (§7.4: reassigned only if that peer
-fails or retires) while the owner sees them in its own ``fleet_list``. With no healthy lead left — always, for a sole lead —
-incidents go to the passive human leg: kept open, never a restart, coverage ``partial``
-everywhere.
+fails or retires) while the owner sees them in its own ``fleet_list``. With no healthy lead
+left — always, for a sole lead — incidents go to the passive human leg: kept open, never a
+restart, coverage ``partial`` everywhere.
 """
 
 from __future__ import annotations
