@@ -230,7 +230,8 @@ class MemberView:
     the member for; ``boundary_screen`` a fatal screen read at the current turn's boundary;
     ``uncollected_replies`` counts this member's
     replies still waiting in its owning lead's inbox (inboxes are per lead; the runtime reads
-    them per member), the oldest created at ``oldest_uncollected_at``.
+    them per member), the oldest created at ``oldest_uncollected_at``; ``repaired_token`` is the
+    token of the last turn lost-boundary repair resolved.
     """
 
     # what a steady tick reads of every member comes first, within one cache line
@@ -256,6 +257,7 @@ class MemberView:
     boundary_screen: BoundaryScreen | None = None
     uncollected_replies: int = 0
     oldest_uncollected_at: datetime | None = None
+    repaired_token: str | None = None
 
     def __post_init__(self) -> None:
         # one comparison on the way in: ten thousand members are built every tick
