@@ -16,6 +16,7 @@ The mapping an adapter applies (the pure half is :func:`classify_status`)::
     any other HTTP 5xx                         -> SERVER_ERROR
     any other status (1xx, 3xx, 4xx)           -> REJECTED
     a body that cannot be read as expected     -> MALFORMED
+    a body larger than the adapter reads       -> TOO_LARGE
     the breaker refused the endpoint (no dial) -> CIRCUIT_OPEN
 
 Three traits decide everything downstream:
@@ -50,6 +51,7 @@ class ErrorClass(StrEnum):
     AUTH = "auth"
     REJECTED = "rejected"
     MALFORMED = "malformed"
+    TOO_LARGE = "too_large"
 
 
 class Traits(NamedTuple):
@@ -72,6 +74,7 @@ TRAITS: dict[ErrorClass, Traits] = {
     E.AUTH: Traits(failover=False, strike=False, answered=True, dialed=True),
     E.REJECTED: Traits(failover=False, strike=False, answered=True, dialed=True),
     E.MALFORMED: Traits(failover=False, strike=False, answered=True, dialed=True),
+    E.TOO_LARGE: Traits(failover=False, strike=False, answered=True, dialed=True),
 }
 
 _OVERLOAD = frozenset({503, 529})
