@@ -153,6 +153,7 @@ async def spawn_member(
         if session.live and not parts.lifecycle.releasing(session_id):
             session.apply(SessionEvent.START_FAILED, parts.clock.now())
             await parts.lifecycle.release(session, ReleaseCause.SPAWN_ROLLBACK)
+        _log_failure(session, exc)
         translated = _as_tool_error(exc)
         if translated is exc:
             raise
@@ -193,6 +194,28 @@ async def _close_quietly(parts: SpawnParts, pane_id: str) -> None:
         return
 
 
+def _log_failure(session: Session, exc: BaseException) -> None:
+    """Say why herdr failed a spawn: the link's cause class (timeout, refused, reset, ...) or
+    herdr's error code — bounded words an operator can tell apart, never foreign text."""
+    if isinstance(exc, ControlLinkError):
+        _log.warning(
+            "spawn of %s (%s) rolled back: the link to herdr failed at %s: %s (%s)",
+            session.name,
+            session.session_id,
+            exc.method or "connect",
+            exc.cause.value,
+            exc.code,
+        )
+    elif isinstance(exc, HerdrError):
+        _log.warning(
+            "spawn of %s (%s) rolled back: herdr refused %s: %s",
+            session.name,
+            session.session_id,
+            exc.method or "a call",
+            exc.code,
+        )
+
+
 def _as_tool_error(exc: BaseException) -> BaseException:
     """The lead-facing form of a spawn failure; unexpected errors pass through unchanged."""
     if isinstance(exc, ToolError):
@@ -206,7 +229,7 @@ def _as_tool_error(exc: BaseException) -> BaseException:
             )
         return ConflictError(f"the worktree could not be provisioned ({exc})")
     if isinstance(exc, ControlLinkError):
-        return UnavailableError("herdr cannot be reached; no member was started")
+        return UnavailableError(f"herdr cannot be reached ({exc.cause}); no member was started")
     if isinstance(exc, HerdrError):
         return ConflictError(f"herdr refused to start the member ({exc.code})")
     return exc
