@@ -1,5 +1,9 @@
 """Spawning a member: placement, worktree, pane, agent start.
 
+Placement (:func:`~fleetd.bridge.placement.admit`) refuses a profile whose model is benched
+(``profile_benched``) or that is at ``maxLoad`` (``capacity_exceeded``), from the row the
+capacity view shows.
+
 The session exists (``SPAWNING``) from the moment placement admits it, so concurrent spawns count
 against ``maxLoad``. Anything that fails before the member registers rolls the spawn back
 (``SPAWN_ROLLBACK``): the pane is closed and a provisioned worktree removed. The member's first
@@ -22,7 +26,7 @@ from fleetd.bridge.launch import model_args, plan_launch, write_launch_files
 from fleetd.bridge.lifecycle import TargetLifecycle
 from fleetd.bridge.marks import MemberMark, write_mark
 from fleetd.bridge.orphans import OrphanBook
-from fleetd.bridge.placement import admit
+from fleetd.bridge.placement import NO_BENCH, FreeSlots, ModelBench, admit
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent
@@ -70,6 +74,8 @@ class SpawnParts:
     lifecycle: TargetLifecycle
     orphans: OrphanBook
     run: str
+    bench: ModelBench = NO_BENCH
+    free: FreeSlots = dict  # each profile's free slots, for a benched refusal's hint
 
     def name_taken(self, name: str) -> bool:
         """True while a live member or an orphan of a previous run has the agent name."""
@@ -100,7 +106,14 @@ async def spawn_member(
         )
     if parts.name_taken(name):
         raise ConflictError(f"a live member or an orphan is already named {name!r}")
-    admit(request.profile, profile.max_load, [*parts.roster.live(), *parts.orphans.members()])
+    admit(
+        request.profile,
+        profile.max_load,
+        [*parts.roster.live(), *parts.orphans.members()],
+        bench=parts.bench,
+        now=parts.clock.now(),
+        free=parts.free,
+    )
 
     session_id = f"s-{secrets.token_hex(4)}"
     now = parts.clock.now()

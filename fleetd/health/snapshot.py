@@ -364,10 +364,12 @@ class ProbeResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProfileCapacityInput:
-    """A configured profile and its cap (``None``: unlimited)."""
+    """A configured profile, its cap (``None``: unlimited), and when the bench of its model ends
+    (``None``: not benched; a benched profile has no free slot, whatever its load)."""
 
     profile: str
     max_load: int | None = None
+    benched_until: datetime | None = None
 
     def __post_init__(self) -> None:
         if self.max_load is not None and self.max_load < 1:
