@@ -250,6 +250,9 @@ def build_service(
         ended_run=runs.ended,
     )
     manifest_root = settings.worktrees.root
+    models, dependencies = model_health(
+        config, environ=environ, clock=clock, inbox=inbox, metrics=metrics, catalog=catalog
+    )
     bridge = Bridge(
         clock=clock,
         control=observed,
@@ -261,6 +264,7 @@ def build_service(
         lead_inboxes=lead_inboxes,
         revoke=authenticator.revoke,
         runs=runs,
+        bench=models,  # placement, fleet_list and the heartbeat read one capacity view
     )
     push = PushLoop(
         control=observed,
@@ -279,9 +283,6 @@ def build_service(
         ),
         clock=clock,
         metrics=metrics,
-    )
-    models, dependencies = model_health(
-        config, environ=environ, clock=clock, inbox=inbox, metrics=metrics, catalog=catalog
     )
     health = FleetHealthMonitor(
         clock=clock,
@@ -320,12 +321,7 @@ def build_service(
     registry = ToolRegistry()
 
     async def spawn(request: SpawnRequest) -> dict[str, Any]:
-        def free() -> dict[str, int | None]:
-            return {row["profile"]: row["free"] for row in bridge.view.capacity_view()}
-
-        refusal = models.refusal(request.profile, free, clock.now())
-        if refusal is not None:  # its model is gone: the lead picks another profile
-            raise refusal
+        # placement refuses a benched profile (its model is gone: the lead picks another one)
         session = await bridge.spawn(
             request,
             mint_token=authenticator.mint_member_token,

@@ -138,7 +138,13 @@ def register_fleet_tools(
 
     async def fleet_send(caller: Caller, p: SendParams) -> dict[str, Any]:
         ticket = await bridge.send(owner=caller.name, target=p.target, prompt=p.prompt, wait=p.wait)
-        return ticket.public()
+        answer = ticket.public()
+        session = bridge.session(ticket.target)
+        if session is not None:  # accepted all the same; the lead reads that its model is down
+            flag = bridge.view.model_health(session.profile, bridge.clock.now())
+            if flag is not None:
+                answer["modelHealth"] = flag
+        return answer
 
     async def fleet_poll(caller: Caller, p: PollParams) -> dict[str, Any]:
         if p.ticket is not None:

@@ -72,8 +72,18 @@ class _Result(BaseModel):
     )
 
 
+class ModelHealthFlag(_Result):
+    """The member's profile has its model benched (its provider's catalog no longer lists it):
+    the work is accepted all the same — a live member is never refused — and the lead decides
+    (``fleet_list``'s ``dependencies.models`` says more)."""
+
+    state: Literal["benched"]
+    benched_until: str
+
+
 class TicketResult(_Result):
-    """A ticket (``fleet_send``, ``fleet_poll`` with ``ticket``): never the prompt."""
+    """A ticket (``fleet_send``, ``fleet_poll`` with ``ticket``): never the prompt.
+    ``modelHealth`` is on a ``fleet_send`` answer while the target's model is benched."""
 
     ticket: str
     target: str
@@ -87,6 +97,7 @@ class TicketResult(_Result):
     content: str | _Absent = None
     reason: str | _Absent = None
     hint: str | _Absent = None
+    model_health: ModelHealthFlag | _Absent = None
 
 
 class InboxMessage(_Result):
@@ -127,7 +138,8 @@ class OpenTurn(_Result):
 
 
 class SessionRow(_Result):
-    """One member (``fleet_spawn``, ``fleet_status``): states, counts and ages, no pane text."""
+    """One member (``fleet_spawn``, ``fleet_status``): states, counts and ages, no pane text;
+    ``modelHealth`` while the live member's profile has its model benched."""
 
     session_id: str
     name: str
@@ -147,6 +159,7 @@ class SessionRow(_Result):
     idle_for_seconds: float | _Absent = None
     released_cause: str | _Absent = None
     branch: str | _Absent = None
+    model_health: ModelHealthFlag | _Absent = None
 
 
 class ReleaseResult(_Result):
@@ -202,8 +215,9 @@ class LiveAgent(_Result):
 
 class CapacityRow(_Result):
     """One profile's capacity; ``maxLoad`` and ``free`` are null for an uncapped profile.
-    ``contextWindow`` is the effective one (the provider catalog's, else the configured one;
-    ``contextWindowSource`` says which), ``benchedUntil`` the end of a model bench."""
+    ``benched``: the profile's model is benched — ``free`` is 0 and placement refuses it until
+    ``benchedUntil``. ``contextWindow`` is the effective one (the provider catalog's, else the
+    configured one; ``contextWindowSource`` says which)."""
 
     profile: str
     max_load: int | None
@@ -211,6 +225,7 @@ class CapacityRow(_Result):
     free: int | None
     reclaimable: int
     orphaned: int
+    benched: bool
     context_window: int | None = None
     context_window_source: Literal["catalog", "config"] | None = None
     benched_until: str | None = None

@@ -213,6 +213,7 @@ def _build(
         owner_lead=session.owner,
         presence=session.presence,
         turn=open_turn,
+        repaired_token=session.repaired_token,
         queued_sends=queued,
         pending_tasks=pending,
         mute_events=mutes,

@@ -53,9 +53,10 @@ Evidence = tuple[tuple[str, str], ...]
 class ResolveReason(StrEnum):
     """Why an incident closed."""
 
-    CLEARED = "cleared"
-    SUPERSEDED = "superseded"
-    SUBJECT_RETIRED = "subject_retired"
+    CLEARED = "cleared"  # its condition ended
+    SUPERSEDED = "superseded"  # another state of the same subject replaced it
+    SUBJECT_RETIRED = "subject_retired"  # its member was released, its lead left the config
+    REPAIRED = "repaired"  # lost-boundary repair resolved the turn TURN_BOUNDARY_LOST was about
 
 
 class Route(StrEnum):

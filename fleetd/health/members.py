@@ -330,6 +330,7 @@ def _sync_incidents(
             owner_lead=view.owner_lead,
             committed=committed,
             evidence=evidence,
+            closed_as=_repaired(prior, view),
         )
     mute_times = _count_mutes(tick, view, prior.mute_times if prior is not None else ())
     current_mute = prior.mute_incident if prior is not None else None
@@ -354,6 +355,19 @@ def _sync_incidents(
             evidence=(("mute_events_in_window", str(len(mute_times))),),
         )
     return desired, mute_times, mute_key
+
+
+def _repaired(prior: MemberEvidence | None, view: MemberView) -> ResolveReason | None:
+    """``repaired`` when the bridge's lost-boundary repair resolved the very turn health asked
+    it to reconcile: the TURN_BOUNDARY_LOST incident closes with that trace, not ``cleared``."""
+    if (
+        prior is not None
+        and prior.state is _M.TURN_BOUNDARY_LOST
+        and prior.repair_token is not None
+        and view.repaired_token == prior.repair_token
+    ):
+        return ResolveReason.REPAIRED
+    return None
 
 
 def _evidence(seen: MemberSeen, state: MemberState, now: datetime) -> Evidence:

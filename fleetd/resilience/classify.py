@@ -17,6 +17,7 @@ The mapping an adapter applies (the pure half is :func:`classify_status`)::
     any other HTTP 5xx                         -> SERVER_ERROR
     any other status (1xx, 3xx, 4xx)           -> REJECTED
     a body that cannot be read as expected     -> MALFORMED
+    a body larger than the adapter reads       -> TOO_LARGE
     the breaker refused the endpoint (no dial) -> CIRCUIT_OPEN
 
 Three traits decide everything downstream:
@@ -57,6 +58,7 @@ class ErrorClass(StrEnum):
     GONE = "gone"
     REJECTED = "rejected"
     MALFORMED = "malformed"
+    TOO_LARGE = "too_large"
 
 
 class Traits(NamedTuple):
@@ -80,6 +82,7 @@ TRAITS: dict[ErrorClass, Traits] = {
     E.GONE: Traits(failover=True, strike=False, answered=True, dialed=True),
     E.REJECTED: Traits(failover=False, strike=False, answered=True, dialed=True),
     E.MALFORMED: Traits(failover=False, strike=False, answered=True, dialed=True),
+    E.TOO_LARGE: Traits(failover=False, strike=False, answered=True, dialed=True),
 }
 
 _OVERLOAD = frozenset({503, 529})

@@ -128,12 +128,12 @@ class DependencyView:
         return {"inbox": {"kind": _AMQP, "allDown": not state.reachable, "active": state.active}}
 
     def decorate_capacity(self, rows: list[dict[str, Any]], now: datetime) -> None:
-        """Add each profile's effective context window and bench to its capacity row."""
+        """Add each profile's effective context window to its capacity row (the row's bench
+        comes with the row itself: placement reads the same one)."""
         for row in rows:
             window, source = self.models.context_window(row["profile"])
             row["contextWindow"] = window
             row["contextWindowSource"] = source
-            row["benchedUntil"] = _iso(self.models.benched_until(row["profile"], now))
 
     def _inbox(self, now: datetime) -> dict[str, Any]:
         if self._broker is None:

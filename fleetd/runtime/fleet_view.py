@@ -127,7 +127,7 @@ class FleetViewBuilder:
                 for o in self.bridge.orphans.members()
             ),
             capacity=self.bridge.view.capacity_view(
-                backlogs, [v for s, v in zip(sessions, views, strict=True) if s.live]
+                backlogs, [v for s, v in zip(sessions, views, strict=True) if s.live], now=now
             ),
             leads=tuple(
                 (

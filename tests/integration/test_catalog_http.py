@@ -101,7 +101,8 @@ async def test_the_catalog_and_the_webhook_read_retry_after_alike(header: str) -
 
 
 async def test_a_body_past_the_limit_is_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A catalog larger than the limit is malformed, whatever it holds."""
+    """A catalog larger than the limit is a failed read of its own, ``too_large``, whatever it
+    holds."""
     monkeypatch.setattr(catalog_http, "MAX_BODY_BYTES", 16)
     catalog = HttpModelCatalog(clock=SystemClock())
     async with HookServer() as server:
@@ -110,7 +111,7 @@ async def test_a_body_past_the_limit_is_not_read(monkeypatch: pytest.MonkeyPatch
             CatalogTarget(provider="p", base_url=_base(server)), limit=LIMIT
         )
     await catalog.aclose()
-    assert answer.fetch.error is ErrorClass.MALFORMED
+    assert answer.fetch.error is ErrorClass.TOO_LARGE
 
 
 async def test_a_closed_port_is_refused_and_a_bad_url_rejected() -> None:

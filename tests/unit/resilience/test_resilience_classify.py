@@ -57,6 +57,7 @@ def test_status_classes(status: int, retry_after: bool, expected: ErrorClass | N
         (E.GONE, True, False),
         (E.REJECTED, False, False),
         (E.MALFORMED, False, False),
+        (E.TOO_LARGE, False, False),
     ],
 )
 def test_failover_and_strike(error: ErrorClass, failover: bool, strike: bool) -> None:
