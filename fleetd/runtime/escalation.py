@@ -15,8 +15,9 @@ the journal:
 
 A journal that fails stops a pass, never detection: the owed truths wait in memory (at most
 :data:`MAX_OWED`; past that the oldest is dropped and logged, and health's next change of it is
-owed again), one WARN says the journal failed and one INFO that it records again, and until every
-owed incident is recorded :attr:`Escalation.problem` keeps notification coverage ``degraded``.
+owed again), one INFO says how much is owed and one that it records again, and until every
+owed incident is recorded :attr:`Escalation.problem` keeps notification coverage ``degraded``
+(the journal's own health logs the outage's one WARNING; this shell adds an INFO with the count).
 """
 
 from __future__ import annotations
@@ -263,8 +264,8 @@ class Escalation:
 
     def _failed(self, exc: JournalError) -> None:
         reason = f"{exc.operation}: {exc.reason}"
-        if self._failing is None:
-            _log.warning(
+        if self._failing is None:  # the journal's own health logs the outage's one WARNING
+            _log.info(
                 "incident journal failed (%s); detection goes on, coverage is degraded, "
                 "%d incidents owed",
                 reason,
