@@ -5,6 +5,7 @@ corrupt file) is decided at the first call and never migrated again."""
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 from pathlib import Path
 
@@ -101,6 +102,23 @@ async def test_the_journal_series_are_there_from_the_start_and_follow_an_outage(
     assert "fleetd_journal_up 1.0" in service.metrics.exposition().decode()
 
 
+def operation_counts(service: Fleetd) -> dict[str, int]:
+    """How many calls of each port operation the service made (its latency series)."""
+    text = service.metrics.exposition().decode()
+    counts = {
+        operation: float(match.group(1))
+        for operation in OPERATIONS
+        if (
+            match := re.search(
+                rf'^fleetd_journal_operation_seconds_count\{{operation="{operation}"\}} (\S+)$',
+                text,
+                re.MULTILINE,
+            )
+        )
+    }
+    return {operation: int(count) for operation, count in counts.items() if count}
+
+
 def newer_revision(url: str) -> None:
     """Stamp a migrated journal with a revision this build does not know (a newer fleetd)."""
     path = url.removeprefix("sqlite:///")
@@ -137,7 +155,11 @@ async def test_a_journal_this_build_cannot_use_is_decided_once(
         alembic = [r.getMessage() for r in caplog.records if r.name.startswith("alembic")]
         assert alembic == after_first
         assert journal.health.reason == expected
-        assert journal.health.failures == PASSES + 2
+        # each delivery pass asks twice (the human leg's sweep, retried while it fails, and the
+        # sink worker's stats), the retention pass once: every call failed with the decision
+        calls = operation_counts(service)
+        assert calls == {"load_open": PASSES + 1, "stats": PASSES + 1, "purge": 1}
+        assert journal.health.failures == sum(calls.values())
         assert len(warnings_from_fleetd(caplog)) == 1
     finally:
         await journal.close()

@@ -58,7 +58,8 @@ def test_the_scan_check_sees_a_full_scan() -> None:
 
 
 async def test_frequent_queries_follow_the_open_set(tmp_path: Path) -> None:
-    """Stats, load_open, claim_due, purge, recent and rearm on a journal with resolved history
+    """Stats, load_open (a restart's, and the human-leg sweep's with ``told_since``), claim_due,
+    purge, recent, and get and settle of the open incident on a journal with resolved history
     and one open incident: no step of any plan scans history."""
     path = tmp_path / "journal.sqlite"
     journal = SqlJournal(f"sqlite:///{path}")
@@ -82,10 +83,20 @@ async def test_frequent_queries_follow_the_open_set(tmp_path: Path) -> None:
         event.listen(journal.engine, "before_cursor_execute", capture)
         await journal.stats()
         await journal.load_open()
+        await journal.load_open(told_since=T0 - timedelta(days=1))
         await journal.claim_due("w", now=T0, lease=LEASE)
         await journal.purge(resolved_before=T0 - timedelta(days=1))
         await journal.recent(resolved_since=T0)
-        await journal.rearm(now=T0)
+        await journal.get(live.incident.id)
+        settled = await journal.settle(
+            live.incident.id,
+            now=T0,
+            after_revision=1,
+            events=[NewEvent(type=EventType.REMINDER, payload={})],
+            cancel=(1,),
+            rearm=(1,),
+        )
+        assert settled is not None
     finally:
         await journal.close()
     assert len(statements) > 10

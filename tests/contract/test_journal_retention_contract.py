@@ -12,7 +12,7 @@ import pytest
 
 from fleetd.errors import JournalRefusedError
 from fleetd.health.incidents import ResolveReason
-from fleetd.journal.records import EventType, IncidentChange, NewEvent
+from fleetd.journal.records import EventState, EventType, IncidentChange, NewEvent
 
 if TYPE_CHECKING:
     from tests.contract.journal_fixtures import JournalKit
@@ -34,19 +34,26 @@ def event(kind: EventType = EventType.OPEN) -> NewEvent:
 
 
 def resolved(change: IncidentChange, at: datetime) -> IncidentChange:
+    """``change`` resolved at ``at``; its ``open`` (revision 1) is cancelled if still unsent."""
     return dataclasses.replace(
-        change, resolved_at=at, resolve_reason=ResolveReason.CLEARED, cancel_pending=True
+        change, resolved_at=at, resolve_reason=ResolveReason.CLEARED, cancel=(1,)
     )
 
 
 async def delivered_and_resolved(journal_kit: JournalKit, subject: str, at: datetime) -> str:
     """An incident whose ``open`` was delivered and whose ``resolved`` was delivered at ``at``."""
     journal = journal_kit.build()
-    change = opened(subject, opened_at=at - timedelta(hours=1))
-    await journal.record(change, [event()], now=at - timedelta(hours=1))
+    told_at = at - timedelta(hours=1)
+    change = opened(subject, opened_at=told_at)
+    await journal.record(change, [event()], now=told_at)
+    (claim,) = await journal.claim_due("w", now=told_at, lease=LEASE)
+    assert await journal.complete(claim, now=told_at, http_status=204)
     await journal.record(resolved(change, at), [event(EventType.RESOLVED)], now=at)
-    for claim in await journal.claim_due("w", now=at, lease=LEASE):
-        assert await journal.complete(claim, now=at, http_status=204)
+    (claim,) = await journal.claim_due("w", now=at, lease=LEASE)
+    assert await journal.complete(claim, now=at, http_status=204)
+    stored = await journal.get(change.incident.id)
+    assert stored is not None
+    assert [e.state for e in stored.events] == [EventState.DELIVERED, EventState.DELIVERED]
     return change.incident.id
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -95,25 +96,24 @@ async def test_every_port_method_is_timed_under_its_own_name() -> None:
         lease_expires_at=T0,
         lease_token=1,
     )
-    calls = {
-        "record": journal.record(IncidentChange(incident=make_incident()), now=T0),
-        "append": journal.append("inc_1", [], now=T0, after_revision=0),
-        "get": journal.get("inc_1"),
-        "recent": journal.recent(resolved_since=T0),
-        "load_open": journal.load_open(),
-        "claim_due": journal.claim_due("w", now=T0, lease=timedelta(seconds=1)),
-        "complete": journal.complete(claim, now=T0, http_status=204),
-        "reschedule": journal.reschedule(claim, now=T0, due_at=T0, failure="timeout"),
-        "fail": journal.fail(claim, now=T0, failure="http_4xx"),
-        "release": journal.release(claim, now=T0),
-        "rearm": journal.rearm(now=T0),
-        "stats": journal.stats(),
-        "purge": journal.purge(resolved_before=T0),
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "record": lambda: journal.record(IncidentChange(incident=make_incident()), now=T0),
+        "settle": lambda: journal.settle("inc_1", now=T0, after_revision=0),
+        "get": lambda: journal.get("inc_1"),
+        "recent": lambda: journal.recent(resolved_since=T0),
+        "load_open": lambda: journal.load_open(told_since=T0),
+        "claim_due": lambda: journal.claim_due("w", now=T0, lease=timedelta(seconds=1)),
+        "complete": lambda: journal.complete(claim, now=T0, http_status=204),
+        "reschedule": lambda: journal.reschedule(claim, now=T0, due_at=T0, failure="timeout"),
+        "fail": lambda: journal.fail(claim, now=T0, failure="http_4xx"),
+        "release": lambda: journal.release(claim, now=T0),
+        "stats": journal.stats,
+        "purge": lambda: journal.purge(resolved_before=T0),
     }
     assert set(calls) == set(OPERATIONS)
     for call in calls.values():
         with pytest.raises(JournalUnavailableError):
-            await call
+            await call()
     text = metrics.exposition().decode()
     for operation in OPERATIONS:
         assert f'fleetd_journal_operation_seconds_count{{operation="{operation}"}} 1.0' in text

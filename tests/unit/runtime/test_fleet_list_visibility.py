@@ -310,6 +310,7 @@ async def test_fleet_list_and_the_incident_list_scope_a_lead_alike(tmp_path: Pat
     holds (routing generation 2), included — and the operator's lists agree too."""
     fleet = await _fleet(tmp_path)
     await _stranded_for_lead_b(fleet)
+    await fleet.service.scheduler.run_once("webhook")  # records the ticks' incidents
     tokens = {LEAD: LEAD_TOKEN, LEAD_B: LEAD_TOKEN + "-b", OPERATOR: OPERATOR_TOKEN}
     transport = httpx.ASGITransport(app=create_app(fleet.service))
     async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as client:

@@ -108,9 +108,12 @@ async def test_the_excerpt_reaches_no_person_journal_view_metric_or_log(
         fleet, sid = await _error_on_screen(tmp_path, excerpt=True)
         assert [r for r in await _health_records(fleet) if PANE_WORDS in r["content"]]
         fleet.control.remove("lead")
+        escalation = fleet.service.health.escalation
+        assert escalation is not None
         for _ in range(3):
             fleet.clock.advance(30)
             await fleet.service.health.tick()
+            await escalation.step(fleet.clock.now())  # the webhook loop records the changes
     journal = fleet.service.health.journal
     assert journal is not None
     [incident] = [i for i in fleet.service.health.state.open_incidents() if i.subject == sid]
