@@ -223,6 +223,19 @@ def test_lead_leaving_the_identity_map_survives_a_two_snapshot_grace() -> None:
     assert "lead-a" not in run.state.leads
 
 
+def test_a_healthy_discovered_lead_that_vanishes_retires_after_the_grace() -> None:
+    """A discovered identity seen alive outside a fault state retires once it has been missing
+    from the map for two successful snapshots."""
+    found = lead(configured=False, discovered=True)
+    run = Run()
+    run.tick(lead_only(L.IDLE), [], leads=[found])
+    run.tick(lead_only(L.IDLE), [], leads=[])
+    assert "lead-a" in run.state.leads
+    run.tick(lead_only(L.IDLE), [], leads=[])
+    assert "lead-a" not in run.state.leads
+    assert run.all_effects(RetireLead)
+
+
 def test_dead_discovered_lead_cannot_escape_by_vanishing_from_the_map() -> None:
     """A discovered identity that disappears from the scanner's map and from herdr is still
     found unreachable, and stays so past the grace."""
