@@ -87,11 +87,16 @@ def _serve(argv: list[str]) -> int:
 
 #: Loggers of the AMQP client stack. At DEBUG they log every frame, and a frame holds the raw
 #: message body (a reply, a quarantined entry); their ERROR lines may print a returned message.
+#: While a broker is down they also write a line or two for every reconnect and probe (an ERROR
+#: from aiormq each time, a WARNING from aio-pika each second): fleetd reports a broker's outage
+#: itself, once when it starts and once when it ends (:mod:`fleetd.inbox.amqp_link`), so these
+#: loggers pass only CRITICAL.
 _BROKER_LOGGERS = ("aio_pika", "aiormq", "pamqp")
+_BROKER_LEVEL = logging.CRITICAL
 
 
 class _BrokerRecordFilter(logging.Filter):
-    """Keeps the broker client's records to INFO and above, with their arguments withheld.
+    """Keeps the broker client's records to CRITICAL, with their arguments withheld.
 
     A level cap alone is not enough: a handler-level filter also covers a record that reaches the
     handler from a child logger someone else turned up, and arguments (frames, messages,
@@ -103,7 +108,7 @@ class _BrokerRecordFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name.partition(".")[0] not in _BROKER_LOGGERS:
             return True
-        if record.levelno < logging.INFO:
+        if record.levelno < _BROKER_LEVEL:
             return False
         if isinstance(record.args, tuple) and record.args:
             record.args = tuple(f"<{type(arg).__name__}>" for arg in record.args)
@@ -117,13 +122,17 @@ class _BrokerRecordFilter(logging.Filter):
 
 
 def configure_logging(level: str | int) -> None:
-    """Root logging for ``serve``; the broker client never logs below INFO, nor any body."""
+    """Root logging for ``serve``; the broker client logs only CRITICAL, never a body (fleetd
+    reports broker outages itself), and the HTTP client never logs (a webhook URL is a
+    secret)."""
+    from fleetd.http_client import silence_http_logs  # noqa: PLC0415
+
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    silence_http_logs()
     for handler in logging.getLogger().handlers:
         handler.addFilter(_BrokerRecordFilter())
     for name in _BROKER_LOGGERS:
-        broker = logging.getLogger(name)
-        broker.setLevel(max(logging.INFO, broker.getEffectiveLevel()))
+        logging.getLogger(name).setLevel(_BROKER_LEVEL)
 
 
 async def serve(ref: ConfigRef) -> None:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from prometheus_client import disable_created_metrics
+
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
 from fleetd.api.tools import ToolRegistry, ToolResult
@@ -37,11 +39,12 @@ from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.journal.health import ObservedJournal
 from fleetd.journal.port import Journal
+from fleetd.journal.retention import RETENTION_PASS_SECONDS, JournalRetention
 from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
 from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
 from fleetd.notify.http import HttpWebhookSender
-from fleetd.notify.worker import SinkWorker
+from fleetd.notify.worker import LEASE_MARGIN, SinkWorker
 from fleetd.outbound import (
     build_inbox,
     herdr_control,
@@ -58,8 +61,8 @@ from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
-from fleetd.runtime.scheduler import Loop, Scheduler
-from fleetd.wiring import feed_metrics, lead_tokens
+from fleetd.runtime.scheduler import STALL_FLOOR_SECONDS, Loop, Scheduler
+from fleetd.wiring import feed_metrics, lead_tokens, start_series
 
 __all__ = ["Fleetd", "build_inbox", "build_service"]
 
@@ -103,6 +106,7 @@ class Fleetd:
     desk: IncidentDesk  # the journal's operator view (/v1/incidents)
     sink: SinkWorker  # delivers the journal's outbound events to the webhook
     sender: HttpWebhookSender
+    retention: JournalRetention  # deletes resolved history past journal.retentionDays
     started: bool = False
 
     @property
@@ -147,8 +151,12 @@ class Fleetd:
         return await self.desk.incidents(caller, now=self.clock.now())
 
     async def replay(self, incident_id: str) -> ReplayResult:
-        """``POST /v1/incidents/{id}/replay``: re-arm the incident's failed events."""
-        return await self.desk.replay(incident_id, now=self.clock.now())
+        """``POST /v1/incidents/{id}/replay``: re-arm the incident's failed events, and give
+        back every webhook receiver a 410 disabled (the operator has acted)."""
+        result = await self.desk.replay(incident_id, now=self.clock.now())
+        if result.found:
+            self.sink.enable_receivers()
+        return result
 
     def stop_requested(self) -> None:
         """SIGTERM/SIGINT arrived: synchronous ``fleet_send`` callers get their ticket now, so
@@ -199,6 +207,7 @@ class Fleetd:
             except FleetdError as exc:
                 _log.warning("lead tokens kept from before the reload: %s", exc)
             repoint_inbox(self.inbox, settings)  # a changed broker list or watchdog is hot
+            start_series(self.metrics, registry=self.registry, settings=settings)
             await self.own_lead_keys()
 
 
@@ -217,9 +226,12 @@ def build_service(
     """Build one fleetd from its config; any port may be replaced (tests pass fakes).
 
     The journal defaults to ``journal.url`` (the SQLite file beside the config unless a PostgreSQL
-    URL is configured); it connects, and applies its migrations, on first use.
+    URL is configured); it connects, and applies its migrations, on first use. Each of its
+    operations is bounded by ``journal.operationTimeoutMs`` (hot), on the system clock.
     """
     clock = clock or SystemClock()
+    # No *_created series: a scrape shows what fleetd counts, not when each child was made.
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
     metrics = metrics or Metrics()
     settings = config.current
     link = LinkState()
@@ -238,6 +250,9 @@ def build_service(
         ended_run=runs.ended,
     )
     manifest_root = settings.worktrees.root
+    models, dependencies = model_health(
+        config, environ=environ, clock=clock, inbox=inbox, metrics=metrics, catalog=catalog
+    )
     bridge = Bridge(
         clock=clock,
         control=observed,
@@ -249,6 +264,7 @@ def build_service(
         lead_inboxes=lead_inboxes,
         revoke=authenticator.revoke,
         runs=runs,
+        bench=models,  # placement, fleet_list and the heartbeat read one capacity view
     )
     push = PushLoop(
         control=observed,
@@ -260,10 +276,13 @@ def build_service(
         view=bridge.view,
     )
     observed_journal = ObservedJournal(
-        journal or SqlJournal(settings.journal.url.get_secret_value()), clock=clock
-    )
-    models, dependencies = model_health(
-        config, environ=environ, clock=clock, inbox=inbox, metrics=metrics, catalog=catalog
+        journal
+        or SqlJournal(
+            settings.journal.url.get_secret_value(),
+            deadline=lambda: config.current.journal.operation_timeout,
+        ),
+        clock=clock,
+        metrics=metrics,
     )
     health = FleetHealthMonitor(
         clock=clock,
@@ -302,12 +321,7 @@ def build_service(
     registry = ToolRegistry()
 
     async def spawn(request: SpawnRequest) -> dict[str, Any]:
-        def free() -> dict[str, int | None]:
-            return {row["profile"]: row["free"] for row in bridge.view.capacity_view()}
-
-        refusal = models.refusal(request.profile, free, clock.now())
-        if refusal is not None:  # its model is gone: the lead picks another profile
-            raise refusal
+        # placement refuses a benched profile (its model is gone: the lead picks another one)
         session = await bridge.spawn(
             request,
             mint_token=authenticator.mint_member_token,
@@ -329,6 +343,7 @@ def build_service(
     registry.on_contact.append(on_contact)
     registry.on_result.append(settle)
     feed_metrics(metrics, registry=registry, bridge=bridge, link=link, health=health)
+    start_series(metrics, registry=registry, settings=settings)
 
     service = Fleetd(
         config=config,
@@ -350,6 +365,9 @@ def build_service(
         desk=IncidentDesk(observed_journal, replay=escalation.replay),
         sink=sink,
         sender=sender,
+        retention=JournalRetention(
+            observed_journal, retention=lambda: config.current.journal.retention, clock=clock
+        ),
     )
     _schedule(service)
     return service
@@ -380,7 +398,28 @@ def _schedule(service: Fleetd) -> None:
             await escalation.step(service.clock.now())
         await service.sink.step()
 
-    service.scheduler.add(Loop(name="webhook", step=deliver, interval=lambda: WEBHOOK_PASS_SECONDS))
+    def longest_pass() -> float:
+        """A delivery pass ends by its claims' lease (one request limit per receiver, one more
+        and the margin), plus the floor every loop gets for its other calls."""
+        notifications = service.config.current.health.notifications
+        receivers = max(1, len(notifications.receiver_envs))
+        lease = (receivers + 1) * notifications.request_timeout + LEASE_MARGIN
+        return lease.total_seconds() + STALL_FLOOR_SECONDS
+
+    async def purge() -> None:
+        await service.retention.step()
+
+    service.scheduler.add(
+        Loop(
+            name="webhook",
+            step=deliver,
+            interval=lambda: WEBHOOK_PASS_SECONDS,
+            stall_after=longest_pass,
+        )
+    )
+    service.scheduler.add(
+        Loop(name="journal-retention", step=purge, interval=lambda: RETENTION_PASS_SECONDS)
+    )
     service.scheduler.add(
         Loop(name="model-health", step=service.models.step, interval=lambda: MODEL_HEALTH_SECONDS)
     )

@@ -8,6 +8,7 @@
     │   ├── TargetNotFoundError     any ``*_not_found`` code: the pane/agent/workspace is gone
     │   ├── InvalidResponseError    its result cannot be read (``invalid_response``)
     │   └── ControlLinkError        refused, reset, timed out, ``server_unavailable``: link is down
+    │                               (``cause``: a bounded :class:`LinkCause`)
     ├── InboxError                  the reply inbox could not publish, collect or own a key
     │   ├── InboxUnavailableError   the broker is unreachable
     │   ├── InboxOwnershipError     a key was used without being owned
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "JournalRefusedError",
     "JournalSchemaError",
     "JournalUnavailableError",
+    "LinkCause",
     "ManifestError",
     "NoOpenTaskError",
     "PermissionDeniedError",
@@ -114,8 +117,47 @@ class InvalidResponseError(HerdrError):
     """
 
 
+class LinkCause(StrEnum):
+    """Why the link to herdr failed, as a bounded class an operator can read in a log (never the
+    foreign exception's text)."""
+
+    TIMEOUT = "timeout"  # the connect or the answer missed its deadline
+    REFUSED = "refused"  # nothing accepted the connection on the socket
+    SOCKET_MISSING = "socket_missing"  # no socket file at the configured path
+    PERMISSION = "permission"  # the socket exists but may not be opened
+    RESET = "reset"  # the connection broke off mid-exchange
+    CLOSED = "closed"  # herdr closed the connection before answering
+    TOO_LARGE = "too_large"  # the answer exceeded the read limit
+    SERVER_UNAVAILABLE = "server_unavailable"  # herdr answered that it cannot serve
+    INVALID_RESPONSE = "invalid_response"  # the answer was not a readable response
+    OTHER = "other"
+
+
+#: The cause a link error's code implies when its raiser did not name a finer one.
+_CAUSE_OF_CODE = {
+    "connect_timeout": LinkCause.TIMEOUT,
+    "request_timeout": LinkCause.TIMEOUT,
+    "connect_failed": LinkCause.REFUSED,
+    "connection_lost": LinkCause.RESET,
+    "response_too_large": LinkCause.TOO_LARGE,
+    "server_unavailable": LinkCause.SERVER_UNAVAILABLE,
+    "invalid_response": LinkCause.INVALID_RESPONSE,
+}
+
+
 class ControlLinkError(HerdrError):
-    """The link to herdr failed: refused, reset, timed out, or ``server_unavailable``."""
+    """The link to herdr failed: refused, reset, timed out, or ``server_unavailable``.
+
+    ``cause`` is the bounded class of the failure (:class:`LinkCause`): the raiser names it when
+    it knows the foreign error (a refused connect, a missing socket, a reset), else the ``code``
+    implies it.
+    """
+
+    def __init__(
+        self, code: str, message: str = "", *, method: str = "", cause: LinkCause | None = None
+    ) -> None:
+        super().__init__(code, message, method=method)
+        self.cause = cause or _CAUSE_OF_CODE.get(code, LinkCause.OTHER)
 
 
 class InboxError(FleetdError):

@@ -10,15 +10,26 @@ root registers on the same registry.
 Every series lives on the :class:`~prometheus_client.CollectorRegistry` handed to :class:`Metrics`,
 never on the process-global default registry, so two services (or two tests) in one process never
 share counters. Labels are bounded enums or configured names — never ids, URLs or error text.
+
+Every labelled series exists from the start: the composition root hands
+:meth:`Metrics.initialise` each one's label sets (every combination of its bounded values;
+configured names as the config stands, again after a reload —
+:func:`fleetd.wiring.start_series`), so a first event is a step from 0 that ``increase()`` sees,
+not a series that appears already at 1. A gauge rebuilt from live state at each refresh is
+:meth:`Metrics.reset` first, which puts its initial label sets back at 0.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
 
-__all__ = ["Metrics"]
+__all__ = ["LabelSets", "Metrics"]
+
+LabelSets = Mapping[MetricWrapperBase, Iterable[Mapping[str, str]]]
+"""Labelled series -> every label set it starts with (label name -> value)."""
 
 
 class Metrics:
@@ -87,8 +98,8 @@ class Metrics:
         self.gauges_registry = CollectorRegistry(auto_describe=True)
         self.health_incidents = Gauge(
             "fleet_health_incidents",
-            "Open health incidents.",
-            ["scope", "state", "severity"],
+            "Open health incidents; route is who holds each: a lead, or a person (human).",
+            ["scope", "state", "severity", "route"],
             registry=self.gauges_registry,
         )
         self.health_incidents_total = Counter(
@@ -134,6 +145,19 @@ class Metrics:
             ["mode", "status"],
             registry=r,
         )
+        # the incident journal; fed by fleetd.journal.health.ObservedJournal
+        self.journal_up = Gauge(
+            "fleetd_journal_up",
+            "1 while the incident journal answers; 0 from a failed operation until one succeeds.",
+            registry=r,
+        )
+        self.journal_operation_seconds = Histogram(
+            "fleetd_journal_operation_seconds",
+            "Duration of incident journal operations (failed ones included), by port method.",
+            ["operation"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=r,
+        )
         self.pane_reads_total = Counter(
             "fleet_health_pane_reads_total",
             "Pane reads performed for health evidence, by outcome.",
@@ -155,6 +179,24 @@ class Metrics:
 
         # Gauges read from live state (sessions) are refreshed by these hooks at each scrape.
         self.before_scrape: list[Callable[[], None]] = []
+        self._initial: dict[MetricWrapperBase, list[dict[str, str]]] = {}
+
+    def initialise(self, label_sets: LabelSets) -> None:
+        """Create every given label set of each series (a new child counts or reads 0); a
+        series' sets replace those it was given before (a reload drops a retired lead's from
+        :meth:`reset`; a counter's existing children stay, as counters do)."""
+        for series, sets in label_sets.items():
+            initial = [dict(labels) for labels in sets]
+            for labels in initial:
+                series.labels(**labels)
+            self._initial[series] = initial
+
+    def reset(self, gauge: Gauge) -> None:
+        """Forget every child of a gauge rebuilt from live state, then put its initial label
+        sets back at 0 (call before setting what is live now)."""
+        gauge.clear()
+        for labels in self._initial.get(gauge, ()):
+            gauge.labels(**labels).set(0)
 
     def exposition(self) -> bytes:
         """The text exposition of every fleetd series, gauges refreshed first."""

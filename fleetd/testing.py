@@ -24,6 +24,7 @@ from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session
 from fleetd.bridge.tasks import TaskBook
 from fleetd.bridge.worktrees import FakeWorktrees
+from fleetd.catalog.port import ModelCatalog
 from fleetd.clock import FakeClock
 from fleetd.compose import Fleetd, build_service
 from fleetd.config import ConfigRef
@@ -138,6 +139,7 @@ def build_test_fleet(
     control: FakeAgentControl | None = None,
     journal: Journal | None = None,
     check_views: bool = True,
+    catalog: ModelCatalog | None = None,
 ) -> TestFleet:
     """A fleet on fakes, built by the production composition root.
 
@@ -166,6 +168,7 @@ def build_test_fleet(
         inbox=inbox,
         worktrees=worktrees,
         journal=journal if journal is not None else InMemoryJournal(),
+        catalog=catalog,
     )
     if check_views:
         bridge = service.bridge

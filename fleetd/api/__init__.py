@@ -8,6 +8,13 @@ internal to it. Who is calling (``Caller``, ``Role``) is a domain value: import 
 from fleetd.api.app import create_app
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
-from fleetd.api.tools import ToolRegistry, ToolResult
+from fleetd.api.tools import INTERNAL_ERROR_CODE, ToolRegistry, ToolResult
 
-__all__ = ["Authenticator", "ToolRegistry", "ToolResult", "create_app", "register_fleet_tools"]
+__all__ = [
+    "INTERNAL_ERROR_CODE",
+    "Authenticator",
+    "ToolRegistry",
+    "ToolResult",
+    "create_app",
+    "register_fleet_tools",
+]

@@ -10,7 +10,13 @@
 * ``/healthz`` — HTTP 200 while alive, with nested component status (``controlLink``, ``inbox``
   — records held in memory for an unreachable inbox and decode failures, counts only —
   ``config``, and ``fleetHealth`` once the health monitor runs). ``controlLink.state`` is the
-  health monitor's classification (§4.3), ``controlLink.lastCall`` the last herdr call's outcome.
+  health monitor's classification (§4.3), ``controlLink.lastCall`` the last herdr call's outcome,
+  ``controlLink.status`` its health+json word (``up`` pass, ``down`` fail, ``unknown`` warn).
+  The top-level ``status`` is ``warn`` while any component says ``warn`` or ``fail`` (a down
+  control link, an unreachable inbox, a rejected config), else ``pass``; never ``fail``: the
+  health+json draft ties ``fail`` to a 4xx/5xx answer, and M4 §10.2/§13 keep this endpoint's
+  HTTP liveness result unchanged (a supervisor that restarts fleetd on it would not bring herdr
+  back, and would drop what fleetd holds in memory). ``/readyz`` is the endpoint that fails.
 * ``/metrics`` — the service's own registry, never the process-global one.
 * ``POST /v1/tools/<name>``, ``GET /v1/fleet`` and ``/mcp`` — the fleet tools.
 * ``GET /v1/incidents`` and ``POST /v1/incidents/{id}/replay`` — the incident journal
@@ -50,6 +56,18 @@ class _Exposition(Response):
 
 
 _UNHEALTHY: dict[int | str, dict[str, Any]] = {503: {"description": "not alive, or not ready"}}
+_LINK_STATUS = {"up": "pass", "down": "fail", "unknown": "warn"}
+
+
+def _overall(components: dict[str, Any]) -> str:
+    """``/healthz``'s top-level status: ``warn`` while a component warns or fails (alive, but not
+    all is well), else ``pass``; ``fleetHealth`` speaks coverage words (§10.2), not statuses."""
+    statuses = {
+        component.get("status")
+        for name, component in components.items()
+        if name != "fleetHealth" and isinstance(component, dict)
+    }
+    return "warn" if statuses & {"warn", "fail"} else "pass"
 
 
 def create_app(service: FleetService) -> FastAPI:
@@ -93,8 +111,9 @@ def create_app(service: FleetService) -> FastAPI:
 
     @app.get("/healthz", response_class=_HealthJSON)
     async def healthz() -> JSONResponse:
+        link = service.health.link_view(service.link)
         components: dict[str, Any] = {
-            "controlLink": service.health.link_view(service.link),
+            "controlLink": {"status": _LINK_STATUS[str(link["state"])], **link},
             "inbox": service.view.inbox_component(),
             "config": {
                 "status": "warn" if service.config.status.last_error_key else "pass",
@@ -106,7 +125,9 @@ def create_app(service: FleetService) -> FastAPI:
             ],
             "fleetHealth": service.health.component(),
         }
-        return JSONResponse({"status": "pass", "components": components}, media_type=_HEALTH_JSON)
+        return JSONResponse(
+            {"status": _overall(components), "components": components}, media_type=_HEALTH_JSON
+        )
 
     @app.get("/metrics", response_class=_Exposition)
     async def metrics() -> Response:

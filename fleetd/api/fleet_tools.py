@@ -138,7 +138,13 @@ def register_fleet_tools(
 
     async def fleet_send(caller: Caller, p: SendParams) -> dict[str, Any]:
         ticket = await bridge.send(owner=caller.name, target=p.target, prompt=p.prompt, wait=p.wait)
-        return ticket.public()
+        answer = ticket.public()
+        session = bridge.session(ticket.target)
+        if session is not None:  # accepted all the same; the lead reads that its model is down
+            flag = bridge.view.model_health(session.profile, bridge.clock.now())
+            if flag is not None:
+                answer["modelHealth"] = flag
+        return answer
 
     async def fleet_poll(caller: Caller, p: PollParams) -> dict[str, Any]:
         if p.ticket is not None:
@@ -219,6 +225,9 @@ def register_fleet_tools(
             roles=_LEAD,
             handler=fleet_poll,
             result=PollResult,
+            # It drains only the caller's own inbox, into the caller's answer: no member, task
+            # or other lead changes.
+            read_only=True,
         ),
         ToolSpec(
             name="fleet_status",
@@ -227,6 +236,7 @@ def register_fleet_tools(
             roles=_LEAD,
             handler=fleet_status,
             result=SessionRow,
+            read_only=True,
         ),
         ToolSpec(
             name="fleet_list",
@@ -235,6 +245,7 @@ def register_fleet_tools(
             roles=frozenset({Role.LEAD, Role.OPERATOR}),
             handler=fleet_list,
             result=FleetListResult,
+            read_only=True,
         ),
         ToolSpec(
             name="fleet_stop",
@@ -246,6 +257,8 @@ def register_fleet_tools(
             roles=_LEAD,
             handler=fleet_stop,
             result=ReleaseResult,
+            destructive=True,  # the member ends and its pending tasks fail
+            idempotent=True,  # a second stop of the same member has no further effect
         ),
         ToolSpec(
             name="fleet_reply",

@@ -29,8 +29,10 @@ once per scope (the operator, each lead) and carries a strong ``ETag``; a reques
 ``If-None-Match`` names it gets ``304 Not Modified`` with no body. ``?sinceVersion=N&wait=S``
 long-polls: while the view's version (``viewVersion``) is ``N`` the answer waits, at most ``S``
 seconds (60), and a stopping fleetd answers every waiter at once; another version answers at
-once (the version just built, no sooner than 250 ms after its build). A query that is not a
-version and a wait within bounds is ``invalid_arguments`` (422).
+once (the version just built, no sooner than 250 ms after its build). A ``sinceVersion`` that is
+not a version, a ``wait`` outside 0–60, or a ``wait`` above 0 without ``sinceVersion`` is
+``invalid_arguments`` (422, as ``/openapi.json`` says); ``wait=0`` alone asks for no wait and
+answers at once.
 """
 
 from __future__ import annotations
@@ -166,8 +168,10 @@ def _long_poll(query: Mapping[str, str]) -> tuple[int | None, float] | ToolFailu
         return _invalid_query(
             "wait", "number", f"seconds to wait, from 0 to {MAX_FLEET_WAIT_SECONDS:g}"
         )
-    if since is None:
-        return _invalid_query("sinceVersion", "since_version_required", "wait needs sinceVersion")
+    if since is None and wait > 0:  # no version to wait past: the caller would poll hot
+        return _invalid_query(
+            "sinceVersion", "since_version_required", "a wait above 0 needs sinceVersion"
+        )
     return since, wait
 
 

@@ -6,7 +6,8 @@ A thin adapter over the service's :meth:`~fleetd.api.service.FleetService.incide
 
 =====  ========================================================================================
 200    ok
-400    the id is not an incident id (``invalid_incident_id``; replay only)
+400    the id is not an incident id, ``inc_`` and 24 hex digits, the path parameter's pattern
+       in ``/openapi.json`` (``invalid_incident_id``; replay only)
 401    missing or unknown bearer token (``unauthenticated``; ``WWW-Authenticate: Bearer``)
 403    a member lists, or anyone but the operator replays (``forbidden``)
 404    no incident with that id (``unknown_incident``; replay only)
@@ -15,7 +16,9 @@ A thin adapter over the service's :meth:`~fleetd.api.service.FleetService.incide
 =====  ========================================================================================
 
 The list holds open incidents and those resolved in the last 24 hours, newest first, with
-routing and each outbound event's delivery state; a lead sees the incidents it owns or receives.
+routing and each outbound event's delivery state; a lead sees what ``fleet_list`` shows it (one
+rule, :func:`fleetd.health.audience.lead_may_see`: incidents it owns or receives, those about
+itself, and the fleet-wide ones).
 Nothing here carries a payload, a URL or an error text: delivery failures are bounded codes.
 """
 
@@ -36,6 +39,7 @@ from fleetd.api.openapi import FAILURE_PREFIX
 from fleetd.api.service import IncidentService
 from fleetd.api.tools import Caller, Role, ToolFailure, ToolResult, failure_from_error
 from fleetd.errors import AuthError, JournalError
+from fleetd.health.incidents import INCIDENT_ID_PATTERN
 from fleetd.journal.records import EventState, EventType, StoredEvent, StoredIncident
 from fleetd.notify.desk import IncidentListing
 
@@ -50,7 +54,7 @@ __all__ = [
 
 INCIDENTS_PATH = "/v1/incidents"
 REPLAY_PATH = "/v1/incidents/{incident_id}/replay"
-_ID = re.compile(r"inc_[0-9a-f]{24}")
+_ID = re.compile(INCIDENT_ID_PATTERN)
 
 _STATUSES = {
     400: "the id is not an incident id (invalid_incident_id)",
@@ -243,8 +247,8 @@ _ID_PARAMETER: dict[str, Any] = {
     "name": "incident_id",
     "in": "path",
     "required": True,
-    "schema": {"type": "string"},
-    "description": "an incident id, inc_ and 24 hex digits",
+    "schema": {"type": "string", "pattern": INCIDENT_ID_PATTERN},
+    "description": "an incident id, inc_ and 24 hex digits (else 400 invalid_incident_id)",
 }
 
 
@@ -271,7 +275,8 @@ def install_incident_routes(
         tags=["incidents"],
         summary="open and recently resolved incidents",
         description="Routing and delivery state of every open incident and of those resolved "
-        "in the last 24 hours. Callers: operator, lead (its own and received incidents).",
+        "in the last 24 hours. Callers: operator, lead (what fleet_list shows it: incidents it "
+        "owns or receives, those about itself, the fleet-wide ones).",
         openapi_extra=_SECURED,
     )
     async def list_incidents(request: Request) -> JSONResponse:

@@ -13,7 +13,10 @@ Shape, outside in:
   to keep open. fleetd never sends server-to-client requests, which is the one thing stateless
   mode gives up. JSON rather than SSE because every answer is a single message.
 * a low-level :class:`~mcp.server.lowlevel.Server` whose ``tools/list`` shows each tool the caller's
-  role may call (name, description, params JSON Schema) and whose ``tools/call`` runs
+  role may call (name, description, params JSON Schema, the ``outputSchema`` of its answer
+  envelope — :func:`fleetd.api.envelope.output_schema`, the tool's result schema inside — and
+  its annotations: ``readOnlyHint``, ``destructiveHint``, ``idempotentHint`` from the registry,
+  ``openWorldHint`` false, since every tool acts on this fleet only) and whose ``tools/call`` runs
   :meth:`ToolRegistry.call`. The handler finds the caller through the Starlette request the SDK
   attaches to every request context (``ctx.request.scope``), so no context variable has to survive
   the SDK's task hops.
@@ -54,7 +57,15 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from fleetd.api.auth import Authenticator, bearer_challenge
-from fleetd.api.tools import Caller, ToolFailure, ToolRegistry, ToolResult, failure_from_error
+from fleetd.api.envelope import output_schema
+from fleetd.api.tools import (
+    Caller,
+    ToolFailure,
+    ToolRegistry,
+    ToolResult,
+    ToolSpec,
+    failure_from_error,
+)
 from fleetd.errors import AuthError
 
 __all__ = [
@@ -170,6 +181,27 @@ def _tool_result(outcome: ToolResult) -> mcp_types.CallToolResult:
     )
 
 
+def _annotations(spec: ToolSpec[Any]) -> mcp_types.ToolAnnotations:
+    """The tool's hints; destructive and idempotent mean something only for a tool that writes."""
+    writes = not spec.read_only
+    return mcp_types.ToolAnnotations(
+        read_only_hint=spec.read_only,
+        destructive_hint=spec.destructive if writes else None,
+        idempotent_hint=spec.idempotent if writes else None,
+        open_world_hint=False,
+    )
+
+
+def _listed(spec: ToolSpec[Any]) -> mcp_types.Tool:
+    return mcp_types.Tool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=spec.params_schema(),
+        output_schema=output_schema(spec),
+        annotations=_annotations(spec),
+    )
+
+
 def build_mcp_server(registry: ToolRegistry) -> Server[Any]:
     """A low-level MCP server whose tools are ``registry``'s, scoped to the caller's role."""
 
@@ -177,13 +209,9 @@ def build_mcp_server(registry: ToolRegistry) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListToolsResult:
         caller = _caller_of(ctx)
-        tools = [
-            mcp_types.Tool(
-                name=spec.name, description=spec.description, input_schema=spec.params_schema()
-            )
-            for spec in registry.tools_for(caller.role)
-        ]
-        return mcp_types.ListToolsResult(tools=tools)
+        return mcp_types.ListToolsResult(
+            tools=[_listed(spec) for spec in registry.tools_for(caller.role)]
+        )
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams

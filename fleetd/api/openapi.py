@@ -14,8 +14,7 @@ registered tool, ``POST /v1/tools/<tool>`` (and ``GET /v1/fleet`` for ``fleet_li
 Each contract schema becomes ``components.schemas["<tool>.params"]`` / ``["<tool>.result"]``; its
 ``$defs`` move beside it as ``"<tool>.params.<Name>"`` with the references rewritten, so the
 schemas stay those of the contract files (a test rebuilds the files from the document). The
-failure envelope is written here, not read from ``contracts/`` (an installed fleetd has no
-``contracts/`` directory); a test pins it to the file.
+failure envelope is :mod:`fleetd.api.envelope`'s; a test pins it to the file.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from fleetd.api.envelope import FAILURE_DEFS, FAILURE_ENVELOPE, closed_object
 from fleetd.api.tools import ToolRegistry, ToolSpec
 
 __all__ = [
@@ -55,6 +55,10 @@ ERROR_STATUSES: dict[int, str] = {
 }
 # GET /v1/fleet reads no body and names its tool: no 400, 404 or 413; 422 is a bad query.
 _FLEET_STATUSES = (401, 403, 409, 422, 500, 503)
+_FLEET_QUERY_REFUSED = (
+    "the query is refused (invalid_arguments): sinceVersion is not a version, wait is outside "
+    "0-60, or wait is above 0 without sinceVersion"
+)
 
 #: The longest ``GET /v1/fleet?sinceVersion=N&wait=S`` holds its caller.
 MAX_FLEET_WAIT_SECONDS = 60.0
@@ -74,8 +78,8 @@ FLEET_QUERY_SCHEMA: dict[str, Any] = {
             "type": "number",
             "minimum": 0,
             "maximum": MAX_FLEET_WAIT_SECONDS,
-            "description": "seconds to wait for a version other than sinceVersion (needs "
-            "sinceVersion); a stopping fleetd answers at once",
+            "description": "seconds to wait for a version other than sinceVersion; above 0 it "
+            "needs sinceVersion (else 422); a stopping fleetd answers at once",
         },
     },
 }
@@ -85,109 +89,6 @@ _ETAG = {
         "description": "names this view: its run of fleetd, its viewVersion and the caller's scope",
         "schema": {"type": "string"},
     }
-}
-
-_HINTLESS = ["unauthenticated", "forbidden", "rate_limited", "internal_error"]
-
-
-def _hint_when(code: str, hint: str) -> dict[str, Any]:
-    return {
-        "if": {"properties": {"code": {"const": code}}},
-        "then": {"required": ["hint"], "properties": {"hint": {"$ref": f"#/$defs/{hint}"}}},
-    }
-
-
-def _closed(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": required,
-        "additionalProperties": False,
-        "properties": properties,
-    }
-
-
-#: ``tool-result.v1.schema.json``'s failure branch and its ``$defs`` (pinned to the file by a test).
-FAILURE_ENVELOPE: dict[str, Any] = _closed(
-    ["ok", "error"], {"ok": {"const": False}, "error": {"$ref": "#/$defs/error"}}
-)
-FAILURE_DEFS: dict[str, dict[str, Any]] = {
-    "error": {
-        **_closed(
-            ["code", "message"],
-            {
-                "code": {"type": "string", "pattern": "^[a-z][a-z_]*$"},
-                "message": {"type": "string", "minLength": 1},
-                "hint": {},
-            },
-        ),
-        "allOf": [
-            {
-                "if": {"properties": {"code": {"enum": _HINTLESS}}},
-                "then": {"not": {"required": ["hint"]}},
-            },
-            _hint_when("unknown_tool", "unknownToolHint"),
-            _hint_when("invalid_arguments", "invalidArgumentsHint"),
-            _hint_when("body_too_large", "bodyTooLargeHint"),
-            _hint_when("invalid_body", "invalidBodyHint"),
-            _hint_when("profile_benched", "profileBenchedHint"),
-        ],
-    },
-    "unknownToolHint": _closed(
-        ["tools"],
-        {
-            "tools": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "the tools the caller's role may call",
-            }
-        },
-    ),
-    "invalidArgumentsHint": _closed(
-        ["schema", "errors"],
-        {
-            "schema": {"type": "object", "description": "the tool's params JSON Schema"},
-            "errors": {
-                "type": "array",
-                "items": _closed(
-                    ["path", "type", "message"],
-                    {
-                        "path": {
-                            "type": "string",
-                            "description": "dotted field path; empty for the whole object",
-                        },
-                        "type": {"type": "string"},
-                        "message": {"type": "string"},
-                    },
-                ),
-            },
-        },
-    ),
-    "bodyTooLargeHint": _closed(["maxBytes"], {"maxBytes": {"type": "integer", "minimum": 1}}),
-    "invalidBodyHint": _closed(["expected"], {"expected": {"type": "string"}}),
-    "profileBenchedHint": _closed(
-        [
-            "profile",
-            "model",
-            "provider",
-            "reason",
-            "benchedUntil",
-            "retryAfterSeconds",
-            "profiles",
-        ],
-        {
-            "profile": {"type": "string"},
-            "model": {"type": "string"},
-            "provider": {"type": ["string", "null"]},
-            "reason": {"const": "model_unavailable"},
-            "benchedUntil": {"type": "string", "format": "date-time"},
-            "retryAfterSeconds": {"type": "integer", "minimum": 1},
-            "profiles": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "profiles that can take the work now: not benched, a slot free",
-            },
-        },
-    ),
 }
 
 
@@ -233,7 +134,7 @@ def _operation(spec: ToolSpec[Any], schemas: dict[str, Any], *, body: bool) -> d
     result: dict[str, Any] = {"type": "object"}
     if spec.result is not None:
         result = _component(schemas, spec.name + ".result", spec.result.model_json_schema())
-    success = _closed(["ok", "result"], {"ok": {"const": True}, "result": result})
+    success = closed_object(["ok", "result"], {"ok": {"const": True}, "result": result})
     roles = ", ".join(sorted(spec.roles))
     operation: dict[str, Any] = {
         "operationId": spec.name if body else spec.name + "_get",
@@ -251,6 +152,7 @@ def _operation(spec: ToolSpec[Any], schemas: dict[str, Any], *, body: bool) -> d
         operation["responses"] = _responses(success, tuple(ERROR_STATUSES))
     else:
         responses = _responses(success, _FLEET_STATUSES)
+        responses["422"] = {**responses["422"], "description": _FLEET_QUERY_REFUSED}
         responses["200"]["headers"] = _ETAG
         responses["304"] = {
             "description": "not modified: If-None-Match names the current view (no body)",

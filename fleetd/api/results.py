@@ -7,7 +7,9 @@ the release outcome, the fleet view); they do not build them, so validating chan
 caller receives. Field names are camelCase on the wire.
 
 A field that is *absent* when there is nothing to say is typed ``X | _Absent`` (never ``null`` in
-the schema); a field that is always present but may be unknown is ``X | None`` with no default.
+the schema, and no ``default``: a default of ``null`` on a field whose schema refuses null is an
+invalid schema, which OpenAPI validators reject); a field that is always present but may be
+unknown is ``X | None`` with no default.
 Models refuse unknown fields, except where the payload is genuinely open (inbox evidence) or is
 still owned by another view (the nested health, inbox and config parts of ``fleet_list``).
 """
@@ -42,14 +44,46 @@ __all__ = [
 _Absent = SkipJsonSchema[None]
 
 
+def _admits_null(schema: dict[str, Any]) -> bool:
+    """Whether a property schema lets ``null`` through (a ``$ref``'d model never does)."""
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    branches: list[dict[str, Any]] = [*schema.get("anyOf", ()), *schema.get("oneOf", ())]
+    return any(_admits_null(branch) for branch in branches)
+
+
+def _absent_has_no_default(schema: dict[str, Any]) -> None:
+    """Drop ``default: null`` from every property whose schema refuses null (an ``_Absent`` one):
+    the field is simply not required, and the wire never carries that null."""
+    for prop in schema.get("properties", {}).values():
+        if "default" in prop and prop["default"] is None and not _admits_null(prop):
+            del prop["default"]
+
+
 class _Result(BaseModel):
     """A closed wire object: camelCase names, unknown fields refused."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        json_schema_extra=_absent_has_no_default,
+    )
+
+
+class ModelHealthFlag(_Result):
+    """The member's profile has its model benched (its provider's catalog no longer lists it):
+    the work is accepted all the same — a live member is never refused — and the lead decides
+    (``fleet_list``'s ``dependencies.models`` says more)."""
+
+    state: Literal["benched"]
+    benched_until: str
 
 
 class TicketResult(_Result):
-    """A ticket (``fleet_send``, ``fleet_poll`` with ``ticket``): never the prompt."""
+    """A ticket (``fleet_send``, ``fleet_poll`` with ``ticket``): never the prompt.
+    ``modelHealth`` is on a ``fleet_send`` answer while the target's model is benched."""
 
     ticket: str
     target: str
@@ -63,6 +97,7 @@ class TicketResult(_Result):
     content: str | _Absent = None
     reason: str | _Absent = None
     hint: str | _Absent = None
+    model_health: ModelHealthFlag | _Absent = None
 
 
 class InboxMessage(_Result):
@@ -103,7 +138,8 @@ class OpenTurn(_Result):
 
 
 class SessionRow(_Result):
-    """One member (``fleet_spawn``, ``fleet_status``): states, counts and ages, no pane text."""
+    """One member (``fleet_spawn``, ``fleet_status``): states, counts and ages, no pane text;
+    ``modelHealth`` while the live member's profile has its model benched."""
 
     session_id: str
     name: str
@@ -123,6 +159,7 @@ class SessionRow(_Result):
     idle_for_seconds: float | _Absent = None
     released_cause: str | _Absent = None
     branch: str | _Absent = None
+    model_health: ModelHealthFlag | _Absent = None
 
 
 class ReleaseResult(_Result):
@@ -178,8 +215,9 @@ class LiveAgent(_Result):
 
 class CapacityRow(_Result):
     """One profile's capacity; ``maxLoad`` and ``free`` are null for an uncapped profile.
-    ``contextWindow`` is the effective one (the provider catalog's, else the configured one;
-    ``contextWindowSource`` says which), ``benchedUntil`` the end of a model bench."""
+    ``benched``: the profile's model is benched — ``free`` is 0 and placement refuses it until
+    ``benchedUntil``. ``contextWindow`` is the effective one (the provider catalog's, else the
+    configured one; ``contextWindowSource`` says which)."""
 
     profile: str
     max_load: int | None
@@ -187,6 +225,7 @@ class CapacityRow(_Result):
     free: int | None
     reclaimable: int
     orphaned: int
+    benched: bool
     context_window: int | None = None
     context_window_source: Literal["catalog", "config"] | None = None
     benched_until: str | None = None

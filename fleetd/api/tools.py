@@ -92,6 +92,12 @@ class ToolSpec(Generic[P]):
     caller receives the handler's output unchanged, and an output outside the model is logged as
     a contract breach, never turned into a failure — the handler's work is done and may have had
     effects (a send accepted, a reply stored) that a caller told "failed" could repeat.
+
+    ``read_only``, ``destructive`` and ``idempotent`` say what a call does to the fleet, for
+    clients that ask (MCP's tool annotations): a read-only tool changes nothing any other caller
+    sees; a destructive one may end something (a member, its pending tasks); an idempotent one
+    has no further effect when repeated with the same arguments. A tool is not both read-only
+    and destructive.
     """
 
     name: str
@@ -100,6 +106,9 @@ class ToolSpec(Generic[P]):
     roles: frozenset[Role]
     handler: ToolHandler[P]
     result: type[BaseModel] | None = None
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
 
     def __post_init__(self) -> None:
         if not _TOOL_NAME.fullmatch(self.name):
@@ -110,6 +119,8 @@ class ToolSpec(Generic[P]):
             raise ValueError(f"tool {self.name}: no role may call it")
         if self.params.model_config.get("extra") != "forbid":
             raise ValueError(f"tool {self.name}: params model must forbid extra fields")
+        if self.read_only and self.destructive:
+            raise ValueError(f"tool {self.name}: a read-only tool cannot be destructive")
 
     def params_schema(self) -> dict[str, Any]:
         """The JSON Schema of this tool's arguments."""

@@ -77,12 +77,11 @@ class TurnCompletion:
         if not self._tasks.resolve(token.ticket_id, content=content, source=source, now=now):
             return False
         del self._roster.inflight[session.session_id]
-        event = (
-            SessionEvent.TURN_RECONCILED
-            if source is ResultSource.REPAIRED
-            else SessionEvent.TURN_COMPLETED
-        )
-        session.apply(event, now)
+        if source is ResultSource.REPAIRED:
+            session.repaired_token = token.token_id  # health resolves its incident as repaired
+            session.apply(SessionEvent.TURN_RECONCILED, now)
+        else:
+            session.apply(SessionEvent.TURN_COMPLETED, now)
         ticket = self._tasks.get(token.ticket_id)
         if ticket is not None and not ticket.collected_sync and not stored:
             await self._outbox.keep(

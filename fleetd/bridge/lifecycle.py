@@ -19,6 +19,7 @@ from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import TaskBook, Ticket
 from fleetd.bridge.teardown import Teardown
+from fleetd.bridge.teardown_check import record_teardown
 from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
@@ -65,14 +66,21 @@ class TargetLifecycle:
         )
 
     def fail_target_work(self, session: Session, *, reason: str) -> list[Ticket]:
-        """Fail every queued, accepted and async task of a target exactly once (idempotent)."""
+        """Fail every queued, accepted and async task of a target exactly once (idempotent).
+
+        Run again on a released target (the monitor's one retry after a broken teardown
+        invariant), it checks the invariant afterwards (:mod:`~fleetd.bridge.teardown_check`).
+        """
         sid = session.session_id
         self._roster.gates.add(sid)
         queue = self._roster.queues.get(sid)
         if queue is not None:
             queue.clear()
         self._roster.inflight.pop(sid, None)
-        return self._tasks.fail_target(sid, reason=reason, now=self._clock.now())
+        failed = self._tasks.fail_target(sid, reason=reason, now=self._clock.now())
+        if not session.live:
+            record_teardown(session, roster=self._roster, tasks=self._tasks)
+        return failed
 
     def releasing(self, session_id: str) -> bool:
         """True while a release of this session is under way."""

@@ -213,6 +213,7 @@ def _build(
         owner_lead=session.owner,
         presence=session.presence,
         turn=open_turn,
+        repaired_token=session.repaired_token,
         queued_sends=queued,
         pending_tasks=pending,
         mute_events=mutes,
@@ -225,6 +226,7 @@ def _build(
         boundary_screen=_boundary_screen(session) if session.fatal_screen is not None else None,
         uncollected_replies=backlog.replies if backlog is not None else 0,
         oldest_uncollected_at=backlog.oldest_at if backlog is not None else None,
+        teardown_violations=session.teardown_violations,
     )
 
 

@@ -11,9 +11,10 @@ Only what the lead can collect counts as waiting: an entry the inbox holds for a
 earns a nudge, and the monitor never reads it as a lead neglecting its inbox.
 
 When nothing waits for a lead and it sits at its prompt, the heartbeat may tell it what capacity
-it has: per-profile live, cap, free and reclaimable counts — over every live member, with the
-live count placement uses, so a free slot shown is one placement grants — plus at most three of
-its own long-idle members. A heartbeat sequence is at most ``push.heartbeatMax`` beats
+it has: per-profile live, cap, free and reclaimable counts — over every live member, from the
+capacity rows placement reads, so a free slot shown is one placement grants and a profile whose
+model is benched shows no free slot and says its model is down — plus at most three of its own
+long-idle members. A heartbeat sequence is at most ``push.heartbeatMax`` beats
 ``push.heartbeatIntervalSeconds`` apart. Only capacity facts that differ from the last beat sent
 (a fingerprint that ignores idle durations) and have held for a whole interval re-arm it, so a
 static idle fleet cannot keep a lead busy and churn elsewhere in the fleet, which never settles,
@@ -36,7 +37,7 @@ from datetime import datetime, timedelta
 
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs
 from fleetd.bridge.prompt_policy import PromptOutcome, classify_prompt_error
-from fleetd.bridge.view import BridgeView, health_settings, profile_inputs
+from fleetd.bridge.view import BridgeView, health_settings
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
 from fleetd.errors import ControlLinkError, FleetdError, HerdrError
@@ -153,7 +154,7 @@ class PushLoop:
                     self.view.member_view(s, backlog=backlogs.get(s.session_id)) for s in live
                 ),
                 config=health_settings(config),
-                profiles=profile_inputs(config),
+                profiles=self.view.profile_inputs(now),
             ),
             now,
             owner=lead,
@@ -252,10 +253,17 @@ def _maybe_typed(exc: HerdrError) -> bool:
 
 
 def heartbeat_text(summary: CapacitySummary) -> str:
-    """The heartbeat a lead reads: capacity facts and the safe calls to act on them."""
+    """The heartbeat a lead reads: capacity facts and the safe calls to act on them. A benched
+    profile shows no free slot and says its model is down until when (fleet_spawn refuses it)."""
     rows = "; ".join(
         f"{r.profile} live {r.live}/{'unlimited' if r.max_load is None else r.max_load}, "
-        f"free {'-' if r.free is None else r.free}, reclaimable {r.reclaimable}"
+        f"free {'-' if r.free is None else r.free}"
+        + (
+            f" (model down until {r.benched_until.isoformat(timespec='minutes')})"
+            if r.benched_until is not None
+            else ""
+        )
+        + f", reclaimable {r.reclaimable}"
         + (f", orphaned {r.orphaned}" if r.orphaned else "")
         for r in summary.rows
     )

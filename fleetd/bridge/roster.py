@@ -140,6 +140,12 @@ class Roster:
     def get(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)
 
+    def finds(self, session: Session) -> bool:
+        """Whether :meth:`find` would hand out ``session`` for its id, agent name or pane id, read
+        from the same tables in O(1): by id or pane id only while it is live, by name while the
+        name is still registered to it."""
+        return session.live or self._names.get(session.name) == session.session_id
+
     def name_taken(self, name: str) -> bool:
         return name in self._names
 

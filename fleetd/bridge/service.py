@@ -34,6 +34,7 @@ from fleetd.bridge.delivery import Deliverer
 from fleetd.bridge.lifecycle import TargetLifecycle
 from fleetd.bridge.mutes import MuteEvent, MuteLog
 from fleetd.bridge.orphans import OrphanBook
+from fleetd.bridge.placement import NO_BENCH, ModelBench
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.repair import LostBoundaryRepair, RepairOutcome
 from fleetd.bridge.replies import Replies
@@ -81,6 +82,7 @@ class Bridge:
         lead_inboxes: LeadInboxRegistry,
         revoke: Callable[[str], None] = lambda _session_id: None,
         runs: Runs | None = None,
+        bench: ModelBench = NO_BENCH,
     ) -> None:
         self.clock = clock
         self.control = control
@@ -161,7 +163,11 @@ class Bridge:
             on_failure=self._note_failure,
         )
         self.view = BridgeView(
-            roster=self.roster, tasks=self.tasks, orphans=self.orphans, settings=settings
+            roster=self.roster,
+            tasks=self.tasks,
+            orphans=self.orphans,
+            settings=settings,
+            bench=bench,
         )
         self._spawn_parts = SpawnParts(
             control=control,
@@ -172,7 +178,14 @@ class Bridge:
             lifecycle=self.lifecycle,
             orphans=self.orphans,
             run=self.runs.current,
+            bench=bench,
+            free=self.free_slots,
         )
+
+    def free_slots(self) -> dict[str, int | None]:
+        """Each profile's free slots now, from the capacity view (``None``: no cap)."""
+        rows = self.view.capacity_view(now=self.clock.now())
+        return {row["profile"]: row["free"] for row in rows}
 
     # ------------------------------------------------------------------ sends
     async def send(self, *, owner: str, target: str, prompt: str, wait: float | None) -> Ticket:
@@ -378,6 +391,7 @@ class Bridge:
         self.revision.touch()
 
     def _count_terminal(self, ticket: Ticket) -> None:
+        ticket.counted += 1  # what the teardown invariant checks: one count per ticket
         self.metrics.tickets_total.labels(
             outcome=ticket.outcome.value,
             source=ticket.source.value if ticket.source else "none",

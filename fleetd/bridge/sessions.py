@@ -115,6 +115,9 @@ class Session(Revised):
     lost: TargetLost | None = None  # the bridge released it for a target loss (for health)
     fatal_screen: FatalScreenSeen | None = None  # a turn boundary read showed a fatal error
     fallback_at: datetime | None = None  # its last turn was read from the pane: late-reply window
+    teardown_tickets: tuple[str, ...] = ()  # the tickets it held when its teardown began
+    teardown_violations: tuple[str, ...] = ()  # parts of the §8.5 invariant its teardown broke
+    repaired_token: str | None = None  # the last turn lost-boundary repair resolved (for health)
     history: list[tuple[SessionState, SessionEvent, SessionState]] = field(default_factory=list)
     #: told of every change :meth:`apply` makes (the roster counts them for the fleet view)
     on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)

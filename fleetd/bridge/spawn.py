@@ -1,5 +1,9 @@
 """Spawning a member: placement, worktree, pane, agent start.
 
+Placement (:func:`~fleetd.bridge.placement.admit`) refuses a profile whose model is benched
+(``profile_benched``) or that is at ``maxLoad`` (``capacity_exceeded``), from the row the
+capacity view shows.
+
 The session exists (``SPAWNING``) from the moment placement admits it, so concurrent spawns count
 against ``maxLoad``. Anything that fails before the member registers rolls the spawn back
 (``SPAWN_ROLLBACK``): the pane is closed and a provisioned worktree removed. The member's first
@@ -22,7 +26,7 @@ from fleetd.bridge.launch import model_args, plan_launch, write_launch_files
 from fleetd.bridge.lifecycle import TargetLifecycle
 from fleetd.bridge.marks import MemberMark, write_mark
 from fleetd.bridge.orphans import OrphanBook
-from fleetd.bridge.placement import admit
+from fleetd.bridge.placement import NO_BENCH, FreeSlots, ModelBench, admit
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent
@@ -70,6 +74,8 @@ class SpawnParts:
     lifecycle: TargetLifecycle
     orphans: OrphanBook
     run: str
+    bench: ModelBench = NO_BENCH
+    free: FreeSlots = dict  # each profile's free slots, for a benched refusal's hint
 
     def name_taken(self, name: str) -> bool:
         """True while a live member or an orphan of a previous run has the agent name."""
@@ -100,7 +106,14 @@ async def spawn_member(
         )
     if parts.name_taken(name):
         raise ConflictError(f"a live member or an orphan is already named {name!r}")
-    admit(request.profile, profile.max_load, [*parts.roster.live(), *parts.orphans.members()])
+    admit(
+        request.profile,
+        profile.max_load,
+        [*parts.roster.live(), *parts.orphans.members()],
+        bench=parts.bench,
+        now=parts.clock.now(),
+        free=parts.free,
+    )
 
     session_id = f"s-{secrets.token_hex(4)}"
     now = parts.clock.now()
@@ -153,6 +166,7 @@ async def spawn_member(
         if session.live and not parts.lifecycle.releasing(session_id):
             session.apply(SessionEvent.START_FAILED, parts.clock.now())
             await parts.lifecycle.release(session, ReleaseCause.SPAWN_ROLLBACK)
+        _log_failure(session, exc)
         translated = _as_tool_error(exc)
         if translated is exc:
             raise
@@ -193,6 +207,28 @@ async def _close_quietly(parts: SpawnParts, pane_id: str) -> None:
         return
 
 
+def _log_failure(session: Session, exc: BaseException) -> None:
+    """Say why herdr failed a spawn: the link's cause class (timeout, refused, reset, ...) or
+    herdr's error code — bounded words an operator can tell apart, never foreign text."""
+    if isinstance(exc, ControlLinkError):
+        _log.warning(
+            "spawn of %s (%s) rolled back: the link to herdr failed at %s: %s (%s)",
+            session.name,
+            session.session_id,
+            exc.method or "connect",
+            exc.cause.value,
+            exc.code,
+        )
+    elif isinstance(exc, HerdrError):
+        _log.warning(
+            "spawn of %s (%s) rolled back: herdr refused %s: %s",
+            session.name,
+            session.session_id,
+            exc.method or "a call",
+            exc.code,
+        )
+
+
 def _as_tool_error(exc: BaseException) -> BaseException:
     """The lead-facing form of a spawn failure; unexpected errors pass through unchanged."""
     if isinstance(exc, ToolError):
@@ -206,7 +242,7 @@ def _as_tool_error(exc: BaseException) -> BaseException:
             )
         return ConflictError(f"the worktree could not be provisioned ({exc})")
     if isinstance(exc, ControlLinkError):
-        return UnavailableError("herdr cannot be reached; no member was started")
+        return UnavailableError(f"herdr cannot be reached ({exc.cause}); no member was started")
     if isinstance(exc, HerdrError):
         return ConflictError(f"herdr refused to start the member ({exc.code})")
     return exc

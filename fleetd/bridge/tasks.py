@@ -77,6 +77,7 @@ class Ticket:
     turn: int | None = None
     collected_sync: bool = False
     late_reply: bool = False  # a fleet_reply after the fallback resolved it was kept (once)
+    counted: int = 0  # terminal outcomes the metric counted (the teardown invariant reads it)
     _done: asyncio.Event | None = field(default=None, repr=False)  # made for a waiter only
 
     @property
@@ -92,6 +93,11 @@ class Ticket:
             if self.terminal:
                 self._done.set()
         return self._done
+
+    @property
+    def waited_on(self) -> bool:
+        """True while a synchronous caller waits for this ticket to end."""
+        return self._done is not None and not self._done.is_set()
 
     def public(self) -> dict[str, object]:
         """The ticket as a tool result (the prompt never leaves)."""

@@ -7,9 +7,11 @@ failed dirty-check and every abnormal cause preserve it), writes an atomic manif
 preserved worktree before the live session goes, removes the member's mark once its pane is
 closed or known gone (a pane herdr could not close keeps its mark, so the next run finds the
 member), revokes the member's token, records a target loss for health
-(:mod:`fleetd.bridge.evidence`) and retires the session. A second release of the same session — a
-retried stop, the poller, the monitor — joins the one under way instead of running again with a
-different cause.
+(:mod:`fleetd.bridge.evidence`) and retires the session. Last, it checks the post-teardown
+invariant of M4 §8.5 (:mod:`fleetd.bridge.teardown_check`) against the tickets the target held
+when the release began, and keeps the answer on the session for health. A second release of the
+same session — a retried stop, the poller, the monitor — joins the one under way instead of
+running again with a different cause.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fleetd.bridge.release import ReleaseCause, WorktreeAction
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import TaskBook, Ticket
+from fleetd.bridge.teardown_check import record_teardown
 from fleetd.bridge.worktrees import Worktree, Worktrees, release_worktree
 from fleetd.clock import Clock
 from fleetd.errors import FleetdError, HerdrError, TargetNotFoundError
@@ -95,6 +98,7 @@ class Teardown:
         self, session: Session, cause: ReleaseCause, code: str | None
     ) -> dict[str, object]:
         pending = [t.ticket_id for t in self._tasks.pending_for(session.session_id)]
+        session.teardown_tickets = tuple(pending)
         state_before = session.state
         failed = self._fail_work(session, cause.value)
         lost = target_lost(cause, code, at=self._clock.now(), failed=[t.ticket_id for t in failed])
@@ -123,6 +127,7 @@ class Teardown:
         session.apply(SessionEvent.RELEASE, self._clock.now())
         self._roster.retire(session)
         self._tasks.forget_target(session.session_id)
+        record_teardown(session, roster=self._roster, tasks=self._tasks)
         return outcome
 
     async def _unmark(self, session: Session) -> None:

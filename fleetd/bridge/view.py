@@ -13,9 +13,11 @@ from typing import Any
 from fleetd.bridge.backlog import MemberBacklog
 from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.orphans import OrphanBook
+from fleetd.bridge.placement import NO_BENCH, ModelBench
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session
 from fleetd.bridge.tasks import TaskBook
+from fleetd.bridge.teardown_check import recheck_teardowns
 from fleetd.config import FleetdConfig
 from fleetd.health.capacity import capacity_rows, idle_for_seconds
 from fleetd.health.settings import HealthSettings
@@ -37,12 +39,28 @@ class BridgeView:
         tasks: TaskBook,
         orphans: OrphanBook,
         settings: Callable[[], FleetdConfig],
+        bench: ModelBench = NO_BENCH,
     ) -> None:
         self.roster = roster
         self.tasks = tasks
         self.orphans = orphans
         self.settings = settings
+        self.bench = bench
         self.views = MemberViews(roster=roster, tasks=tasks)
+
+    def profile_inputs(self, now: datetime) -> tuple[ProfileCapacityInput, ...]:
+        """Every configured profile, its cap and its model's bench at ``now``: what the capacity
+        rows of ``fleet_list``, the heartbeat and placement are built from."""
+        return profile_inputs(self.settings(), dict(self.bench.benched(now)))
+
+    def model_health(self, profile: str, now: datetime) -> dict[str, Any] | None:
+        """The flag a member row and a send's answer carry while the member's profile is
+        benched (its provider no longer lists its model); ``None`` otherwise. Work to a live
+        member is never refused for it: the lead decides."""
+        until = self.bench.benched_until(profile, now)
+        if until is None:
+            return None
+        return {"state": "benched", "benchedUntil": until.isoformat()}
 
     def session_row(
         self,
@@ -68,7 +86,10 @@ class BridgeView:
         mute_counts: Mapping[str, int],
         backlogs: Mapping[str, MemberBacklog],
     ) -> tuple[MemberView, ...]:
-        """Every member's view for the health tick (see :meth:`MemberViews.for_tick`)."""
+        """Every member's view for the health tick (see :meth:`MemberViews.for_tick`), after the
+        released members the roster marked as changed had their teardown invariant checked again
+        (:func:`~fleetd.bridge.teardown_check.recheck_teardowns`)."""
+        recheck_teardowns(self.roster.changes.marked(), roster=self.roster, tasks=self.tasks)
         return self.views.for_tick(sessions, mute_counts=mute_counts, backlogs=backlogs)
 
     def member_views(
@@ -85,9 +106,12 @@ class BridgeView:
         self,
         backlogs: Mapping[str, MemberBacklog] | None = None,
         views: Iterable[MemberView] | None = None,
+        *,
+        now: datetime,
     ) -> list[dict[str, Any]]:
-        """Per-profile capacity, from the same live count placement uses (orphans included)."""
-        return capacity_view(self, backlogs, views)
+        """Per-profile capacity, from the same rows placement reads (orphans and benches
+        included)."""
+        return capacity_view(self, backlogs, views, now=now)
 
 
 def session_row(
@@ -140,6 +164,10 @@ def session_row(
         row["idleForSeconds"] = _age(session.state_since, now)
     if session.released_cause is not None:
         row["releasedCause"] = session.released_cause
+    if session.live:
+        flag = bridge.model_health(session.profile, now)
+        if flag is not None:
+            row["modelHealth"] = flag
     if session.worktree is not None:
         row["branch"] = session.worktree.branch
     return row
@@ -169,10 +197,14 @@ def member_views(
     return bridge.views.build(sessions, mute_counts=mute_counts, backlogs=backlogs)
 
 
-def profile_inputs(config: FleetdConfig) -> tuple[ProfileCapacityInput, ...]:
-    """Every configured profile and its cap, in name order, as capacity reads them."""
+def profile_inputs(
+    config: FleetdConfig, benched: Mapping[str, datetime] | None = None
+) -> tuple[ProfileCapacityInput, ...]:
+    """Every configured profile, its cap and (from ``benched``: profile -> end) its model's
+    bench, in name order, as capacity reads them."""
+    ends = benched or {}
     return tuple(
-        ProfileCapacityInput(profile=name, max_load=profile.max_load)
+        ProfileCapacityInput(profile=name, max_load=profile.max_load, benched_until=ends.get(name))
         for name, profile in sorted(config.profiles.items())
     )
 
@@ -194,15 +226,16 @@ def capacity_view(
     bridge: BridgeView,
     backlogs: Mapping[str, MemberBacklog] | None = None,
     views: Iterable[MemberView] | None = None,
+    *,
+    now: datetime,
 ) -> list[dict[str, Any]]:
-    """Per-profile capacity, from the same live count placement uses (orphans included).
+    """Per-profile capacity, from the same rows placement reads (orphans and benches included):
+    a benched profile shows ``free`` 0 and ``benched``, with the bench's end.
 
     ``views`` are the live members' views when the caller has built them already."""
     if views is None:
         views = member_views(bridge, bridge.roster.live(), mute_counts={}, backlogs=backlogs or {})
-    rows = capacity_rows(
-        profile_inputs(bridge.settings()), list(views), orphans=bridge.orphans.members()
-    )
+    rows = capacity_rows(bridge.profile_inputs(now), list(views), orphans=bridge.orphans.members())
     return [
         {
             "profile": row.profile,
@@ -211,6 +244,8 @@ def capacity_view(
             "free": row.free,
             "reclaimable": row.reclaimable,
             "orphaned": row.orphaned,
+            "benched": row.benched,
+            "benchedUntil": row.benched_until.isoformat() if row.benched_until else None,
         }
         for row in rows
     ]

@@ -5,10 +5,18 @@ One :meth:`~HttpModelCatalog.fetch` is one ``GET {baseUrl}/models``:
 * the whole request is bounded by ``limit`` (``modelHealth.requestTimeoutMs``) on the injected
   :class:`~fleetd.clock.Clock`, with httpx's per-phase timeouts at the same value as a backstop;
   a provider that hangs is a ``timeout``, never a stuck loop;
-* the key, when the provider has one, goes as a bearer token; redirects are not followed and the
-  environment is not consulted (``trust_env=False``);
-* the body is read up to :data:`MAX_BODY_BYTES` and decoded as JSON into a catalog
-  (:func:`~fleetd.resilience.parse_catalog`); a larger or unreadable body is ``malformed``;
+* the key, when the provider has one, goes as a bearer token; redirects are not followed, the
+  environment is not consulted and httpx logs nothing (:mod:`fleetd.http_client`);
+* the body is streamed and read up to :data:`MAX_BODY_BYTES` (8 MiB, a compiled brake): a
+  ``Content-Length`` past it, or a body that grows past it, stops the read at once and is a
+  failed read of its own outcome, ``too_large``;
+* the body is decoded as JSON into a catalog (:func:`~fleetd.resilience.parse_catalog`) in a
+  worker thread, never on the event loop: decoding megabytes there would stall every other loop
+  (``/livez`` among them). Any body that is not a catalog — not UTF-8, not JSON, nested deeper
+  than the decoder recurses, not a model list — is a failed read, ``malformed``; the probe fails
+  open on it like on any other failed read;
+* a ``Retry-After`` is read by :func:`~fleetd.resilience.parse_retry_after`, the parser the
+  webhook uses too (the tracker caps the wait);
 * httpx's exceptions and the HTTP status are classified here, once (a refused connect or an
   unknown host ``refused``, any other transport failure ``reset``; statuses by
   :func:`~fleetd.resilience.classify_status`). No text from the provider is kept.
@@ -16,6 +24,7 @@ One :meth:`~HttpModelCatalog.fetch` is one ``GET {baseUrl}/models``:
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 
@@ -23,12 +32,23 @@ import httpx
 
 from fleetd.catalog.port import CatalogAnswer, CatalogTarget
 from fleetd.clock import Clock, DeadlineExceededError, within
-from fleetd.resilience import CatalogFetch, ErrorClass, classify_status, parse_catalog, retry_after
+from fleetd.http_client import outbound_client
+from fleetd.resilience import (
+    RETRY_AFTER_LIMIT,
+    Catalog,
+    CatalogFetch,
+    ErrorClass,
+    classify_status,
+    parse_catalog,
+    parse_retry_after,
+    retry_after_delay,
+)
 
-__all__ = ["MAX_BODY_BYTES", "USER_AGENT", "HttpModelCatalog"]
+__all__ = ["MAX_BODY_BYTES", "USER_AGENT", "HttpModelCatalog", "decode_catalog"]
 
-MAX_BODY_BYTES = 16 * 1024 * 1024
-"""A catalog larger than this is not read (OpenRouter's full list is a few hundred KiB)."""
+MAX_BODY_BYTES = 8 * 1024 * 1024
+"""A catalog larger than this is not read (``too_large``); OpenRouter's full list, the largest
+known, is about a megabyte. Compiled, not a key (see ``fleetd.example.yaml``)."""
 
 USER_AGENT = "fleetd-catalog/1"
 
@@ -42,9 +62,7 @@ class HttpModelCatalog:
 
     def __init__(self, *, clock: Clock, client: httpx.AsyncClient | None = None) -> None:
         self._clock = clock
-        self._client = client or httpx.AsyncClient(
-            follow_redirects=False, trust_env=False, headers={"user-agent": USER_AGENT}
-        )
+        self._client = client or outbound_client(USER_AGENT)
 
     async def fetch(self, target: CatalogTarget, *, limit: timedelta) -> CatalogAnswer:
         seconds = limit.total_seconds()
@@ -66,15 +84,20 @@ class HttpModelCatalog:
                 headers=headers,
                 timeout=httpx.Timeout(seconds),
             ) as response:
-                wait = retry_after(response.headers.get("retry-after"), self._clock.now())
+                asked = parse_retry_after(response.headers.get("retry-after"))
+                wait = None
+                if asked is not None:
+                    wait = retry_after_delay(asked, self._clock.now(), cap=RETRY_AFTER_LIMIT)
                 error = classify_status(response.status_code, retry_after=wait is not None)
                 if error is not None:
                     return _failed(error, wait if error is ErrorClass.THROTTLED else None)
+                if _declared_length(response) > MAX_BODY_BYTES:
+                    return _failed(ErrorClass.TOO_LARGE)
                 body = bytearray()
                 async for chunk in response.aiter_bytes():
                     body += chunk
                     if len(body) > MAX_BODY_BYTES:
-                        return _failed(ErrorClass.MALFORMED)
+                        return _failed(ErrorClass.TOO_LARGE)
         except httpx.TimeoutException:
             return _failed(ErrorClass.TIMEOUT)
         except httpx.ConnectError:
@@ -83,14 +106,27 @@ class HttpModelCatalog:
             return _failed(ErrorClass.REJECTED)
         except httpx.HTTPError:  # read, write, protocol: the exchange broke off
             return _failed(ErrorClass.RESET)
-        try:
-            document = json.loads(bytes(body))
-        except ValueError:  # not JSON, or not UTF-8
-            return _failed(ErrorClass.MALFORMED)
-        catalog = parse_catalog(document)
+        catalog = await asyncio.to_thread(decode_catalog, bytes(body))
         if catalog is None:
             return _failed(ErrorClass.MALFORMED)
         return CatalogAnswer(fetch=CatalogFetch(catalog=catalog))
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def decode_catalog(body: bytes) -> Catalog | None:
+    """The catalog in a ``/models`` body, or ``None`` for any body that is not one (not UTF-8,
+    not JSON, nested past the decoder's recursion limit, not a model list)."""
+    try:
+        return parse_catalog(json.loads(body))
+    except (ValueError, RecursionError):  # ValueError: not JSON, or not UTF-8
+        return None
+
+
+def _declared_length(response: httpx.Response) -> int:
+    """The body length the server declared, or 0 when it declared none (or nonsense)."""
+    try:
+        return int(response.headers.get("content-length", "0"))
+    except ValueError:
+        return 0

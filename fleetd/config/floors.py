@@ -5,7 +5,9 @@ rather than settings: a lost boundary, a vanished lead and a dead control link e
 consecutive snapshots; a fleet tick reads at most two panes; a pane is probed at most once a
 minute; a working pane is left alone for five minutes before its first probe. The health design's
 own limits are owned by :mod:`fleetd.health.floors` (health imports nothing outside itself); this
-module re-exports the ones callers read and adds the floors of keys health does not own.
+module re-exports the ones callers read and adds the floors of keys health does not own. A
+journal operation gets at least a second (PostgreSQL's connect timeout counts whole seconds), and
+a resolved incident is kept at least a day, the span the operator's incident list shows.
 
 :data:`FLOORS` lists every configurable key that has a compiled floor, by its dotted YAML name.
 The config model raises a lower value to the floor (with one warning naming the key); it never
@@ -58,6 +60,8 @@ FLOORS: Final[Mapping[str, int]] = MappingProxyType(
         "bridge.push.maxNudgesPerItem": 1,
         "bridge.push.heartbeatIntervalSeconds": 60,
         "modelHealth.probeIntervalSeconds": _seconds(PROBE_FLOOR),
+        "journal.operationTimeoutMs": 1000,
+        "journal.retentionDays": 1,
     }
 )
 """Dotted config key -> the lowest value fleetd will run with."""

@@ -40,6 +40,7 @@ from fleetd.config.model import FleetdConfig, NotificationMode
 from fleetd.errors import ConfigError
 
 __all__ = [
+    "EMPTY_FILE",
     "MAX_NESTING",
     "MAX_VALUES",
     "FileFingerprint",
@@ -59,6 +60,12 @@ MAX_NESTING = 32
 
 MAX_VALUES = 10_000
 """Most values (mappings, lists, scalars; an alias counts each time) a config file may hold."""
+
+EMPTY_FILE = (
+    "the file holds no settings (it is empty or only comments); "
+    "list at least the leads (see fleetd.example.yaml)"
+)
+"""Why a config file with no settings is refused, at start and on a reload."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,17 +123,17 @@ def parse_config_bytes(
     *,
     path: Path,
     fingerprint: FileFingerprint | None = None,
-    allow_empty: bool = True,
 ) -> LoadedConfig:
     """Validate the YAML ``data`` of the file at ``path``; relative paths resolve beside it.
 
-    An empty document (no bytes, or only comments) means the defaults, unless ``allow_empty`` is
-    false (a reload: a file caught mid-write must not replace the running config).
+    A file that holds no settings (no bytes, only blanks or only comments) is refused, at start as
+    on a reload: it is a mistake (a wrong path, a file caught mid-write), never a request for the
+    defaults, which run without ``--config``.
     """
     document = _parse_yaml(data, str(path))
     _check_shape(document, str(path))
-    if document is None and not allow_empty:
-        raise ConfigError(str(path), "the file holds no settings (empty, or caught mid-write)")
+    if document is None:
+        raise ConfigError(str(path), EMPTY_FILE)
     if document is not None and not isinstance(document, Mapping):
         raise ConfigError(str(path), "the top level must be a mapping of sections")
     loaded = parse_config(document, environ, base_dir=path.absolute().parent)

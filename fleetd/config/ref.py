@@ -36,6 +36,7 @@ from fleetd.config.loader import (
     read_config_bytes,
 )
 from fleetd.config.model import RESTART_KEYS, FleetdConfig
+from fleetd.config.redaction import secret_values
 from fleetd.errors import ConfigError
 
 __all__ = ["ConfigRef", "ConfigStatus", "ReloadResult", "ReloadStatus"]
@@ -110,6 +111,11 @@ class ConfigRef:
         """The config in effect now."""
         return self._current
 
+    def secret_values(self) -> tuple[str, ...]:
+        """The secrets the running config names, for redaction only (see
+        :mod:`~fleetd.config.redaction`); never log or show them."""
+        return secret_values(self._current, self._environ)
+
     @property
     def reload_failures(self) -> int:
         """How many new file versions were rejected since start (a counter for metrics)."""
@@ -176,9 +182,7 @@ class ConfigRef:
         if not forced and fingerprint.sha256 == self._rejected_sha:
             return self._unchanged()
         try:
-            loaded = parse_config_bytes(
-                data, self._environ, path=path, fingerprint=fingerprint, allow_empty=False
-            )
+            loaded = parse_config_bytes(data, self._environ, path=path, fingerprint=fingerprint)
             if self._current.leads and not loaded.config.leads:
                 raise ConfigError("leads", _NO_LEADS)
         except ConfigError as exc:

@@ -67,6 +67,8 @@ MAX_BROKERS = 8
 """Most brokers ``inbox.amqp.urls`` may list (their index is a metric label)."""
 MAX_CONTEXT_WINDOW = 100_000_000
 """Upper bound of a profile's ``contextWindow`` (the catalog reader's own bound)."""
+MAX_RETENTION_DAYS = 3650
+"""Upper bound of ``journal.retentionDays`` (ten years)."""
 
 
 class AgentKind(StrEnum):
@@ -302,15 +304,30 @@ _journal_schemes = scheme_check("sqlite", "postgresql")
 
 
 class JournalConfig(ConfigModel):
-    """Where the incident journal lives. After loading, ``url`` is always concrete (SQLite or
-    PostgreSQL) and may hold a password: it prints masked. ``urlEnv`` names the environment
-    variable that holds the URL, so a password never has to sit in the file; it must be set
-    when the config loads, and then ``url`` must be left out (``null``)."""
+    """Where the incident journal lives, how long one of its operations may take and how long a
+    resolved incident is kept. After loading, ``url`` is always concrete (SQLite or PostgreSQL)
+    and may hold a password: it prints masked. ``urlEnv`` names the environment variable that
+    holds the URL, so a password never has to sit in the file; it must be set when the config
+    loads, and then ``url`` must be left out (``null``)."""
 
     url_env: EnvName | None = None
     url: Annotated[SecretStr, BeforeValidator(_journal_url), AfterValidator(_journal_schemes)] = (
         Field(default=None, validate_default=True)
     )
+    operation_timeout_ms: Annotated[
+        StrictInt, Field(le=60_000), floored("journal.operationTimeoutMs")
+    ] = 5000
+    retention_days: Annotated[
+        StrictInt, Field(le=MAX_RETENTION_DAYS), floored("journal.retentionDays")
+    ] = 30
+
+    @property
+    def operation_timeout(self) -> timedelta:
+        return timedelta(milliseconds=self.operation_timeout_ms)
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(days=self.retention_days)
 
     @field_validator("url_env")
     @classmethod

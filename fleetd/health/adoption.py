@@ -29,10 +29,15 @@ _EVIDENCE_DRIVEN = frozenset({Scope.MEMBER, Scope.LEAD, Scope.CONTROL_LINK})
 
 
 def resume(
-    incidents: Iterable[Incident], generations: Mapping[IncidentKey, int], namespace: str = ""
+    incidents: Iterable[Incident],
+    generations: Mapping[IncidentKey, int],
+    namespace: str = "",
+    *,
+    floor: int = 0,
 ) -> HealthState:
     """The state a restarted monitor starts from: the journal's open incidents, adopted; new
-    incidents get ids in ``namespace``."""
+    incidents get ids in ``namespace`` and generations above ``floor`` (the journal's
+    ``generation_floor``: every generation it still stores)."""
     opened = {incident.key: incident for incident in incidents}
     known = dict(generations)
     for key, incident in opened.items():
@@ -40,6 +45,7 @@ def resume(
     return HealthState(
         incidents=opened,
         generations=known,
+        generation_floor=floor,
         adopted={key: TWO_SNAPSHOTS for key in opened if key.scope in _EVIDENCE_DRIVEN},
         namespace=namespace,
     )

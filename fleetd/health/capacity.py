@@ -1,21 +1,26 @@
 """Capacity and utilisation: a view, never a health state (M4 §9).
 
-Placement and ``fleet_list`` must agree on how many members of a profile are live, or the view
-could show a free slot that placement then refuses. :func:`live_count` is that one calculation;
-placement imports it from here. The rule is deliberately simple:
+Placement, ``fleet_list`` and the idle-lead heartbeat must agree on how many members of a profile
+are live and whether a slot is free, or one could show a free slot that placement then refuses.
+:func:`live_count` is the one count and :func:`capacity_row` the one row built from it — live,
+cap, free and the model bench; placement, the fleet view and the heartbeat all read it. The rule
+is deliberately simple:
 
     A member counts toward its profile's load from registration until its session is RELEASED.
 
 SPAWNING, READY, BUSY, DONE and FAILED all count — a failed member still holds its pane and
 process until teardown releases it; only a released session frees the slot. An orphan (a member a
 previous run of fleetd left running) counts too, until it is stopped or gone. ``free`` is
-``max(0, max_load - live)`` for a capped profile and ``None`` for an unlimited one.
+``max(0, max_load - live)`` for a capped profile and ``None`` for an unlimited one — and ``0``
+for a profile whose model is benched (its provider's catalog no longer lists it: ``fleet_spawn``
+refuses it with ``profile_benched``), capped or not; the row says ``benched`` and until when.
 ``reclaimable`` counts live members that hold capacity without open bridge work (no turn, no
 queued send, no pending task, no uncollected reply); it is a fact for the lead, not a suggestion.
 
 Nothing here opens an incident, spawns, stops or moves work. The idle-lead heartbeat gets a
 bounded :class:`CapacitySummary` (rows plus at most three long-idle members) whose fingerprint
-excludes idle durations, so a static idle fleet cannot re-arm the capped heartbeat forever. Its
+excludes idle durations (and includes each bench), so a static idle fleet cannot re-arm the
+capped heartbeat forever while a model going down or coming back is news. Its
 rows count every live member, whoever owns it, exactly as placement does; only the long-idle list
 is narrowed to the members the reading lead owns (the ones it can stop).
 """
@@ -42,8 +47,10 @@ __all__ = [
     "CapacitySummary",
     "CountsTowardCapacity",
     "LongIdleMember",
+    "capacity_row",
     "capacity_rows",
     "capacity_summary",
+    "free_slots",
     "holds_capacity",
     "idle_for_seconds",
     "is_reclaimable",
@@ -102,9 +109,17 @@ def idle_for_seconds(member: MemberView, now: datetime) -> int | None:
     return max(0, int((now - member.state_since).total_seconds()))
 
 
+def free_slots(max_load: int | None, live: int, *, benched: bool) -> int | None:
+    """Slots placement would grant now: none while the model is benched, ``None`` (no limit)
+    without a cap, else what the cap leaves."""
+    if benched:
+        return 0
+    return None if max_load is None else max(0, max_load - live)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapacityRow:
-    """One profile's block in ``fleet_list``."""
+    """One profile's capacity, as ``fleet_list``, the heartbeat and placement read it."""
 
     profile: str
     max_load: int | None
@@ -113,6 +128,29 @@ class CapacityRow:
     reclaimable: int
     orphaned: int = 0
     """Of ``live``, the orphans of a previous run."""
+    benched_until: datetime | None = None
+    """When the bench of the profile's model ends; ``None`` while it is not benched."""
+
+    @property
+    def benched(self) -> bool:
+        """The profile's model is benched: no slot is free, whatever the load."""
+        return self.benched_until is not None
+
+
+def capacity_row(
+    profile: ProfileCapacityInput, live: int, *, reclaimable: int = 0, orphaned: int = 0
+) -> CapacityRow:
+    """The one row of a profile with ``live`` members holding a slot (see the module doc)."""
+    benched = profile.benched_until is not None
+    return CapacityRow(
+        profile=profile.profile,
+        max_load=profile.max_load,
+        live=live,
+        free=free_slots(profile.max_load, live, benched=benched),
+        reclaimable=reclaimable,
+        orphaned=orphaned,
+        benched_until=profile.benched_until,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,25 +178,21 @@ def capacity_rows(
     orphans: Sequence[CountsTowardCapacity] = (),
 ) -> tuple[CapacityRow, ...]:
     """One row per configured profile, plus unlimited rows for profiles only members name."""
-    limits: dict[str, int | None] = {p.profile: p.max_load for p in profiles}
+    inputs: dict[str, ProfileCapacityInput] = {p.profile: p for p in profiles}
     by_profile: dict[str, list[MemberView]] = {}
     for member in members:
-        limits.setdefault(member.profile, None)
         by_profile.setdefault(member.profile, []).append(member)
-    for orphan in orphans:
-        limits.setdefault(orphan.profile, None)
+    for name in (*by_profile, *(o.profile for o in orphans)):
+        if name not in inputs:
+            inputs[name] = ProfileCapacityInput(profile=name)
     rows = []
-    for profile in sorted(limits):
-        mine = by_profile.get(profile, [])
-        orphaned = live_count(profile, orphans)
-        live = live_count(profile, mine) + orphaned
-        cap = limits[profile]
+    for name in sorted(inputs):
+        mine = by_profile.get(name, [])
+        orphaned = live_count(name, orphans)
         rows.append(
-            CapacityRow(
-                profile=profile,
-                max_load=cap,
-                live=live,
-                free=None if cap is None else max(0, cap - live),
+            capacity_row(
+                inputs[name],
+                live_count(name, mine) + orphaned,
                 reclaimable=sum(
                     1 for m in mine if holds_capacity(m.session_state) and is_reclaimable(m)
                 ),
@@ -198,7 +232,9 @@ def capacity_summary(
             )
     idle.sort(key=lambda m: (-m.idle_for_seconds, m.name, m.session_id))
     listed = tuple(idle[:MAX_LONG_IDLE_LISTED])
-    parts = [f"{r.profile}:{r.max_load}:{r.live}:{r.free}:{r.reclaimable}" for r in rows]
+    parts = [
+        f"{r.profile}:{r.max_load}:{r.live}:{r.free}:{r.reclaimable}:{r.benched}" for r in rows
+    ]
     parts += sorted(m.session_id for m in listed)
     fingerprint = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
     return CapacitySummary(rows=rows, long_idle=listed, fingerprint=fingerprint)

@@ -45,7 +45,7 @@ from fleetd.health.effects import (
 from fleetd.health.evidence import HealthState, LeadEvidence, MemberEvidence
 from fleetd.health.floors import TWO_SNAPSHOTS
 from fleetd.health.inboxes import step_inboxes
-from fleetd.health.incidents import Incident, IncidentBook, IncidentKey
+from fleetd.health.incidents import Incident, IncidentBook, IncidentKey, ResolveReason
 from fleetd.health.leads import retained_view, step_lead, step_lead_blind
 from fleetd.health.link import LINK_SUBJECT, step_link
 from fleetd.health.member_index import MemberIndex
@@ -77,7 +77,9 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         or Effective.of(prior.settings).member_timers()
         == Effective.of(snapshot.config).member_timers()
     )
-    book = IncidentBook(prior.incidents, prior.generations, prior.namespace)
+    book = IncidentBook(
+        prior.incidents, prior.generations, prior.namespace, floor=prior.generation_floor
+    )
     tick = Tick(snapshot, book, now, steady=steady, adopted=prior.adopted)
     link = step_link(tick, snapshot.live, prior.link)
     if link.state is not prior.link.state:
@@ -122,6 +124,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         leads=leads,
         incidents=tick.book.open,
         generations=tick.book.generations,
+        generation_floor=prior.generation_floor,
         profile_mutes=profile_mutes,
         probe_cursor=cursor,
         recent_reads=recent,
@@ -148,22 +151,38 @@ def _leads(
     for name in sorted(prior.keys() - listed):
         before = prior[name]
         missing = min(before.identity_missing + (1 if sighted else 0), TWO_SNAPSHOTS)
+        if missing >= TWO_SNAPSHOTS and before.configured:
+            _retire(tick, before)  # removed from the configuration: whatever its state
+            continue
         after = step(tick, retained_view(before), before, missing)
         if (
             missing >= TWO_SNAPSHOTS
             and after.raw_status is not None
             and after.state not in FAULT_LEAD_STATES
         ):
-            # retired after the grace, seen alive; outside a fault state no incident is open
-            tick.effects.append(
-                RetireLead(lead=name, agent_name=before.agent_name, terminal_id=before.terminal_id)
-            )
+            # a discovered identity retires after the grace only when seen alive outside a
+            # fault state: a dead lead cannot escape health by vanishing from a scanner's map
+            _retire(tick, after)
             continue
         result[name] = after
         tick.transition(
             Scope.LEAD, subject=name, target=before.agent_name, before=before, after=after
         )
     return result
+
+
+def _retire(tick: Tick, lead: LeadEvidence) -> None:
+    """Retire a lead the identity map has not listed for two successful snapshots. A configured
+    lead retires whatever its state — it was removed from the configuration — so its own open
+    incident (an unreachable lead whose agent is gone, say) resolves as ``subject_retired``
+    instead of reminding a person of a lead nobody expects any more. Incidents it holds or owns
+    move on in this tick's routing."""
+    closed = tick.book.close(lead.incident) if lead.incident is not None else None
+    if closed is not None:
+        tick.emit_resolved(closed, ResolveReason.SUBJECT_RETIRED)
+    tick.effects.append(
+        RetireLead(lead=lead.name, agent_name=lead.agent_name, terminal_id=lead.terminal_id)
+    )
 
 
 def _route(tick: Tick, leads: Mapping[str, LeadEvidence], snapshot: FleetSnapshot) -> None:

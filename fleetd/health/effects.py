@@ -129,7 +129,8 @@ class SupersedeAssignment:
 class RetireLead:
     """Health stopped tracking a lead after its two-successful-snapshot retirement grace.
 
-    No open incident is assigned to it any more (this tick's routing moved them). The runtime may
+    Its own open incident resolved as ``subject_retired`` in the same tick, and no open incident
+    is assigned to it any more (this tick's routing moved them). The runtime may
     release its inbox key once the queue is empty (§7.5); a non-empty key stays owned.
     """
 

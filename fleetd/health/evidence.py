@@ -164,7 +164,8 @@ class HealthState:
 
     ``members`` is keyed by session id, ``leads`` by lead name. ``incidents`` holds open
     incidents only; ``generations`` the last generation per key (seed it from the journal after
-    a restart). ``probe_cursor`` and ``recent_reads`` are the pane budget's round-robin position
+    a restart) and ``generation_floor`` the journal's floor: a new incident's generation is above
+    both. ``probe_cursor`` and ``recent_reads`` are the pane budget's round-robin position
     and per-target grant times; ``settings`` the
     values the last tick ran with (a change to a member timer re-evaluates every member).
     ``index`` tells the next tick which members it must classify again
@@ -178,6 +179,7 @@ class HealthState:
     leads: Mapping[str, LeadEvidence] = field(default_factory=dict)
     incidents: Mapping[IncidentKey, Incident] = field(default_factory=dict)
     generations: Mapping[IncidentKey, int] = field(default_factory=dict)
+    generation_floor: int = 0
     profile_mutes: Mapping[str, tuple[datetime, ...]] = field(default_factory=dict)
     probe_cursor: str = ""
     recent_reads: Mapping[str, datetime] = field(default_factory=dict)

@@ -7,8 +7,10 @@ evidence ages. A key has at most one open incident. When it resolves and the sam
 back, the key's generation goes up by one and the new incident gets a new id.
 
 Ids are deterministic (a hash of key and generation) because the pure core has no randomness.
-After a restart the runtime seeds :attr:`IncidentBook.generations` from the journal so a
-recurrence cannot reuse an old id.
+After a restart the runtime seeds :attr:`IncidentBook.generations` and its ``floor`` from the
+journal so a recurrence cannot reuse a stored generation: a new one is above both the key's last
+generation and the floor (at least every generation the journal keeps, whose resolved history
+is not read back key by key).
 
 Each open incident carries its :class:`Assignment`: where :func:`~fleetd.health.routing.route`
 sent it (a lead or a person), why, and the routing generation, which starts at 1 and goes up by
@@ -31,6 +33,7 @@ from fleetd.health.fact import fact
 from fleetd.health.states import Certainty, HealthStateName, Scope, Severity, spec_of
 
 __all__ = [
+    "INCIDENT_ID_PATTERN",
     "Assignment",
     "Evidence",
     "Incident",
@@ -50,9 +53,10 @@ Evidence = tuple[tuple[str, str], ...]
 class ResolveReason(StrEnum):
     """Why an incident closed."""
 
-    CLEARED = "cleared"
-    SUPERSEDED = "superseded"
-    SUBJECT_RETIRED = "subject_retired"
+    CLEARED = "cleared"  # its condition ended
+    SUPERSEDED = "superseded"  # another state of the same subject replaced it
+    SUBJECT_RETIRED = "subject_retired"  # its member was released, its lead left the config
+    REPAIRED = "repaired"  # lost-boundary repair resolved the turn TURN_BOUNDARY_LOST was about
 
 
 class Route(StrEnum):
@@ -112,6 +116,10 @@ class IncidentKey:
     subject: str
     state: HealthStateName
     cause: str
+
+
+INCIDENT_ID_PATTERN = "^inc_[0-9a-f]{24}$"
+"""Every incident id :func:`incident_id` makes: ``inc_`` and 24 lowercase hex digits."""
 
 
 def incident_id(key: IncidentKey, generation: int, namespace: str = "") -> str:
@@ -206,17 +214,20 @@ def suggested_tool_calls(incident: Incident) -> tuple[str, ...]:
 class IncidentBook:
     """The open incidents and generations for one tick, changed in place."""
 
-    __slots__ = ("_changed", "generations", "namespace", "open")
+    __slots__ = ("_changed", "floor", "generations", "namespace", "open")
 
     def __init__(
         self,
         open_incidents: Mapping[IncidentKey, Incident],
         generations: Mapping[IncidentKey, int],
         namespace: str = "",
+        *,
+        floor: int = 0,
     ) -> None:
         self.open: Mapping[IncidentKey, Incident] = open_incidents
         self.generations: Mapping[IncidentKey, int] = generations
         self.namespace = namespace
+        self.floor = floor
         self._changed = False
 
     def _writable(self) -> tuple[dict[IncidentKey, Incident], dict[IncidentKey, int]]:
@@ -242,7 +253,7 @@ class IncidentBook:
         opened, generations = self._writable()
         if key in opened:
             raise ValueError(f"incident already open for {key}")
-        generation = generations.get(key, 0) + 1
+        generation = max(generations.get(key, 0), self.floor) + 1
         generations[key] = generation
         spec = spec_of(key.state)
         incident = Incident(

@@ -19,8 +19,10 @@ from a successful ``agent.list``. Rules, highest first:
 * LEAD_IDLE — raw IDLE or DONE with nothing actionable stuck.
 
 A lead that drops out of the identity map is kept, with its retained identity, for a
-two-successful-snapshot retirement grace, and longer while it is in a fault state, so a dead
-lead cannot escape health by vanishing from one map.
+two-successful-snapshot retirement grace (§4.4). A configured lead (removed from the
+configuration) then retires whatever its state — also when its agent is gone — and its own open
+incident resolves as ``subject_retired``; a discovered identity stays longer while it is in a
+fault state, so a dead lead cannot escape health by vanishing from a scanner's map (``decide``).
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ rank  state                  exact evidence used here
                              readiness grace since spawn expired; sticky while SPAWNING
 2, 3  GONE / NEVER_READY     the bridge released the member itself for that loss (its
                              ``TargetLoss``); reported on one sighted tick, then RELEASED
-3     DELEGATION_ORPHANED    released or FAILED, tasks still PENDING after the compiled
-                             teardown grace
+3     DELEGATION_ORPHANED    released or FAILED, and tasks still PENDING or (released) another
+                             part of the §8.5 teardown invariant broken, after the compiled
+                             teardown grace; the cause names the broken part
 4     TURN_BOUNDARY_LOST     BUSY with an open waiter; raw IDLE or DONE on two consecutive
                              snapshots for the same TurnToken and ``state_change_seq``, with
                              no reply, mute, missing agent or other status between them
@@ -63,7 +64,10 @@ from fleetd.health.snapshot import (
 from fleetd.health.states import MemberState
 from fleetd.health.tick import Tick, absorb_probe, settle_probe
 
-__all__ = ["MemberSeen", "classify", "normal_state"]
+__all__ = ["PENDING_AFTER_TEARDOWN", "MemberSeen", "classify", "normal_state", "teardown_cause"]
+
+PENDING_AFTER_TEARDOWN = "pending_after_teardown"
+"""The cause of DELEGATION_ORPHANED when tasks survive teardown (the bridge names other parts)."""
 
 _S = SessionState
 _M = MemberState
@@ -86,6 +90,7 @@ class MemberSeen:
         "inbox_depth",
         "loss",
         "never_ready",
+        "orphan_cause",
         "orphaned",
         "probe",
         "raw",
@@ -146,10 +151,13 @@ class MemberSeen:
                 and now - view.spawned_at >= eff.readiness_grace
             )
         )
+        # the cause of a broken teardown invariant, once it outlived the grace (else None)
+        self.orphan_cause = teardown_cause(view)
         self.orphaned = (
-            (released or view.session_state is _S.FAILED)
-            and view.pending_tasks > 0
+            self.orphan_cause
+            if (released or view.session_state is _S.FAILED)
             and now - view.state_since >= TEARDOWN_GRACE
+            else None
         )
         # rank 4: two snapshots of the same token at the prompt, nothing in between
         started = (turn.delivered_at or turn.accepted_at) if turn is not None else None
@@ -235,13 +243,23 @@ def normal_state(
     return _M.IDLE, "at_prompt"
 
 
+def teardown_cause(view: MemberView) -> str | None:
+    """The cause code of a broken teardown invariant (§8.5), or ``None`` while it holds: pending
+    tasks first, else the first part the bridge found broken."""
+    if view.pending_tasks > 0:
+        return PENDING_AFTER_TEARDOWN
+    if view.teardown_violations:
+        return view.teardown_violations[0]
+    return None
+
+
 def classify(seen: MemberSeen) -> tuple[MemberState, str]:
     """The highest-precedence state the evidence supports, and its cause code."""
     if seen.released:
         if seen.loss is not None:
             return _LOSS_STATES[seen.loss.cause], seen.loss.code
-        if seen.orphaned:
-            return _M.DELEGATION_ORPHANED, "pending_after_teardown"
+        if seen.orphaned is not None:
+            return _M.DELEGATION_ORPHANED, seen.orphaned
         if seen.stranded:
             return _M.REPLY_STRANDED, "push_cap_reached"
         if seen.at_risk:
@@ -251,8 +269,8 @@ def classify(seen: MemberSeen) -> tuple[MemberState, str]:
         return _M.GONE, seen.gone_code
     if seen.never_ready:
         return _M.NEVER_READY, "readiness_grace_expired"
-    if seen.orphaned:
-        return _M.DELEGATION_ORPHANED, "pending_after_teardown"
+    if seen.orphaned is not None:
+        return _M.DELEGATION_ORPHANED, seen.orphaned
     if seen.boundary_count >= 2:
         return _M.TURN_BOUNDARY_LOST, "busy_at_prompt"
     if seen.fatal and seen.probe.signature is not None:

@@ -163,7 +163,7 @@ def _recheck_at(seen: MemberSeen, tick: Tick, quiet: bool) -> datetime | None:
         deadlines.append(retry_at)
     if view.session_state is _S.SPAWNING:
         deadlines.append(view.spawned_at + eff.readiness_grace)
-    if view.pending_tasks:
+    if seen.orphan_cause is not None:
         deadlines.append(view.state_since + TEARDOWN_GRACE)
     if view.worktree is not None and view.worktree.commits_ahead:
         deadlines.append(view.state_since + eff.long_idle_after)
@@ -330,6 +330,7 @@ def _sync_incidents(
             owner_lead=view.owner_lead,
             committed=committed,
             evidence=evidence,
+            closed_as=_repaired(prior, view),
         )
     mute_times = _count_mutes(tick, view, prior.mute_times if prior is not None else ())
     current_mute = prior.mute_incident if prior is not None else None
@@ -356,6 +357,19 @@ def _sync_incidents(
     return desired, mute_times, mute_key
 
 
+def _repaired(prior: MemberEvidence | None, view: MemberView) -> ResolveReason | None:
+    """``repaired`` when the bridge's lost-boundary repair resolved the very turn health asked
+    it to reconcile: the TURN_BOUNDARY_LOST incident closes with that trace, not ``cleared``."""
+    if (
+        prior is not None
+        and prior.state is _M.TURN_BOUNDARY_LOST
+        and prior.repair_token is not None
+        and view.repaired_token == prior.repair_token
+    ):
+        return ResolveReason.REPAIRED
+    return None
+
+
 def _evidence(seen: MemberSeen, state: MemberState, now: datetime) -> Evidence:
     view = seen.view
     pairs = [
@@ -366,6 +380,8 @@ def _evidence(seen: MemberSeen, state: MemberState, now: datetime) -> Evidence:
         pairs.append(("turn_number", str(view.turn.number)))
     if view.pending_tasks:
         pairs.append(("pending_tasks", str(view.pending_tasks)))
+    if state is _M.DELEGATION_ORPHANED and view.teardown_violations:
+        pairs.append(("teardown_invariants", ",".join(view.teardown_violations)))
     if seen.inbox_depth:
         pairs.append(("uncollected_replies", str(seen.inbox_depth)))
         oldest = view.oldest_uncollected_at

@@ -17,9 +17,9 @@ One incident's plan, first match wins:
    takes records again the incidents go back to their leads (a new generation; the person's
    undelivered events are cancelled).
 2. **Owned** (a member incident's exact delegating lead, or the lead whose inbox key it is) —
-   the owner while it is healthy (``owner``): known to health and not in a fault state. A healthy
-   owner always wins, also over a peer that held the incident while the owner was down. Never a
-   guessed "primary" lead (§7.3).
+   the owner while it is healthy (``owner``): known to health and not in a fault state. Never a
+   guessed "primary" lead (§7.3). A healthy owner takes an incident that a person holds, but not
+   one a peer holds (see *Pinning*).
 3. **Owned by an unhealthy owner** — a healthy peer (``peer_owner_unhealthy``), on behalf of the
    owner. An owner health no longer knows (retired) counts as unhealthy.
 4. **A member incident with no exact owner** — a person (``human_no_owner``; Figure 2: no lead
@@ -41,7 +41,11 @@ restart or replace a lead.
 
 **Pinning.** An incident keeps its assignment while it stays valid: the owner while healthy; a
 peer until that peer enters a fault state or retires (one missed sighting or an UNKNOWN raw
-status does not move it); a person while no lead can take it. Otherwise it is reassigned: the
+status does not move it) — §7.4: "Reassign only if that peer becomes unhealthy or retires", so
+an owner that recovers does not pull its incident back while a healthy peer holds it, and a
+flapping owner cannot bounce it between inboxes; a person while no lead can take it. The owner
+still sees the incident (``fleet_list`` shows a lead the incidents it owns, with their recipient)
+and takes it back only if the peer fails or retires. Otherwise it is reassigned: the
 routing generation goes up by one, a :class:`~fleetd.health.effects.SupersedeAssignment` names
 the previous recipient, and a :class:`~fleetd.health.effects.PublishHealthRecord` (under the new
 recipient's inbox key) or :class:`~fleetd.health.effects.RouteToHuman` follows. Every generation
@@ -182,14 +186,29 @@ def _holds(
     prior: Assignment, plan: _Plan, owner: str | None, leads: Mapping[str, LeadFacts]
 ) -> bool:
     """Whether the pinned ``prior`` assignment still serves ``plan``."""
+    if (
+        plan.kind is _Kind.OWNER
+        and prior.reason is _R.PEER_OWNER_UNHEALTHY
+        and prior.recipient is not None
+    ):
+        # §7.4: a peer standing in for the owner keeps the incident while it is healthy and
+        # known; the owner's recovery alone does not pull it back
+        return _healthy_peer(prior.recipient, (), leads)
     if prior.reason is not plan.reason:
         return False
     if plan.kind is _Kind.OWNER:
         return prior.recipient == owner
     if plan.kind is _Kind.HUMAN or prior.recipient is None:
         return plan.kind is _Kind.HUMAN
-    facts = leads.get(prior.recipient)
-    return facts is not None and facts.healthy and prior.recipient not in plan.excluded
+    return _healthy_peer(prior.recipient, plan.excluded, leads)
+
+
+def _healthy_peer(
+    recipient: str, excluded: tuple[str, ...], leads: Mapping[str, LeadFacts]
+) -> bool:
+    """The lead ``recipient`` is known, not in a fault state and not excluded."""
+    facts = leads.get(recipient)
+    return facts is not None and facts.healthy and recipient not in excluded
 
 
 def _take(heap: list[tuple[int, str, str]], excluded: tuple[str, ...]) -> str | None:
@@ -226,8 +245,8 @@ def route(
         plan = _plan(incident, index, publication_failed)
         prior = incident.assignment
         if prior is not None and _holds(prior, plan, incident.owner_lead, index):
-            if plan.kind is _Kind.PEER and prior.recipient is not None:
-                load[prior.recipient] += 1
+            if prior.recipient is not None and prior.recipient != incident.owner_lead:
+                load[prior.recipient] += 1  # a foreign incident it holds
             continue
         pending.append((incident, plan))
     if not pending:

@@ -230,7 +230,10 @@ class MemberView:
     the member for; ``boundary_screen`` a fatal screen read at the current turn's boundary;
     ``uncollected_replies`` counts this member's
     replies still waiting in its owning lead's inbox (inboxes are per lead; the runtime reads
-    them per member), the oldest created at ``oldest_uncollected_at``.
+    them per member), the oldest created at ``oldest_uncollected_at``. ``teardown_violations``
+    names the parts of the post-teardown invariant (M4 §8.5) the bridge found broken for a
+    released member, as stable codes in §8.5 order (pending tasks are ``pending_tasks``);
+    ``repaired_token`` is the token of the last turn lost-boundary repair resolved.
     """
 
     # what a steady tick reads of every member comes first, within one cache line
@@ -256,6 +259,8 @@ class MemberView:
     boundary_screen: BoundaryScreen | None = None
     uncollected_replies: int = 0
     oldest_uncollected_at: datetime | None = None
+    teardown_violations: tuple[str, ...] = ()
+    repaired_token: str | None = None
 
     def __post_init__(self) -> None:
         # one comparison on the way in: ten thousand members are built every tick
@@ -362,10 +367,12 @@ class ProbeResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProfileCapacityInput:
-    """A configured profile and its cap (``None``: unlimited)."""
+    """A configured profile, its cap (``None``: unlimited), and when the bench of its model ends
+    (``None``: not benched; a benched profile has no free slot, whatever its load)."""
 
     profile: str
     max_load: int | None = None
+    benched_until: datetime | None = None
 
     def __post_init__(self) -> None:
         if self.max_load is not None and self.max_load < 1:

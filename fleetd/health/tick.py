@@ -188,8 +188,11 @@ class Tick:
         owner_lead: str | None = None,
         committed: bool = False,
         evidence: Evidence = (),
+        closed_as: ResolveReason | None = None,
     ) -> IncidentKey | None:
-        """Make ``desired`` the subject's open incident, emitting edge effects only on change."""
+        """Make ``desired`` the subject's open incident, emitting edge effects only on change;
+        ``closed_as`` names why ``current`` closes when the caller knows better than
+        ``cleared``/``superseded``."""
         if current == desired:
             held = self.book.open.get(desired) if desired is not None else None
             if held is not None and held.committed_work_at_risk != committed:
@@ -200,7 +203,7 @@ class Tick:
             closed = self.book.close(current)
             if closed is not None:
                 reason = ResolveReason.CLEARED if desired is None else ResolveReason.SUPERSEDED
-                self.emit_resolved(closed, reason)
+                self.emit_resolved(closed, closed_as or reason)
         if desired is not None:
             self.open_incident(
                 desired,

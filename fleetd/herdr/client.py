@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from fleetd.clock import Clock
-from fleetd.errors import ControlLinkError
+from fleetd.errors import ControlLinkError, LinkCause
 from fleetd.herdr import calls
 from fleetd.herdr.calls import PromptWait
 from fleetd.herdr.deadline import bounded
@@ -46,7 +46,7 @@ from fleetd.herdr.model import (
 from fleetd.herdr.protocol import Call
 from fleetd.herdr.stream import EventStream
 
-__all__ = ["HerdrSocketClient"]
+__all__ = ["HerdrSocketClient", "link_cause"]
 
 T = TypeVar("T")
 Limit = float | Callable[[], float]
@@ -89,9 +89,11 @@ class HerdrSocketClient:
                 discard=_hang_up,
             )
         except ControlLinkError as exc:
-            raise ControlLinkError(exc.code, exc.message, method=method) from None
+            raise ControlLinkError(exc.code, exc.message, method=method, cause=exc.cause) from None
         except OSError as exc:
-            raise ControlLinkError("connect_failed", type(exc).__name__, method=method) from None
+            raise ControlLinkError(
+                "connect_failed", type(exc).__name__, method=method, cause=link_cause(exc)
+            ) from None
 
     async def call(self, call: Call[T], *, limit: float | None) -> T:
         """Send one request on its own connection and parse the one answer."""
@@ -103,14 +105,23 @@ class HerdrSocketClient:
                 self._clock, _exchange(reader, writer, line), limit, "request_timeout"
             )
         except ControlLinkError as exc:
-            raise ControlLinkError(exc.code, exc.message, method=call.method) from None
+            raise ControlLinkError(
+                exc.code, exc.message, method=call.method, cause=exc.cause
+            ) from None
         except (OSError, ValueError) as exc:
             code = "response_too_large" if isinstance(exc, ValueError) else "connection_lost"
-            raise ControlLinkError(code, type(exc).__name__, method=call.method) from None
+            raise ControlLinkError(
+                code, type(exc).__name__, method=call.method, cause=link_cause(exc)
+            ) from None
         finally:
             writer.close()
         if not answer:
-            raise ControlLinkError("connection_lost", "closed before answering", method=call.method)
+            raise ControlLinkError(
+                "connection_lost",
+                "closed before answering",
+                method=call.method,
+                cause=LinkCause.CLOSED,
+            )
         return call.parse_response(answer, request_id)
 
     async def short(self, call: Call[T]) -> T:
@@ -300,3 +311,22 @@ async def _exchange(
     writer.write(line)
     await writer.drain()
     return await reader.readline()
+
+
+#: The cause class of each OS error the socket can raise (subclasses first).
+_OS_CAUSES: tuple[tuple[type[BaseException], LinkCause], ...] = (
+    (ConnectionRefusedError, LinkCause.REFUSED),
+    (FileNotFoundError, LinkCause.SOCKET_MISSING),
+    (PermissionError, LinkCause.PERMISSION),
+    (ConnectionError, LinkCause.RESET),  # reset, aborted, broken pipe
+    (TimeoutError, LinkCause.TIMEOUT),
+    (ValueError, LinkCause.TOO_LARGE),  # the reader's line limit
+)
+
+
+def link_cause(exc: BaseException) -> LinkCause:
+    """The bounded class of a foreign error on herdr's socket (what a log may say of it)."""
+    for kind, cause in _OS_CAUSES:
+        if isinstance(exc, kind):
+            return cause
+    return LinkCause.OTHER

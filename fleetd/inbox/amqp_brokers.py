@@ -7,6 +7,10 @@ the lowest-index broker whose breaker admits is dialed first, each at most once,
 reset or timed-out dial moves on, an authentication failure ends the sweep. With one URL the
 breaker never opens (exactly the single-broker behaviour) and only the health record learns.
 
+With several brokers the log says once when a broker stops answering (a WARNING naming its index
+and the error class) and once when it answers again (an INFO): the return-to-primary probe that
+dials a broker which is down once a minute adds nothing.
+
 The pool is replaced in the same synchronous step as the attempt that produced it, so sweeps
 running at once (a connect and a return-to-primary probe) share the breakers exactly.
 :meth:`Brokers.repoint` swaps the list: brokers still listed keep their breaker and health, new
@@ -16,6 +20,7 @@ nothing in the new one.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import TypeVar
@@ -39,6 +44,8 @@ from fleetd.resilience import (
 __all__ = ["Brokers"]
 
 G = TypeVar("G")
+
+logger = logging.getLogger("fleetd.inbox")
 
 #: The one broker's breaker never opens: one URL behaves exactly as it did before failover.
 _INERT = BreakerPolicy(open_after=2**62)
@@ -73,11 +80,17 @@ class Brokers:
 
     def observe(self, index: int, outcome: Outcome) -> None:
         """A call over a kept connection to broker ``index`` ended with ``outcome``."""
+        was = self._answering(index)
         self.pool = self.pool.observe(index, outcome, self._clock.now())
+        self._report(index, was)
 
     def admits(self, index: int) -> bool:
         """Broker ``index``'s breaker would let a call through now."""
         return self.pool.endpoints[index].breaker.admits(self._clock.now())
+
+    def all_down(self) -> bool:
+        """No broker's breaker would let a dial through now: a sweep would dial nothing."""
+        return self.pool.all_down(self._clock.now())
 
     def lower_admits(self, index: int) -> bool:
         """A broker before ``index`` would be dialed first now (sticky primary)."""
@@ -122,6 +135,7 @@ class Brokers:
             if isinstance(step, GiveUp):
                 raise InboxUnavailableError(f"connect: no broker answered ({step.reason.value})")
             started = self._clock.monotonic()
+            was = self._answering(step.index)
             try:
                 found = await dial(step.index, self.urls[step.index])
             except InboxUnavailableError as exc:
@@ -131,6 +145,7 @@ class Brokers:
                 self.pool, sweep, settled = settle(
                     self.pool, sweep, step, outcome, self._clock.now()
                 )
+                self._report(step.index, was)
                 if settled is Settled.STOPPED:
                     raise
                 continue
@@ -143,7 +158,24 @@ class Brokers:
                 raise InboxUnavailableError("connect: the broker list changed meanwhile")
             outcome = Outcome(latency=self._since(started))
             self.pool, sweep, _ = settle(self.pool, sweep, step, outcome, self._clock.now())
+            self._report(step.index, was)
             return found
+
+    def _answering(self, index: int) -> bool | None:
+        endpoints = self.pool.endpoints
+        return endpoints[index].health.reachable if index < len(endpoints) else None
+
+    def _report(self, index: int, was: bool | None) -> None:
+        """One line as broker ``index`` stops answering, one as it answers again (several
+        brokers only: with one, the link reports the inbox itself)."""
+        if not self.multi or index >= len(self.pool.endpoints):
+            return
+        health = self.pool.endpoints[index].health
+        if health.reachable is False and was is not False:
+            error = "unknown" if health.last_error is None else health.last_error.value
+            logger.warning("inbox broker %d does not answer (%s)", index, error)
+        elif health.reachable is True and was is False:
+            logger.info("inbox broker %d answers again", index)
 
     def _since(self, started: float) -> timedelta:
         return timedelta(seconds=max(0.0, self._clock.monotonic() - started))

@@ -16,11 +16,11 @@ import socket
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from urllib.parse import parse_qs, urlsplit
 
 import aio_pika
 from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
 from aiormq import exceptions as amqp
+from yarl import URL
 
 from fleetd.errors import InboxUnavailableError
 from fleetd.inbox.amqp_edge import redact_url, translated
@@ -86,15 +86,21 @@ async def open_generation(
     label: str = "",
 ) -> Generation:
     """Connect to ``url`` and open its channels, each step within its watchdog."""
-    query = parse_qs(urlsplit(url).query)
     with translated("connect"):
-        async with asyncio.timeout(connect_timeout):
-            connection = await aio_pika.connect_robust(
-                url,
-                timeout=connect_timeout,
-                client_properties={"connection_name": "fleetd-inbox"},
-                reconnect_interval=None if "reconnect_interval" in query else RECONNECT_INTERVAL,
-            )
+        target = URL(url)
+        if "reconnect_interval" not in target.query:
+            target = target.update_query(reconnect_interval=RECONNECT_INTERVAL)
+        # aio_pika.connect_robust, but keeping the connection: one that fails to connect is
+        # closed here, not left to its __del__ (which schedules a close nobody awaits).
+        connection = aio_pika.RobustConnection(
+            target, client_properties={"connection_name": "fleetd-inbox"}
+        )
+        try:
+            async with asyncio.timeout(connect_timeout):
+                await connection.connect(timeout=connect_timeout)
+        except BaseException:
+            await close_quietly(connection)
+            raise
         try:
             async with asyncio.timeout(operation_timeout):
                 channels = Channels(

@@ -22,13 +22,19 @@ broker (:class:`~fleetd.inbox.amqp_brokers.Brokers`):
 * while every broker is down, a background reconnect sweeps every
   :data:`~fleetd.inbox.amqp_connect.RECONNECT_INTERVAL` (breakers skip those cooling down) and
   calls fail at once: the inbox reports unreachable, so ``/readyz`` is not ready while
-  ``/livez`` stays alive, and the first broker to answer resumes service;
+  ``/livez`` stays alive, and the first broker to answer resumes service. Readiness is this
+  judgement and no other (:meth:`AmqpLink.reachable`): one failed call on a broker whose breaker
+  still admits leaves fleetd ready, as it leaves failover on that broker;
 * sticky primary: while on a fallback, a background probe dials the brokers before it whose
   breaker admits; the first to connect becomes the active generation and the fallback retires;
 * a new connection re-declares the owned queues (durable, idempotent) before it serves.
 
 Entries live on the broker that took them: with brokers that are *not* one cluster, what sits on
 a broker fleetd has left is collected only once fleetd is connected to it again.
+
+The log says each outage once (``fleetd serve`` keeps the broker client's own loggers, which
+write a line per reconnect and probe, to CRITICAL): a WARNING as the inbox becomes unreachable,
+an INFO as it is reachable again; per broker, likewise (:class:`~.amqp_brokers.Brokers`).
 """
 
 from __future__ import annotations
@@ -98,6 +104,7 @@ class AmqpLink:
         self._lock = asyncio.Lock()
         self._closed = False
         self._reachable = True  # until an attempt says otherwise
+        self._noted = True  # the reachability the log last reported
         self._connect_failed_at: float | None = None  # monotonic, of the last failed connect
         self._retiring: set[Generation] = set()  # retired, not closed yet
         self._background: set[asyncio.Task[None]] = set()
@@ -111,7 +118,20 @@ class AmqpLink:
         return self._brokers.multi
 
     def reachable(self) -> bool:
-        return self._reachable and not self._closed
+        """Whether a call now would find a broker (``/readyz``, ``allDown``). One broker: its
+        last attempt reached it. Several: failover's own judgement — no while every broker is
+        known down (reconnecting) or no breaker admits a dial; else yes (a failed call is a
+        strike, not an outage: failover waits for three)."""
+        if self._closed:
+            return False
+        if not self.multi:
+            return self._reachable
+        gen = self._gen
+        if gen is None and self._reconnecting is not None:
+            return False
+        if gen is not None and gen.up and self._brokers.admits(gen.index):
+            return True
+        return not self._brokers.all_down()
 
     def report(self) -> BrokerReport:
         """Where the link stands now, for ``fleet_list.dependencies`` and the metrics."""
@@ -138,11 +158,13 @@ class AmqpLink:
     def succeeded(self, latency: float) -> None:
         """A call on the current connection was answered after ``latency`` seconds."""
         self._observe(Outcome(latency=timedelta(seconds=max(0.0, latency))))
+        self._note()
 
     def failed(self, error: BaseException) -> None:
         """A call on the current connection failed: the broker is unreachable for now."""
         self._reachable = False
         self._observe(Outcome(error=classify(error)))
+        self._note()
 
     async def wait_connected(self) -> None:
         """Wait until a connection is up (again); for tooling and tests that must not race the
@@ -216,6 +238,7 @@ class AmqpLink:
                 if not self.multi:
                     await self._ride_out(gen)
                 self._reachable = True
+                self._note()
                 return gen
             try:
                 gen = await self._connect()
@@ -224,6 +247,7 @@ class AmqpLink:
                 self._reachable = False
                 if self.multi:
                     self._start_reconnecting()
+                self._note()
                 raise
             return self._install(gen)
 
@@ -246,6 +270,7 @@ class AmqpLink:
                 await gen.connection.connected.wait()
         except TimeoutError:
             self._reachable = False
+            self._note()
             raise InboxUnavailableError("the broker connection is down (reconnecting)") from None
 
     async def _keep_or_leave(self, gen: Generation) -> Generation | None:
@@ -259,7 +284,7 @@ class AmqpLink:
                 await self._ride_out(gen)
                 return gen
             self._brokers.observe(gen.index, Outcome(error=ErrorClass.RESET))
-        logger.warning("inbox broker %d is down: failing over", gen.index)
+        logger.info("inbox fails over from broker %d", gen.index)
         self._retire(gen)
         return None
 
@@ -291,6 +316,7 @@ class AmqpLink:
         self._signal()
         self._connect_failed_at = None
         self._reachable = True
+        self._note()
         return gen
 
     def _retire(self, gen: Generation) -> None:
@@ -357,6 +383,22 @@ class AmqpLink:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+    def _note(self) -> None:
+        """Log a change of :meth:`reachable` once: a WARNING as an outage starts, an INFO as it
+        ends (never while closing)."""
+        reachable = self.reachable()
+        if self._closed or reachable == self._noted:
+            return
+        self._noted = reachable
+        if reachable:
+            logger.info("inbox reachable again")
+        elif self.multi:
+            logger.warning("inbox unreachable: no broker answers; calls fail until one does")
+        else:
+            logger.warning(
+                "inbox unreachable: the broker does not answer; calls fail until it does"
+            )
 
     def _observe(self, outcome: Outcome) -> None:
         gen = self._gen

@@ -189,4 +189,6 @@ def _sqlstate_reason(sqlstate: str) -> str:
         return "read_only"
     if sqlstate == "55P03":
         return "locked"
+    if sqlstate == "57014":  # query_canceled: statement_timeout ran out
+        return "timeout"
     return "database_error"

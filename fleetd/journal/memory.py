@@ -17,9 +17,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fleetd.errors import JournalError, JournalRefusedError
+from fleetd.health.audience import lead_may_see
 from fleetd.health.incidents import IncidentKey
 from fleetd.journal.memory_rows import AttemptEntry, EventEntry, stored_incident
-from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, DEFAULT_RECENT_LIMIT, Journal
+from fleetd.journal.port import (
+    DEFAULT_CLAIM_LIMIT,
+    DEFAULT_PURGE_LIMIT,
+    DEFAULT_RECENT_LIMIT,
+    Journal,
+)
 from fleetd.journal.records import (
     AttemptOutcome,
     Claim,
@@ -173,22 +179,26 @@ class InMemoryJournal:
             change, events, [a for a in self._attempts.values() if a.event_id in ids]
         )
 
-    async def load_open(self) -> JournalSnapshot:
+    async def load_open(self, *, told_since: datetime | None = None) -> JournalSnapshot:
         self._check_up()
         changes = sorted(
             self._incidents.values(), key=lambda c: (c.incident.opened_at, c.incident.id)
         )
+        opened = [c for c in changes if c.resolved_at is None]
+        pending = [
+            c
+            for c in changes
+            if c.resolved_at is not None and self._unsettled(c.incident.id, told_since)
+        ]
         generations: dict[IncidentKey, int] = {}
-        for change in changes:
+        for change in (*opened, *pending):
             key = change.incident.key
             generations[key] = max(generations.get(key, 0), change.incident.generation)
-        pending = [
-            c for c in changes if c.resolved_at is not None and self._unsettled(c.incident.id)
-        ]
         return JournalSnapshot(
-            open_incidents=tuple(self._stored(c) for c in changes if c.resolved_at is None),
+            open_incidents=tuple(self._stored(c) for c in opened),
             pending_resolutions=tuple(self._stored(c) for c in pending),
             generations=generations,
+            generation_floor=max((c.incident.generation for c in changes), default=0),
         )
 
     async def recent(
@@ -203,7 +213,13 @@ class InMemoryJournal:
             c
             for c in self._incidents.values()
             if involving is None
-            or involving in (c.effective_routing.owner, c.effective_routing.recipient)
+            or lead_may_see(
+                involving,
+                scope=c.incident.scope,
+                subject=c.incident.subject,
+                owner=c.effective_routing.owner,
+                recipient=c.effective_routing.recipient,
+            )
         ]
         opened = sorted(
             (c for c in changes if c.resolved_at is None),
@@ -254,12 +270,13 @@ class InMemoryJournal:
             )
         return tuple(claims)
 
-    def _unsettled(self, incident_id: str) -> bool:
+    def _unsettled(self, incident_id: str, told_since: datetime | None) -> bool:
         events = self._of(incident_id)
         if any(e.state in _UNSENT for e in events):
             return True
-        delivered = any(e.state is EventState.DELIVERED for e in events)
-        return delivered and not any(e.type is EventType.RESOLVED for e in events)
+        if told_since is None or any(e.type is EventType.RESOLVED for e in events):
+            return False
+        return any(e.delivered_at is not None and e.delivered_at >= told_since for e in events)
 
     def _held(self, claim: Claim, outcome: AttemptOutcome | None = None) -> AttemptEntry | None:
         attempt = self._attempts.get(claim.attempt_id)
@@ -356,6 +373,27 @@ class InMemoryJournal:
             queue_depth=sum(1 for a in self._attempts.values() if a.outcome is None),
             last_delivered_at=max(delivered, default=None),
         )
+
+    async def purge(self, *, resolved_before: datetime, limit: int = DEFAULT_PURGE_LIMIT) -> int:
+        self._check_up()
+        if resolved_before.utcoffset() is None:
+            raise JournalRefusedError("purge", "naive_time")
+        old = sorted(
+            (
+                c
+                for c in self._incidents.values()
+                if c.resolved_at is not None
+                and c.resolved_at < resolved_before
+                and all(e.state is not EventState.PENDING for e in self._of(c.incident.id))
+            ),
+            key=lambda c: (c.resolved_at, c.incident.id),
+        )[: max(limit, 0)]
+        for change in old:
+            gone = {e.id for e in self._of(change.incident.id)}
+            self._attempts = {i: a for i, a in self._attempts.items() if a.event_id not in gone}
+            self._events = {i: e for i, e in self._events.items() if i not in gone}
+            del self._incidents[change.incident.id]
+        return len(old)
 
     async def close(self) -> None:
         return None

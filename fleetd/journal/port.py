@@ -34,12 +34,14 @@ from fleetd.journal.records import (
     StoredIncident,
 )
 
-__all__ = ["DEFAULT_CLAIM_LIMIT", "DEFAULT_RECENT_LIMIT", "Journal"]
+__all__ = ["DEFAULT_CLAIM_LIMIT", "DEFAULT_PURGE_LIMIT", "DEFAULT_RECENT_LIMIT", "Journal"]
 
 DEFAULT_CLAIM_LIMIT = 16
 """Most attempts one :meth:`Journal.claim_due` call leases."""
 DEFAULT_RECENT_LIMIT = 200
 """Most incidents one :meth:`Journal.recent` call returns."""
+DEFAULT_PURGE_LIMIT = 500
+"""Most incidents one :meth:`Journal.purge` call deletes (one bounded transaction)."""
 
 
 class Journal(Protocol):
@@ -78,8 +80,11 @@ class Journal(Protocol):
         """One incident with its routing, resolution and events, or ``None``."""
         ...
 
-    async def load_open(self) -> JournalSnapshot:
-        """What a restart needs: open incidents, pending resolutions, generations per key."""
+    async def load_open(self, *, told_since: datetime | None = None) -> JournalSnapshot:
+        """What a restart needs: open incidents, resolved ones whose human leg is unsettled (an
+        event pending or failed; with ``told_since``, also one delivered since then with no
+        ``resolved`` event), the latest generation of their keys, and a floor above every other
+        stored generation. Its cost follows the open set, not the history kept."""
         ...
 
     async def recent(
@@ -91,7 +96,8 @@ class Journal(Protocol):
     ) -> tuple[StoredIncident, ...]:
         """Open incidents (latest opened first), then those resolved at or after
         ``resolved_since`` (latest resolution first), at most ``limit`` in all. With
-        ``involving``, only incidents that lead owns or receives."""
+        ``involving``, only incidents that lead may see
+        (:func:`fleetd.health.audience.lead_may_see`: owned, received, about it, fleet-wide)."""
         ...
 
     async def claim_due(
@@ -139,6 +145,13 @@ class Journal(Protocol):
 
     async def stats(self) -> JournalStats:
         """Outstanding attempts and the time of the last delivery."""
+        ...
+
+    async def purge(self, *, resolved_before: datetime, limit: int = DEFAULT_PURGE_LIMIT) -> int:
+        """Delete up to ``limit`` incidents resolved before ``resolved_before`` (oldest first),
+        with their events and attempts, in one transaction; returns how many. An incident with
+        an event still pending stays until its delivery ends. :meth:`load_open`'s
+        ``generation_floor`` keeps covering the generations deleted."""
         ...
 
     async def close(self) -> None:

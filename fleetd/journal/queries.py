@@ -1,6 +1,6 @@
 """SQL the journal's store runs inside an open transaction: appending, cancelling and re-arming
-events, finding incidents whose human leg is unsettled, and the operator's list of recent
-incidents.
+events, finding incidents whose human leg is unsettled, the operator's list of recent incidents,
+and deleting resolved history past its retention.
 
 Each function takes the :class:`~sqlmodel.Session` of a transaction
 :class:`~fleetd.journal.store.SqlStore` opened and neither commits nor rolls back.
@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, or_, update
+from sqlalchemy import and_, delete, exists, func, or_, update
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
 
+from fleetd.health.audience import FLEET_WIDE_SCOPES, SELF_SCOPES
 from fleetd.journal.records import (
     AttemptOutcome,
     EventState,
@@ -29,6 +31,7 @@ __all__ = [
     "add_events",
     "cancel_events",
     "last_revision",
+    "purge_resolved",
     "rearm_events",
     "recent_rows",
     "unsettled_ids",
@@ -132,24 +135,30 @@ def rearm_events(
     return len(events)
 
 
-def unsettled_ids() -> Select[tuple[str]]:
-    """Ids of incidents whose human leg may still owe something: an event pending or failed, or
-    one delivered with no ``resolved`` event yet (the policy decides what; this only finds)."""
-    waiting = select(EventRow.incident_id).where(
-        col(EventRow.state).in_([EventState.PENDING.value, EventState.FAILED.value])
+def unsettled_ids(told_since: datetime | None) -> Select[tuple[str]]:
+    """Ids of incidents whose human leg may still owe something (the policy decides what; this
+    only finds): an event pending or failed, or — with ``told_since`` — one delivered at or after
+    it whose incident has no ``resolved`` event (a delivery that landed after its incident's
+    resolution was recorded). Both follow indexes: the partial ones on pending and failed events,
+    and ``delivered_at``."""
+    pending = select(EventRow.incident_id).where(EventRow.state == EventState.PENDING.value)
+    failed = select(EventRow.incident_id).where(EventRow.state == EventState.FAILED.value)
+    if told_since is None:
+        return pending.union(failed)  # type: ignore[return-value]  # one partial index each
+    closing = aliased(EventRow)
+    closed = exists().where(
+        col(closing.incident_id) == col(EventRow.incident_id),
+        col(closing.event_type) == EventType.RESOLVED.value,
     )
-    closed = select(EventRow.incident_id).where(EventRow.event_type == EventType.RESOLVED.value)
-    told = select(EventRow.incident_id).where(
-        EventRow.state == EventState.DELIVERED.value,
-        col(EventRow.incident_id).not_in(closed),
-    )
-    return waiting.union(told)  # type: ignore[return-value]
+    told = select(EventRow.incident_id).where(col(EventRow.delivered_at) >= told_since, ~closed)
+    return pending.union(failed, told)  # type: ignore[return-value]
 
 
 def recent_rows(
     session: Session, resolved_since: datetime, limit: int, involving: str | None
 ) -> list[IncidentRow]:
-    """Open incidents (latest opened first), then those resolved since (latest first)."""
+    """Open incidents (latest opened first), then those resolved since (latest first); with
+    ``involving``, those that lead may see (:func:`fleetd.health.audience.lead_may_see`)."""
     if limit < 1:
         return []
     query = select(IncidentRow)
@@ -158,6 +167,11 @@ def recent_rows(
             or_(
                 col(IncidentRow.routing_owner) == involving,
                 col(IncidentRow.routing_recipient) == involving,
+                and_(
+                    col(IncidentRow.scope).in_(sorted(SELF_SCOPES)),
+                    col(IncidentRow.subject_stable_id) == involving,
+                ),
+                col(IncidentRow.scope).in_(sorted(FLEET_WIDE_SCOPES)),
             )
         )
     opened = session.exec(
@@ -174,3 +188,29 @@ def recent_rows(
         ).all()
         rows.extend(resolved)
     return rows
+
+
+def purge_resolved(session: Session, resolved_before: datetime, limit: int) -> int:
+    """Delete up to ``limit`` incidents resolved before ``resolved_before``, oldest first, with
+    their events and attempts; one with an event still pending is kept. On PostgreSQL the rows
+    another instance's purge holds are skipped, not waited for."""
+    if limit < 1:
+        return 0
+    pending = exists().where(
+        col(EventRow.incident_id) == col(IncidentRow.id),
+        col(EventRow.state) == EventState.PENDING.value,
+    )
+    ids = session.exec(
+        select(IncidentRow.id)
+        .where(col(IncidentRow.resolved_at) < resolved_before, ~pending)
+        .order_by(col(IncidentRow.resolved_at), col(IncidentRow.id))
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    if not ids:
+        return 0
+    events = select(EventRow.id).where(col(EventRow.incident_id).in_(ids))
+    session.exec(delete(AttemptRow).where(col(AttemptRow.event_id).in_(events)))
+    session.exec(delete(EventRow).where(col(EventRow.incident_id).in_(ids)))
+    session.exec(delete(IncidentRow).where(col(IncidentRow.id).in_(ids)))
+    return len(ids)

@@ -254,12 +254,16 @@ class StoredIncident:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JournalSnapshot:
     """What a restart reloads: open incidents, resolved ones whose human leg is not settled (an
-    event pending or failed, or one delivered with no ``resolved`` event yet), and the latest
-    generation of every key ever seen (to seed the core's ``IncidentBook``)."""
+    event pending or failed, or one delivered with no ``resolved`` event yet), and what seeds the
+    core's ``IncidentBook``: ``generations``, the latest generation of each key with an incident
+    loaded here, and ``generation_floor``, at least the generation of every other incident stored
+    (so a key that opens again gets a generation no stored incident of it has, without reading
+    every key of the history)."""
 
     open_incidents: tuple[StoredIncident, ...] = ()
     pending_resolutions: tuple[StoredIncident, ...] = ()
     generations: Mapping[IncidentKey, int] = field(default_factory=dict)
+    generation_floor: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

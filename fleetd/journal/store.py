@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, func, or_
-from sqlalchemy import select as sa_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -25,6 +24,7 @@ from fleetd.journal.queries import (
     add_events,
     cancel_events,
     last_revision,
+    purge_resolved,
     rearm_events,
     recent_rows,
     unsettled_ids,
@@ -44,7 +44,7 @@ from fleetd.journal.records import (
     check_code,
     check_event,
 )
-from fleetd.journal.rows import incident_key, make_key, stored_incidents
+from fleetd.journal.rows import incident_key, stored_incidents
 from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
 
 __all__ = ["SqlStore"]
@@ -158,7 +158,7 @@ class SqlStore:
         with self.transaction("recent") as session:
             return stored_incidents(session, recent_rows(session, resolved_since, limit, involving))
 
-    def load_open(self) -> JournalSnapshot:
+    def load_open(self, told_since: datetime | None = None) -> JournalSnapshot:
         with self.transaction("load") as session:
             opened = session.exec(
                 select(IncidentRow)
@@ -169,31 +169,22 @@ class SqlStore:
                 select(IncidentRow)
                 .where(
                     col(IncidentRow.resolved_at).is_not(None),
-                    col(IncidentRow.id).in_(unsettled_ids()),
+                    col(IncidentRow.id).in_(unsettled_ids(told_since)),
                 )
                 .order_by(col(IncidentRow.opened_at), col(IncidentRow.id))
             ).all()
-            latest = session.connection().execute(
-                sa_select(
-                    col(IncidentRow.scope),
-                    col(IncidentRow.subject_stable_id),
-                    col(IncidentRow.state),
-                    col(IncidentRow.cause_fingerprint),
-                    func.max(IncidentRow.generation),
-                ).group_by(
-                    col(IncidentRow.scope),
-                    col(IncidentRow.subject_stable_id),
-                    col(IncidentRow.state),
-                    col(IncidentRow.cause_fingerprint),
-                )
-            )
+            # the keys these rows hold, and one indexed max for every other key: never a pass
+            # over the history kept
             generations: dict[IncidentKey, int] = {}
-            for scope, subject, state, cause, generation in latest:
-                generations[make_key(scope, subject, state, cause)] = generation
+            for row in (*opened, *resolving):
+                key = incident_key(row)
+                generations[key] = max(generations.get(key, 0), row.generation)
+            floor = session.exec(select(func.max(IncidentRow.generation))).one()
             return JournalSnapshot(
                 open_incidents=stored_incidents(session, opened),
                 pending_resolutions=stored_incidents(session, resolving),
                 generations=generations,
+                generation_floor=floor or 0,
             )
 
     def claim_due(
@@ -318,3 +309,9 @@ class SqlStore:
             ).one()
             last = session.exec(select(func.max(EventRow.delivered_at))).one()
             return JournalStats(queue_depth=depth, last_delivered_at=last)
+
+    def purge(self, resolved_before: datetime, limit: int) -> int:
+        if resolved_before.utcoffset() is None:
+            raise JournalRefusedError("purge", "naive_time")
+        with self.transaction("purge") as session:
+            return purge_resolved(session, resolved_before, limit)

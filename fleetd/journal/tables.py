@@ -16,6 +16,12 @@ Database rules the adapters rely on:
 * ``sink_generation`` on a permanently failed attempt names the target that refused it (a keyed
   hash, never the URL), so a config change re-arms exactly the events another target refused.
 
+Indexes make what runs often cost what is open or outstanding, not the history kept
+(resolved incidents stay until ``journal.retentionDays``): open incidents and the retention's
+oldest resolved ones by ``resolved_at``, the highest generation by ``generation``, pending and
+failed events by partial indexes on their state, the last delivery by ``delivered_at``, and due
+attempts by ``ix_delivery_attempts_due``.
+
 Times are stored in UTC through :class:`UtcDateTime`, which refuses naive values and gives back
 aware ones on SQLite too (SQLite keeps no offset).
 """
@@ -82,7 +88,11 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 
 def _open_only(column: str) -> dict[str, Any]:
-    where = text(f"{column} IS NULL")
+    return _where(f"{column} IS NULL")
+
+
+def _where(condition: str) -> dict[str, Any]:
+    where = text(condition)
     return {"sqlite_where": where, "postgresql_where": where}
 
 
@@ -110,6 +120,8 @@ class IncidentRow(_Table, table=True):
             unique=True,
             **_open_only("resolved_at"),
         ),
+        Index("ix_incidents_resolved_at", "resolved_at"),
+        Index("ix_incidents_generation", "generation"),
     )
 
     id: str = Field(primary_key=True, sa_type=String(_ID))
@@ -136,6 +148,9 @@ class EventRow(_Table, table=True):
     __tablename__ = "outbound_events"
     __table_args__ = (
         UniqueConstraint("incident_id", "revision", name="uq_outbound_events_revision"),
+        Index("ix_outbound_events_pending", "incident_id", **_where("state = 'pending'")),
+        Index("ix_outbound_events_failed", "incident_id", **_where("state = 'failed'")),
+        Index("ix_outbound_events_delivered_at", "delivered_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True, sa_type=Integer)

@@ -77,7 +77,8 @@ class IncidentDesk:
         self._limit = limit
 
     async def incidents(self, caller: Caller, *, now: datetime) -> IncidentListing:
-        """What ``caller`` may see (an operator: all; a lead: its own or received)."""
+        """What ``caller`` may see (an operator: all; a lead: what ``fleet_list`` shows it,
+        :func:`fleetd.health.audience.lead_may_see`)."""
         if caller.role not in (Role.OPERATOR, Role.LEAD):
             raise ValueError("only an operator or a lead lists incidents")
         since = now - self._window

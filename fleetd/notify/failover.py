@@ -11,13 +11,21 @@ decides whether the sweep moves on and whether the receiver's breaker counts a s
     requestTimeoutMs elapsed             TIMEOUT        yes             yes
     5xx (but 503/529 with Retry-After)   SERVER_ERROR   yes             yes
     429; 503/529 with Retry-After        THROTTLED      yes             never
+    410                                  GONE           yes             never
     401, 403                             AUTH           no              no
     408, other 4xx, 3xx, invalid URL     REJECTED       no              no
 
-When the sweep ends, :func:`decide` gives the event's fate from its last dial with the transport
-retry table of :mod:`fleetd.notify.retry` (delivered, retry after a drawn or advised wait, or
-permanent until the config changes): a 4xx is permanent for the event on the receiver that said
-it, a 408 is retried later (not failed over), and a sweep that failed over to the end is retried.
+A 410 is the receiver retiring itself (Standard Webhooks: disable the endpoint): the receivers
+disable it until an operator acts (:class:`~fleetd.notify.receivers.Receivers`), and the same
+attempt goes on to the next receiver.
+
+When the sweep ends, :func:`decide` gives the event's fate from its deciding dial — the last one
+that was not a 410 (a 410 speaks for its receiver, not for the event), or the 410 itself when
+every dial was one — with the transport retry table of :mod:`fleetd.notify.retry` (delivered,
+retry after a drawn or advised wait, or permanent until the config changes or a replay): a 4xx is
+permanent for the event on the receiver that said it, a 408 is retried later (not failed over), a
+sweep that failed over to the end is retried, and one that found every receiver gone is permanent
+(``http_410``).
 The wait honours the latest Retry-After any receiver in the sweep gave, within
 :data:`~fleetd.notify.retry.MAX_DELAY`, so a throttled primary is not asked again before it said.
 A sweep that dialed nothing (every breaker refused) has no fate: the attempt is given back unsent.
@@ -37,11 +45,13 @@ from fleetd.notify.retry import (
     TransportFailure,
     Verdict,
     next_step,
-    retry_after_delay,
+    server_wait,
 )
 from fleetd.resilience import ErrorClass, Outcome, classify_status
 
 __all__ = ["Dialed", "SweepResult", "decide", "error_class", "outcome_of"]
+
+_GONE = 410
 
 _TRANSPORT_CLASSES = {
     TransportFailure.NETWORK: ErrorClass.REFUSED,
@@ -63,7 +73,7 @@ def outcome_of(attempt: AttemptOutcome, *, latency: timedelta, now: datetime) ->
     error = error_class(attempt)
     advised = None
     if error is ErrorClass.THROTTLED and attempt.retry_after is not None:
-        advised = retry_after_delay(attempt.retry_after, now)
+        advised = server_wait(attempt.retry_after, now)
     return Outcome(error=error, latency=max(latency, timedelta(0)), retry_after=advised)
 
 
@@ -84,13 +94,24 @@ class SweepResult:
     retry_at: datetime | None = None
 
     @property
+    def deciding(self) -> Dialed | None:
+        """The dial that decides the event's fate: the last one not answered 410, else the last."""
+        for dial in reversed(self.dialed):
+            if dial.outcome.status != _GONE:
+                return dial
+        return self.dialed[-1] if self.dialed else None
+
+    @property
     def last(self) -> AttemptOutcome | None:
-        return self.dialed[-1].outcome if self.dialed else None
+        """The deciding dial's outcome (``None``: nothing was dialed)."""
+        deciding = self.deciding
+        return None if deciding is None else deciding.outcome
 
     @property
     def receiver(self) -> int | None:
-        """The index of the receiver that had the last word."""
-        return self.dialed[-1].index if self.dialed else None
+        """The index of the receiver that had the deciding word."""
+        deciding = self.deciding
+        return None if deciding is None else deciding.index
 
 
 def decide(

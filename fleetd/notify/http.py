@@ -11,7 +11,8 @@ One :meth:`~HttpWebhookSender.send` is one attempt:
   nothing a receiver writes can steer fleetd (§10.5);
 * redirects are not followed (the event would go to a URL nobody configured) and the environment
   is not consulted (``trust_env=False``: no proxy variables, no ``.netrc`` credentials added to
-  the request);
+  the request), and neither httpx nor httpcore logs the request: the URL is a secret
+  (:mod:`fleetd.http_client`);
 * httpx's exceptions are translated here, once, into a
   :class:`~fleetd.notify.retry.TransportFailure` class; their text, which may hold the URL, goes
   nowhere.
@@ -27,8 +28,10 @@ from typing import Protocol
 import httpx
 
 from fleetd.clock import Clock, DeadlineExceededError, within
+from fleetd.http_client import outbound_client
 from fleetd.notify.request import USER_AGENT, WebhookRequest
-from fleetd.notify.retry import AttemptOutcome, TransportFailure, parse_retry_after
+from fleetd.notify.retry import AttemptOutcome, TransportFailure
+from fleetd.resilience.retry_after import parse_retry_after
 
 __all__ = ["HttpWebhookSender", "WebhookSender"]
 
@@ -50,9 +53,7 @@ class HttpWebhookSender:
 
     def __init__(self, *, clock: Clock, client: httpx.AsyncClient | None = None) -> None:
         self._clock = clock
-        self._client = client or httpx.AsyncClient(
-            follow_redirects=False, trust_env=False, headers={"user-agent": USER_AGENT}
-        )
+        self._client = client or outbound_client(USER_AGENT)
 
     async def send(self, request: WebhookRequest, *, limit: timedelta) -> AttemptOutcome:
         seconds = limit.total_seconds()

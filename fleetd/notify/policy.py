@@ -32,8 +32,10 @@ or a restart only delay what a person is told, never change it. The rules, in or
    a lead can act, so a person is not paged; what was delivered stays delivered, and rule 1
    tells that person of the resolution.
 
-With notifications off, nothing is recorded and nothing re-armed (cancellations still apply);
-turning them on makes the next call record what is owed. A failed event is re-armed for a new
+With notifications off, no ``open`` or ``reminder`` is recorded and nothing is re-armed
+(cancellations still apply); a ``resolved`` owed to a person who was told is recorded and waits,
+pending like any event, until they are on again. Turning them on makes the next call record
+what is owed. A failed event is re-armed for a new
 receiver list when the receivers that refused it (``failed_by``) are not the configured ones
 (unnamed refusals count as another list; while the configured list cannot be resolved, nothing
 is re-armed for it).
@@ -118,7 +120,7 @@ def plan(
     unsent = tuple(e.revision for e in told if e.state in _UNSENT)
     if leg.resolved:
         closing = tuple(e for e in leg.events if e.type is EventType.RESOLVED)
-        record = (EventType.RESOLVED,) if notify and delivered and not closing else ()
+        record = (EventType.RESOLVED,) if delivered and not closing else ()
         rearm = _rearmed(closing, notify=notify, receivers=receivers, replay=replay)
         return HumanPlan(record=record, cancel=unsent, rearm=rearm)
     if leg.route is not Route.HUMAN:

@@ -17,7 +17,13 @@ event is one bounded failover sweep (:func:`~fleetd.resilience.next_attempt` /
 * **no failover** — 401/403, 408, other 4xx: the attempt ends on that receiver, and the retry
   table decides (permanent for the event, or a retry later);
 * **breakers** — three blind failures in a row open a receiver's breaker for 5 s, doubling per
-  reopening up to 60 s; a throttle (429, or 503 with Retry-After) never strikes.
+  reopening up to 60 s; a throttle (429, or 503 with Retry-After) never strikes;
+* **disabled** — a receiver that answers 410 Gone is retiring itself (Standard Webhooks: disable
+  the endpoint). It is disabled at once, in the same synchronous step as its dial, with one WARN:
+  no later sweep dials it, the attempt that heard the 410 goes on to the next receiver, and with
+  every receiver disabled nothing is claimed (:meth:`admits`). It stays disabled until an
+  operator acts — a config change that makes a new target generation, or a replay
+  (:meth:`enable`) — never by itself.
 
 The pool is replaced in the same synchronous step as the dial that produced it, never across an
 ``await``, so the concurrent sends of one pass share the breakers exactly. :meth:`repoint` takes
@@ -28,9 +34,10 @@ list finishes there and records nothing in the new one.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from fleetd.clock import Clock
@@ -40,6 +47,7 @@ from fleetd.resilience import (
     BreakerPolicy,
     BreakerState,
     Endpoint,
+    ErrorClass,
     FailoverBudget,
     GiveUp,
     Pool,
@@ -59,14 +67,16 @@ Send = Callable[[int, str], Awaitable[AttemptOutcome]]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReceiverReport:
-    """The receivers for the surfaces: their pool, the one in use, and whether all are down.
+    """The receivers for the surfaces: their pool, the one in use, which are disabled, and
+    whether all are down.
 
-    ``active`` is the lowest-index receiver whose breaker is closed; ``all_down`` holds while
-    none is (an open or half-open breaker everywhere: notification coverage is degraded).
+    ``active`` is the lowest-index enabled receiver whose breaker is closed; ``all_down`` holds
+    while none is (an open or half-open breaker, or a 410, everywhere: nothing can be sent now).
     """
 
     pool: Pool
     active: int | None
+    disabled: frozenset[int] = field(default_factory=frozenset)
 
     @property
     def all_down(self) -> bool:
@@ -86,6 +96,7 @@ class Receivers:
         self.urls = tuple(urls)
         self.pool = self._pool(self.urls, {})
         self.epoch = 0
+        self._gone: set[str] = set()  # URLs that answered 410: disabled until enable()
 
     def repoint(self, urls: Sequence[str]) -> bool:
         """Take a new list; True when it differs from the one in use."""
@@ -95,16 +106,35 @@ class Receivers:
         kept = dict(zip(self.urls, self.pool.endpoints, strict=True))
         self.urls = urls
         self.pool = self._pool(urls, kept)
+        self._gone &= set(urls)
         self.epoch += 1
         _log.info("webhook receivers changed: %d listed", len(urls))
         return True
 
+    @property
+    def disabled(self) -> frozenset[int]:
+        """The indexes of the receivers disabled by a 410."""
+        return frozenset(i for i, url in enumerate(self.urls) if url in self._gone)
+
+    def enable(self) -> int:
+        """Re-enable every disabled receiver (the operator acted); how many were disabled."""
+        count = len(self.disabled)
+        self._gone.clear()
+        if count:
+            _log.info("webhook receivers re-enabled: %d", count)
+        return count
+
     def admits(self, now: datetime) -> bool:
-        """Some receiver would take a dial at ``now`` (a closed breaker or a probe due)."""
-        return not self.pool.all_down(now)
+        """Some enabled receiver would take a dial at ``now`` (a closed breaker or a probe due)."""
+        disabled = self.disabled
+        return any(
+            index not in disabled and endpoint.breaker.admits(now)
+            for index, endpoint in enumerate(self.pool.endpoints)
+        )
 
     def any_closed(self, now: datetime) -> bool:
-        """Some receiver's breaker is closed at ``now`` (half-open ones take one probe each)."""
+        """Some enabled receiver's breaker is closed at ``now`` (half-open ones take one probe
+        each)."""
         return self.report(now).active is not None
 
     def states(self, now: datetime) -> tuple[BreakerState, ...]:
@@ -112,10 +142,16 @@ class Receivers:
         return tuple(endpoint.breaker.state_at(now) for endpoint in self.pool.endpoints)
 
     def report(self, now: datetime) -> ReceiverReport:
+        disabled = self.disabled
         active = next(
-            (i for i, state in enumerate(self.states(now)) if state is BreakerState.CLOSED), None
+            (
+                i
+                for i, state in enumerate(self.states(now))
+                if state is BreakerState.CLOSED and i not in disabled
+            ),
+            None,
         )
-        return ReceiverReport(pool=self.pool, active=active)
+        return ReceiverReport(pool=self.pool, active=active, disabled=disabled)
 
     async def sweep(self, send: Send, *, deadline: datetime) -> SweepResult:
         """One attempt across the receivers, no dial starting at or after ``deadline``."""
@@ -126,6 +162,7 @@ class Receivers:
         sweep = Sweep.start(FailoverBudget(attempts=len(urls), total=deadline - now), now)
         dialed: list[Dialed] = []
         while epoch == self.epoch:
+            sweep = dataclasses.replace(sweep, tried=sweep.tried | self._disabled_bits())
             self.pool, sweep, step = next_attempt(self.pool, sweep, self._clock.now())
             if isinstance(step, GiveUp):
                 break
@@ -144,6 +181,8 @@ class Receivers:
             outcome = outcome_of(attempt, latency=_seconds(latency), now=done)
             was = self.pool.endpoints[step.index].breaker.state
             self.pool, sweep, settled = settle(self.pool, sweep, step, outcome, done)
+            if outcome.error is ErrorClass.GONE:
+                self._disable(step.index)
             breaker = self.pool.endpoints[step.index].breaker
             if breaker.state is BreakerState.OPEN and was is not BreakerState.OPEN:
                 _log.warning(
@@ -155,6 +194,20 @@ class Receivers:
             if settled is not Settled.NEXT:
                 break
         return SweepResult(dialed=tuple(dialed), retry_at=sweep.retry_at)
+
+    def _disabled_bits(self) -> int:
+        return sum(1 << index for index in self.disabled)
+
+    def _disable(self, index: int) -> None:
+        url = self.urls[index]
+        if url in self._gone:
+            return
+        self._gone.add(url)
+        _log.warning(
+            "webhook receiver %d answered 410 Gone: disabled until the config changes or an "
+            "operator replays an incident",
+            index,
+        )
 
     def _pool(self, urls: tuple[str, ...], kept: dict[str, Endpoint]) -> Pool:
         endpoints = tuple(

@@ -8,33 +8,41 @@ text. :func:`next_step` turns that outcome into a :class:`RetryDecision`:
 outcome                                      verdict          next attempt
 ===========================================  ===============  =========================
 2xx                                          ``delivered``    none
-network error, timeout, 408, 429, 5xx        ``retry``        ``Retry-After`` if given,
-                                                              else full-jitter backoff
+network error, timeout, 408, 429, 5xx        ``retry``        full-jitter backoff, or a
+                                                              longer ``Retry-After``
 any other status (4xx, 3xx, 1xx), bad URL    ``permanent``    none until config changes
+                                                              or a replay
 ===========================================  ===============  =========================
 
 Full-jitter backoff: after the ``n``-th failed attempt of an event the wait is drawn uniformly
 from ``[0, min(15 min, 5 s × 3^(n-1))]`` — ceilings 5 s, 15 s, 45 s, 135 s, 405 s, then 15 min.
 The draw is an argument (a float in ``[0, 1]``): the caller owns the random source, so this module
-stays deterministic. A server's ``Retry-After`` (delta-seconds or an HTTP-date) replaces the drawn
-wait, capped at the same 15 minutes; a date already past means "now". A redirect is not followed
-(the event would reach a URL nobody configured), so a 3xx is permanent like a 4xx.
+stays deterministic. A server's ``Retry-After`` (delta-seconds or an HTTP-date, read by
+:func:`fleetd.resilience.parse_retry_after`) may lengthen that wait, up to the same 15 minutes,
+but never shortens it: ``Retry-After: 0`` or a date already past waits the drawn backoff like any
+other failure, so a receiver answering "now" forever is asked on the backoff schedule, not on
+every pass. Every attempt — a throttled one too — counts in the event's attempt number, so the
+schedule grows to its 15-minute ceiling and stays there. There is no attempt limit (§10.4): a
+retryable event is retried until it is delivered, refused permanently, or its incident is
+cancelled. A redirect is not followed (the event would reach a URL nobody configured), so a 3xx
+is permanent like a 4xx.
 
 What this module does not hold: one outstanding attempt per event and re-arming a permanent
 event after a config change are the dispatcher's (the journal keeps the attempt count and the
 lease); a reminder is a new event revision, never a transport retry.
 
-Pure: standard library only (its own HTTP-date reader: ``email.utils`` would import ``random``
-and ``socket``), no clock (``now`` is an argument), no randomness, no I/O.
+Pure: standard library and :mod:`fleetd.resilience` only, no clock (``now`` is an argument), no
+randomness, no I/O.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Final
+
+from fleetd.resilience.retry_after import RetryAfter, retry_after_delay
 
 __all__ = [
     "BACKOFF_BASE",
@@ -51,9 +59,8 @@ __all__ = [
     "classify",
     "is_blind",
     "next_step",
-    "parse_retry_after",
     "reason_of",
-    "retry_after_delay",
+    "server_wait",
 ]
 
 BACKOFF_BASE: Final = timedelta(seconds=5)
@@ -64,24 +71,6 @@ BACKOFF_FACTOR: Final = 3
 
 MAX_DELAY: Final = timedelta(minutes=15)
 """No wait is longer: not a drawn one, not one a ``Retry-After`` asks for."""
-
-_MAX_DELAY_SECONDS: Final = int(MAX_DELAY.total_seconds())
-_RETRY_AFTER_MAX_CHARS: Final = 64
-_DELTA_SECONDS: Final = re.compile(r"[0-9]+")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_MONTH = "(?P<month>" + "|".join(_MONTHS) + ")"
-_CLOCK = r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})"
-_HTTP_DATES: Final = (
-    # IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
-    re.compile(rf"[A-Z][a-z]{{2}}, (?P<day>[0-9]{{2}}) {_MONTH} (?P<year>[0-9]{{4}}) {_CLOCK} GMT"),
-    # obsolete RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
-    re.compile(rf"[A-Z][a-z]{{5,8}}, (?P<day>[0-9]{{2}})-{_MONTH}-(?P<yy>[0-9]{{2}}) {_CLOCK} GMT"),
-    # obsolete asctime: Sun Nov  6 08:49:37 1994
-    re.compile(rf"[A-Z][a-z]{{2}} {_MONTH} (?P<day>[ 0-9][0-9]) {_CLOCK} (?P<year>[0-9]{{4}})"),
-)
-
-RetryAfter = timedelta | datetime
-"""A parsed ``Retry-After``: a wait (delta-seconds) or an instant (HTTP-date, UTC-aware)."""
 
 
 class TransportFailure(StrEnum):
@@ -113,6 +102,7 @@ class OutcomeReason(StrEnum):
     HTTP_408 = "http_408"
     HTTP_429 = "http_429"
     HTTP_5XX = "http_5xx"
+    HTTP_410 = "http_410"
     HTTP_4XX = "http_4xx"
     HTTP_OTHER = "http_other"
 
@@ -143,7 +133,7 @@ class AttemptOutcome:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryDecision:
     """What to do after one attempt. ``delay`` and ``retry_at`` are set only for ``retry``;
-    ``honoured_retry_after`` says the wait came from the server rather than the backoff draw."""
+    ``honoured_retry_after`` says the server's ``Retry-After`` lengthened the drawn wait."""
 
     verdict: Verdict
     reason: OutcomeReason
@@ -166,6 +156,8 @@ def reason_of(outcome: AttemptOutcome) -> OutcomeReason:
         return OutcomeReason.HTTP_429
     if 500 <= status <= 599:
         return OutcomeReason.HTTP_5XX
+    if status == 410:
+        return OutcomeReason.HTTP_410
     if 400 <= status <= 499:
         return OutcomeReason.HTTP_4XX
     return OutcomeReason.HTTP_OTHER
@@ -179,6 +171,7 @@ _VERDICTS: Final = {
     OutcomeReason.HTTP_429: Verdict.RETRY,
     OutcomeReason.HTTP_5XX: Verdict.RETRY,
     OutcomeReason.INVALID_URL: Verdict.PERMANENT,
+    OutcomeReason.HTTP_410: Verdict.PERMANENT,
     OutcomeReason.HTTP_4XX: Verdict.PERMANENT,
     OutcomeReason.HTTP_OTHER: Verdict.PERMANENT,
 }
@@ -218,49 +211,9 @@ def backoff_delay(failures: int, draw: float) -> timedelta:
     return backoff_ceiling(failures) * draw
 
 
-def parse_retry_after(value: str | None) -> RetryAfter | None:
-    """A ``Retry-After`` header read as delta-seconds (capped at :data:`MAX_DELAY`) or as an
-    HTTP-date (UTC-aware); ``None`` when absent, overlong or unreadable."""
-    if value is None:
-        return None
-    text = value.strip()
-    if not text or len(text) > _RETRY_AFTER_MAX_CHARS:
-        return None
-    if _DELTA_SECONDS.fullmatch(text):
-        return timedelta(seconds=min(int(text), _MAX_DELAY_SECONDS))
-    return _http_date(text)
-
-
-def _http_date(text: str) -> datetime | None:
-    """One of the three HTTP-date forms (RFC 9110 §5.6.7), always UTC; ``None`` otherwise."""
-    for form in _HTTP_DATES:
-        found = form.fullmatch(text)
-        if found is None:
-            continue
-        parts = found.groupdict()
-        year = int(parts["year"]) if parts.get("year") else 1900 + int(parts["yy"])
-        if year < 1970:  # two-digit years: 70-99 are 19xx, 00-69 are 20xx (as strptime's %y)
-            year += 100
-        try:
-            return datetime(
-                year,
-                _MONTHS.index(parts["month"]) + 1,
-                int(parts["day"]),
-                int(parts["hour"]),
-                int(parts["minute"]),
-                int(parts["second"]),
-                tzinfo=UTC,
-            )
-        except ValueError:  # 31 Feb, hour 25
-            return None
-    return None
-
-
-def retry_after_delay(retry_after: RetryAfter, now: datetime) -> timedelta:
+def server_wait(retry_after: RetryAfter, now: datetime) -> timedelta:
     """The wait a ``Retry-After`` asks for at ``now``, within ``[0, MAX_DELAY]``."""
-    _require_aware(now, "now")
-    wait = retry_after - now if isinstance(retry_after, datetime) else retry_after
-    return max(timedelta(0), min(MAX_DELAY, wait))
+    return retry_after_delay(retry_after, now, cap=MAX_DELAY)
 
 
 def next_step(
@@ -268,16 +221,19 @@ def next_step(
 ) -> RetryDecision:
     """Decide after an attempt. ``failures`` counts the event's failed attempts including this
     one when it failed (ignored when it was delivered); ``draw`` is a uniform number in
-    ``[0, 1]`` for the jitter."""
+    ``[0, 1]`` for the jitter. A retry waits the drawn backoff, or the server's ``Retry-After``
+    when that is longer (capped at :data:`MAX_DELAY`)."""
     _require_aware(now, "now")
     reason = reason_of(outcome)
     verdict = _VERDICTS[reason]
     if verdict is not Verdict.RETRY:
         return RetryDecision(verdict=verdict, reason=reason)
-    delay = backoff_delay(failures, draw)  # checks the arguments even when the server decides
-    honoured = outcome.retry_after is not None
-    if outcome.retry_after is not None:
-        delay = retry_after_delay(outcome.retry_after, now)
+    delay = backoff_delay(failures, draw)
+    honoured = False
+    if outcome.retry_after is not None:  # a server may ask for longer, never for sooner
+        asked = server_wait(outcome.retry_after, now)
+        honoured = asked > delay
+        delay = max(delay, asked)
     return RetryDecision(
         verdict=verdict,
         reason=reason,

@@ -10,10 +10,13 @@ status     reason              when
 disabled   —                   ``health.notifications.mode`` is ``disabled``: nothing is sent
 degraded   sink_unresolved     webhook mode, but the target cannot be resolved from environment
 degraded   journal_failing     the journal failed during the pass: retries and dedupe are at risk
-degraded   all_receivers_down  no receiver's breaker is closed: blind failures opened every one
-                               (with one receiver, its breaker); nothing is sent until a cooldown
-                               lets a probe through and the probe is answered. One receiver down
-                               while another's breaker is closed is not degraded: it fails over
+degraded   receivers_disabled  every receiver answered 410 Gone and is disabled: nothing is sent
+                               until the config changes or an operator replays an incident. One
+                               disabled while another is enabled is not degraded: it fails over
+degraded   all_receivers_down  no enabled receiver's breaker is closed: blind failures opened
+                               every one (with one receiver, its breaker); nothing is sent until
+                               a cooldown lets a probe through and the probe is answered. One
+                               receiver down while another's breaker is closed is not degraded
 degraded   attempts_failing    the last :data:`FAILING_AFTER` or more attempts all failed
 degraded   permanent_failure   the target refused an event permanently (a 4xx) since the last
                                delivery; it waits for a config change or an operator's replay
@@ -49,6 +52,7 @@ class SinkStatus(StrEnum):
 class SinkReason(StrEnum):
     SINK_UNRESOLVED = "sink_unresolved"
     JOURNAL_FAILING = "journal_failing"
+    RECEIVERS_DISABLED = "receivers_disabled"
     ALL_RECEIVERS_DOWN = "all_receivers_down"
     ATTEMPTS_FAILING = "attempts_failing"
     PERMANENT_FAILURE = "permanent_failure"
@@ -62,6 +66,7 @@ class SinkFacts:
     resolved: bool = True
     journal_ok: bool = True
     receivers: tuple[BreakerState, ...] = ()  # each receiver's breaker, in list order
+    disabled: frozenset[int] = frozenset()  # the receivers a 410 disabled, by index
     consecutive_failures: int = 0
     permanent_since_delivery: bool = False
 
@@ -90,8 +95,13 @@ class SinkHealth:
         return "disabled" if self.status is SinkStatus.DISABLED else "webhook"
 
 
-def _all_down(receivers: tuple[BreakerState, ...]) -> bool:
-    return bool(receivers) and all(state is not BreakerState.CLOSED for state in receivers)
+def _all_disabled(facts: SinkFacts) -> bool:
+    return bool(facts.receivers) and len(facts.disabled) >= len(facts.receivers)
+
+
+def _all_down(facts: SinkFacts) -> bool:
+    enabled = [s for i, s in enumerate(facts.receivers) if i not in facts.disabled]
+    return bool(enabled) and all(state is not BreakerState.CLOSED for state in enabled)
 
 
 def _verdict(facts: SinkFacts) -> tuple[SinkStatus, SinkReason | None]:
@@ -100,7 +110,8 @@ def _verdict(facts: SinkFacts) -> tuple[SinkStatus, SinkReason | None]:
     rows = (
         (not facts.resolved, SinkReason.SINK_UNRESOLVED),
         (not facts.journal_ok, SinkReason.JOURNAL_FAILING),
-        (_all_down(facts.receivers), SinkReason.ALL_RECEIVERS_DOWN),
+        (_all_disabled(facts), SinkReason.RECEIVERS_DISABLED),
+        (_all_down(facts), SinkReason.ALL_RECEIVERS_DOWN),
         (facts.consecutive_failures >= FAILING_AFTER, SinkReason.ATTEMPTS_FAILING),
         (facts.permanent_since_delivery, SinkReason.PERMANENT_FAILURE),
     )

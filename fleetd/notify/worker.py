@@ -12,8 +12,9 @@ out by the escalation shell before each pass. One pass:
 2. **Claim and send.** Due attempts are leased to ``owner`` (the journal guarantees one
    outstanding attempt per event and no attempt leased twice). Incidents are sent concurrently,
    the events of one incident in revision order. Each attempt is one failover sweep over the
-   receivers (:class:`~fleetd.notify.receivers.Receivers`: lowest-index receiver whose breaker
-   admits first, the next one after a failover-class failure); each dial re-signs the stored
+   receivers (:class:`~fleetd.notify.receivers.Receivers`: lowest-index enabled receiver whose
+   breaker admits first, the next one after a failover-class failure or a 410, which disables
+   its receiver until a new target generation or a replay); each dial re-signs the stored
    body at the current time under the event's idempotency key (``webhook-id`` =
    ``Idempotency-Key`` = ``eventId``) and is bounded by ``requestTimeoutMs``. The attempt ends
    as **complete**, **reschedule** (the next attempt at :func:`~fleetd.notify.failover.decide`'s
@@ -133,6 +134,11 @@ class SinkWorker:
         receivers = self._receivers
         return None if receivers is None else receivers.report(self._clock.now())
 
+    def enable_receivers(self) -> int:
+        """Re-enable the receivers a 410 disabled (an operator replayed an incident); how many."""
+        receivers = self._receivers
+        return 0 if receivers is None else receivers.enable()
+
     async def step(self, now: datetime | None = None) -> PassReport:
         """One delivery pass at ``now`` (default: the clock's time); see the module docstring."""
         now = now or self._clock.now()
@@ -160,6 +166,7 @@ class SinkWorker:
             resolved=resolved,
             journal_ok=self._journal_ok,
             receivers=() if self._receivers is None else self._receivers.states(now),
+            disabled=frozenset() if self._receivers is None else self._receivers.disabled,
             consecutive_failures=self._failures,
             permanent_since_delivery=self._permanent,
         )
@@ -184,6 +191,7 @@ class SinkWorker:
         if target.generation != self._generation:  # a new list: earlier refusals are not its own
             self._generation = target.generation
             self._permanent = False
+            receivers.enable()  # a new target generation: receivers a 410 disabled are back
         if not receivers.admits(now):
             return
         limit = self._limit if receivers.any_closed(now) else 1
@@ -303,10 +311,12 @@ class SinkWorker:
         self._metrics.notifications_total.labels(event=claim.type.value, outcome=outcome).inc()
 
     async def _call(self, call: Awaitable[T]) -> T | None:
-        """The journal's answer, or ``None`` after logging its failure (the pass carries on)."""
+        """The journal's answer, or ``None`` (the pass carries on). The outage is reported once,
+        where the journal is observed (:class:`~fleetd.journal.health.ObservedJournal`); a pass
+        notes each failure at DEBUG only."""
         try:
             return await call
         except JournalError as exc:
             self._journal_ok = False
-            _log.warning("notification journal failed: %s: %s", exc.operation, exc.reason)
+            _log.debug("notification journal failed: %s: %s", exc.operation, exc.reason)
             return None

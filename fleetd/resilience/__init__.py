@@ -7,7 +7,8 @@ one chokepoint in these state machines (RFC 0018; Vak 15 Reliability; Model heal
 * :mod:`~fleetd.resilience.breaker` — closed → open → half-open, exactly one probe at a time;
 * :mod:`~fleetd.resilience.health` — reachability, EWMA latency, rolling error rate, last error;
 * :mod:`~fleetd.resilience.failover` — ordered endpoints with sticky primary, one bounded sweep;
-* :mod:`~fleetd.resilience.budget` — failover budget, watchdog timeouts, retry delay, Retry-After;
+* :mod:`~fleetd.resilience.budget` — the failover budget of one call, capped doubling;
+* :mod:`~fleetd.resilience.retry_after` — the one ``Retry-After`` reader (seconds or HTTP-date);
 * :mod:`~fleetd.resilience.standing` — where each endpoint stands and why, for the surfaces;
 * :mod:`~fleetd.resilience.catalog` and :mod:`~fleetd.resilience.models` — the fail-open model
   catalog probe: its schedule, its verdict, benching, and the stated context window.
@@ -27,7 +28,7 @@ from fleetd.resilience.breaker import (
     BreakerState,
     Permit,
 )
-from fleetd.resilience.budget import FailoverBudget, RetryPolicy, Timeouts, retry_after
+from fleetd.resilience.budget import FailoverBudget
 from fleetd.resilience.catalog import (
     Catalog,
     CatalogEntry,
@@ -59,10 +60,17 @@ from fleetd.resilience.models import (
     VerdictReason,
     judge,
 )
+from fleetd.resilience.retry_after import (
+    RETRY_AFTER_LIMIT,
+    RetryAfter,
+    parse_retry_after,
+    retry_after_delay,
+)
 from fleetd.resilience.standing import Standing, standing
 
 __all__ = [
     "PROBE_FLOOR",
+    "RETRY_AFTER_LIMIT",
     "TRAITS",
     "Availability",
     "Bench",
@@ -87,11 +95,10 @@ __all__ = [
     "Pick",
     "Pool",
     "ProbeSchedule",
-    "RetryPolicy",
+    "RetryAfter",
     "Settled",
     "Standing",
     "Sweep",
-    "Timeouts",
     "Traits",
     "VerdictReason",
     "classify_status",
@@ -99,7 +106,8 @@ __all__ = [
     "judge",
     "next_attempt",
     "parse_catalog",
-    "retry_after",
+    "parse_retry_after",
+    "retry_after_delay",
     "settle",
     "standing",
     "stated_context_window",

@@ -11,11 +11,13 @@ The mapping an adapter applies (the pure half is :func:`classify_status`)::
     connect, read or watchdog deadline         -> TIMEOUT
     HTTP 2xx                                   -> success (no error class)
     HTTP 401, 403                              -> AUTH
+    HTTP 410                                   -> GONE
     HTTP 429 (with or without Retry-After)     -> THROTTLED
     HTTP 503, 529 with a usable Retry-After    -> THROTTLED
     any other HTTP 5xx                         -> SERVER_ERROR
     any other status (1xx, 3xx, 4xx)           -> REJECTED
     a body that cannot be read as expected     -> MALFORMED
+    a body larger than the adapter reads       -> TOO_LARGE
     the breaker refused the endpoint (no dial) -> CIRCUIT_OPEN
 
 Three traits decide everything downstream:
@@ -26,6 +28,11 @@ Three traits decide everything downstream:
   failures strike. A throttle is the server speaking ("try again later", Vak 15): it fails over
   but never strikes, so a rate-limit window cannot open a breaker it would release seconds later.
 * ``answered`` — the endpoint produced a response at all (its health record's reachability).
+
+``GONE`` is the endpoint saying it is retired for good (Standard Webhooks: a 410 disables the
+endpoint): another endpoint may serve, so it fails over, but it is an answer, not a strike. What
+"retired" means for later calls is the caller's (the webhook receivers disable it until an
+operator acts; a catalog probe simply failed).
 
 Codes only: an error class is a bounded label, never text from the peer.
 """
@@ -48,8 +55,10 @@ class ErrorClass(StrEnum):
     THROTTLED = "throttled"
     CIRCUIT_OPEN = "circuit_open"
     AUTH = "auth"
+    GONE = "gone"
     REJECTED = "rejected"
     MALFORMED = "malformed"
+    TOO_LARGE = "too_large"
 
 
 class Traits(NamedTuple):
@@ -70,8 +79,10 @@ TRAITS: dict[ErrorClass, Traits] = {
     E.THROTTLED: Traits(failover=True, strike=False, answered=True, dialed=True),
     E.CIRCUIT_OPEN: Traits(failover=True, strike=False, answered=False, dialed=False),
     E.AUTH: Traits(failover=False, strike=False, answered=True, dialed=True),
+    E.GONE: Traits(failover=True, strike=False, answered=True, dialed=True),
     E.REJECTED: Traits(failover=False, strike=False, answered=True, dialed=True),
     E.MALFORMED: Traits(failover=False, strike=False, answered=True, dialed=True),
+    E.TOO_LARGE: Traits(failover=False, strike=False, answered=True, dialed=True),
 }
 
 _OVERLOAD = frozenset({503, 529})
@@ -83,6 +94,8 @@ def classify_status(status: int, *, retry_after: bool = False) -> ErrorClass | N
         return None
     if status in (401, 403):
         return E.AUTH
+    if status == 410:
+        return E.GONE
     if status == 429 or (status in _OVERLOAD and retry_after):
         return E.THROTTLED
     if 500 <= status < 600:
@@ -95,7 +108,7 @@ class Outcome:
     """How one attempt ended: success (``error`` is ``None``) or an error class.
 
     ``latency`` is the attempt's duration (it feeds the EWMA on success); ``retry_after`` is the
-    server's advice on a throttle, already parsed (see :func:`fleetd.resilience.retry_after`).
+    server's advice on a throttle, already parsed (see :func:`fleetd.resilience.parse_retry_after`).
     """
 
     error: ErrorClass | None = None

@@ -17,7 +17,7 @@ caller loops::
     sweep = Sweep.start(budget, now)
     while True:
         pool, sweep, step = next_attempt(pool, sweep, now)     # a Pick, or GiveUp
-        ...dial step.index, within Timeouts.for_attempt(now, sweep.deadline)...
+        ...dial step.index, within its own watchdog, never past sweep.deadline...
         pool, sweep, settled = settle(pool, sweep, step, outcome, now)
         # SUCCEEDED: done; STOPPED: the error is final (auth, request, body); NEXT: loop
 

@@ -5,6 +5,9 @@ A dependency's surface names, per endpoint, whether it is the one in use and, if
 records and the index the adapter is using right now, in this order:
 
 * ``ACTIVE`` — the adapter's calls go here now;
+* ``DISABLED`` — the endpoint retired itself (a webhook receiver that answered 410 Gone) and is
+  not dialed until an operator acts; the adapter knows this, the pool does not, so it says so
+  (``disabled=True``);
 * ``BREAKER_OPEN`` — skipped until its cooldown ends (``ready_at``);
 * ``PROBE_DUE`` — its cooldown has ended: the next consult sends the one half-open probe;
 * ``UNREACHABLE`` — its breaker is closed but the last attempt got no answer;
@@ -26,6 +29,7 @@ __all__ = ["Standing", "standing"]
 
 class Standing(StrEnum):
     ACTIVE = "active"
+    DISABLED = "disabled"
     BREAKER_OPEN = "breaker_open"
     PROBE_DUE = "probe_due"
     UNREACHABLE = "unreachable"
@@ -33,10 +37,14 @@ class Standing(StrEnum):
     STANDBY = "standby"
 
 
-def standing(endpoint: Endpoint, index: int, active: int | None, now: datetime) -> Standing:
+def standing(
+    endpoint: Endpoint, index: int, active: int | None, now: datetime, *, disabled: bool = False
+) -> Standing:
     """Where endpoint ``index`` stands at ``now`` while ``active`` is in use (``None``: none)."""
     if index == active:
         return Standing.ACTIVE
+    if disabled:
+        return Standing.DISABLED
     state = endpoint.breaker.state_at(now)
     if state is BreakerState.OPEN:
         return Standing.BREAKER_OPEN

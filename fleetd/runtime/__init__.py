@@ -10,9 +10,10 @@ from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
-from fleetd.runtime.scheduler import Loop, Scheduler
+from fleetd.runtime.scheduler import STALL_FLOOR_SECONDS, Loop, Scheduler
 
 __all__ = [
+    "STALL_FLOOR_SECONDS",
     "DependencyCollector",
     "DependencyView",
     "FleetHealthMonitor",

@@ -7,8 +7,9 @@ fleetd's outbound dependencies, as the surfaces show them (RFC 0018 §4.3–§4.
   reachability, EWMA latency, calls, failures, error rate and the last error class; and whether
   every broker is down (which makes ``/readyz`` not ready);
 * ``webhook`` — the human sink's receivers in failover order, with the same fields per receiver;
-  the one in use is the lowest-index receiver whose breaker is closed, and while none is every
-  receiver is down (which makes notification coverage degraded, not ``/readyz``);
+  the one in use is the lowest-index enabled receiver whose breaker is closed, and while none is
+  every receiver is down (which makes notification coverage degraded, not ``/readyz``); a
+  receiver that answered 410 Gone stands ``disabled`` until an operator acts;
 * ``providers`` — each configured model provider: its last catalog probe, the next one due, how
   it ended, its latency and error counts, how many models it listed, and the profiles it benches
   with the end of each bench;
@@ -68,16 +69,23 @@ def _health(health: EndpointHealth) -> dict[str, Any]:
     }
 
 
-def _endpoints(pool: Pool, active: int | None, now: datetime, kind: str) -> list[dict[str, Any]]:
+def _endpoints(
+    pool: Pool,
+    active: int | None,
+    now: datetime,
+    kind: str,
+    disabled: frozenset[int] = frozenset(),
+) -> list[dict[str, Any]]:
     rows = []
     for index, endpoint in enumerate(pool.endpoints):
         breaker = endpoint.breaker
+        where = standing(endpoint, index, active, now, disabled=index in disabled)
         rows.append(
             {
                 "index": index,
                 "kind": kind,
                 "active": index == active,
-                "standing": standing(endpoint, index, active, now).value,
+                "standing": where.value,
                 "breaker": breaker.state_at(now).value,
                 "breakerReadyAt": _iso(breaker.ready_at),
                 **_health(endpoint.health),
@@ -120,12 +128,12 @@ class DependencyView:
         return {"inbox": {"kind": _AMQP, "allDown": not state.reachable, "active": state.active}}
 
     def decorate_capacity(self, rows: list[dict[str, Any]], now: datetime) -> None:
-        """Add each profile's effective context window and bench to its capacity row."""
+        """Add each profile's effective context window to its capacity row (the row's bench
+        comes with the row itself: placement reads the same one)."""
         for row in rows:
             window, source = self.models.context_window(row["profile"])
             row["contextWindow"] = window
             row["contextWindowSource"] = source
-            row["benchedUntil"] = _iso(self.models.benched_until(row["profile"], now))
 
     def _inbox(self, now: datetime) -> dict[str, Any]:
         if self._broker is None:
@@ -150,7 +158,7 @@ class DependencyView:
             "kind": _WEBHOOK,
             "allDown": report.all_down,
             "active": report.active,
-            "endpoints": _endpoints(report.pool, report.active, now, _WEBHOOK),
+            "endpoints": _endpoints(report.pool, report.active, now, _WEBHOOK, report.disabled),
         }
 
     def _providers(self, now: datetime) -> list[dict[str, Any]]:
@@ -207,7 +215,14 @@ class DependencyCollector(Collector):
         now = self._view.clock_now()
         up = GaugeMetricFamily(
             "fleetd_dependency_endpoint_up",
-            "1 while the endpoint's last attempt was answered.",
+            "0 after an attempt the endpoint did not answer; 1 while its last attempt was "
+            "answered, and before any attempt (never tried is not down).",
+            labels=["kind", "endpoint"],
+        )
+        disabled = GaugeMetricFamily(
+            "fleetd_dependency_endpoint_disabled",
+            "1 while the endpoint is disabled (a webhook receiver that answered 410 Gone) until "
+            "an operator changes the config or replays an incident.",
             labels=["kind", "endpoint"],
         )
         active = GaugeMetricFamily(
@@ -242,17 +257,20 @@ class DependencyCollector(Collector):
         )
 
         def health(kind: str, name: str, record: EndpointHealth) -> None:
-            up.add_metric([kind, name], 1.0 if record.reachable else 0.0)
+            up.add_metric([kind, name], 0.0 if record.reachable is False else 1.0)
             calls.add_metric([kind, name], record.calls)
             failures.add_metric([kind, name], record.failures)
             if record.latency is not None:
                 latency.add_metric([kind, name], record.latency.total_seconds())
 
-        def endpoints(kind: str, pool: Pool, in_use: int | None) -> None:
+        def endpoints(
+            kind: str, pool: Pool, in_use: int | None, off: frozenset[int] = frozenset()
+        ) -> None:
             for index, endpoint in enumerate(pool.endpoints):
                 name = str(index)
                 health(kind, name, endpoint.health)
                 active.add_metric([kind, name], 1.0 if index == in_use else 0.0)
+                disabled.add_metric([kind, name], 1.0 if index in off else 0.0)
                 current = endpoint.breaker.state_at(now)
                 for each in BreakerState:
                     breaker.add_metric([kind, name, each.value], 1.0 if each is current else 0.0)
@@ -265,10 +283,10 @@ class DependencyCollector(Collector):
         receivers = self._view.receivers()
         if receivers is not None:
             all_down.add_metric([_WEBHOOK], 1.0 if receivers.all_down else 0.0)
-            endpoints(_WEBHOOK, receivers.pool, receivers.active)
+            endpoints(_WEBHOOK, receivers.pool, receivers.active, receivers.disabled)
         for name, provider in self._view.models.providers.items():
             health(_CATALOG, name, provider.health)
-        yield from (up, active, breaker, latency, calls, failures, all_down)
+        yield from (up, active, breaker, latency, calls, failures, all_down, disabled)
         yield from self._profiles(now)
 
     def _profiles(self, now: datetime) -> Iterator[Metric]:

@@ -47,6 +47,7 @@ from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import ReadSource
 from fleetd.metrics import Metrics
 from fleetd.runtime.escalation import Escalation
+from fleetd.runtime.pane_excerpts import PaneExcerpts
 from fleetd.runtime.records import health_record, superseded_record
 from fleetd.screens import digest, match_fatal, parse_agent_kind
 
@@ -89,6 +90,7 @@ class EffectDispatcher:
     metrics: Metrics
     push: PushLoop | None = None  # told which failed leads a peer covers, for its nudge
     escalation: Escalation | None = None  # the journal and the human leg
+    excerpts: PaneExcerpts | None = None  # health.includePaneExcerpt: lead records only
     pane_reads: int = 0
     routing: dict[str, RoutingNote] = field(default_factory=dict)
     _probes: list[ProbeResult] = field(default_factory=list)
@@ -216,9 +218,10 @@ class EffectDispatcher:
         )
 
     async def _publish(self, lead: str, incident: Incident) -> None:
-        record = health_record(
-            incident, lead=lead, now=self.clock.now(), run=self.bridge.runs.current
-        )
+        now = self.clock.now()
+        record = health_record(incident, lead=lead, now=now, run=self.bridge.runs.current)
+        if self.excerpts is not None:  # the lead's record only: never the incident or a person
+            record = self.excerpts.attach(record, incident, now=now)
         await self.bridge.keep_for_lead(record)
 
     async def _probe(self, request: RequestPaneProbe) -> None:
@@ -236,6 +239,10 @@ class EffectDispatcher:
             )
             return
         self.metrics.pane_reads_total.labels(outcome="ok").inc()
+        if self.excerpts is not None:
+            self.excerpts.note(
+                request.target, read.text, read_at=self.clock.now(), reason=request.reason.value
+            )
         signature = match_fatal(kind, read.text)
         self._probes.append(
             ProbeResult(

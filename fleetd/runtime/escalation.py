@@ -15,8 +15,9 @@ the journal:
 
 A journal that fails stops a pass, never detection: the owed truths wait in memory (at most
 :data:`MAX_OWED`; past that the oldest is dropped and logged, and health's next change of it is
-owed again), one WARN says the journal failed and one INFO that it records again, and until every
-owed incident is recorded :attr:`Escalation.problem` keeps notification coverage ``degraded``.
+owed again), one INFO says how much is owed and one that it records again, and until every
+owed incident is recorded :attr:`Escalation.problem` keeps notification coverage ``degraded``
+(the journal's own health logs the outage's one WARNING; this shell adds an INFO with the count).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from fleetd.journal.records import IncidentChange, NewEvent, StoredIncident
 from fleetd.notify.payload import CoverageStatus, encode_event, event_from_incident
 from fleetd.notify.policy import EMPTY, HumanPlan, Leg, leg_of, plan, stored_leg
 
-__all__ = ["MAX_OWED", "SWEEP", "Escalation", "instance_name"]
+__all__ = ["MAX_OWED", "SWEEP", "TOLD_WINDOW", "Escalation", "instance_name"]
 
 _log = logging.getLogger("fleetd.health")
 
@@ -47,6 +48,10 @@ SWEEP: Final = timedelta(seconds=30)
 """The journal's open and unsettled incidents are reconciled at least this often."""
 MAX_OWED: Final = 10_000
 """Most incident truths kept while the journal does not take them."""
+TOLD_WINDOW: Final = timedelta(hours=24)
+"""A sweep also looks at resolved incidents with a delivery this recent and no ``resolved``
+event: an ``open`` that landed after its incident's resolution was recorded (a restart between
+the two must not lose the ``resolved`` the person is owed)."""
 
 
 def instance_name(config: FleetdConfig | None = None) -> str:
@@ -195,7 +200,7 @@ class Escalation:
                 del self._owed[incident_id]
 
     async def _sweep(self, now: datetime) -> None:
-        snapshot = await self.journal.load_open()
+        snapshot = await self.journal.load_open(told_since=now - TOLD_WINDOW)
         next_sweep = now + SWEEP
         for stored in (*snapshot.open_incidents, *snapshot.pending_resolutions):
             if stored.incident.id in self._owed:
@@ -259,8 +264,8 @@ class Escalation:
 
     def _failed(self, exc: JournalError) -> None:
         reason = f"{exc.operation}: {exc.reason}"
-        if self._failing is None:
-            _log.warning(
+        if self._failing is None:  # the journal's own health logs the outage's one WARNING
+            _log.info(
                 "incident journal failed (%s); detection goes on, coverage is degraded, "
                 "%d incidents owed",
                 reason,

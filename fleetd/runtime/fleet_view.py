@@ -36,8 +36,8 @@ from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session
 from fleetd.config import ConfigRef, LeadConfig
 from fleetd.errors import HerdrError
+from fleetd.health.audience import lead_may_see
 from fleetd.health.snapshot import MemberView
-from fleetd.health.states import Scope
 from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.inbox.records import InboxRecord
@@ -127,7 +127,7 @@ class FleetViewBuilder:
                 for o in self.bridge.orphans.members()
             ),
             capacity=self.bridge.view.capacity_view(
-                backlogs, [v for s, v in zip(sessions, views, strict=True) if s.live]
+                backlogs, [v for s, v in zip(sessions, views, strict=True) if s.live], now=now
             ),
             leads=tuple(
                 (
@@ -368,18 +368,17 @@ def _orphan(orphan: Orphan, now: datetime, statuses: dict[str, str]) -> dict[str
 
 
 def _sees_incident(caller: Caller, row: dict[str, Any]) -> bool:
-    """The operator sees every incident; a lead those it owns, receives or is the subject of,
-    and the fleet-wide ones (control link, profile) that bear on every lead."""
+    """The operator sees every incident; a lead what :func:`lead_may_see` allows (the rule
+    ``GET /v1/incidents`` follows too)."""
     if caller.role is Role.OPERATOR:
         return True
-    if caller.name in (row["owner"], row["recipient"]):
-        return True
-    if row["scope"] == Scope.LEAD.value:
-        return bool(row["subject"] == caller.name)
-    return row["scope"] in _FLEET_WIDE
-
-
-_FLEET_WIDE = frozenset({Scope.CONTROL_LINK.value, Scope.PROFILE.value})
+    return lead_may_see(
+        caller.name,
+        scope=row["scope"],
+        subject=row["subject"],
+        owner=row["owner"],
+        recipient=row["recipient"],
+    )
 
 
 def _failure(failure: DecodeFailure) -> dict[str, Any]:

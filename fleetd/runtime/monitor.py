@@ -31,6 +31,7 @@ from fleetd.errors import FleetdError
 from fleetd.health.adoption import resume
 from fleetd.health.decide import decide
 from fleetd.health.evidence import HealthState
+from fleetd.health.incidents import Route
 from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState
 from fleetd.herdr.control import AgentControl
@@ -42,6 +43,7 @@ from fleetd.runtime import health_views
 from fleetd.runtime.dispatch import EffectDispatcher, RoutingNote
 from fleetd.runtime.escalation import Escalation
 from fleetd.runtime.link import LinkState
+from fleetd.runtime.pane_excerpts import PaneExcerpts
 from fleetd.runtime.snapshot import SeenAgents, take_snapshot
 
 __all__ = ["FleetHealthMonitor"]
@@ -79,7 +81,12 @@ class FleetHealthMonitor:
                 settings=lambda: self.config.current,
                 coverage=self._coverage_status,
             )
+        config = self.config
         self.dispatcher = EffectDispatcher(
+            excerpts=PaneExcerpts(
+                enabled=lambda: config.current.health.include_pane_excerpt,
+                known=config.secret_values,
+            ),
             escalation=self.escalation,
             clock=self.clock,
             control=self.control,
@@ -99,7 +106,12 @@ class FleetHealthMonitor:
             _log.warning("incident journal not read at start (%s); detection starts afresh", exc)
             return 0
         incidents = [stored.incident for stored in kept.open_incidents]
-        self.state = resume(incidents, kept.generations, self.bridge.runs.current)
+        self.state = resume(
+            incidents,
+            kept.generations,
+            self.bridge.runs.current,
+            floor=kept.generation_floor,
+        )
         if incidents:
             _log.info("resumed %d open incidents from the journal", len(incidents))
         return len(incidents)
@@ -154,12 +166,15 @@ class FleetHealthMonitor:
 
     def _refresh_gauges(self) -> None:
         gauge = self.metrics.health_incidents
-        gauge.clear()
+        self.metrics.reset(gauge)
         for incident in self.state.open_incidents():
+            # routed after opening within the same tick: never unrouted here, so not a person
+            human = incident.route is Route.HUMAN
             gauge.labels(
                 scope=incident.scope.value,
                 state=str(incident.state),
                 severity=incident.severity.value,
+                route=(Route.HUMAN if human else Route.LEAD).value,
             ).inc()
         held = foreign_assignments(self.state.open_incidents())
         assigned = self.metrics.lead_assigned_incidents

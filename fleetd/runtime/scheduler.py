@@ -2,8 +2,16 @@
 
 A :class:`Loop` is a named coroutine step plus a function that says how long to wait before the
 next step (read from the live config each time, so interval keys stay hot). The :class:`Scheduler`
-runs each loop as one asyncio task, records when each step last finished (``/livez`` reads
-it), keeps one failing step from killing its loop, and stops every loop on :meth:`Scheduler.stop`.
+runs each loop as one asyncio task, records when each step started and last finished, keeps one
+failing step from killing its loop, and stops every loop on :meth:`Scheduler.stop`.
+
+``/livez`` asks :meth:`Scheduler.alive`: every loop's task still runs *and* no loop is stalled.
+A loop is stalled while its current step has been running longer than its
+:attr:`Loop.stall_after` (by default :data:`STALL_INTERVALS` of its intervals, at least
+:data:`STALL_FLOOR_SECONDS`): a step that waits forever (an outbound call without a deadline, a
+lock never released) stops the loop as surely as a crash, and liveness says so. The bound is
+generous on purpose: a liveness failure gets the process restarted, so only a step far past
+anything its own deadlines allow counts.
 
 Under :class:`~fleetd.clock.FakeClock` a loop advances exactly as far as the test moves the clock.
 """
@@ -18,9 +26,14 @@ from dataclasses import dataclass, field
 
 from fleetd.clock import Clock
 
-__all__ = ["Loop", "LoopStatus", "Scheduler"]
+__all__ = ["STALL_FLOOR_SECONDS", "STALL_INTERVALS", "Loop", "LoopStatus", "Scheduler"]
 
 _log = logging.getLogger("fleetd.runtime")
+
+STALL_INTERVALS = 3
+"""A step running this many of its loop's intervals stalls the loop (unless ``stall_after``)."""
+STALL_FLOOR_SECONDS = 120.0
+"""No loop counts as stalled before its step has run this long (by default)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,6 +44,14 @@ class Loop:
     step: Callable[[], Awaitable[None]]
     interval: Callable[[], float]
     run_first_immediately: bool = True
+    stall_after: Callable[[], float] | None = None
+    """Seconds one step may run before the loop counts as stalled (``None``: the default)."""
+
+    def stall_limit(self) -> float:
+        """How long one step may run before the loop counts as stalled, in seconds."""
+        if self.stall_after is not None:
+            return self.stall_after()
+        return max(STALL_INTERVALS * self.interval(), STALL_FLOOR_SECONDS)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -42,6 +63,7 @@ class LoopStatus:
     failures: int = 0
     last_step_at: float | None = None
     running: bool = False
+    step_started_at: float | None = None  # while a step runs (monotonic seconds)
 
 
 @dataclass(slots=True)
@@ -85,13 +107,26 @@ class Scheduler:
                 failures=s.failures,
                 last_step_at=s.last_step_at,
                 running=s.running,
+                step_started_at=s.step_started_at,
             )
             for s in self._status.values()
         ]
 
     def alive(self) -> bool:
-        """True while every started loop still has a live task."""
-        return all(not task.done() for task in self._tasks.values())
+        """True while every started loop still has a live task and none is stalled."""
+        if any(task.done() for task in self._tasks.values()):
+            return False
+        return not self.stalled()
+
+    def stalled(self) -> list[str]:
+        """The loops whose current step has run past its stall limit, by name."""
+        now = self.clock.monotonic()
+        return [
+            loop.name
+            for loop in self._loops
+            if (started := self._status[loop.name].step_started_at) is not None
+            and now - started > loop.stall_limit()
+        ]
 
     async def run_once(self, name: str) -> None:
         """Run one step of a loop now (tests and the demo use this)."""
@@ -108,6 +143,7 @@ class Scheduler:
 
     async def _step(self, loop: Loop) -> None:
         status = self._status[loop.name]
+        status.step_started_at = self.clock.monotonic()
         try:
             await loop.step()
         except asyncio.CancelledError:
@@ -118,3 +154,4 @@ class Scheduler:
         finally:
             status.steps += 1
             status.last_step_at = self.clock.monotonic()
+            status.step_started_at = None

@@ -187,6 +187,8 @@ class TcpProxy:
         self._writers: list[asyncio.StreamWriter] = []
         self._pumps: set[asyncio.Task[None]] = set()
         self._refusing = False
+        self._flowing = asyncio.Event()
+        self._flowing.set()
         self.port = 0
         self.accepted = 0  # connections relayed so far
         self.live: set[asyncio.StreamWriter] = set()  # client sides still open
@@ -209,6 +211,15 @@ class TcpProxy:
     def restore(self) -> None:
         """Relay new connections again."""
         self._refusing = False
+
+    def freeze(self) -> None:
+        """Keep every connection open but relay nothing: a broker that hangs (calls time out
+        while the connection still looks up)."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        """Relay again what waited, and everything after."""
+        self._flowing.set()
 
     async def close(self) -> None:
         self.sever()
@@ -233,10 +244,10 @@ class TcpProxy:
             pump.add_done_callback(self._pumps.discard)
             pump.add_done_callback(lambda _: self.live.discard(writer))
 
-    @staticmethod
-    async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
         try:
             while data := await source.read(65_536):
+                await self._flowing.wait()
                 sink.write(data)
                 await sink.drain()
         except (ConnectionError, OSError):

@@ -15,6 +15,7 @@ import pytest
 
 from fleetd.api.app import create_app
 from fleetd.api.tools import Caller, Role
+from fleetd.errors import InboxUnavailableError
 from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
@@ -183,6 +184,55 @@ async def test_every_broker_down_is_not_ready_alive_and_loses_nothing(
         messages = (await fleet.ok("fleet_poll", lead))["messages"]
         assert sorted(m["ticket"] for m in messages) == sorted([stored, held, retried])
     finally:
+        await http.aclose()
+        await fleet.service.scheduler.stop()
+        await inbox.close()
+
+
+async def test_one_failed_call_on_a_hanging_primary_leaves_the_service_ready(
+    tmp_path: Path,
+    inbox_proxy: TcpProxy,
+    inbox_second_proxy: TcpProxy,
+    inbox_broker: RawBroker,
+    inbox_new_key: Callable[[], str],
+) -> None:
+    """2c: the primary hangs (its connection stays up, calls time out) while the second broker
+    is healthy. After one and two failed publishes failover stays on the primary and /readyz
+    stays 200 with allDown false; the third opens its breaker, /readyz is still ready, and the
+    next publish is served by the second broker."""
+    name = inbox_broker.track(inbox_new_key())
+    document = sample_document(tmp_path)
+    document["leads"] = [{"name": name, "agent": "lead", "tokenEnv": "T_LEAD"}]
+    inbox = AmqpInbox(
+        [BROKER.format(port=inbox_proxy.port), BROKER.format(port=inbox_second_proxy.port)],
+        operation_timeout=0.5,
+    )
+    fleet = build_test_fleet(tmp_path, document=document, inbox=inbox)
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(fleet.service)), base_url="http://fleetd"
+    )
+
+    async def readiness() -> tuple[int, dict[str, object]]:
+        answer = await http.get("/readyz")
+        return answer.status_code, answer.json()["dependencies"]["inbox"]
+
+    try:
+        await fleet.service.own_lead_keys()  # what start() does first; no loop calls the inbox
+        fleet.service.started = True
+        assert inbox.broker_report().active == 0
+        inbox_proxy.freeze()
+        for n in range(2):
+            with pytest.raises(InboxUnavailableError):
+                await inbox.publish(reply(name, f"m-{n}"))
+            assert await readiness() == (200, {"kind": "amqp", "allDown": False, "active": 0})
+        with pytest.raises(InboxUnavailableError):
+            await inbox.publish(reply(name, "m-2"))
+        assert inbox.broker_report().pool.endpoints[0].breaker.state is BreakerState.OPEN
+        assert (await readiness())[0] == 200
+        assert await inbox.publish(reply(name, "m-3")) is True
+        assert await readiness() == (200, {"kind": "amqp", "allDown": False, "active": 1})
+    finally:
+        inbox_proxy.thaw()
         await http.aclose()
         await fleet.service.scheduler.stop()
         await inbox.close()

@@ -367,17 +367,21 @@ async def test_an_attempt_cancelled_in_flight_is_still_delivered_under_its_lease
         refused.incident.id: [EventState.CANCELLED],
         fenced.incident.id: [EventState.DELIVERED],
     }
-    snapshot = await reader.load_open()
+    snapshot = await reader.load_open(told_since=T0)
     assert {s.incident.id for s in snapshot.pending_resolutions} == {
         told.incident.id,
         fenced.incident.id,
     }
+    later = await reader.load_open(told_since=T0 + LEASE)  # delivered at or after it only
+    assert {s.incident.id for s in later.pending_resolutions} == {fenced.incident.id}
+    assert (await reader.load_open()).pending_resolutions == ()  # nothing pending or failed
 
 
 async def test_a_restart_reloads_a_pending_resolution(journal_kit: JournalKit) -> None:
     """A resolved incident whose ``resolved`` event is undelivered comes back with its retry
-    state, and so does one whose person was told with no ``resolved`` recorded yet; one whose
-    ``resolved`` was delivered, and one nobody was told of, do not."""
+    state, and so does one whose person was told (at or after ``told_since``) with no
+    ``resolved`` recorded yet; one whose ``resolved`` was delivered, and one nobody was told of,
+    do not."""
     journal = journal_kit.build()
     pending, owed, done, untold = (opened(f"sess_{n}") for n in range(1, 5))
     for change in (pending, owed, done):
@@ -395,7 +399,10 @@ async def test_a_restart_reloads_a_pending_resolution(journal_kit: JournalKit) -
         else:
             assert await journal.release(claim, now=T0)
     restarted = journal_kit.build()
-    snapshot = await restarted.load_open()
+    assert {s.incident.id for s in (await restarted.load_open()).pending_resolutions} == {
+        pending.incident.id  # without ``told_since``: only an event pending or failed
+    }
+    snapshot = await restarted.load_open(told_since=T0)
     assert snapshot.open_incidents == ()
     reloaded = {s.incident.id: s for s in snapshot.pending_resolutions}
     assert set(reloaded) == {pending.incident.id, owed.incident.id}

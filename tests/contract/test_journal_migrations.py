@@ -13,7 +13,7 @@ import setuptools
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Column, Engine, Integer, MetaData, inspect
+from sqlalchemy import Column, Engine, Integer, MetaData, inspect, text
 
 from fleetd.journal.engine import journal_engine
 from fleetd.journal.migrate import (
@@ -82,6 +82,47 @@ def test_downgrade_to_base_and_back(empty_engine: Engine) -> None:
     assert TABLES.isdisjoint(inspect(empty_engine).get_table_names())
     upgrade_engine(empty_engine)
     assert set(inspect(empty_engine).get_table_names()) >= TABLES
+
+
+HISTORY_INDEXES = {
+    "incidents": {"ix_incidents_resolved_at", "ix_incidents_generation"},
+    "outbound_events": {
+        "ix_outbound_events_pending",
+        "ix_outbound_events_failed",
+        "ix_outbound_events_delivered_at",
+    },
+}
+
+
+def _index_names(engine: Engine, table: str) -> set[str]:
+    return {str(index["name"]) for index in inspect(engine).get_indexes(table)}
+
+
+def test_0003_adds_the_history_indexes_to_a_journal_in_use(empty_engine: Engine) -> None:
+    """7b: a journal at 0002 holding rows upgrades to the head: the rows stay, the indexes that
+    keep frequent queries off the history exist, and a downgrade to 0002 drops only them."""
+    upgrade_engine(empty_engine, "0002")
+    with empty_engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO incidents (id, scope, subject_stable_id, state, cause_fingerprint, "
+                "generation, severity, certainty, committed_work_at_risk, routing_generation, "
+                "opened_at, resolved_at, updated_at) VALUES ('inc_1', 'member', 'sess_1', "
+                "'GONE', 'gone', 1, 'critical', 'confirmed', false, 0, :at, :at, :at)"
+            ),
+            {"at": "2026-08-01 12:00:00"},
+        )
+    assert upgrade_engine(empty_engine) == head_revision()
+    for table, names in HISTORY_INDEXES.items():
+        assert names <= _index_names(empty_engine, table), table
+    with empty_engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM incidents")).scalar() == 1
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0002")
+        connection.commit()
+    for table, names in HISTORY_INDEXES.items():
+        assert names.isdisjoint(_index_names(empty_engine, table)), table
 
 
 def test_env_reads_fleetd_config_when_given_no_database(

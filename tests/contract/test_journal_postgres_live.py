@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 
 import psycopg
 import pytest
 
+from fleetd.health.incidents import ResolveReason
 from fleetd.journal.records import Claim, EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
 from tests.contract.journal_cases import T0, make_incident
@@ -83,6 +85,36 @@ async def test_two_clients_claiming_together_never_share_an_attempt(journal_pg_u
         assert second
         stats = await clients[0].stats()
         assert (stats.queue_depth, stats.last_delivered_at) == (0, now)
+    finally:
+        for client in clients:
+            await client.close()
+
+
+async def test_two_instances_purging_together_delete_each_incident_once(
+    journal_pg_url: str,
+) -> None:
+    """7b: two fleetd instances' retention passes on one database: neither waits for the other's
+    rows, each incident is deleted by exactly one, and the counts add up."""
+    clients = [SqlJournal(journal_pg_url), SqlJournal(journal_pg_url)]
+    total = 120
+    try:
+        for n in range(total):
+            change = IncidentChange(incident=make_incident(f"sess_{n:03d}"))
+            await clients[0].record(
+                dataclasses.replace(change, resolved_at=T0, resolve_reason=ResolveReason.CLEARED),
+                now=T0,
+            )
+        later = T0 + timedelta(days=40)
+
+        async def drain(journal: SqlJournal) -> int:
+            deleted = 0
+            while count := await journal.purge(resolved_before=later, limit=7):
+                deleted += count
+            return deleted
+
+        first, second = await asyncio.gather(drain(clients[0]), drain(clients[1]))
+        assert first + second == total
+        assert (await clients[0].load_open()).generation_floor == 0
     finally:
         for client in clients:
             await client.close()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import httpx2
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import TextContent
@@ -135,3 +137,22 @@ def _doc(result: Any) -> dict[str, Any]:
     assert isinstance(block, TextContent)
     document: dict[str, Any] = json.loads(block.text)
     return document
+
+
+async def test_a_spawn_herdr_never_answers_logs_its_cause(
+    e2e: E2EFleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 20 2e: a spawn that fails because herdr stops answering is ``unavailable`` to the
+    lead and logged with its link cause (``timeout``), the call and herdr's code: an operator
+    tells it from a refused or reset link; no raw exception text goes out."""
+    caplog.set_level(logging.WARNING, logger="fleetd.bridge")
+    e2e.simulator.unresponsive = True
+    async with e2e.http() as lead:
+        response = await e2e.run(lead.post("/v1/tools/fleet_spawn", json={"profile": "sonnet"}))
+    body = response.json()
+    assert (response.status_code, body["error"]["code"]) == (503, "unavailable")
+    assert body["error"]["message"] == "herdr cannot be reached (timeout); no member was started"
+    [logged] = [r.getMessage() for r in caplog.records if "rolled back" in r.getMessage()]
+    failed = "the link to herdr failed at workspace.create: timeout (request_timeout)"
+    assert logged.endswith(failed)
+    assert not e2e.service.bridge.roster.live()

@@ -2,9 +2,10 @@
 
 A herdr that stops answering is the control link's fault, never a lead's. A lead missing from one
 successful list keeps its state; missing from two while ping works, it is unreachable, and when
-it is back its own incidents return to it. With no healthy lead left — always, for a sole lead —
-incidents go to the passive human leg: kept open, never a restart, coverage ``partial``
-everywhere.
+it is back the peer standing in for it keeps its incidents (§7.4: reassigned only if that peer
+fails or retires) while the owner sees them in its own ``fleet_list``. With no healthy lead
+left — always, for a sole lead — incidents go to the passive human leg: kept open, never a
+restart, coverage ``partial`` everywhere.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ async def test_a_lead_missing_from_one_list_keeps_its_state_from_two_is_unreacha
 ) -> None:
     """herdr's list misses the owner once (it still answers by name): nothing changes. Missed
     twice with ping working: LEAD_UNREACHABLE on absences alone, its member incident goes to the
-    peer. Listed again: the healthy owner wins its incident back and the peer is told."""
+    peer. Listed again: the peer keeps the incident (§7.4), is told nothing new, and the owner
+    sees it, with its recipient, in its own fleet_list."""
     async with (
         start_e2e(tmp_path, HEALTH, leads=("lead", "lead-b")) as e2e,
         e2e.as_lead("lead") as lead,
@@ -130,10 +132,15 @@ async def test_a_lead_missing_from_one_list_keeps_its_state_from_two_is_unreacha
         assert lead_row(listed, "lead")["health"]["state"] == "LEAD_IDLE"
         assert incidents(listed, subject="lead") == {}
         member = incidents(listed, subject=sid)["ERROR_ON_SCREEN"]
-        assert routing(member) == ("lead", "lead", "owner", 3, None)
-        told = [m for m in await poll(e2e, peer, "lead-b") if m["state"] == "SUPERSEDED"]
-        assert {m["evidence"]["supersededGeneration"] for m in told} == {2}
-        assert {m["evidence"]["newRecipient"] for m in told} == {"lead"}
+        assert routing(member) == ("lead-b", "lead", "peer_owner_unhealthy", 2, "lead")
+        assert not [m for m in await poll(e2e, peer, "lead-b") if m["state"] == "SUPERSEDED"]
+        own = await e2e.tool(lead, "fleet_list")
+        assert routing(incidents(own, subject=sid)["ERROR_ON_SCREEN"])[:4] == (
+            "lead-b",
+            "lead",
+            "peer_owner_unhealthy",
+            2,
+        )
 
 
 async def test_a_lead_relaunched_by_hand_before_the_next_list_never_pages_its_peer(

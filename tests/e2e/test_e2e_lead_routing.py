@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from fleetd.herdr.model import AgentStatus
-from tests.e2e.e2e_fleet import start_e2e
+from tests.e2e.e2e_fleet import OPERATOR_TOKEN, E2EFleet, start_e2e
 from tests.e2e.lead_fleet import (
     HEALTH,
     fleet,
@@ -219,3 +219,38 @@ async def test_a_peer_dropped_from_the_config_keeps_its_assignment_through_the_g
         moved = incidents(listed, subject=sid)["ERROR_ON_SCREEN"]
         assert routing(moved) == ("lead-b", "lead", PEER, 3, "lead")
         assert lead_row(listed, "lead-b")["health"]["assignedForeignIncidents"] == 3
+
+
+async def test_a_dead_lead_dropped_from_the_config_retires_and_its_incident_resolves(
+    tmp_path: Path,
+) -> None:
+    """Issue 20 4b: a lead whose agent is gone (LEAD_UNREACHABLE, held by its peer) is taken out
+    of the config: after the two-snapshot grace it retires and its incident resolves as
+    ``subject_retired`` — fleet_list and /v1/incidents say so, nothing stays open for it."""
+    async with start_e2e(tmp_path, HEALTH, leads=("lead", "lead-b")) as e2e:
+        e2e.simulator.agent("lead-b").exit()
+        health = e2e.service.health
+        await e2e.until(lambda: bool(incidents_about(e2e, "lead-b")))
+        [dead] = incidents(await fleet(e2e), subject="lead-b").values()
+        assert dead["state"] == "LEAD_UNREACHABLE"
+
+        document = yaml.safe_load(e2e.config_path.read_text(encoding="utf-8"))
+        document["leads"] = [row for row in document["leads"] if row["name"] != "lead-b"]
+        e2e.config_path.write_text(yaml.safe_dump(document), encoding="utf-8")
+        await e2e.until(lambda: "lead-b" not in health.state.leads)
+        listed = await fleet(e2e)
+        assert incidents(listed, subject="lead-b") == {}
+        assert [row["name"] for row in listed["leads"]] == ["lead"]
+        await ticks(e2e, 2)
+        assert incidents(await fleet(e2e), subject="lead-b") == {}
+        async with e2e.http(OPERATOR_TOKEN) as operator:
+            journal = (await e2e.run(operator.get("/v1/incidents"))).json()["result"]
+        [row] = [i for i in journal["incidents"] if i["id"] == dead["id"]]
+        assert (row["status"], row["resolveReason"]) == ("resolved", "subject_retired")
+
+
+def incidents_about(e2e: E2EFleet, subject: str) -> list[str]:
+    """The states of health's open incidents about ``subject``."""
+    return [
+        str(i.state) for i in e2e.service.health.state.incidents.values() if i.subject == subject
+    ]

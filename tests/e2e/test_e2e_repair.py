@@ -10,7 +10,7 @@ from typing import Any
 from fleetd.bridge import RepairResult
 from fleetd.bridge.sessions import SessionEvent, SessionState
 from fleetd.screens import CLIPPED_TAIL_MARKER, REPAIRED_COMPLETION_MARKER
-from tests.e2e.e2e_fleet import start_e2e
+from tests.e2e.e2e_fleet import OPERATOR_TOKEN, start_e2e
 from tests.e2e.repair_e2e import (
     AGENTS,
     HEALTH,
@@ -41,6 +41,10 @@ async def test_trace_one_busy_while_done_is_repaired_with_its_marker(tmp_path: P
         assert reply["content"].startswith(REPAIRED_COMPLETION_MARKER)
         await e2e.until(lambda: member_state(e2e, lost.session_id) == "IDLE")
         assert not e2e.service.health.state.incidents
+        async with e2e.http(OPERATOR_TOKEN) as operator:  # issue 20 3c: the repair's trace
+            journal = (await e2e.run(operator.get("/v1/incidents"))).json()["result"]
+        [row] = [i for i in journal["incidents"] if i["state"] == "TURN_BOUNDARY_LOST"]
+        assert (row["status"], row["resolveReason"]) == ("resolved", "repaired")
         assert_nothing_replayed(e2e)
 
 

@@ -171,12 +171,10 @@ class Served:
         return f"{self.base_url}/mcp"
 
 
-@pytest.fixture
-async def served() -> AsyncIterator[Served]:
-    fleet = build_fleet()
-    config = uvicorn.Config(
-        build_app(fleet), host="127.0.0.1", port=0, log_config=None, lifespan="on"
-    )
+@contextlib.asynccontextmanager
+async def serve(app: FastAPI) -> AsyncIterator[str]:
+    """``app`` on uvicorn at 127.0.0.1 on a free port, lifespan on; its base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, lifespan="on")
     server = _ServerUnderTest(config)
     serving = asyncio.create_task(server.serve())
     listening = asyncio.create_task(server.listening.wait())
@@ -190,10 +188,17 @@ async def served() -> AsyncIterator[Served]:
         pytest.fail("uvicorn did not start")
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield Served(fleet=fleet, base_url=f"http://127.0.0.1:{port}")
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         await asyncio.wait_for(serving, STARTUP_TIMEOUT)
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Served]:
+    fleet = build_fleet()
+    async with serve(build_app(fleet)) as base_url:
+        yield Served(fleet=fleet, base_url=base_url)
 
 
 @contextlib.asynccontextmanager

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -11,10 +11,14 @@ from fleetd.catalog import http as catalog_http
 from fleetd.catalog.http import HttpModelCatalog
 from fleetd.catalog.port import CatalogTarget
 from fleetd.clock import FakeClock, SystemClock
+from fleetd.notify.http import HttpWebhookSender
+from fleetd.notify.request import WebhookRequest
+from fleetd.notify.retry import server_wait
 from fleetd.resilience import ErrorClass
 from tests.integration.hook_server import HookServer, Reply
 
 LIMIT = timedelta(seconds=2)
+T0 = datetime(2026, 8, 1, 12, 0, tzinfo=UTC)
 
 
 def _base(server: HookServer) -> str:
@@ -66,8 +70,39 @@ async def test_statuses_and_bodies_are_classed(reply: Reply, error: str) -> None
     assert (answer.retry_after is not None) == (error == "throttled")
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        "90",
+        "Sat, 01 Aug 2026 12:01:30 GMT",
+        "Saturday, 01-Aug-26 12:01:30 GMT",
+        "Sat Aug  1 12:01:30 2026",
+        "Sat, 01 Aug 2026 11:00:00 GMT",
+    ],
+)
+async def test_the_catalog_and_the_webhook_read_retry_after_alike(header: str) -> None:
+    """One Retry-After parser: every HTTP-date form a 503 names makes the catalog's answer a
+    throttle with the same wait (before the caller's cap) as the webhook sender reads."""
+    clock = FakeClock(T0)
+    catalog = HttpModelCatalog(clock=clock)
+    sender = HttpWebhookSender(clock=clock)
+    async with HookServer() as server:
+        server.answer(*[Reply(status=503, headers={"retry-after": header})] * 2)
+        answer = await catalog.fetch(
+            CatalogTarget(provider="p", base_url=_base(server)), limit=LIMIT
+        )
+        request = WebhookRequest(event_id="evt_1", url=server.url, body=b"{}", headers={})
+        outcome = await sender.send(request, limit=LIMIT)
+    await catalog.aclose()
+    await sender.aclose()
+    assert answer.fetch.error is ErrorClass.THROTTLED
+    assert outcome.retry_after is not None
+    assert answer.retry_after == server_wait(outcome.retry_after, T0)
+
+
 async def test_a_body_past_the_limit_is_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A catalog larger than the limit is malformed, whatever it holds."""
+    """A catalog larger than the limit is a failed read of its own, ``too_large``, whatever it
+    holds."""
     monkeypatch.setattr(catalog_http, "MAX_BODY_BYTES", 16)
     catalog = HttpModelCatalog(clock=SystemClock())
     async with HookServer() as server:
@@ -76,7 +111,7 @@ async def test_a_body_past_the_limit_is_not_read(monkeypatch: pytest.MonkeyPatch
             CatalogTarget(provider="p", base_url=_base(server)), limit=LIMIT
         )
     await catalog.aclose()
-    assert answer.fetch.error is ErrorClass.MALFORMED
+    assert answer.fetch.error is ErrorClass.TOO_LARGE
 
 
 async def test_a_closed_port_is_refused_and_a_bad_url_rejected() -> None:

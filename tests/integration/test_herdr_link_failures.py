@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from fleetd.clock import FakeClock, SystemClock
-from fleetd.errors import ControlLinkError
-from fleetd.herdr.client import HerdrSocketClient
+from fleetd.errors import ControlLinkError, LinkCause
+from fleetd.herdr.client import HerdrSocketClient, link_cause
 from fleetd.herdr.model import AgentStatus
 from fleetd.sim.harness import SimHarness, drive
 from fleetd.sim.scenario import parse_scenario
@@ -51,6 +51,7 @@ async def test_missing_socket_is_a_link_error(short_dir: Path) -> None:
         await client.ping()
     assert info.value.code == "connect_failed"
     assert info.value.method == "ping"
+    assert info.value.cause is LinkCause.SOCKET_MISSING
 
 
 async def test_stale_socket_file_is_a_link_error(short_dir: Path) -> None:
@@ -63,6 +64,7 @@ async def test_stale_socket_file_is_a_link_error(short_dir: Path) -> None:
     with pytest.raises(ControlLinkError) as info:
         await client.agent_list()
     assert info.value.code == "connect_failed"
+    assert info.value.cause is LinkCause.REFUSED
 
 
 async def test_stopping_the_simulator_mid_call_fails_the_call() -> None:
@@ -111,6 +113,7 @@ async def test_unresponsive_server_times_out_as_link_error() -> None:
         with pytest.raises(ControlLinkError) as info:
             await h.run(h.client.agent_list(), max_seconds=10)
         assert info.value.code == "request_timeout"
+        assert info.value.cause is LinkCause.TIMEOUT
         assert h.clock.monotonic() == pytest.approx(2.0, abs=0.1)
         with pytest.raises(ControlLinkError):
             await h.run(h.client.agent_wait("lead", max_wait=3.0), max_seconds=10)
@@ -153,19 +156,24 @@ async def _garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -
 
 
 @pytest.mark.parametrize(
-    ("respond", "code"),
-    [(_close_at_once, "connection_lost"), (_garbage, "invalid_response")],
+    ("respond", "code", "cause"),
+    [
+        (_close_at_once, "connection_lost", LinkCause.CLOSED),
+        (_garbage, "invalid_response", LinkCause.INVALID_RESPONSE),
+    ],
 )
 async def test_server_that_is_not_herdr_is_a_link_error(
-    short_dir: Path, respond: Responder, code: str
+    short_dir: Path, respond: Responder, code: str, cause: LinkCause
 ) -> None:
-    """EOF before an answer, or an answer that is not herdr JSON, is ControlLinkError."""
+    """EOF before an answer, or an answer that is not herdr JSON, is ControlLinkError; its cause
+    class tells the two apart."""
     path = short_dir / "raw.sock"
     async with raw_server(path, respond):
         client = HerdrSocketClient(path, clock=FakeClock(), request_timeout=1)
         with pytest.raises(ControlLinkError) as info:
             await client.ping()
         assert info.value.code == code
+        assert info.value.cause is cause
 
 
 async def test_deadline_runs_on_the_injected_clock(short_dir: Path) -> None:
@@ -236,3 +244,21 @@ async def test_a_live_request_limit_is_read_at_each_call(short_dir: Path) -> Non
             await drive(clock, client.ping(), step=0.5)
         assert info.value.code == "request_timeout"
         assert clock.monotonic() == pytest.approx(3.5)
+
+
+@pytest.mark.parametrize(
+    ("error", "cause"),
+    [
+        (ConnectionRefusedError(), LinkCause.REFUSED),
+        (FileNotFoundError(), LinkCause.SOCKET_MISSING),
+        (PermissionError(), LinkCause.PERMISSION),
+        (ConnectionResetError(), LinkCause.RESET),
+        (BrokenPipeError(), LinkCause.RESET),
+        (TimeoutError(), LinkCause.TIMEOUT),
+        (ValueError(), LinkCause.TOO_LARGE),
+        (OSError(), LinkCause.OTHER),
+    ],
+)
+def test_each_socket_error_has_a_bounded_cause(error: BaseException, cause: LinkCause) -> None:
+    """Issue 20 2e: every foreign socket error maps to one bounded cause class."""
+    assert link_cause(error) is cause

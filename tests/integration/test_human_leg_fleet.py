@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -159,9 +160,9 @@ class HangingJournal(InMemoryJournal):
         await self.answer.wait()
         return await super().get(incident_id)
 
-    async def load_open(self) -> JournalSnapshot:
+    async def load_open(self, *, told_since: datetime | None = None) -> JournalSnapshot:
         await self.answer.wait()
-        return await super().load_open()
+        return await super().load_open(told_since=told_since)
 
 
 async def test_a_journal_that_never_answers_does_not_stop_detection(tmp_path: Path) -> None:

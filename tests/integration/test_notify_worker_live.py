@@ -5,6 +5,7 @@ the ``standardwebhooks`` reference library at the receiver's (fake) time."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from fleetd.clock import FakeClock
+from fleetd.compose import WEBHOOK_PASS_SECONDS
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.records import EventState, StoredEvent
 from fleetd.notify.http import HttpWebhookSender
@@ -114,8 +116,15 @@ RETRYABLE = [
         Reply(status=503, headers={"Retry-After": http_date(T0 - timedelta(hours=1))}),
         "http_5xx",
         503,
-        timedelta(0),
+        timedelta(seconds=2.5),
         id="retry-after-date-past",
+    ),
+    pytest.param(
+        Reply(status=429, headers={"Retry-After": "0"}),
+        "http_429",
+        429,
+        timedelta(seconds=2.5),
+        id="retry-after-zero",
     ),
 ]
 
@@ -124,8 +133,9 @@ RETRYABLE = [
 async def test_a_retryable_answer_schedules_the_next_attempt(
     rig: Rig, reply: Reply, failure: str, status: int | None, delay: timedelta
 ) -> None:
-    """One attempt, then exactly one outstanding attempt due after the drawn (draw 0.5 of 5 s)
-    or the server's wait; the next attempt carries the same id and verifies."""
+    """One attempt, then exactly one outstanding attempt due after the drawn wait (draw 0.5 of
+    5 s), or the server's when that is longer; the next attempt carries the same id and
+    verifies."""
     incident = human_incident()
     await open_incident(rig.journal, incident, at=T0)
     rig.server.answer(reply)
@@ -221,6 +231,38 @@ async def test_the_backoff_grows_by_three_up_to_the_cap_with_one_id(rig: Rig) ->
     for request, wait in zip(received, [timedelta(0), *waits], strict=True):
         at += wait
         checked(request, at)
+
+
+async def test_retry_after_zero_keeps_the_backoff_schedule_and_its_cap(rig: Rig) -> None:
+    """2b: a receiver answering 429 and 503 with Retry-After: 0 (and a date already past) to
+    every request, with the worker passing every 0.5 s as `fleetd serve` does, is asked on the
+    backoff schedule (5, 15, 45, 135, 405 s, then the 15-minute cap), not on every pass; every
+    throttled attempt counts in the event's attempt number; one webhook-id throughout."""
+    incident = human_incident()
+    await open_incident(rig.journal, incident, at=T0)
+    now_please = [
+        Reply(status=429, headers={"Retry-After": "0"}),
+        Reply(status=503, headers={"Retry-After": "0"}),
+        Reply(status=429, headers={"Retry-After": http_date(T0 - timedelta(hours=1))}),
+    ]
+    rig.server.answer(*(now_please * 3)[:7])
+    worker = rig.worker()  # every draw 1.0: the ceiling of each attempt's backoff
+    sent_at: list[timedelta] = []
+    passes = 0
+    while len(rig.server.received) < 8:
+        before = len(rig.server.received)
+        await worker.step()
+        if len(rig.server.received) > before:
+            sent_at.append(rig.clock.now() - T0)
+        rig.clock.advance(WEBHOOK_PASS_SECONDS)
+        passes += 1
+        assert passes < 10_000, "the event was never delivered"
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(sent_at)]
+    assert gaps == [5, 15, 45, 135, 405, 900, 900]
+    assert sum(1 for at in sent_at if at <= timedelta(seconds=20)) == 3
+    event = await rig.event(incident.id)
+    assert (event.state, event.attempts) == (EventState.DELIVERED, 8)
+    assert len({r.headers["webhook-id"] for r in rig.server.received}) == 1
 
 
 async def test_jitter_draws_fall_between_zero_and_the_ceiling(rig: Rig) -> None:

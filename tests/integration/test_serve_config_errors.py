@@ -73,3 +73,26 @@ def test_serve_exits_2_naming_the_key(
     assert "listening on" not in done.stderr + done.stdout
     for token in (LEAD, OTHER, OPERATOR, "lead token"):
         assert token not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("text", ["", "# fleetd configuration, every key commented out\n"])
+@pytest.mark.parametrize("command", ["check-config", "serve"])
+def test_a_config_file_with_no_settings_exits_2(tmp_path: Path, text: str, command: str) -> None:
+    """``check-config`` and ``serve`` refuse an empty or comments-only file: status 2, the file
+    named with the reason, nothing served."""
+    config = tmp_path / "empty.yaml"
+    config.write_text(text, encoding="utf-8")
+    args = [str(config)] if command == "check-config" else ["--config", str(config)]
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetd", command, *args],
+        env={**os.environ, **TOKENS},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith(f"config error: {config}: the file holds no settings")
+    assert "Traceback" not in done.stderr
+    assert "listening on" not in done.stderr + done.stdout
+    assert done.stdout == ""

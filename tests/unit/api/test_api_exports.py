@@ -6,7 +6,7 @@ from types import ModuleType
 
 import pytest
 
-from fleetd.api import auth, http_tools, mcp_server, schemas, tools
+from fleetd.api import auth, envelope, http_tools, mcp_server, schemas, tools
 
 EXPORTS: dict[ModuleType, set[str]] = {
     tools: {
@@ -22,6 +22,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "ToolSpec",
         "failure_from_error",
     },
+    envelope: {"FAILURE_DEFS", "FAILURE_ENVELOPE", "closed_object", "output_schema"},
     auth: {"OPERATOR_NAME", "Authenticator", "bearer_challenge", "bearer_token"},
     http_tools: {
         "DEFAULT_TOOL_BODY_LIMIT",

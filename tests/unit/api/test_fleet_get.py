@@ -120,6 +120,7 @@ async def test_a_stopping_fleetd_lets_a_long_poll_go(
         ("sinceVersion=1&wait=61", "wait", "number"),
         ("sinceVersion=1&wait=nan", "wait", "number"),
         ("wait=5", "sinceVersion", "since_version_required"),
+        ("wait=0.5", "sinceVersion", "since_version_required"),
     ],
 )
 async def test_a_bad_long_poll_query_is_invalid_arguments(
@@ -145,3 +146,20 @@ async def test_a_member_token_is_still_forbidden(
     token = fleet.control.env_of(session.pane_id)["FLEETD_TOKEN"]
     answer = await client.get("/v1/fleet", headers={"Authorization": f"Bearer {token}"})
     assert (answer.status_code, answer.json()["error"]["code"]) == (403, "forbidden")
+
+
+async def test_wait_zero_alone_answers_at_once_and_a_real_wait_without_a_version_is_documented(
+    client: httpx.AsyncClient,
+) -> None:
+    """``?wait=0`` asks for no wait and gets the view; ``?wait=5`` with no sinceVersion is the 422
+    that /openapi.json names for that query (a long-poll with no version would poll hot)."""
+    zero = await client.get("/v1/fleet?wait=0", headers=LEAD)
+    assert zero.status_code == 200
+    assert zero.json()["result"]["version"] == 1
+    refused = await client.get("/v1/fleet?wait=5", headers=LEAD)
+    assert refused.status_code == 422
+    document = (await client.get("/openapi.json")).json()
+    operation = document["paths"]["/v1/fleet"]["get"]
+    assert "wait is above 0 without sinceVersion" in operation["responses"]["422"]["description"]
+    [wait] = [p for p in operation["parameters"] if p["name"] == "wait"]
+    assert "needs sinceVersion" in wait["schema"]["description"]

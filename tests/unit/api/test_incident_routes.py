@@ -4,6 +4,7 @@ who sees what, the delivery state shown, replay's answers, and a journal that ca
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -237,3 +238,25 @@ async def test_a_journal_that_cannot_answer_is_503(
     observed = fleet.service.health.journal
     assert isinstance(observed, ObservedJournal)
     assert not observed.health.ok
+
+
+async def test_the_replay_path_documents_the_incident_id_pattern(
+    fleet: TestFleet, journal: InMemoryJournal
+) -> None:
+    """/openapi.json gives the replay path parameter the inc_ pattern every real id matches and a
+    malformed id breaks, and a malformed id is the documented 400 invalid_incident_id."""
+    ids = await seed(fleet, journal)
+    async with client(fleet) as http:
+        document = (await http.get("/openapi.json")).json()
+        malformed = await http.post("/v1/incidents/inc_XYZ/replay", headers=bearer(OPERATOR_TOKEN))
+    operation = document["paths"]["/v1/incidents/{incident_id}/replay"]["post"]
+    [parameter] = operation["parameters"]
+    pattern = re.compile(parameter["schema"]["pattern"])
+    assert all(pattern.search(incident_id) for incident_id in ids.values())
+    for bad in ("inc_XYZ", "inc_" + "0" * 25, "INC_" + "0" * 24, "x" + ids["person"]):
+        assert pattern.search(bad) is None, bad
+    assert (malformed.status_code, malformed.json()["error"]["code"]) == (
+        400,
+        "invalid_incident_id",
+    )
+    assert "invalid_incident_id" in operation["responses"]["400"]["description"]

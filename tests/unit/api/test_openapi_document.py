@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from fleetd.api.app import create_app
 from fleetd.api.openapi import ERROR_STATUSES, FAILURE_PREFIX
@@ -120,3 +121,9 @@ def test_the_failure_envelope_is_the_failure_branch_of_tool_result_v1(
     failure = _rebuilt(document, FAILURE_PREFIX)
     assert failure.pop("$defs") == envelope["$defs"]
     assert failure == {"$schema": JSON_SCHEMA_DIALECT, **envelope["oneOf"][1]}
+
+
+def test_the_served_document_is_valid_openapi_3_1(document: dict[str, Any]) -> None:
+    """/openapi.json passes openapi-spec-validator as OpenAPI 3.1, with no error at all."""
+    errors = [error.message for error in OpenAPIV31SpecValidator(document).iter_errors()]
+    assert errors == []

@@ -271,7 +271,8 @@ def test_hint_policy(error: Any, hint: Any) -> None:
 
 
 def test_tool_spec_refuses_bad_definitions() -> None:
-    """A spec with a bad name, no roles, no description or a lax params model is refused."""
+    """A spec with a bad name, no roles, no description, a lax params model, or that is both
+    read-only and destructive is refused."""
 
     class Lax(BaseModel):
         model_config = ConfigDict(extra="ignore")
@@ -293,6 +294,7 @@ def test_tool_spec_refuses_bad_definitions() -> None:
         {"roles": frozenset()},
         {"description": " "},
         {"params": Lax},
+        {"read_only": True, "destructive": True},
     ):
         with pytest.raises(ValueError, match=r"."):
             ToolSpec(**{**good, **change})

@@ -59,6 +59,8 @@ EXPECTED_DEFAULTS = {
     "inbox.amqp.connectTimeoutMs": 10_000,
     "inbox.amqp.operationTimeoutMs": 10_000,
     "journal.urlEnv": None,
+    "journal.operationTimeoutMs": 5000,
+    "journal.retentionDays": 30,
     "health.enabled": False,
     "health.snapshotIntervalSeconds": 30,
     "health.workingSuspectAfterSeconds": 600,
@@ -112,8 +114,8 @@ def test_absolute_paths_are_kept(tmp_path: Path) -> None:
     assert config.journal.url.get_secret_value() == "postgresql://db/test"
 
 
-def test_empty_file_and_empty_sections_mean_defaults(tmp_path: Path) -> None:
-    """An empty file, or a section whose keys are all commented out, is the default config."""
+def test_empty_sections_mean_defaults(tmp_path: Path) -> None:
+    """A section whose keys are all commented out is that section's default config."""
     path = tmp_path / "fleetd.yaml"
     path.write_text("health:\n  # enabled: true\nbridge:\n  push:\n")
     config = load_config(path, {}).config

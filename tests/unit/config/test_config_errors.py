@@ -128,6 +128,17 @@ def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
     assert caught.value.key == str(path)
 
 
+@pytest.mark.parametrize("text", ["", "\n  \n", "# fleetd configuration\n# leads: []\n", "---\n"])
+def test_a_file_with_no_settings_is_refused_at_start(tmp_path: Path, text: str) -> None:
+    """An empty, blank or comments-only file is refused naming the file, as a reload refuses it."""
+    path = tmp_path / "fleetd.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    assert caught.value.key == str(path)
+    assert caught.value.reason.startswith("the file holds no settings")
+
+
 def test_missing_file_names_the_file(tmp_path: Path) -> None:
     """A file that cannot be read is a ConfigError naming the path."""
     path = tmp_path / "absent.yaml"

@@ -12,6 +12,12 @@ import yaml
 from fleetd.config import FleetdConfig, InboxBackend, NotificationMode, load_config
 from fleetd.config.fields import ConfigModel
 from fleetd.config.keys import section_of
+from fleetd.health.floors import MAX_PANE_READS_PER_TICK, TWO_SNAPSHOTS
+from fleetd.health.settings import TEARDOWN_GRACE
+from fleetd.notify.retry import BACKOFF_BASE, BACKOFF_FACTOR, MAX_DELAY, backoff_ceiling
+from fleetd.notify.worker import LEASE_MARGIN
+from fleetd.runtime.pane_excerpts import EXCERPT_MAX_AGE
+from fleetd.screens.excerpt import PANE_EXCERPT_CHARS
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "fleetd.example.yaml"
 EXAMPLE_ENV = {"FLEETD_LEAD_TOKEN": "lead-token-1", "FLEETD_OPERATOR_TOKEN": "op-token-1"}
@@ -87,3 +93,34 @@ def test_example_comments_every_key() -> None:
         previous = lines[number - 1].strip() if number else ""
         opens_a_section = line.rstrip().endswith(":")
         assert previous.startswith("#") or opens_a_section, f"line {number + 1}: {line!r}"
+
+
+def _brakes_text() -> str:
+    """The example's "compiled brakes" block as one line of words (comment marks dropped)."""
+    text = EXAMPLE.read_text()
+    start = text.index("# Compiled brakes (not configurable)")
+    lines = [line.lstrip("#").strip() for line in text[start:].splitlines()]
+    return " ".join(line for line in lines if line)
+
+
+def test_example_lists_every_compiled_brake_with_the_code_s_values() -> None:
+    """Each limit no key can change is written in the example, with the value the code uses."""
+    brakes = _brakes_text()
+    ceilings = ", ".join(f"{int(backoff_ceiling(n).total_seconds())} s" for n in range(1, 6))
+    minutes = int(MAX_DELAY.total_seconds() // 60)
+    lease_margin = int(LEASE_MARGIN.total_seconds())
+    expected = [
+        f"each need {TWO_SNAPSHOTS} consecutive successful fleet snapshots",
+        f"one fleet tick reads at most {MAX_PANE_READS_PER_TICK} panes",
+        f"tasks still pending {int(TEARDOWN_GRACE.total_seconds())} s after a member ended",
+        f"at most the last {PANE_EXCERPT_CHARS} characters",
+        f"read at most {int(EXCERPT_MAX_AGE.total_seconds() // 60)} min before the record",
+        f"full jitter, base {int(BACKOFF_BASE.total_seconds())} s, factor {BACKOFF_FACTOR}",
+        f"(ceilings {ceilings})",
+        f"at most {minutes} min between two attempts of one event",
+        f"Retry-After: honoured up to {minutes} min; a longer wait is capped at {minutes} min",
+        "One outstanding attempt per event",
+        f"one request limit per receiver, one more, and {lease_margin} s",
+    ]
+    missing = [phrase for phrase in expected if phrase not in brakes]
+    assert not missing, f"fleetd.example.yaml's compiled brakes lack {missing}"

@@ -29,6 +29,8 @@ def test_url_env_names_the_variable_that_holds_the_url(tmp_path: Path) -> None:
     assert printed == {
         "urlEnv": "FLEETD_JOURNAL_URL",
         "url": "postgresql://fleetd:***@db:5432/fleet",
+        "operationTimeoutMs": 5000,
+        "retentionDays": 30,
     }
     assert "hunter2" not in out.getvalue()
 
@@ -61,3 +63,31 @@ def test_a_bad_url_env_names_its_key(
 
 def test_journal_keys_need_a_restart() -> None:
     assert {"journal.url", "journal.urlEnv"} <= RESTART_KEYS
+
+
+@pytest.mark.parametrize(
+    ("document", "key", "words"),
+    [
+        ({"operationTimeoutMs": 60_001}, "journal.operationTimeoutMs", "less than or equal to"),
+        ({"operationTimeoutMs": "5s"}, "journal.operationTimeoutMs", "valid integer"),
+        ({"retentionDays": 3651}, "journal.retentionDays", "less than or equal to 3650"),
+        ({"retentionDays": 1.5}, "journal.retentionDays", "valid integer"),
+    ],
+)
+def test_a_bad_deadline_or_retention_names_its_key(
+    document: dict[str, object], key: str, words: str
+) -> None:
+    """Above its bound or not an integer: refused, naming the key and why."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"journal": document}, {})
+    assert caught.value.key == key
+    assert words in caught.value.reason
+
+
+def test_the_deadline_and_the_retention_are_hot_and_floored() -> None:
+    """Neither needs a restart; below its floor each runs at the floor, with one warning."""
+    assert {"journal.operationTimeoutMs", "journal.retentionDays"}.isdisjoint(RESTART_KEYS)
+    loaded = parse_config({"journal": {"operationTimeoutMs": 10, "retentionDays": 0}}, {})
+    journal = loaded.config.journal
+    assert (journal.operation_timeout_ms, journal.retention_days) == (1000, 1)
+    assert len(loaded.warnings) == 2

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from fleetd.clock import FakeClock, SystemClock, wait_event
-from fleetd.runtime.scheduler import Loop, Scheduler
+from fleetd.runtime.scheduler import STALL_FLOOR_SECONDS, STALL_INTERVALS, Loop, Scheduler
 
 
 async def test_fake_clock_moves_only_when_advanced_and_never_backwards() -> None:
@@ -95,3 +95,57 @@ async def test_scheduler_steps_on_the_clock_survives_a_failing_step_and_stops() 
     await scheduler.stop()
     await clock.run(20, step=5)
     assert calls == [0, 10, 20, 30]
+
+
+async def test_a_loop_whose_step_never_ends_is_not_alive() -> None:
+    """2a: a step stuck past a few intervals (at least the floor) makes the scheduler not alive,
+    though its task still runs; once the step ends the scheduler is alive again."""
+    clock = FakeClock()
+    release = asyncio.Event()
+    steps: list[float] = []
+
+    async def stuck() -> None:
+        steps.append(clock.monotonic())
+        if len(steps) == 2:
+            await release.wait()
+
+    scheduler = Scheduler(clock)
+    scheduler.add(Loop(name="health", step=stuck, interval=lambda: 30))
+    scheduler.start()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    await clock.run(30)  # the second step starts at 30 and waits
+    assert steps == [0, 30]
+    limit = max(STALL_INTERVALS * 30, STALL_FLOOR_SECONDS)
+    await clock.run(limit, step=10)
+    assert scheduler.alive()  # exactly at the limit: still alive
+    assert scheduler.stalled() == []
+    await clock.run(1)
+    assert not scheduler.alive()
+    assert scheduler.stalled() == ["health"]
+    release.set()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert scheduler.alive()
+    await scheduler.stop()
+
+
+async def test_a_loop_may_say_how_long_its_step_may_run() -> None:
+    """``stall_after`` replaces the default limit (a pass whose own deadlines are long)."""
+    clock = FakeClock()
+    never = asyncio.Event()
+
+    async def slow() -> None:
+        await never.wait()
+
+    scheduler = Scheduler(clock)
+    scheduler.add(Loop(name="webhook", step=slow, interval=lambda: 0.5, stall_after=lambda: 400))
+    scheduler.start()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    await clock.run(STALL_FLOOR_SECONDS * 3)
+    assert scheduler.alive()
+    await clock.run(401 - STALL_FLOOR_SECONDS * 3)
+    assert scheduler.stalled() == ["webhook"]
+    await scheduler.stop()
+    assert scheduler.alive()  # stopped loops have no step in progress

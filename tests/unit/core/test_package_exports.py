@@ -58,7 +58,14 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "read_lead_stats",
         "stop_cause",
     },
-    api: {"Authenticator", "ToolRegistry", "ToolResult", "create_app", "register_fleet_tools"},
+    api: {
+        "INTERNAL_ERROR_CODE",
+        "Authenticator",
+        "ToolRegistry",
+        "ToolResult",
+        "create_app",
+        "register_fleet_tools",
+    },
     runtime: {
         "DependencyCollector",
         "DependencyView",
@@ -69,6 +76,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "LinkState",
         "LiveAgents",
         "Loop",
+        "STALL_FLOOR_SECONDS",
         "Scheduler",
     },
 }

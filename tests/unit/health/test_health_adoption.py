@@ -40,6 +40,7 @@ def test_resume_adopts_every_open_incident_and_keeps_generations() -> None:
     assert state.adopted == {incident.key: 2}
     newer = resume([incident], {incident.key: 5})
     assert newer.generations == {incident.key: 5}
+    assert (state.generation_floor, resume([incident], {}, floor=9).generation_floor) == (0, 9)
 
 
 def test_evidence_that_holds_again_claims_the_same_incident_without_a_second_open() -> None:

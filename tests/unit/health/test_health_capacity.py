@@ -22,6 +22,7 @@ from fleetd.health import (
     is_reclaimable,
     live_count,
 )
+from fleetd.health.capacity import capacity_row, free_slots
 from tests.unit.health.health_fleet import T0, Run, agent, live, member, turn
 
 S = SessionState
@@ -101,6 +102,66 @@ def test_orphans_of_a_previous_run_fill_slots_and_are_never_reclaimable() -> Non
         CapacityRow(profile="gone", max_load=None, live=1, free=None, reclaimable=0, orphaned=1),
         CapacityRow(profile="opus", max_load=2, live=2, free=0, reclaimable=1, orphaned=1),
     )
+
+
+@pytest.mark.parametrize(
+    ("max_load", "live", "benched", "free"),
+    [
+        (2, 1, False, 1),
+        (2, 2, False, 0),
+        (2, 5, False, 0),
+        (None, 7, False, None),
+        (2, 1, True, 0),  # a benched profile has no free slot, whatever its load
+        (2, 0, True, 0),
+        (None, 0, True, 0),  # not even an unlimited one
+    ],
+)
+def test_a_row_has_free_slots_only_while_its_model_is_not_benched(
+    max_load: int | None, live: int, benched: bool, free: int | None
+) -> None:
+    """Issue 20 3a: one row for placement, fleet_list and the heartbeat; benched means free 0."""
+    until = T0 + timedelta(minutes=5) if benched else None
+    inputs = ProfileCapacityInput(profile="sonnet", max_load=max_load, benched_until=until)
+    row = capacity_row(inputs, live)
+    assert (row.live, row.max_load, row.free) == (live, max_load, free)
+    assert (row.benched, row.benched_until) == (benched, until)
+    assert free_slots(max_load, live, benched=benched) == free
+
+
+def test_rows_carry_each_profile_bench() -> None:
+    """capacity_rows builds every profile's row with capacity_row: the bench comes along."""
+    until = T0 + timedelta(minutes=5)
+    rows = capacity_rows(
+        [
+            ProfileCapacityInput(profile="sonnet", max_load=2, benched_until=until),
+            ProfileCapacityInput(profile="opus", max_load=2),
+        ],
+        [member("a", profile="sonnet", state=S.READY)],
+    )
+    assert rows == (
+        CapacityRow(profile="opus", max_load=2, live=0, free=2, reclaimable=0),
+        CapacityRow(
+            profile="sonnet", max_load=2, live=1, free=0, reclaimable=1, benched_until=until
+        ),
+    )
+
+
+def test_summary_fingerprint_moves_when_a_model_is_benched() -> None:
+    """A bench is news for the heartbeat: the same fleet with its model down fingerprints anew."""
+    ages = {"m1": timedelta(minutes=30)}
+    up = capacity_summary(fleet(ages), T0)
+    benched = FleetSnapshot(
+        live=LiveView(list_ok=True),
+        members=fleet(ages).members,
+        profiles=(
+            ProfileCapacityInput(
+                profile="sonnet", max_load=8, benched_until=T0 + timedelta(minutes=5)
+            ),
+        ),
+    )
+    down = capacity_summary(benched, T0)
+    assert down.fingerprint != up.fingerprint
+    assert (down.rows[0].free, down.rows[0].benched) == (0, True)
 
 
 def test_cap_must_be_positive() -> None:

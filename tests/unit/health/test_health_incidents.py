@@ -132,6 +132,28 @@ def test_generations_seeded_from_the_journal_continue_after_restart() -> None:
     assert run.effects(OpenIncident)[0].incident.generation == 5
 
 
+def test_a_new_generation_is_above_the_journals_floor() -> None:
+    """7b: after a restart a key the journal no longer lists opens above the floor (every stored
+    generation), and decide carries the floor from tick to tick; a key known higher stays above
+    its own last generation."""
+    key = IncidentKey(
+        scope=Scope.MEMBER,
+        subject="s-m1",
+        state=MemberState.REPLY_STRANDED,
+        cause="push_cap_reached",
+    )
+    run = Run(state=HealthState(generation_floor=41))
+    run.tick(live(agent("m1")), [member()], inboxes=[inbox("lead-a")])
+    assert run.state.generation_floor == 41
+    run.tick(
+        live(agent("m1")), [member(uncollected_replies=1)], inboxes=[inbox("lead-a", capped=True)]
+    )
+    assert run.effects(OpenIncident)[0].incident.generation == 42
+    assert run.state.generation_floor == 41
+    book = IncidentBook({}, {key: 50}, floor=41)
+    assert book.open_new(key, now=T0, target=None).generation == 51
+
+
 def test_a_member_leaving_the_view_resolves_its_incidents_as_retired() -> None:
     """A subject that left the bridge view closes its incidents with subject_retired."""
     run = stranded_run()

@@ -18,6 +18,7 @@ from fleetd.health import (
     RequestPaneProbe,
     RequestTargetLookup,
     ResolveIncident,
+    RetireLead,
     RouteToHuman,
     SessionState,
     SupersedeAssignment,
@@ -222,16 +223,62 @@ def test_lead_leaving_the_identity_map_survives_a_two_snapshot_grace() -> None:
     assert "lead-a" not in run.state.leads
 
 
-def test_dead_lead_cannot_escape_by_vanishing_from_the_map() -> None:
-    """A lead that disappears from the map and from herdr is still found unreachable."""
+def test_a_healthy_discovered_lead_that_vanishes_retires_after_the_grace() -> None:
+    """A discovered identity seen alive outside a fault state retires once it has been missing
+    from the map for two successful snapshots."""
+    found = lead(configured=False, discovered=True)
     run = Run()
-    run.tick(lead_only(L.IDLE), [])
+    run.tick(lead_only(L.IDLE), [], leads=[found])
+    run.tick(lead_only(L.IDLE), [], leads=[])
+    assert "lead-a" in run.state.leads
+    run.tick(lead_only(L.IDLE), [], leads=[])
+    assert "lead-a" not in run.state.leads
+    assert run.all_effects(RetireLead)
+
+
+def test_dead_discovered_lead_cannot_escape_by_vanishing_from_the_map() -> None:
+    """A discovered identity that disappears from the scanner's map and from herdr is still
+    found unreachable, and stays so past the grace."""
+    found = lead(configured=False, discovered=True)
+    run = Run()
+    run.tick(lead_only(L.IDLE), [], leads=[found])
     run.tick(lead_only(None), [], leads=[])
     run.tick(lead_only(None), [], leads=[])
     assert run.lead() is LS.LEAD_UNREACHABLE
     for _ in range(4):
         run.tick(lead_only(None), [], leads=[])
     assert run.lead() is LS.LEAD_UNREACHABLE
+    assert not run.all_effects(RetireLead)
+
+
+def test_a_dead_lead_removed_from_the_config_retires_and_its_incident_resolves() -> None:
+    """Issue 20 4b: an unreachable lead (its agent gone, its incident with a person) taken out of
+    the configuration retires after the two-successful-snapshot grace, and its incident
+    resolves as ``subject_retired``; a blind tick does not count toward the grace."""
+    run = Run()
+    run.tick(lead_only(L.IDLE), [])
+    for _ in range(2):
+        run.tick(lead_only(None), [])
+    assert run.lead() is LS.LEAD_UNREACHABLE
+    [held] = run.state.open_incidents()
+    assert held.state == "LEAD_UNREACHABLE"
+    assert held.route == "human"
+    run.tick(lead_only(None), [], leads=[])
+    run.tick(failed_list(ping=True), [], leads=[])
+    assert run.lead() is LS.LEAD_UNREACHABLE  # inside the grace: still tracked
+    assert not run.all_effects(RetireLead)
+    run.tick(lead_only(None), [], leads=[])
+    assert "lead-a" not in run.state.leads
+    assert run.effects(RetireLead) == [
+        RetireLead(lead="lead-a", agent_name="lead-a", terminal_id="term_lead-a")
+    ]
+    [resolved] = run.effects(ResolveIncident)
+    assert (resolved.incident.id, resolved.reason) == (held.id, "subject_retired")
+    assert run.state.open_incidents() == ()
+    for _ in range(3):
+        run.tick(lead_only(None), [], leads=[])
+        assert run.last is not None
+        assert run.last.effects == ()
 
 
 # --- routing of member incidents -----------------------------------------------------------------

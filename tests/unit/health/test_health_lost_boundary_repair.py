@@ -15,6 +15,7 @@ from fleetd.health import (
     PublishHealthRecord,
     RepairView,
     RequestLostBoundaryRepair,
+    ResolveIncident,
     SessionState,
     UpdateIncident,
 )
@@ -144,6 +145,31 @@ def test_an_answer_already_there_when_the_incident_opens_is_in_its_first_evidenc
     assert not run.effects(UpdateIncident)
     [published] = run.effects(PublishHealthRecord)
     assert dict(published.incident.evidence)["repair_result"] == "race_lost"
+
+
+@pytest.mark.parametrize(
+    ("repaired_token", "reason"),
+    [
+        ("tok-2", "repaired"),  # repair resolved the very turn health asked about
+        (None, "cleared"),  # the member's own reply ended the turn
+        ("tok-1", "cleared"),  # an older turn was repaired, not this one
+    ],
+)
+def test_a_turn_repair_resolved_closes_its_incident_as_repaired(
+    repaired_token: str | None, reason: str
+) -> None:
+    """Issue 20 3c: once the bridge's repair resolves the lost turn, the TURN_BOUNDARY_LOST
+    incident resolves as ``repaired`` (a trace of the repair), not ``cleared``."""
+    run = Run()
+    _lost(run)
+    _lost(run)
+    assert _requests(run) == ["tok-2"]
+    [held] = run.state.open_incidents()
+    done = member(state=S.DONE, turn=None, repaired_token=repaired_token)
+    run.tick(live(agent("m1", L.DONE)), [done])
+    [resolved] = run.effects(ResolveIncident)
+    assert (resolved.incident.id, resolved.reason) == (held.id, reason)
+    assert run.state.open_incidents() == ()
 
 
 def test_repair_due_rules() -> None:

@@ -463,6 +463,56 @@ def test_failed_member_with_pending_tasks_is_orphaned() -> None:
     assert run.member() is M.DELEGATION_ORPHANED
 
 
+def test_a_broken_teardown_part_is_orphaned_under_its_name_and_retried_once() -> None:
+    """A released member whose teardown left a part of §8.5 broken is DELEGATION_ORPHANED after
+    the grace, its cause the first broken part, every part in the evidence; one retry only."""
+    run = Run()
+    broken = ("turn_after_teardown", "send_gate_open_after_teardown")
+    released = member(state=S.RELEASED, since=T0, teardown_violations=broken)
+    run.tick(live(), [released], advance=TEARDOWN_GRACE - TICK)
+    assert run.member() is M.RELEASED
+    run.tick(live(), [released])
+    assert run.member() is M.DELEGATION_ORPHANED
+    [opened] = run.effects(OpenIncident)
+    assert opened.incident.key.cause == "turn_after_teardown"
+    evidence = dict(opened.incident.evidence)
+    assert evidence["teardown_invariants"] == ",".join(broken)
+    assert "pending_tasks" not in evidence
+    assert run.effects(FailTargetWork) == [
+        FailTargetWork(target="m1", session_id="s-m1", cause=FailCause.DELEGATION_ORPHANED)
+    ]
+    run.tick(live(), [released])
+    assert not run.effects(FailTargetWork)
+    run.tick(live(), [member(state=S.RELEASED, since=T0)])  # the invariant holds again
+    assert run.member() is M.RELEASED
+    assert [r.incident.id for r in run.effects(ResolveIncident)] == [opened.incident.id]
+
+
+def test_pending_tasks_name_the_cause_before_any_other_broken_part() -> None:
+    """Tasks still pending are the cause of record; the other parts stay in the evidence."""
+    run = Run()
+    view = member(
+        state=S.RELEASED,
+        pending_tasks=1,
+        teardown_violations=("waiter_after_teardown", "pending_after_teardown"),
+    )
+    run.tick(live(), [view], advance=TEARDOWN_GRACE)
+    [opened] = run.effects(OpenIncident)
+    assert opened.incident.key.cause == "pending_after_teardown"
+    assert dict(opened.incident.evidence)["pending_tasks"] == "1"
+
+
+def test_a_steady_released_member_is_looked_at_again_when_the_grace_ends() -> None:
+    """The timer rule wakes a quiet released member whose teardown broke, exactly at the grace."""
+    run = Run()
+    view = member(state=S.RELEASED, teardown_violations=("queue_after_teardown",))
+    for _ in range(3):
+        run.tick(live(), [view], advance=TEARDOWN_GRACE / 4)
+    assert run.member() is M.RELEASED
+    run.tick(live(), [view], advance=TEARDOWN_GRACE / 4)
+    assert run.member() is M.DELEGATION_ORPHANED
+
+
 # --- WORK_PRODUCT_AT_RISK ----------------------------------------------------------------------
 
 

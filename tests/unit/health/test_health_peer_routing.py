@@ -7,7 +7,6 @@ from datetime import timedelta
 from fleetd.health import (
     FailTargetWork,
     LeadState,
-    LeadView,
     LiveAgent,
     LiveStatus,
     LiveView,
@@ -141,21 +140,17 @@ def test_a_peer_leaving_the_identity_map_holds_its_incidents_until_it_retires() 
     ]
 
 
-def test_a_discovered_lead_survives_the_retirement_grace() -> None:
-    """A dynamic (discovered) identity is kept for two successful snapshots after it vanishes."""
+def test_a_lead_removed_from_the_config_survives_the_retirement_grace() -> None:
+    """A lead the identity map no longer lists is kept for two successful snapshots, then
+    retired. Its view is built as the runtime builds every lead's: configured, from config."""
     run = Run()
-    found = LeadView(
-        name="lead-d",
-        agent_name="lead-d",
-        terminal_id="term_lead-d",
-        configured=False,
-        discovered=True,
-    )
-    run.tick(fleet("lead-d"), [], leads=[found])
-    assert run.state.leads["lead-d"].discovered
+    run.tick(fleet("lead-d"), [], leads=[lead("lead-d")])
+    assert run.state.leads["lead-d"].configured
+    assert not run.state.leads["lead-d"].discovered
     run.tick(fleet("lead-d"), [], leads=[])
-    run.tick(failed_list(ping=True), [], leads=[])
     assert run.state.leads["lead-d"].identity_missing == 1
+    run.tick(failed_list(ping=True), [], leads=[])
+    assert run.state.leads["lead-d"].identity_missing == 1  # a failed list proves nothing
     run.tick(fleet("lead-d"), [], leads=[])
     assert "lead-d" not in run.state.leads
     assert [e.lead for e in run.effects(RetireLead)] == ["lead-d"]
@@ -180,7 +175,8 @@ def test_several_peers_share_a_failed_leads_incidents() -> None:
 
 
 def test_a_pinned_peer_turning_unhealthy_hands_over_and_the_owner_takes_back() -> None:
-    """Peer lead-c goes unresponsive: lead-b (generation 2); lead-a returns: owner (3)."""
+    """Peer lead-c goes unresponsive: lead-b (generation 2); lead-a returns while lead-b is
+    healthy: lead-b keeps it (§7.4); lead-b goes unresponsive too: the owner takes it (3)."""
     run = Run()
     lost_a = {**GONE_M1, "lead-a": "agent_not_found"}
     run.tick(fleet("lead-b", "lead-c", targeted=lost_a), [member()], leads=LEADS)
@@ -194,8 +190,21 @@ def test_a_pinned_peer_turning_unhealthy_hands_over_and_the_owner_takes_back() -
     )
     assert run.lead("lead-c") is LS.LEAD_UNRESPONSIVE
     assert holder(run) == ("lead-b", 2)
-    run.tick(fleet("lead-a", "lead-b", targeted=GONE_M1), [member()], leads=LEADS)
+    run.tick(fleet("lead-a", "lead-b", "lead-c", targeted=GONE_M1), [member()], leads=LEADS)
     assert run.lead("lead-a") is LS.LEAD_IDLE
+    assert holder(run) == ("lead-b", 2)
+    capped_b = (
+        LEADS[0],
+        lead("lead-b", actionable_waiting=1, nudge_cap_reached_at=run.now),
+        LEADS[2],
+    )
+    run.tick(
+        fleet("lead-a", "lead-b", "lead-c", targeted=GONE_M1),
+        [member()],
+        leads=capped_b,
+        advance=timedelta(minutes=5),
+    )
+    assert run.lead("lead-b") is LS.LEAD_UNRESPONSIVE
     assert holder(run) == ("lead-a", 3)
     [told] = [e for e in run.effects(PublishHealthRecord) if e.incident.scope == "member"]
     assert (told.reason, told.on_behalf_of) == ("owner", None)
@@ -251,3 +260,27 @@ def test_a_record_the_inbox_refused_for_two_intervals_sends_incidents_to_a_perso
     assert holder(run) == ("lead-a", 3)
     [back] = run.effects(SupersedeAssignment)
     assert back.previous.route == "human"
+
+
+def test_a_flapping_owner_does_not_bounce_its_incident_between_inboxes() -> None:
+    """Issue 20 4a: three absent-2/present-1 cycles of the owner move the member incident once,
+    to the peer (routing generation 2), and never back while the peer stays healthy (§7.4)."""
+    run = Run()
+    leads = LEADS[:2]
+    run.tick(fleet("lead-a", "lead-b", targeted=GONE_M1), [member()], leads=leads)
+    assert holder(run) == ("lead-a", 1)
+    for _ in range(3):
+        for _ in range(2):
+            run.tick(fleet("lead-b", targeted=GONE_M1), [member()], leads=leads)
+        assert run.lead("lead-a") is LS.LEAD_UNREACHABLE
+        assert holder(run) == ("lead-b", 2)
+        run.tick(fleet("lead-a", "lead-b", targeted=GONE_M1), [member()], leads=leads)
+        assert run.lead("lead-a") is LS.LEAD_IDLE
+        assert holder(run) == ("lead-b", 2)
+    records = [
+        (e.recipient_lead, e.generation)
+        for e in run.all_effects(PublishHealthRecord)
+        if e.incident.scope == "member"
+    ]
+    assert records == [("lead-a", 1), ("lead-b", 2)]
+    assert len(run.all_effects(SupersedeAssignment)) == 1

@@ -47,7 +47,7 @@ def _seen(flags: dict[str, bool], *, released: bool = False, loss: bool = False)
         loss=(TargetLoss(cause=LossCause.GONE, code="agent_not_found", at=T0) if loss else None),
         gone_code="agent_not_found" if flags["gone"] else None,
         never_ready=flags["never_ready"],
-        orphaned=flags["orphaned"],
+        orphaned="pending_after_teardown" if flags["orphaned"] else None,
         boundary_count=2 if flags["lost"] else 0,
         fatal=flags["fatal"],
         boundary_fatal="sig.boundary" if flags["boundary_fatal"] else None,

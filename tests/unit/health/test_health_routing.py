@@ -316,14 +316,41 @@ def test_a_peer_that_fails_or_retires_is_superseded(gone: str) -> None:
     )
 
 
-def test_a_recovered_owner_wins_its_incident_back() -> None:
-    """A healthy owner always wins, also over the peer that stood in for it."""
-    result = route([incident(assignment=replace(PEER_B, generation=3))], [A, B])
-    [routed] = result.routed
-    assert routed.assignment == to("lead-a", generation=4)
-    assert result.effects[0] == SupersedeAssignment(
-        incident=routed, previous=replace(PEER_B, generation=3)
-    )
+@pytest.mark.parametrize(
+    ("peer", "holder", "generation"),
+    [
+        (facts("lead-b"), "lead-b", 3),  # the pinned peer is healthy: it keeps the incident
+        (facts("lead-b", present=False, raw=None), "lead-b", 3),  # one missed sighting
+        (facts("lead-b", LS.LEAD_STATUS_UNKNOWN, raw=LiveStatus.UNKNOWN), "lead-b", 3),
+        (facts("lead-b", retiring=True), "lead-b", 3),  # not retired yet
+        (facts("lead-b", LS.LEAD_UNRESPONSIVE), "lead-a", 4),  # the peer failed
+        (facts("lead-b", LS.LEAD_UNREACHABLE), "lead-a", 4),
+        (None, "lead-a", 4),  # the peer retired
+    ],
+)
+def test_a_recovered_owner_takes_its_incident_back_only_when_the_peer_fails_or_retires(
+    peer: LeadFacts | None, holder: str, generation: int
+) -> None:
+    """§7.4: a peer holding an incident keeps it until it is unhealthy or retires; the owner
+    getting healthy again does not pull it back while the peer holds it."""
+    held = replace(PEER_B, generation=3)
+    result = route([incident(assignment=held)], [A, C] if peer is None else [A, peer, C])
+    after = result.routed[0].assignment if result.routed else held
+    assert after is not None
+    assert (after.recipient, after.generation) == (holder, generation)
+    if holder == "lead-a":
+        assert after == to("lead-a", generation=4)
+        assert result.effects[0] == SupersedeAssignment(incident=result.routed[0], previous=held)
+    else:
+        assert result.effects == ()
+        assert result.load["lead-b"] == 1  # still a foreign incident it holds
+
+
+def test_a_recovered_owner_takes_its_incident_back_from_a_person() -> None:
+    """A person held it because no lead could: the healthy owner now can, so it takes it."""
+    held = human(R.HUMAN_NO_HEALTHY_LEAD, generation=2, by="lead-a")
+    [routed] = route([incident(assignment=held)], [A, B]).routed
+    assert routed.assignment == to("lead-a", generation=3)
 
 
 def test_a_person_hands_over_to_a_peer_that_appears() -> None:
@@ -357,13 +384,14 @@ def test_fixed_human_routes_stay_put_without_effects() -> None:
 
 
 def test_generations_count_every_recipient() -> None:
-    """owner, peer, person, peer, owner: generations 1 to 5, one recipient each."""
+    """owner, peer, person, peer, owner (once that peer fails): generations 1 to 5, one
+    recipient each."""
     steps = [
         [A, B],
         [facts("lead-a", LS.LEAD_UNREACHABLE), B],
         [facts("lead-a", LS.LEAD_UNREACHABLE), facts("lead-b", LS.LEAD_UNRESPONSIVE)],
         [facts("lead-a", LS.LEAD_UNREACHABLE), C],
-        [A, C],
+        [A, facts("lead-c", LS.LEAD_STALL_SUSPECTED)],
     ]
     current, seen = incident(), []
     for leads in steps:

@@ -173,15 +173,29 @@ def test_each_reassignment_has_one_recipient_and_supersedes_the_previous_one(
 
 @CASES
 @given(incidents(), lead_facts())
-def test_a_healthy_owner_always_wins_and_every_incident_ends_routed(
+def test_a_healthy_owner_holds_its_incidents_unless_a_healthy_peer_stands_in(
     open_: list[Incident], leads: list[LeadFacts]
 ) -> None:
-    """An owner not in a fault state holds its incidents; nothing is left unassigned."""
+    """An owner not in a fault state holds its incidents, except those a healthy peer already
+    holds on its behalf (§7.4: pinned); nothing is left unassigned."""
+    index = {facts.name: facts for facts in leads}
     healthy = {facts.name for facts in leads if facts.healthy}
+    before = {incident.id: incident.assignment for incident in open_}
     for incident in after(open_, route(open_, leads)):
         assert incident.assignment is not None
-        if incident.owner_lead in healthy:
-            assert incident.assignment.route is Route.LEAD
+        if incident.owner_lead not in healthy:
+            continue
+        prior = before[incident.id]
+        pinned = (
+            prior is not None
+            and prior.reason is RoutingReason.PEER_OWNER_UNHEALTHY
+            and prior.recipient in healthy
+            and prior.recipient in index
+        )
+        assert incident.assignment.route is Route.LEAD
+        if pinned:
+            assert incident.assignment == prior
+        else:
             assert incident.recipient_lead == incident.owner_lead
 
 
@@ -209,3 +223,50 @@ def test_load_counts_the_foreign_incidents_each_lead_holds(
         if recipient is not None and recipient != incident.owner_lead:
             expected[recipient] += 1
     assert dict(result.load) == expected
+
+
+@CASES
+@given(
+    st.lists(st.sampled_from(list(LeadState)), min_size=1, max_size=24),
+    st.lists(st.booleans(), min_size=24, max_size=24),
+)
+def test_a_flapping_owner_never_raises_the_generation_while_the_peer_stays_healthy(
+    owner_states: list[LeadState], owner_present: list[bool]
+) -> None:
+    """Whatever the owner does, tick after tick, once a healthy peer holds its incident the
+    routing generation stays where it is (§7.4: reassign only if that peer fails or retires)."""
+    peer = LeadFacts(
+        name="lead-b",
+        terminal_id="term_lead-b",
+        state=LeadState.LEAD_IDLE,
+        raw_status=LiveStatus.IDLE,
+        present=True,
+    )
+    key = IncidentKey(scope=Scope.MEMBER, subject="s-1", state=MemberState.GONE, cause="c")
+    current = Incident(
+        id="inc_1",
+        key=key,
+        generation=1,
+        target=None,
+        severity=spec_of(key.state).severity,
+        certainty=spec_of(key.state).certainty,
+        opened_at=T0,
+        owner_lead="lead-a",
+    )
+    held_by_peer_at: int | None = None
+    for state, present in zip(owner_states, owner_present, strict=False):
+        owner = LeadFacts(
+            name="lead-a",
+            terminal_id="term_lead-a",
+            state=state,
+            raw_status=LiveStatus.IDLE if present else None,
+            present=present,
+        )
+        [current] = after([current], route([current], [owner, peer]))
+        assignment = current.assignment
+        assert assignment is not None
+        if held_by_peer_at is not None:
+            assert (assignment.recipient, assignment.generation) == ("lead-b", held_by_peer_at)
+        elif assignment.recipient == "lead-b":
+            held_by_peer_at = assignment.generation
+    assert current.routing_generation <= 2

@@ -4,6 +4,7 @@ background reconnect, leases across a failover, and closing."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -152,3 +153,100 @@ async def test_closing_refuses_further_leases(brokers: Brokers) -> None:
     with pytest.raises(InboxUnavailableError, match="closed"):
         await use(target)
     assert all(connection.closed for _, connection in brokers.made)
+
+
+async def test_readiness_follows_failover_not_one_failed_call(brokers: Brokers) -> None:
+    """2c: a call on the primary times out once, then twice: the primary's breaker still admits,
+    so failover stays on it and the link stays reachable (readiness agrees). The third opens it:
+    still reachable (the fallback admits), and the next call lands on the fallback. Only when
+    no broker answers a sweep is the link unreachable, until one does."""
+    clock = FakeClock()
+    target = link(clock)
+    await use(target)
+    assert target.report().active == 0
+    for _ in range(2):
+        target.failed(InboxUnavailableError("collect: the broker is unavailable"))
+        assert target.reachable()
+        await use(target)
+        assert target.report().active == 0
+    target.failed(InboxUnavailableError("collect"))
+    assert target.reachable()
+    brokers.up.discard(URLS[0])
+    await use(target)
+    assert (target.report().active, target.reachable()) == (1, True)
+
+    brokers.made[-1][1].connected.clear()  # the fallback drops too, and nothing answers
+    brokers.up.clear()
+    target.failed(InboxUnavailableError("collect"))  # the drop was noticed: no ride-out
+    with pytest.raises(InboxUnavailableError):
+        await use(target)
+    assert not target.reachable()
+    assert not target.report().reachable
+    brokers.up.add(URLS[1])
+    await clock.run(6.0, step=0.5)  # both breakers are open for 5 s; then the reconnect finds it
+    assert (target.report().active, target.reachable()) == (1, True)
+    await target.close()
+    assert not target.reachable()
+
+
+async def test_one_broker_keeps_its_single_broker_readiness(brokers: Brokers) -> None:
+    """With one URL there is no failover: a failed call makes it unreachable until a call
+    reaches it again (exactly the single-broker behaviour)."""
+    target = link(FakeClock(), URLS[:1])
+    await use(target)
+    target.failed(InboxUnavailableError("collect"))
+    assert not target.reachable()
+    await use(target)
+    assert target.reachable()
+    await target.close()
+
+
+async def test_an_outage_is_one_warning_and_its_end_one_info(
+    brokers: Brokers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """5e: one broker failing call after call is one WARNING, and the call that reaches it again
+    one INFO; with two, a broker that stops answering is one WARNING however often it is
+    probed, every broker down one more, and the way back one INFO each."""
+    caplog.set_level(logging.INFO, logger="fleetd.inbox")
+    single = link(FakeClock(), URLS[:1])
+    await use(single)
+    for _ in range(3):
+        single.failed(InboxUnavailableError("collect"))
+    await use(single)
+    await single.close()
+    assert lines(caplog) == [
+        ("WARNING", "inbox unreachable: the broker does not answer; calls fail until it does"),
+        ("INFO", "inbox reachable again"),
+    ]
+    caplog.clear()
+
+    clock = FakeClock()
+    brokers.up.discard(URLS[0])
+    several = link(clock)
+    for _ in range(3):  # the first sweep, then a probe of the primary on each call
+        await use(several)
+        await asyncio.sleep(0)
+    brokers.made[-1][1].connected.clear()
+    brokers.up.clear()
+    several.failed(InboxUnavailableError("collect"))
+    with pytest.raises(InboxUnavailableError):
+        await use(several)
+    brokers.up.add(URLS[1])
+    await clock.run(6.0, step=0.5)
+    await several.close()
+    assert lines(caplog) == [
+        ("WARNING", "inbox broker 0 does not answer (refused)"),
+        ("WARNING", "inbox broker 1 does not answer (reset)"),
+        ("WARNING", "inbox unreachable: no broker answers; calls fail until one does"),
+        ("INFO", "inbox broker 1 answers again"),
+        ("INFO", "inbox reachable again"),
+    ]
+
+
+def lines(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
+    """The inbox's WARNING lines and its lines about answering again, in order."""
+    return [
+        (r.levelname, r.getMessage())
+        for r in caplog.records
+        if r.name == "fleetd.inbox" and (r.levelno >= logging.WARNING or "again" in r.getMessage())
+    ]

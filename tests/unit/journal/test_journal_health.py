@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,8 +20,12 @@ from fleetd.errors import (
     JournalUnavailableError,
 )
 from fleetd.journal.engine import translate
-from fleetd.journal.health import JournalHealth, JournalStatus, ObservedJournal
+from fleetd.journal.health import OPERATIONS, JournalHealth, JournalStatus, ObservedJournal
 from fleetd.journal.memory import InMemoryJournal
+from fleetd.journal.port import Journal
+from fleetd.journal.records import Claim, EventType, IncidentChange
+from fleetd.metrics import Metrics
+from tests.contract.journal_cases import make_incident
 
 T0 = datetime(2026, 8, 1, 12, 0, tzinfo=UTC)
 
@@ -66,6 +71,52 @@ async def test_every_port_call_is_observed() -> None:
             await call
     assert journal.health.failures == len(calls)
     await journal.close()
+
+
+async def test_every_port_method_is_timed_under_its_own_name() -> None:
+    """5e: the latency series has one bounded label per port method, and each call lands in its
+    own (the label set and the port cannot drift apart)."""
+    port_methods = {name for name in dir(Journal) if not name.startswith("_")} - {"close"}
+    assert set(OPERATIONS) == port_methods
+    metrics = Metrics()
+    fake = InMemoryJournal()
+    journal = ObservedJournal(fake, clock=FakeClock(T0), metrics=metrics)
+    fake.fail_with = JournalUnavailableError("x", "unreachable")
+    claim = Claim(
+        attempt_id=1,
+        attempt=1,
+        event_id=1,
+        incident_id="inc_1",
+        type=EventType.OPEN,
+        revision=1,
+        idempotency_key="k",
+        payload={},
+        due_at=T0,
+        lease_owner="w",
+        lease_expires_at=T0,
+        lease_token=1,
+    )
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "record": lambda: journal.record(IncidentChange(incident=make_incident()), now=T0),
+        "settle": lambda: journal.settle("inc_1", now=T0, after_revision=0),
+        "get": lambda: journal.get("inc_1"),
+        "recent": lambda: journal.recent(resolved_since=T0),
+        "load_open": lambda: journal.load_open(told_since=T0),
+        "claim_due": lambda: journal.claim_due("w", now=T0, lease=timedelta(seconds=1)),
+        "complete": lambda: journal.complete(claim, now=T0, http_status=204),
+        "reschedule": lambda: journal.reschedule(claim, now=T0, due_at=T0, failure="timeout"),
+        "fail": lambda: journal.fail(claim, now=T0, failure="http_4xx"),
+        "release": lambda: journal.release(claim, now=T0),
+        "stats": journal.stats,
+        "purge": lambda: journal.purge(resolved_before=T0),
+    }
+    assert set(calls) == set(OPERATIONS)
+    for call in calls.values():
+        with pytest.raises(JournalUnavailableError):
+            await call()
+    text = metrics.exposition().decode()
+    for operation in OPERATIONS:
+        assert f'fleetd_journal_operation_seconds_count{{operation="{operation}"}} 1.0' in text
 
 
 def _sqlite_error(name: str, message: str) -> OperationalError:

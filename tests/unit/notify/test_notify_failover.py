@@ -52,7 +52,7 @@ def failed(failure: TransportFailure) -> AttemptOutcome:
         (status(400), E.REJECTED, False, False),
         (status(404), E.REJECTED, False, False),
         (status(408), E.REJECTED, False, False),
-        (status(410), E.REJECTED, False, False),
+        (status(410), E.GONE, True, False),
         (status(307), E.REJECTED, False, False),
         (failed(TransportFailure.INVALID_URL), E.REJECTED, False, False),
     ],
@@ -60,8 +60,8 @@ def failed(failure: TransportFailure) -> AttemptOutcome:
 def test_each_dial_outcome_has_one_class(
     attempt: AttemptOutcome, error: ErrorClass | None, failover: bool, strike: bool
 ) -> None:
-    """Blind failures fail over and strike; a throttle fails over and never strikes; auth and
-    request errors (408 among them) end the attempt on that receiver."""
+    """Blind failures fail over and strike; a throttle or a 410 fails over and never strikes;
+    auth and request errors (408 among them) end the attempt on that receiver."""
     assert error_class(attempt) is error
     outcome = outcome_of(attempt, latency=S, now=NOW)
     assert outcome.error is error
@@ -92,7 +92,10 @@ def swept(*attempts: AttemptOutcome, retry_at: datetime | None = None) -> SweepR
         (swept(status(503), status(200)), Verdict.DELIVERED, OutcomeReason.DELIVERED, None),
         (swept(status(429), status(204)), Verdict.DELIVERED, OutcomeReason.DELIVERED, None),
         (swept(status(503), status(404)), Verdict.PERMANENT, OutcomeReason.HTTP_4XX, None),
-        (swept(status(410)), Verdict.PERMANENT, OutcomeReason.HTTP_4XX, None),
+        (swept(status(410)), Verdict.PERMANENT, OutcomeReason.HTTP_410, None),
+        (swept(status(410), status(410)), Verdict.PERMANENT, OutcomeReason.HTTP_410, None),
+        (swept(status(410), status(200)), Verdict.DELIVERED, OutcomeReason.DELIVERED, None),
+        (swept(status(503), status(410)), Verdict.RETRY, OutcomeReason.HTTP_5XX, 2.5 * S),
         (swept(status(408)), Verdict.RETRY, OutcomeReason.HTTP_408, 2.5 * S),
         (swept(status(503), status(502)), Verdict.RETRY, OutcomeReason.HTTP_5XX, 2.5 * S),
         (
@@ -111,7 +114,7 @@ def swept(*attempts: AttemptOutcome, retry_at: datetime | None = None) -> SweepR
             swept(status(503), status(429, S), retry_at=NOW + S),
             Verdict.RETRY,
             OutcomeReason.HTTP_429,
-            S,
+            2.5 * S,
         ),
         (
             swept(status(429), status(503), retry_at=NOW + 2 * MAX_DELAY),
@@ -130,9 +133,11 @@ def swept(*attempts: AttemptOutcome, retry_at: datetime | None = None) -> SweepR
 def test_the_last_dial_decides_and_the_latest_advised_wait_stands(
     result: SweepResult, verdict: Verdict, reason: OutcomeReason, delay: timedelta | None
 ) -> None:
-    """Delivered when a receiver took it; a 4xx is permanent; a sweep failed over to its end is
-    retried after the drawn wait (draw 0.5 of 5 s) or the latest wait a receiver asked for,
-    capped at 15 minutes."""
+    """Delivered when a receiver took it; a 4xx is permanent; a 410 speaks for its receiver,
+    so the dial before it decides, and only a sweep of 410s is permanent; a sweep failed over to
+    its end is
+    retried after the drawn wait (draw 0.5 of 5 s), or the latest wait a receiver asked for when
+    that is longer, capped at 15 minutes."""
     decision = decide(result, failures=1, draw=0.5, now=NOW)
     assert decision is not None
     assert (decision.verdict, decision.reason, decision.delay) == (verdict, reason, delay)
@@ -146,13 +151,14 @@ def test_a_sweep_that_dialed_nothing_has_no_fate() -> None:
     assert SweepResult().last is None
     assert SweepResult().receiver is None
     assert swept(status(503), status(200)).receiver == 1
+    assert swept(status(503), status(410)).receiver == 0
 
 
 ATTEMPTS = st.one_of(
     st.builds(failed, st.sampled_from(list(TransportFailure))),
     st.builds(
         status,
-        st.sampled_from([200, 204, 307, 400, 401, 403, 404, 408, 429, 500, 502, 503, 529]),
+        st.sampled_from([200, 204, 307, 400, 401, 403, 404, 408, 410, 429, 500, 502, 503, 529]),
         st.none() | st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=2)),
     ).filter(lambda a: a.failure is None),
 )
@@ -170,12 +176,14 @@ def test_the_fate_is_the_last_dials_and_no_wait_exceeds_the_cap(
     failures: int,
     draw: float,
 ) -> None:
-    """Whatever the sweep saw: the verdict is the last dial's, a retry waits between zero and
-    15 minutes, and never less than a receiver asked for (up to that cap)."""
+    """Whatever the sweep saw: the verdict is the last dial's that was not a 410 (the last
+    dial's when all were), a retry waits between zero and 15 minutes, and never less than a
+    receiver asked for (up to that cap)."""
     retry_at = None if asked is None else NOW + asked
     decision = decide(swept(*attempts, retry_at=retry_at), failures=failures, draw=draw, now=NOW)
     assert decision is not None
-    assert decision.verdict is classify(attempts[-1])
+    deciding = [a for a in attempts if a.status != 410] or attempts
+    assert decision.verdict is classify(deciding[-1])
     if decision.verdict is not Verdict.RETRY:
         assert decision.delay is None
         return

@@ -101,16 +101,16 @@ ROWS: list[tuple[str, Leg, dict[str, object], HumanPlan]] = [
         HumanPlan(cancel=(1,)),
     ),
     (
-        "1c: resolved while notifications are off: nothing recorded yet",
+        "1c: resolved while notifications are off: resolved is recorded and waits",
         leg(ev(1, OPEN, DELIVERED), resolved=True),
         {"notify": False},
-        EMPTY,
+        HumanPlan(record=(RESOLVED,)),
     ),
     (
-        "resolved while off still cancels what must never go out",
+        "resolved while off also cancels what must never go out",
         leg(ev(1, OPEN, DELIVERED), ev(2, REMINDER, FAILED), resolved=True),
         {"notify": False},
-        HumanPlan(cancel=(2,)),
+        HumanPlan(record=(RESOLVED,), cancel=(2,)),
     ),
     (
         "a failed resolved is re-armed for a new receiver list",

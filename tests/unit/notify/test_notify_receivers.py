@@ -21,6 +21,7 @@ BUSY = AttemptOutcome(status=503)
 LATER = AttemptOutcome(status=429, retry_after=timedelta(seconds=30))
 GONE = AttemptOutcome(status=404)
 REFUSED = AttemptOutcome(failure=TransportFailure.NETWORK)
+RETIRED = AttemptOutcome(status=410)
 FAR = T0 + timedelta(hours=1)
 
 
@@ -115,6 +116,59 @@ async def test_throttles_fail_over_but_never_open_a_breaker() -> None:
         assert (await chosen.sweep(script.send, deadline=FAR)).receiver == 1
     assert chosen.states(clock.now()) == (BreakerState.CLOSED, BreakerState.CLOSED)
     assert chosen.pool.endpoints[0].health.last_error is ErrorClass.THROTTLED
+
+
+async def test_a_410_disables_its_receiver_until_enabled_and_the_attempt_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """5i: 410 from the primary: the same attempt goes to the second; the primary is disabled
+    (one WARN, even when two attempts in flight both hear it), never dialed again, reported
+    disabled and not active, its breaker closed; enable() gives it back."""
+    clock = FakeClock(T0)
+    chosen = receivers(clock, URLS[:2])
+    script = Script(a=[RETIRED, RETIRED])
+    script.gate = asyncio.Event()
+    both = [asyncio.ensure_future(chosen.sweep(script.send, deadline=FAR)) for _ in range(2)]
+    await asyncio.sleep(0)
+    script.gate.set()
+    results = [await sweep for sweep in both]
+    script.gate = None
+    assert [r.last for r in results] == [OK, OK]
+    assert script.dialed == [0, 0, 1, 1]
+    assert [r.getMessage() for r in caplog.records if "410" in r.getMessage()] == [
+        "webhook receiver 0 answered 410 Gone: disabled until the config changes or an operator "
+        "replays an incident"
+    ]
+    script.dialed.clear()
+    assert (await chosen.sweep(script.send, deadline=FAR)).receiver == 1
+    assert script.dialed == [1]
+    report = chosen.report(clock.now())
+    assert (report.disabled, report.active, report.all_down) == (frozenset({0}), 1, False)
+    assert chosen.states(clock.now()) == (BreakerState.CLOSED, BreakerState.CLOSED)
+    assert chosen.enable() == 1
+    assert chosen.enable() == 0
+    script.dialed.clear()
+    await chosen.sweep(script.send, deadline=FAR)
+    assert script.dialed == [0]
+
+
+async def test_every_receiver_gone_admits_nothing_and_a_repoint_keeps_who_is_gone() -> None:
+    """Both answer 410: nothing admits, an attempt dials nothing, all are down; a repointed
+    list keeps a still-listed receiver disabled and forgets one no longer listed."""
+    clock = FakeClock(T0)
+    chosen = receivers(clock, URLS[:2])
+    script = Script(a=[RETIRED], b=[RETIRED])
+    result = await chosen.sweep(script.send, deadline=FAR)
+    assert [d.outcome for d in result.dialed] == [RETIRED, RETIRED]
+    assert not chosen.admits(clock.now())
+    assert not chosen.any_closed(clock.now())
+    assert chosen.report(clock.now()).all_down
+    assert (await chosen.sweep(script.send, deadline=FAR)).dialed == ()
+    assert chosen.repoint((URLS[2], URLS[1]))
+    assert chosen.disabled == frozenset({1})
+    assert chosen.repoint(URLS[:2])
+    assert chosen.disabled == frozenset({1})
+    assert chosen.admits(clock.now())
 
 
 async def test_all_down_dials_nothing_until_a_cooldown_ends() -> None:

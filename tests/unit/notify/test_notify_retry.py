@@ -21,9 +21,8 @@ from fleetd.notify.retry import (
     classify,
     is_blind,
     next_step,
-    parse_retry_after,
     reason_of,
-    retry_after_delay,
+    server_wait,
 )
 
 NOW = datetime(2026, 8, 15, 9, 30, tzinfo=UTC)
@@ -58,7 +57,7 @@ def failed(failure: TransportFailure) -> AttemptOutcome:
         (status(403), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
         (status(404), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
         (status(409), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
-        (status(410), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
+        (status(410), Verdict.PERMANENT, OutcomeReason.HTTP_410),
         (status(413), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
         (status(422), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
         (status(499), Verdict.PERMANENT, OutcomeReason.HTTP_4XX),
@@ -134,43 +133,6 @@ def test_jitter_is_monotone_in_the_draw(failures: int, low: float, high: float) 
 
 
 @pytest.mark.parametrize(
-    ("header", "parsed"),
-    [
-        ("0", timedelta(0)),
-        ("120", 120 * S),
-        (" 7 ", 7 * S),
-        ("900", MAX_DELAY),
-        ("86400", MAX_DELAY),
-        ("9" * 60, MAX_DELAY),
-        ("Wed, 21 Oct 2026 07:28:00 GMT", datetime(2026, 10, 21, 7, 28, tzinfo=UTC)),
-        ("Wednesday, 21-Oct-26 07:28:00 GMT", datetime(2026, 10, 21, 7, 28, tzinfo=UTC)),
-        ("Wed Oct 21 07:28:00 2026", datetime(2026, 10, 21, 7, 28, tzinfo=UTC)),
-        ("Wed, 21 Oct 2026 09:28:00 +0200", None),
-        ("Thu, 29 Feb 2026 07:28:00 GMT", None),
-        ("Wednesday, 21-Oct-69 07:28:00 GMT", datetime(2069, 10, 21, 7, 28, tzinfo=UTC)),
-        ("Wednesday, 21-Oct-70 07:28:00 GMT", datetime(1970, 10, 21, 7, 28, tzinfo=UTC)),
-        ("Wed Oct  1 07:28:00 2026", datetime(2026, 10, 1, 7, 28, tzinfo=UTC)),
-        (None, None),
-        ("", None),
-        ("-5", None),
-        ("1.5", None),
-        ("soon", None),
-        ("Wed, 99 Oct 2026 07:28:00 GMT", None),
-        ("9" * 65, None),
-    ],
-)
-def test_retry_after_reads_seconds_or_an_http_date(
-    header: str | None, parsed: timedelta | datetime | None
-) -> None:
-    """Delta-seconds (capped at 15 min) or an HTTP-date in UTC; anything else is ignored."""
-    assert parse_retry_after(header) == parsed
-    if isinstance(parsed, datetime):
-        result = parse_retry_after(header)
-        assert isinstance(result, datetime)
-        assert result.utcoffset() == timedelta(0)
-
-
-@pytest.mark.parametrize(
     ("retry_after", "delay"),
     [
         (30 * S, 30 * S),
@@ -180,16 +142,16 @@ def test_retry_after_reads_seconds_or_an_http_date(
         (timedelta(days=2), MAX_DELAY),
     ],
 )
-def test_retry_after_delay_is_kept_within_zero_and_the_cap(
+def test_a_server_wait_is_kept_within_zero_and_the_cap(
     retry_after: timedelta | datetime, delay: timedelta
 ) -> None:
     """A past date means now; a wait past 15 minutes is cut to 15 minutes."""
-    assert retry_after_delay(retry_after, NOW) == delay
+    assert server_wait(retry_after, NOW) == delay
 
 
 @pytest.mark.parametrize("code", [408, 429, 500, 503])
-def test_retry_after_replaces_the_drawn_wait_on_a_retryable_status(code: int) -> None:
-    """The server's wait wins over the backoff draw, and the decision says so."""
+def test_a_longer_retry_after_replaces_the_drawn_wait_on_a_retryable_status(code: int) -> None:
+    """The server's wait wins over a shorter backoff draw, and the decision says so."""
     decision = next_step(status(code, 42 * S), failures=1, draw=0.0, now=NOW)
     assert decision == RetryDecision(
         verdict=Verdict.RETRY,
@@ -211,6 +173,28 @@ def test_retry_after_never_exceeds_the_cap() -> None:
     """A Retry-After of a day still retries within 15 minutes."""
     decision = next_step(status(503, NOW + timedelta(days=1)), failures=1, draw=0.5, now=NOW)
     assert decision.delay == MAX_DELAY
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "failures"),
+    [
+        (timedelta(0), 1),
+        (timedelta(0), 4),
+        (NOW - timedelta(hours=1), 2),
+        (NOW, 6),
+        (2 * S, 1),
+    ],
+)
+@pytest.mark.parametrize("code", [429, 503])
+def test_a_throttle_never_shortens_the_backoff(
+    code: int, retry_after: timedelta | datetime, failures: int
+) -> None:
+    """Retry-After 0, a date already past or a wait below the draw: the drawn backoff of this
+    attempt number stands (2b: a receiver saying "now" is not asked every pass)."""
+    decision = next_step(status(code, retry_after), failures=failures, draw=1.0, now=NOW)
+    assert decision.delay == backoff_ceiling(failures)
+    assert decision.retry_at == NOW + backoff_ceiling(failures)
+    assert not decision.honoured_retry_after
 
 
 @pytest.mark.parametrize("code", [200, 400, 404, 301])
@@ -255,13 +239,14 @@ def test_a_delivered_answer_ends_the_event() -> None:
 def test_every_retry_waits_between_zero_and_the_cap(
     code: int, failures: int, draw: float, seconds: int | None
 ) -> None:
-    """Property: whatever the server says, a retry is scheduled within [now, now + 15 min]."""
+    """Property: whatever the server says, a retry is scheduled within [now, now + 15 min] and
+    never before the drawn backoff of its attempt number."""
     retry_after = None if seconds is None else NOW + seconds * S
     decision = next_step(status(code, retry_after), failures=failures, draw=draw, now=NOW)
     assert decision.verdict is Verdict.RETRY
     assert decision.delay is not None
     assert decision.retry_at is not None
-    assert timedelta(0) <= decision.delay <= MAX_DELAY
+    assert backoff_delay(failures, draw) <= decision.delay <= MAX_DELAY
     assert decision.retry_at == NOW + decision.delay
 
 
@@ -306,4 +291,4 @@ def test_now_must_be_aware() -> None:
     naive = datetime(2026, 1, 1)  # naive on purpose
     with pytest.raises(ValueError, match="now"):
         next_step(status(500), failures=1, draw=0.0, now=naive)
-    assert retry_after_delay(NOW + 5 * S, NOW.astimezone(timezone(timedelta(hours=2)))) == 5 * S
+    assert server_wait(NOW + 5 * S, NOW.astimezone(timezone(timedelta(hours=2)))) == 5 * S

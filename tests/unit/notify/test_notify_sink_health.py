@@ -22,6 +22,7 @@ from tests.contract.journal_cases import T0
 from tests.unit.notify.sink_kit import REPEAT, human_incident, payload
 
 ON = {"enabled": True}
+FIRST = frozenset({0})
 
 
 @pytest.mark.parametrize(
@@ -51,6 +52,25 @@ ON = {"enabled": True}
             SinkReason.ALL_RECEIVERS_DOWN,
         ),
         (SinkFacts(**ON, receivers=(BreakerState.OPEN, BreakerState.CLOSED)), SinkStatus.OK, None),
+        (
+            SinkFacts(**ON, receivers=(BreakerState.CLOSED,) * 2, disabled=frozenset({0, 1})),
+            SinkStatus.DEGRADED,
+            SinkReason.RECEIVERS_DISABLED,
+        ),
+        (
+            SinkFacts(
+                **ON, receivers=(BreakerState.CLOSED, BreakerState.OPEN), disabled=frozenset({0})
+            ),
+            SinkStatus.DEGRADED,
+            SinkReason.ALL_RECEIVERS_DOWN,
+        ),
+        (
+            SinkFacts(
+                **ON, receivers=(BreakerState.OPEN, BreakerState.CLOSED), disabled=frozenset({0})
+            ),
+            SinkStatus.OK,
+            None,
+        ),
         (SinkFacts(**ON, receivers=(BreakerState.CLOSED,)), SinkStatus.OK, None),
         (
             SinkFacts(**ON, consecutive_failures=FAILING_AFTER, permanent_since_delivery=True),

@@ -28,6 +28,7 @@ from tests.unit.notify.sink_kit import (
     LIMIT,
     OTHER_SECRET_TEXT,
     REPEAT,
+    RoutedSender,
     ScriptedSender,
     body_of,
     human_incident,
@@ -174,6 +175,31 @@ async def test_a_config_change_while_running_re_arms() -> None:
         "http://127.0.0.1:9/hooks",
         "http://127.0.0.1:9/other",
     ]
+
+
+async def test_a_new_target_generation_re_enables_a_receiver_a_410_disabled() -> None:
+    """5i: the primary answers 410 and is skipped from then on; the same URLs under a new
+    secret (a new generation, no list change) give it back: the next event goes to it."""
+    journal, clock = InMemoryJournal(), FakeClock(T0)
+    primary, second = "http://127.0.0.1:9/a", "http://127.0.0.1:9/b"
+    sender = RoutedSender({primary: [AttemptOutcome(status=410)]})
+    current = {"target": target(primary, second)}
+    worker = make_worker(journal, sender, clock, sink=lambda: current["target"])
+    for subject in ("sess_1", "sess_2"):
+        await open_incident(journal, human_incident(subject), at=clock.now())
+        assert (await worker.step()).delivered == 1
+    assert [r.url for r in sender.requests] == [primary, second, second]
+    report = worker.receivers()
+    assert report is not None
+    assert (report.disabled, report.active) == (frozenset({0}), 1)
+    current["target"] = target(primary, second, secret=OTHER_SECRET_TEXT)
+    await open_incident(journal, human_incident("sess_3"), at=clock.now())
+    assert (await worker.step()).delivered == 1
+    assert sender.requests[-1].url == primary
+    report = worker.receivers()
+    assert report is not None
+    assert (report.disabled, report.active) == (frozenset(), 0)
+    assert worker.enable_receivers() == 0
 
 
 async def test_events_of_one_incident_go_in_revision_order() -> None:
@@ -367,7 +393,7 @@ async def test_failing_attempts_and_a_failing_journal_degrade_the_sink() -> None
     await open_incident(journal, human_incident(), at=T0)
     for _ in range(3):
         await worker.step()
-        clock.advance(1)
+        clock.advance(45)  # the backoff of the third attempt (draw 1.0)
     assert worker.health.reason is SinkReason.ATTEMPTS_FAILING
     since = worker.health.since
     journal.fail_with = JournalUnavailableError("claim", "unreachable")

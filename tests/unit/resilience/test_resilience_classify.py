@@ -23,6 +23,8 @@ E = ErrorClass
         (403, True, E.AUTH),
         (404, False, E.REJECTED),
         (409, False, E.REJECTED),
+        (410, False, E.GONE),
+        (410, True, E.GONE),
         (422, False, E.REJECTED),
         (429, False, E.THROTTLED),
         (429, True, E.THROTTLED),
@@ -52,14 +54,17 @@ def test_status_classes(status: int, retry_after: bool, expected: ErrorClass | N
         (E.THROTTLED, True, False),
         (E.CIRCUIT_OPEN, True, False),
         (E.AUTH, False, False),
+        (E.GONE, True, False),
         (E.REJECTED, False, False),
         (E.MALFORMED, False, False),
+        (E.TOO_LARGE, False, False),
     ],
 )
 def test_failover_and_strike(error: ErrorClass, failover: bool, strike: bool) -> None:
-    """Refused, reset, timeout, 5xx and an open breaker fail over; auth, 4xx and bodies stop.
+    """Refused, reset, timeout, 5xx, 410 and an open breaker fail over; auth, other 4xx and
+    bodies stop.
 
-    Only blind failures strike: the server speaking (a throttle) never does.
+    Only blind failures strike: the server speaking (a throttle, a 410) never does.
     """
     assert (TRAITS[error].failover, TRAITS[error].strike) == (failover, strike)
 

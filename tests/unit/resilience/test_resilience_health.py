@@ -49,6 +49,7 @@ def test_latency_is_an_exponentially_weighted_average_of_successes() -> None:
         (E.AUTH, True, False),
         (E.REJECTED, True, False),
         (E.MALFORMED, True, False),
+        (E.TOO_LARGE, True, False),
     ],
 )
 def test_a_failure_sets_reachability_and_the_last_error_code(

@@ -16,6 +16,7 @@ ALLOWED = {
     "dataclasses",
     "datetime",
     "enum",
+    "re",  # the Retry-After reader: pattern matching only
     "types",
     "typing",
     "fleetd.errors",
@@ -47,11 +48,11 @@ EXPORTS = {
     "Pick",
     "Pool",
     "ProbeSchedule",
-    "RetryPolicy",
+    "RETRY_AFTER_LIMIT",
+    "RetryAfter",
     "Settled",
     "Standing",
     "Sweep",
-    "Timeouts",
     "Traits",
     "VerdictReason",
     "classify_status",
@@ -59,7 +60,8 @@ EXPORTS = {
     "judge",
     "next_attempt",
     "parse_catalog",
-    "retry_after",
+    "parse_retry_after",
+    "retry_after_delay",
     "settle",
     "standing",
     "stated_context_window",
@@ -142,7 +144,7 @@ sys.meta_path.insert(0, Block())
 from datetime import UTC, datetime
 from fleetd.resilience import (
     FailoverBudget, Outcome, Pool, ProbeSchedule, Settled, Sweep, judge, next_attempt,
-    parse_catalog, retry_after, settle,
+    parse_catalog, parse_retry_after, retry_after_delay, settle,
 )
 now = datetime(2026, 1, 1, tzinfo=UTC)
 pool = Pool.of("primary", "fallback")
@@ -152,7 +154,8 @@ assert settled is Settled.SUCCEEDED
 assert ProbeSchedule().claim("p", now)[1]
 assert judge("m", None).availability == "unknown"
 assert parse_catalog({{"data": [{{"id": "m"}}]}}) is not None
-assert retry_after("Thu, 01 Jan 2026 00:00:30 GMT", now).total_seconds() == 30
+when = parse_retry_after("Thu, 01 Jan 2026 00:00:30 GMT")
+assert retry_after_delay(when, now, cap=when - now).total_seconds() == 30
 print("ok")
 """
     result = subprocess.run(

@@ -83,3 +83,12 @@ def test_standing_names_why_an_endpoint_is_or_is_not_in_use(
     elif setup == "refused0":
         pool = pool.observe(0, REFUSED, T0)
     assert standing(pool.endpoints[index], index, active, at(when)) is expected
+
+
+def test_a_disabled_endpoint_says_so_unless_it_is_in_use() -> None:
+    """An endpoint its adapter disabled (a webhook receiver's 410) stands disabled whatever its
+    breaker; the one in use is active."""
+    pool = _opened(Pool.of("0", "1"), 0, T0)
+    assert standing(pool.endpoints[0], 0, 1, at(1), disabled=True) is Standing.DISABLED
+    assert standing(pool.endpoints[1], 1, None, at(1), disabled=True) is Standing.DISABLED
+    assert standing(pool.endpoints[1], 1, 1, at(1), disabled=True) is Standing.ACTIVE

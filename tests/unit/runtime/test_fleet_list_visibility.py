@@ -302,3 +302,27 @@ async def test_a_lead_rows_live_status_is_the_views_own_list(tmp_path: Path) -> 
     assert await statuses() == {"lead": "idle", "lead-b": "idle"}  # last reads, list failed
     fleet.control.fail("list_agents", None)
     assert await statuses() == {"lead": "idle", "lead-b": None}
+
+
+async def test_fleet_list_and_the_incident_list_scope_a_lead_alike(tmp_path: Path) -> None:
+    """On one fleet, each lead's /v1/incidents lists the open incidents its fleet_list shows —
+    lead-b's own LEAD_UNRESPONSIVE held by its peer, and lead-b's member's incident the peer now
+    holds (routing generation 2), included — and the operator's lists agree too."""
+    fleet = await _fleet(tmp_path)
+    await _stranded_for_lead_b(fleet)
+    await fleet.service.scheduler.run_once("webhook")  # records the ticks' incidents
+    tokens = {LEAD: LEAD_TOKEN, LEAD_B: LEAD_TOKEN + "-b", OPERATOR: OPERATOR_TOKEN}
+    transport = httpx.ASGITransport(app=create_app(fleet.service))
+    async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as client:
+        for caller, token in tokens.items():
+            listed = {i["id"] for i in (await fleet.ok("fleet_list", caller))["incidents"]}
+            answer = await client.get("/v1/incidents", headers={"Authorization": f"Bearer {token}"})
+            journal = answer.json()["result"]["incidents"]
+            assert {row["id"] for row in journal if row["status"] == "open"} == listed, caller
+    [about_itself] = [
+        i
+        for i in fleet.service.health.state.open_incidents()
+        if (i.subject, str(i.state)) == ("lead-b", "LEAD_UNRESPONSIVE")
+    ]
+    assert about_itself.recipient_lead == "lead"
+    assert about_itself.id in {i["id"] for i in (await fleet.ok("fleet_list", LEAD_B))["incidents"]}

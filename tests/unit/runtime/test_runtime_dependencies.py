@@ -166,3 +166,25 @@ async def test_webhook_metrics_label_by_index_and_count_all_down() -> None:
     reports.append(ReceiverReport(pool=reports[0].pool, active=None))
     assert 'fleetd_dependency_all_down{kind="webhook"} 1.0' in metrics.exposition().decode()
     assert "://" not in text
+
+
+async def test_a_never_tried_endpoint_reads_up_and_a_disabled_one_says_so() -> None:
+    """5c/5i: endpoint_up is 1 before any attempt and 0 only after an unanswered one; a receiver
+    a 410 disabled stands disabled (not active) and its disabled gauge is 1, the others 0."""
+    clock = FakeClock()
+    view, _ = _view(InMemoryInbox(), clock)
+    pool = Pool.of("0", "1", "2").observe(2, Outcome(error=ErrorClass.REFUSED), clock.now())
+    view.webhook = lambda: ReceiverReport(pool=pool, active=1, disabled=frozenset({0}))
+    metrics = Metrics()
+    metrics.registry.register(DependencyCollector(view))
+    text = metrics.exposition().decode()
+    for line in (
+        'fleetd_dependency_endpoint_up{endpoint="0",kind="webhook"} 1.0',
+        'fleetd_dependency_endpoint_up{endpoint="1",kind="webhook"} 1.0',
+        'fleetd_dependency_endpoint_up{endpoint="2",kind="webhook"} 0.0',
+        'fleetd_dependency_endpoint_disabled{endpoint="0",kind="webhook"} 1.0',
+        'fleetd_dependency_endpoint_disabled{endpoint="1",kind="webhook"} 0.0',
+    ):
+        assert line in text, line
+    webhook = view.view(clock.now())["webhook"]
+    assert [e["standing"] for e in webhook["endpoints"]] == ["disabled", "active", "unreachable"]

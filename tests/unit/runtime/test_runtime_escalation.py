@@ -12,6 +12,7 @@ from typing import Any
 
 import jsonschema
 
+from fleetd.bridge.sessions import SessionState
 from fleetd.errors import InboxUnavailableError, JournalUnavailableError
 from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.memory import InMemoryInbox
@@ -171,6 +172,47 @@ async def test_a_failing_journal_degrades_coverage_and_detection_goes_on(tmp_pat
     assert stored is not None
     assert [(e.type, e.state) for e in stored.events] == [(EventType.OPEN, EventState.PENDING)]
     assert fleet.service.health.coverage()["status"] == "full"
+
+
+async def test_while_the_journal_fails_a_vanished_member_is_reported_and_resolved(
+    tmp_path: Path,
+) -> None:
+    """While every journal call fails, each tick still runs to its end: a member that vanishes
+    opens GONE, its owning lead gets the record, the incident resolves once the bridge released
+    the member, and the sole lead's own failure opens too; coverage says degraded meanwhile."""
+    journal = InMemoryJournal()
+    fleet = _fleet(tmp_path, journal, webhook=True)
+    await fleet.service.own_lead_keys()
+    session = fleet.bridge.session(await fleet.spawn_ready())
+    assert session is not None
+    journal.fail_with = JournalUnavailableError("record", "unreachable")
+    health = fleet.service.health
+    fleet.control.remove(session.name)
+    ticks = health.ticks
+    for _ in range(2):
+        fleet.clock.advance(15)
+        await _tick(fleet)
+    assert health.ticks == ticks + 2
+    [gone] = _member_incidents(fleet)
+    assert (gone.state, gone.subject, gone.recipient_lead) == ("GONE", session.session_id, "lead")
+    polled = await fleet.ok("fleet_poll")
+    records = [m for m in polled["messages"] if m["kind"] == "health"]
+    assert [(m["state"], m["subjectTerminal"]) for m in records] == [("GONE", session.session_id)]
+    assert session.state is SessionState.RELEASED  # the failure operation ran too
+    for _ in range(2):
+        fleet.clock.advance(15)
+        await _tick(fleet)
+    assert _member_incidents(fleet) == []  # reported once, then resolved
+    covered = health.coverage()
+    assert covered["status"] == "degraded"
+    assert "incident journal failing" in covered["reason"]
+
+    await _sole_lead_gone(fleet)
+    [lead_incident] = _lead_incidents(fleet)
+    assert (lead_incident.state, lead_incident.route) == ("LEAD_UNREACHABLE", "human")
+    journal.fail_with = None
+    await _tick(fleet)  # the owed changes are recorded, and only then is coverage full
+    assert health.coverage()["status"] == "full"
 
 
 async def test_a_restart_resumes_the_journal_incidents_without_opening_them_again(
