@@ -41,6 +41,9 @@ async def test_trace_one_busy_while_done_is_repaired_with_its_marker(tmp_path: P
         assert reply["content"].startswith(REPAIRED_COMPLETION_MARKER)
         await e2e.until(lambda: member_state(e2e, lost.session_id) == "IDLE")
         assert not e2e.service.health.state.incidents
+        escalation = e2e.service.health.escalation
+        assert escalation is not None
+        await e2e.until(lambda: escalation.owed == 0)  # the webhook loop recorded the resolution
         async with e2e.http(OPERATOR_TOKEN) as operator:  # issue 20 3c: the repair's trace
             journal = (await e2e.run(operator.get("/v1/incidents"))).json()["result"]
         [row] = [i for i in journal["incidents"] if i["state"] == "TURN_BOUNDARY_LOST"]
