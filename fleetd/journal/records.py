@@ -8,10 +8,10 @@ An incident is the health core's :class:`~fleetd.health.incidents.Incident` (key
 severity, target...), stored without its evidence. An outbound event belongs to one incident,
 has a per-incident ``revision`` the journal assigns (1, 2, ...), and an ``Idempotency-Key`` derived
 from ``(incident id, event type, revision)`` (M4 §10.3) that never changes across transport
-retries or restarts. The key and the event types are :mod:`fleetd.journal.keys`' (re-exported
-here): the key the journal stores is the ``webhook-id`` and ``Idempotency-Key`` a sender puts on
-the wire and the ``eventId`` of the payload, one recipe in one place. Each event has at most one
-outstanding delivery attempt.
+retries or restarts. The key, the event types and their states are
+:mod:`fleetd.model.events`' (re-exported here): the key the journal stores is the ``webhook-id``
+and ``Idempotency-Key`` a sender puts on the wire and the ``eventId`` of the payload, one recipe
+in one place. Each event has at most one outstanding delivery attempt.
 
 Payload bound (M4 §10.5, defence in depth: the notifier builds payloads from allowed fields only):
 a payload is a JSON object of at most :data:`MAX_PAYLOAD_BYTES`, nested at most
@@ -42,7 +42,7 @@ from fleetd.health.incidents import (
     RoutingReason,
 )
 from fleetd.health.states import Scope
-from fleetd.journal.keys import EventType, idempotency_key, is_plain_id
+from fleetd.model.events import EventState, EventType, idempotency_key, is_plain_id
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
@@ -78,15 +78,6 @@ MAX_PAYLOAD_STRING = 256
 _CODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _PATH_OR_URL = re.compile(r"://|^\s*(/|~/|\./|\.\./|[A-Za-z]:\\)")
-
-
-class EventState(StrEnum):
-    """Where an event's delivery stands."""
-
-    PENDING = "pending"  # an attempt is outstanding (due, leased or waiting for its time)
-    DELIVERED = "delivered"
-    FAILED = "failed"  # a permanent failure; :meth:`Journal.rearm` makes it pending again
-    CANCELLED = "cancelled"  # superseded, e.g. resolved before its first delivery
 
 
 class AttemptOutcome(StrEnum):

@@ -22,8 +22,8 @@ At the edge:
 * ``http`` — the httpx sender: one POST, response body ignored, an outcome value back;
 * ``receiver`` — a local receiver that verifies and prints events (demo and tests).
 
-The event types and their idempotency key belong to the journal (:mod:`fleetd.journal.keys`),
-the signing secret to the config (:mod:`fleetd.config.secrets`). Routing (whether a person holds
-an incident) is health's; the shell that carries out the policy is
-:mod:`fleetd.runtime.escalation`.
+The event types, their states and the idempotency key are shared values
+(:mod:`fleetd.model.events`); the signing secret belongs to the config
+(:mod:`fleetd.config.secrets`). Routing (whether a person holds an incident) is health's; the
+shell that carries out the policy is :mod:`fleetd.runtime.escalation`.
 """

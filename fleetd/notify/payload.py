@@ -53,7 +53,7 @@ from pydantic.alias_generators import to_camel
 
 from fleetd.health.incidents import Incident, ResolveReason, RoutingReason, suggested_tool_calls
 from fleetd.health.states import STATE_SPECS, Certainty, Scope, Severity
-from fleetd.journal.keys import EVENT_ID_PATTERN, EventType, idempotency_key
+from fleetd.model.events import EVENT_ID_PATTERN, EventType, idempotency_key
 
 __all__ = [
     "CODE_PATTERN",

@@ -45,15 +45,31 @@ Pure: values in, a value out; no clock, no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from fleetd.health.incidents import Incident, Route
 from fleetd.health.states import Severity
-from fleetd.journal.keys import EventType
-from fleetd.journal.records import EventState, StoredEvent, StoredIncident
+from fleetd.model.events import EventState, EventType
 
-__all__ = ["EMPTY", "HumanPlan", "Leg", "leg_of", "plan", "stored_leg"]
+__all__ = ["EMPTY", "HumanPlan", "Leg", "Told", "leg_of", "plan"]
+
+
+class Told(Protocol):
+    """What the policy reads of one recorded event (the journal's ``StoredEvent`` is one)."""
+
+    @property
+    def type(self) -> EventType: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def state(self) -> EventState: ...
+    @property
+    def delivered_at(self) -> datetime | None: ...
+    @property
+    def failed_by(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,7 +79,7 @@ class Leg:
     route: Route | None  # ``None`` before its first routing
     critical: bool
     resolved: bool
-    events: tuple[StoredEvent, ...] = ()
+    events: Sequence[Told] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,7 +104,7 @@ _LIVE = (EventState.PENDING, EventState.DELIVERED, EventState.FAILED)
 _UNSENT = (EventState.PENDING, EventState.FAILED)
 
 
-def leg_of(incident: Incident, *, resolved: bool, events: tuple[StoredEvent, ...] = ()) -> Leg:
+def leg_of(incident: Incident, *, resolved: bool, events: Sequence[Told] = ()) -> Leg:
     """The policy's view of ``incident`` with the events recorded for it."""
     return Leg(
         route=incident.route,
@@ -96,11 +112,6 @@ def leg_of(incident: Incident, *, resolved: bool, events: tuple[StoredEvent, ...
         resolved=resolved,
         events=events,
     )
-
-
-def stored_leg(stored: StoredIncident) -> Leg:
-    """The policy's view of an incident as the journal stores it."""
-    return leg_of(stored.incident, resolved=stored.resolved_at is not None, events=stored.events)
 
 
 def plan(
@@ -138,7 +149,7 @@ def plan(
 
 
 def _rearmed(
-    events: tuple[StoredEvent, ...], *, notify: bool, receivers: str | None, replay: bool
+    events: Sequence[Told], *, notify: bool, receivers: str | None, replay: bool
 ) -> tuple[int, ...]:
     if not notify:
         return ()
@@ -150,9 +161,7 @@ def _rearmed(
     )
 
 
-def _reminder_due(
-    told: tuple[StoredEvent, ...], *, critical: bool, repeat: timedelta
-) -> datetime | None:
+def _reminder_due(told: Sequence[Told], *, critical: bool, repeat: timedelta) -> datetime | None:
     """When the next reminder is due: a critical incident whose person was told, with nothing
     pending (an event still being told is the reminder) and nothing refused for good (it waits
     for a new receiver list or a replay, §10.4), ``repeat`` after the last delivery."""

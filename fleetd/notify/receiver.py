@@ -38,7 +38,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fleetd.clock import Clock, SystemClock
-from fleetd.journal.keys import EventType
+from fleetd.model.events import EventType
 from fleetd.notify.payload import IncidentEvent
 from fleetd.notify.signing import DEFAULT_TOLERANCE, Verification, WebhookSecret, verify
 

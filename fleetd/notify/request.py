@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from fleetd.journal.keys import EventType
+from fleetd.model.events import EventType
 from fleetd.notify.payload import IncidentEvent, encode_event
 from fleetd.notify.signing import WebhookSecret, signature_headers
 

@@ -34,11 +34,11 @@ from typing import Final
 from fleetd.config import FleetdConfig, NotificationMode
 from fleetd.errors import JournalError, JournalRefusedError
 from fleetd.health.incidents import Incident, ResolveReason
-from fleetd.journal.keys import EventType
 from fleetd.journal.port import Journal
 from fleetd.journal.records import IncidentChange, NewEvent, StoredIncident
+from fleetd.model.events import EventType
 from fleetd.notify.payload import CoverageStatus, encode_event, event_from_incident
-from fleetd.notify.policy import EMPTY, HumanPlan, Leg, leg_of, plan, stored_leg
+from fleetd.notify.policy import EMPTY, HumanPlan, Leg, leg_of, plan
 
 __all__ = ["MAX_OWED", "SWEEP", "TOLD_WINDOW", "Escalation", "instance_name"]
 
@@ -213,7 +213,8 @@ class Escalation:
     async def _reconcile(
         self, stored: StoredIncident, now: datetime, *, replay: bool = False
     ) -> HumanPlan:
-        decided = self._plan(stored_leg(stored), now, replay=replay)
+        leg = leg_of(stored.incident, resolved=stored.resolved_at is not None, events=stored.events)
+        decided = self._plan(leg, now, replay=replay)
         if not decided.writes:
             return decided
         last = max((e.revision for e in stored.events), default=0)

@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from fleetd.journal.keys import idempotency_key
+from fleetd.model.events import idempotency_key
 from fleetd.notify.contract import (
     SCHEMA_FILE,
     assert_schema_matches,

@@ -13,7 +13,7 @@ import standardwebhooks
 
 from fleetd.clock import FakeClock, SystemClock
 from fleetd.health.states import Certainty, Scope, Severity
-from fleetd.journal.keys import EventType
+from fleetd.model.events import EventType
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.payload import CoverageStatus, IncidentEvent, build_event
 from fleetd.notify.request import WebhookRequest, prepare_request

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from fleetd.clock import SystemClock
 from fleetd.health.states import Certainty, Scope, Severity
-from fleetd.journal.keys import EventType
+from fleetd.model.events import EventType
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.payload import CoverageStatus, build_event
 from fleetd.notify.receiver import WebhookReceiver, start_receiver

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import fleetd.health
+from tests.blocked_imports import run_blocked
 
 PACKAGE = Path(fleetd.health.__file__).parent
 ALLOWED = {
@@ -96,19 +95,7 @@ def test_health_imports_and_decides_with_io_modules_blocked() -> None:
         "pydantic",
         "yaml",
     ]
-    script = f"""
-import sys
-from importlib.abc import MetaPathFinder
-BLOCKED = {blocked!r}
-class Block(MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
-            raise ImportError("blocked: " + name)
-        return None
-for name in list(sys.modules):
-    if any(name == b or name.startswith(b + ".") for b in BLOCKED):
-        del sys.modules[name]
-sys.meta_path.insert(0, Block())
+    snippet = """
 from datetime import UTC, datetime
 from fleetd.health import FleetSnapshot, HealthState, LiveView, decide
 snapshot = FleetSnapshot(live=LiveView(list_ok=True))
@@ -116,8 +103,4 @@ decision = decide(snapshot, HealthState(), datetime(2026, 1, 1, tzinfo=UTC))
 assert decision.effects == ()
 print("ok")
 """
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok"
+    assert run_blocked(blocked, snippet) == "ok"

@@ -8,15 +8,16 @@ import pytest
 
 from fleetd.errors import JournalRefusedError
 from fleetd.health.states import Certainty, Scope, Severity
-from fleetd.journal import keys, records
+from fleetd.journal import records
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.records import EventType, IncidentChange, NewEvent
+from fleetd.model import events as keys
 from fleetd.notify.payload import CoverageStatus, build_event
 from tests.contract.journal_cases import T0, make_incident
 
 
 def test_the_journal_reuses_the_notify_key_and_event_types() -> None:
-    """One recipe: the journal's names are the notify module's own objects."""
+    """One recipe: the journal's names are the shared event module's own objects."""
     assert records.idempotency_key is keys.idempotency_key
     assert records.EventType is keys.EventType
 

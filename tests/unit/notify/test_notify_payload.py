@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from fleetd.health.incidents import IncidentBook, IncidentKey, ResolveReason, RoutingReason
 from fleetd.health.states import Certainty, LeadState, MemberState, Scope, Severity
-from fleetd.journal.keys import EventType, idempotency_key
+from fleetd.model.events import EventType, idempotency_key
 from fleetd.notify.payload import (
     NAME_PATTERN,
     REDACTED,

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import fleetd.notify
+from tests.blocked_imports import run_blocked
 
 PACKAGE = Path(fleetd.notify.__file__).parent
 PURE = ("retry", "signing", "failover")
@@ -69,21 +68,9 @@ def test_pure_modules_work_with_io_modules_blocked() -> None:
     blocked = ["asyncio", "socket", "logging", "random", "secrets", "threading", "subprocess"]
     blocked += ["httpx", "pydantic", "yaml", "fleetd.runtime", "fleetd.health"]
     blocked += ["fleetd.config.model", "fleetd.config.loader", "fleetd.config.ref"]
-    script = f"""
-import sys
-from importlib.abc import MetaPathFinder
-BLOCKED = {blocked!r}
-class Block(MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
-            raise ImportError("blocked: " + name)
-        return None
-for name in list(sys.modules):
-    if any(name == b or name.startswith(b + ".") for b in BLOCKED):
-        del sys.modules[name]
-sys.meta_path.insert(0, Block())
+    snippet = """
 from datetime import UTC, datetime
-from fleetd.journal.keys import idempotency_key
+from fleetd.model.events import idempotency_key
 from fleetd.notify.retry import AttemptOutcome, next_step
 from fleetd.notify.signing import WebhookSecret, signature_headers, verify
 from fleetd.notify.failover import Dialed, SweepResult, decide
@@ -93,12 +80,8 @@ swept = SweepResult(dialed=(Dialed(0, AttemptOutcome(status=503)),))
 assert decide(swept, failures=2, draw=0.5, now=now) == decision
 key = idempotency_key("inc_1", "open", 1)
 secret = WebhookSecret(bytes(32))
-headers = signature_headers(secret, msg_id=key, now=now, body=b"{{}}")
-assert verify(secret, headers, b"{{}}", now=now) == "verified"
+headers = signature_headers(secret, msg_id=key, now=now, body=b"{}")
+assert verify(secret, headers, b"{}", now=now) == "verified"
 print(decision.delay.total_seconds())
 """
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "7.5"
+    assert run_blocked(blocked, snippet) == "7.5"

@@ -12,7 +12,7 @@ import pytest
 
 from fleetd.clock import FakeClock
 from fleetd.health.states import Certainty, Scope, Severity
-from fleetd.journal.keys import EventType
+from fleetd.model.events import EventType
 from fleetd.notify.payload import CoverageStatus, IncidentEvent, build_event, encode_event
 from fleetd.notify.receiver import MAX_BODY_BYTES, WebhookReceiver, create_receiver_app, main
 from fleetd.notify.request import WebhookRequest, prepare_request, signed_request

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetd.clock import SystemClock
-from fleetd.journal.keys import EVENT_ID_PATTERN, EventType, idempotency_key
+from fleetd.model.events import EVENT_ID_PATTERN, EventType, idempotency_key
 from fleetd.notify.signing import (
     HEADER_ID,
     HEADER_IDEMPOTENCY_KEY,

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from fleetd.journal.keys import idempotency_key
 from fleetd.journal.records import EventType
+from fleetd.model.events import idempotency_key
 from fleetd.notify.request import stored_body
 from fleetd.notify.sink_health import (
     FAILING_AFTER,

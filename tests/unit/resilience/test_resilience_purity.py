@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import fleetd.resilience
+from tests.blocked_imports import run_blocked
 
 PACKAGE = Path(fleetd.resilience.__file__).parent
 ALLOWED = {
@@ -128,19 +127,7 @@ def test_it_imports_and_runs_a_sweep_with_io_modules_blocked() -> None:
         "pydantic",
         "yaml",
     ]
-    script = f"""
-import sys
-from importlib.abc import MetaPathFinder
-BLOCKED = {blocked!r}
-class Block(MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
-            raise ImportError("blocked: " + name)
-        return None
-for name in list(sys.modules):
-    if any(name == b or name.startswith(b + ".") for b in BLOCKED):
-        del sys.modules[name]
-sys.meta_path.insert(0, Block())
+    snippet = """
 from datetime import UTC, datetime
 from fleetd.resilience import (
     FailoverBudget, Outcome, Pool, ProbeSchedule, Settled, Sweep, judge, next_attempt,
@@ -153,13 +140,9 @@ pool, sweep, settled = settle(pool, sweep, pick, Outcome(), now)
 assert settled is Settled.SUCCEEDED
 assert ProbeSchedule().claim("p", now)[1]
 assert judge("m", None).availability == "unknown"
-assert parse_catalog({{"data": [{{"id": "m"}}]}}) is not None
+assert parse_catalog({"data": [{"id": "m"}]}) is not None
 when = parse_retry_after("Thu, 01 Jan 2026 00:00:30 GMT")
 assert retry_after_delay(when, now, cap=when - now).total_seconds() == 30
 print("ok")
 """
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok"
+    assert run_blocked(blocked, snippet) == "ok"

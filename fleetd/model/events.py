@@ -1,4 +1,4 @@
-"""Event types and the idempotency key of one outbound event (M4 §10.3).
+"""Event types, delivery states and the idempotency key of one outbound event (M4 §10.3).
 
 An incident tells a person about itself through events, each with a revision that grows by one
 per event of that incident (``open`` is revision 1; a ``reminder`` or the ``resolved`` event takes
@@ -24,7 +24,7 @@ import re
 from enum import StrEnum
 from typing import Final
 
-__all__ = ["EVENT_ID_PATTERN", "EventType", "idempotency_key", "is_plain_id"]
+__all__ = ["EVENT_ID_PATTERN", "EventState", "EventType", "idempotency_key", "is_plain_id"]
 
 _RECIPE: Final = "fleetd.webhook.v1"
 _SEPARATOR: Final = "\x1f"
@@ -43,6 +43,15 @@ class EventType(StrEnum):
     SEVERITY_CHANGED = "severity_changed"  # reserved: kept so stored rows and receivers still parse
     REMINDER = "reminder"
     RESOLVED = "resolved"
+
+
+class EventState(StrEnum):
+    """Where an event's delivery stands."""
+
+    PENDING = "pending"  # an attempt is outstanding (due, leased or waiting for its time)
+    DELIVERED = "delivered"
+    FAILED = "failed"  # a permanent failure, until the policy re-arms it (new receivers, a replay)
+    CANCELLED = "cancelled"  # superseded, e.g. resolved before its first delivery
 
 
 def is_plain_id(value: str) -> bool:
