@@ -5,7 +5,6 @@ through a journal that goes away, a receiver that refuses, a config change and a
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 from datetime import datetime
 from pathlib import Path
@@ -18,24 +17,11 @@ from fleetd.errors import JournalUnavailableError
 from fleetd.herdr.model import AgentStatus
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.records import JournalSnapshot, StoredIncident
-from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
+from fleetd.testing import OPERATOR_TOKEN, TestFleet
 from tests.integration.hook_server import HookServer, Reply
+from tests.integration.test_notify_sink_fleet import webhook_fleet
 
-SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 HEADERS = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-
-
-def webhook_fleet(tmp_path: Path, url: str, journal: InMemoryJournal) -> TestFleet:
-    """One lead (no peer), health on, webhook mode pointing at ``url``."""
-    document: dict[str, Any] = sample_document(tmp_path)
-    document["leads"] = document["leads"][:1]
-    document["health"] = {
-        "enabled": True,
-        "snapshotIntervalSeconds": 15,
-        "notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_KEY"},
-    }
-    env = {"HOOK_URL": url, "HOOK_KEY": SECRET}
-    return build_test_fleet(tmp_path, document=document, environ=env, journal=journal)
 
 
 async def run(fleet: TestFleet, ticks: int, *, passes: int = 1) -> None:

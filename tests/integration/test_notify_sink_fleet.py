@@ -19,6 +19,7 @@ import httpx
 
 from fleetd.api.app import create_app
 from fleetd.herdr.model import AgentStatus
+from fleetd.journal.port import Journal
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.sink import resolve_sink
 from fleetd.notify.worker import PassReport, SinkWorker
@@ -29,8 +30,9 @@ from tests.unit.notify.sink_kit import verify
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 
 
-def webhook_fleet(tmp_path: Path, url: str) -> TestFleet:
-    """One lead (no peer), health on, webhook mode pointing at ``url``."""
+def webhook_fleet(tmp_path: Path, url: str, journal: Journal | None = None) -> TestFleet:
+    """One lead (no peer), health on, webhook mode pointing at ``url`` (on ``journal``, default
+    a fresh in-memory one)."""
     document: dict[str, Any] = sample_document(tmp_path)
     document["leads"] = document["leads"][:1]
     document["health"] = {
@@ -39,7 +41,7 @@ def webhook_fleet(tmp_path: Path, url: str) -> TestFleet:
         "notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_KEY"},
     }
     env = {"HOOK_URL": url, "HOOK_KEY": SECRET}
-    return build_test_fleet(tmp_path, document=document, environ=env)
+    return build_test_fleet(tmp_path, document=document, environ=env, journal=journal)
 
 
 def sink_worker(fleet: TestFleet, sender: HttpWebhookSender) -> SinkWorker:
