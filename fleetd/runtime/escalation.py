@@ -72,6 +72,16 @@ class _Truth:
     reason: ResolveReason | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Setting:
+    """What one pass plans with, read once: notifications on, the receiver list's generation,
+    the reminder interval."""
+
+    notify: bool
+    receivers: str | None
+    repeat: timedelta
+
+
 def _no_receivers() -> str | None:
     return None
 
@@ -143,19 +153,19 @@ class Escalation:
     # ------------------------------------------------------------------ the pass
     async def step(self, now: datetime) -> None:
         """Record what is owed, then reconcile what the journal holds (module docstring)."""
+        setting = self._setting()
         try:
-            await self._flush(now)
-            notify, receivers = self.notify, self.receivers()
-            if (notify, receivers) != (self._notify, self._receivers):
-                self._notify, self._receivers = notify, receivers
+            await self._flush(now, setting)
+            if (setting.notify, setting.receivers) != (self._notify, self._receivers):
+                self._notify, self._receivers = setting.notify, setting.receivers
                 self._next_sweep = None  # turned on, or a new receiver list: look at once
             touched, self._touched = self._touched, set()
             for incident_id in sorted(touched - self._owed.keys()):
                 stored = await self.journal.get(incident_id)
                 if stored is not None:
-                    await self._reconcile(stored, now)
+                    await self._reconcile(stored, now, setting)
             if self._next_sweep is None or now >= self._next_sweep:
-                await self._sweep(now)
+                await self._sweep(now, setting)
         except JournalError as exc:
             self._failed(exc)
             return
@@ -169,15 +179,15 @@ class Escalation:
         stored = await self.journal.get(incident_id)
         if stored is None:
             return None
-        done = await self._reconcile(stored, now, replay=True)
+        done = await self._reconcile(stored, now, self._setting(), replay=True)
         return len(done.rearm)
 
-    async def _flush(self, now: datetime) -> None:
+    async def _flush(self, now: datetime, setting: _Setting) -> None:
         for incident_id, truth in list(self._owed.items()):
             stored = await self.journal.get(incident_id)
             events = stored.events if stored is not None else ()
             leg = leg_of(truth.incident, resolved=truth.resolved_at is not None, events=events)
-            decided = self._plan(leg, now)
+            decided = _plan(leg, now, setting)
             last = max((e.revision for e in events), default=0)
             change = IncidentChange(
                 incident=truth.incident,
@@ -199,22 +209,22 @@ class Escalation:
             if self._owed.get(incident_id) is truth:  # health may have noted a newer one
                 del self._owed[incident_id]
 
-    async def _sweep(self, now: datetime) -> None:
+    async def _sweep(self, now: datetime, setting: _Setting) -> None:
         snapshot = await self.journal.load_open(told_since=now - TOLD_WINDOW)
         next_sweep = now + SWEEP
         for stored in (*snapshot.open_incidents, *snapshot.pending_resolutions):
             if stored.incident.id in self._owed:
                 continue  # its newer truth is recorded first
-            done = await self._reconcile(stored, now)
+            done = await self._reconcile(stored, now, setting)
             if done.recheck_at is not None:
                 next_sweep = min(next_sweep, max(done.recheck_at, now))
         self._next_sweep = next_sweep
 
     async def _reconcile(
-        self, stored: StoredIncident, now: datetime, *, replay: bool = False
+        self, stored: StoredIncident, now: datetime, setting: _Setting, *, replay: bool = False
     ) -> HumanPlan:
         leg = leg_of(stored.incident, resolved=stored.resolved_at is not None, events=stored.events)
-        decided = self._plan(leg, now, replay=replay)
+        decided = _plan(leg, now, setting, replay=replay)
         if not decided.writes:
             return decided
         last = max((e.revision for e in stored.events), default=0)
@@ -231,15 +241,11 @@ class Escalation:
         )
         return EMPTY if done is None else decided  # another writer moved it: next time
 
-    def _plan(self, leg: Leg, now: datetime, *, replay: bool = False) -> HumanPlan:
-        settings = self.settings()
-        return plan(
-            leg,
-            notify=settings.health.notifications.mode is NotificationMode.WEBHOOK,
+    def _setting(self) -> _Setting:
+        return _Setting(
+            notify=self.notify,
             receivers=self.receivers(),
-            replay=replay,
-            repeat=settings.health.human_repeat,
-            now=now,
+            repeat=self.settings().health.human_repeat,
         )
 
     def _events(
@@ -273,3 +279,14 @@ class Escalation:
                 len(self._owed),
             )
         self._failing = reason
+
+
+def _plan(leg: Leg, now: datetime, setting: _Setting, *, replay: bool = False) -> HumanPlan:
+    return plan(
+        leg,
+        notify=setting.notify,
+        receivers=setting.receivers,
+        replay=replay,
+        repeat=setting.repeat,
+        now=now,
+    )
