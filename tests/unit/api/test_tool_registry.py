@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -106,13 +106,30 @@ async def test_bad_arguments_hint_carries_schema_and_field_paths(registry: ToolR
 
 @settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=st.text(min_size=8, alphabet="abcdefghijklmnopqrstuvwxyz0123456789-"))
+@example(value="required")
+@example(value="zzz-secret-value")
 async def test_rejected_values_are_never_echoed(value: str) -> None:
-    """Whatever value fails validation, the failure value never contains it."""
+    """Whatever value fails validation, the failure value never contains it.
+
+    The failure carries the params schema and fixed messages; a value that is a word of those
+    (``required``, ``properties``) appears there for any input, so it is compared against the same
+    failure for a value that cannot be quoted by accident.
+    """
     registry = build_registry(Calls())
-    for args in ({"text": "a", "times": value}, {"text": "a", "mode": value}, {"text": [value]}):
-        outcome = await registry.call(LEAD, "echo", args)
+    for shape in ({"text": "a", "times": "{}"}, {"text": "a", "mode": "{}"}, {"text": ["{}"]}):
+        sentinel = await registry.call(LEAD, "echo", _fill(shape, "#"))
+        assume(value not in json.dumps(sentinel.to_json()))
+        outcome = await registry.call(LEAD, "echo", _fill(shape, value))
         assert outcome.error is not None
         assert value not in json.dumps(outcome.to_json())
+
+
+def _fill(shape: dict[str, Any], value: str) -> dict[str, Any]:
+    """The arguments ``shape`` with every ``"{}"`` placeholder replaced by ``value``."""
+    filled: dict[str, Any] = {}
+    for key, slot in shape.items():
+        filled[key] = [value] if slot == ["{}"] else value if slot == "{}" else slot
+    return filled
 
 
 async def test_custom_validator_messages_are_replaced() -> None:
