@@ -80,8 +80,9 @@ async def test_an_incident_routed_to_a_person_while_the_journal_is_down_is_sent_
 async def test_a_resolution_while_the_journal_is_away_ends_the_reminders_and_is_sent_once(
     tmp_path: Path,
 ) -> None:
-    """1c: an incident that resolves while the journal is away gets no reminder meanwhile, and
-    its ``resolved`` is sent once the journal is back."""
+    """1c, 1e: an incident that resolves while the journal is away gets no reminder meanwhile,
+    and its ``resolved`` is sent once the journal is back, saying it was recorded while owed
+    (``degraded``) where the ``open`` went out under ``full``."""
     journal = InMemoryJournal()
     async with HookServer() as server:
         fleet = webhook_fleet(tmp_path, server.url, journal)
@@ -102,7 +103,7 @@ async def test_a_resolution_while_the_journal_is_away_ends_the_reminders_and_is_
         for _ in range(8):
             fleet.clock.advance(900)
             await run(fleet, 1)
-    assert [kind for kind, _ in kinds(server)] == ["open", "resolved"]
+    assert kinds(server) == [("open", "full"), ("resolved", "degraded")]
 
 
 async def test_a_resolved_incident_s_refused_open_is_never_sent_again(tmp_path: Path) -> None:
@@ -169,3 +170,20 @@ async def test_a_journal_that_never_answers_does_not_stop_detection(tmp_path: Pa
         await stuck
         await run(fleet, 1, passes=2)
     assert [kind for kind, _ in kinds(server)] == ["open"]
+
+
+async def test_the_configured_instance_names_fleetd_in_every_event(tmp_path: Path) -> None:
+    """5k: ``instance`` from the config, not the host name, is ``fleetdInstance`` in the
+    ``open`` and the ``resolved`` a person gets."""
+    async with HookServer() as server:
+        fleet = webhook_fleet(tmp_path, server.url, instance="fleet-eu-1")
+        await fleet.service.own_lead_keys()
+        fleet.control.remove("lead")
+        await run(fleet, 4)
+        fleet.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
+        await run(fleet, 3)
+    bodies = [json.loads(request.body) for request in server.received]
+    assert [(b["eventType"], b["fleetdInstance"]) for b in bodies] == [
+        ("open", "fleet-eu-1"),
+        ("resolved", "fleet-eu-1"),
+    ]

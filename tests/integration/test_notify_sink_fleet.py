@@ -30,10 +30,14 @@ from tests.unit.notify.sink_kit import verify
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 
 
-def webhook_fleet(tmp_path: Path, url: str, journal: Journal | None = None) -> TestFleet:
+def webhook_fleet(
+    tmp_path: Path, url: str, journal: Journal | None = None, *, instance: str | None = None
+) -> TestFleet:
     """One lead (no peer), health on, webhook mode pointing at ``url`` (on ``journal``, default
-    a fresh in-memory one)."""
+    a fresh in-memory one), named ``instance`` when given."""
     document: dict[str, Any] = sample_document(tmp_path)
+    if instance is not None:
+        document["instance"] = instance
     document["leads"] = document["leads"][:1]
     document["health"] = {
         "enabled": True,
