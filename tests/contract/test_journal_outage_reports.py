@@ -57,15 +57,19 @@ def served(journal_url: str, root: Path) -> Fleetd:
 async def test_an_outage_logs_one_warning_and_one_recovery(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """5e: twelve delivery passes and a retention pass against a failing journal log one
-    WARNING naming the failure; the first pass that reaches it again logs one INFO."""
+    """5e: twelve delivery passes a minute apart and a retention pass against a failing journal
+    log one WARNING naming the failure (time passing does not repeat it); the first pass that
+    reaches it again logs one INFO with the outage's length (and the escalation shell one
+    INFO that nothing is owed any more)."""
     caplog.set_level(logging.DEBUG)
     fake = InMemoryJournal()
-    service = build_test_fleet(tmp_path, journal=fake).service
+    fleet = build_test_fleet(tmp_path, journal=fake)
+    service = fleet.service
     await service.scheduler.run_once("webhook")
     fake.fail_with = JournalUnavailableError("stats", "unreachable")
     for _ in range(PASSES):
         await service.scheduler.run_once("webhook")
+        fleet.clock.advance(60)
     await service.scheduler.run_once("journal-retention")
     assert warnings_from_fleetd(caplog) == [
         "incident journal failing (stats: unreachable): detection goes on, notification "
@@ -77,7 +81,8 @@ async def test_an_outage_logs_one_warning_and_one_recovery(
         await service.scheduler.run_once("webhook")
     recovered = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert recovered == [
-        "incident journal answers again after 13 failed calls in 0 s (last: stats: unreachable)"
+        "incident journal answers again after 24 failed calls in 720 s (last: stats: unreachable)",
+        "incident journal records again; every owed incident is recorded",
     ]
 
 
