@@ -123,8 +123,9 @@ class Metrics:
         # the human sink (M4 §10.6); fed by fleetd.notify.worker.SinkWorker
         self.notifications_total = Counter(
             "fleet_health_notifications_total",
-            "Webhook delivery attempts by event type and outcome (delivered, network, timeout, "
-            "http_408, http_429, http_5xx, http_4xx, http_other, invalid_url, payload_refused).",
+            "Sink delivery attempts by event type and outcome (delivered, network, timeout, "
+            "http_408, http_429, http_5xx, http_410, http_4xx, http_other, invalid_url, "
+            "payload_bug, payload_refused).",
             ["event", "outcome"],
             registry=r,
         )
@@ -140,7 +141,8 @@ class Metrics:
         )
         self.notification_capability = Gauge(
             "fleet_health_notification_capability",
-            "1 for the notification mode (disabled, webhook) and the health coverage it gives "
+            "1 for the notification mode (disabled, webhook, alertmanager, pagerduty, slack) and "
+            "the health coverage it gives "
             "(off, partial, full, degraded).",
             ["mode", "status"],
             registry=r,

@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from fleetd.config.env import apply_env_overrides
 from fleetd.config.fields import ConfigModel, LoadContext
 from fleetd.config.keys import dotted_key
-from fleetd.config.model import FleetdConfig, NotificationMode
+from fleetd.config.model import FleetdConfig
 from fleetd.errors import ConfigError
 
 __all__ = [
@@ -169,9 +169,9 @@ def parse_config(
 
 def _coverage_warning(config: FleetdConfig) -> str | None:
     """The one startup (and reload) WARN of §10.2: with detection on and no human sink, coverage
-    is partial (None in webhook mode: a person is notified when no lead can act)."""
+    is partial (None in a sending mode: a person is notified when no lead can act)."""
     mode = config.health.notifications.mode
-    if mode is NotificationMode.WEBHOOK:
+    if mode.sends:
         return None
     text = f"health.notifications.mode={mode.value}: "
     text += "human escalation is unavailable; fleet health coverage is partial"

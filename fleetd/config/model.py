@@ -43,6 +43,8 @@ from fleetd.config.sections import (
 
 __all__ = [
     "MAX_RECEIVERS",
+    "MIN_ALERTMANAGER_REPOST",
+    "PAGERDUTY_EVENTS_URL",
     "RESTART_KEYS",
     "FleetdConfig",
     "HealthConfig",
@@ -71,8 +73,26 @@ MAX_RECEIVERS: Final = 8
 
 
 class NotificationMode(StrEnum):
+    """Where a person's notifications go: nowhere, or one destination kind (its receivers are
+    ``webhookUrlEnvs``, in failover order, in every kind)."""
+
     DISABLED = "disabled"
     WEBHOOK = "webhook"
+    ALERTMANAGER = "alertmanager"
+    PAGERDUTY = "pagerduty"
+    SLACK = "slack"
+
+    @property
+    def sends(self) -> bool:
+        """Whether a person can be told in this mode (any kind but ``disabled``)."""
+        return self is not NotificationMode.DISABLED
+
+
+PAGERDUTY_EVENTS_URL: Final = "https://events.pagerduty.com/v2/enqueue"
+"""Where pagerduty mode sends when ``webhookUrlEnvs`` names no receiver."""
+MIN_ALERTMANAGER_REPOST: Final = 10
+"""The shortest re-post interval of an open alert in alertmanager mode, in seconds."""
+_ROUTING_KEY: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 class NotificationsConfig(ConfigModel):
@@ -93,7 +113,11 @@ class NotificationsConfig(ConfigModel):
     ) = Field(default=None, validate_default=True)
     webhook_url_env: EnvName | None = Field(default=None, validate_default=True)
     secret_env: EnvName | None = Field(default=None, validate_default=True)
+    routing_key_env: EnvName | None = Field(default=None, validate_default=True)
     request_timeout_ms: Annotated[StrictInt, Field(ge=1000, le=30_000)] = 10_000
+    alertmanager_repost_seconds: Annotated[
+        StrictInt, Field(ge=MIN_ALERTMANAGER_REPOST, le=HOUR)
+    ] = 60
 
     @model_validator(mode="before")
     @classmethod
@@ -142,12 +166,29 @@ class NotificationsConfig(ConfigModel):
     @field_validator("secret_env")
     @classmethod
     def _webhook_needs_its_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("mode") is not NotificationMode.WEBHOOK:
+            return value
         text = _required_variable(value, info)
         if text is not None:
             try:
                 WebhookSecret.parse(text)
             except ValueError as error:
                 raise ValueError(f"environment variable {value}: {error}") from None
+        return value
+
+    @field_validator("routing_key_env")
+    @classmethod
+    def _pagerduty_needs_its_routing_key(
+        cls, value: str | None, info: ValidationInfo
+    ) -> str | None:
+        if info.data.get("mode") is not NotificationMode.PAGERDUTY:
+            return value
+        text = _required_variable(value, info)
+        if text is not None and not _ROUTING_KEY.fullmatch(text.strip()):
+            raise ValueError(
+                f"environment variable {value} does not hold a PagerDuty routing key "
+                "(letters, digits, '-' and '_', at most 128)"
+            )
         return value
 
     @property
@@ -161,6 +202,14 @@ class NotificationsConfig(ConfigModel):
     def request_timeout(self) -> timedelta:
         return timedelta(milliseconds=self.request_timeout_ms)
 
+    @property
+    def refresh(self) -> timedelta | None:
+        """How often an open incident is re-posted to a sink that forgets alerts that stop
+        arriving (alertmanager mode), ``None`` in every other mode."""
+        if self.mode is not NotificationMode.ALERTMANAGER:
+            return None
+        return timedelta(seconds=self.alertmanager_repost_seconds)
+
 
 def _given(data: dict[str, Any], alias: str, name: str) -> bool:
     """Whether ``data`` sets the key, by its YAML name or (built in Python) its field name."""
@@ -168,7 +217,10 @@ def _given(data: dict[str, Any], alias: str, name: str) -> bool:
 
 
 def _receiver_url(name: str | None, info: ValidationInfo) -> str | None:
-    """In webhook mode (with the environment known): the URL variable ``name`` holds, checked."""
+    """In a sending mode (with the environment known): the URL variable ``name`` holds, checked.
+    Pagerduty mode may name none (it sends to :data:`PAGERDUTY_EVENTS_URL`)."""
+    if name is None and info.data.get("mode") is NotificationMode.PAGERDUTY:
+        return None
     text = _required_variable(name, info)
     if text is not None and not _is_http_url(text):
         raise ValueError(f"environment variable {name} does not hold an http(s) URL")
@@ -184,18 +236,19 @@ def _is_http_url(text: str) -> bool:
 
 
 def _required_variable(name: str | None, info: ValidationInfo) -> str | None:
-    """In webhook mode: ``name`` must be given and (when the environment is known) set; returns
+    """In a sending mode: ``name`` must be given and (when the environment is known) set; returns
     the variable's value for a format check, ``None`` when there is nothing to check."""
-    if info.data.get("mode") is not NotificationMode.WEBHOOK:
+    mode = info.data.get("mode")
+    if not isinstance(mode, NotificationMode) or not mode.sends:
         return None
     if name is None:
-        raise ValueError("required when mode is webhook")
+        raise ValueError(f"required when mode is {mode.value}")
     context = load_context(info)
     if context is None or context.environ is None:
         return None
     text = context.environ.get(name)
     if not text:
-        raise ValueError(f"environment variable {name} is not set (mode is webhook)")
+        raise ValueError(f"environment variable {name} is not set (mode is {mode.value})")
     return text
 
 

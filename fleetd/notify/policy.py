@@ -27,7 +27,10 @@ or a restart only delay what a person is told, never change it. The rules, in or
    failed, one is recorded (again after a lead held the incident and its undelivered ``open``
    was cancelled). A failed ``open`` or ``reminder`` is re-armed on a replay or for a new
    receiver list. A critical incident whose person was told, with nothing pending or refused,
-   gets a ``reminder`` every ``repeat`` counted from the last delivery.
+   gets a ``reminder`` every ``repeat`` counted from the last delivery. A sink that forgets an
+   alert that stops arriving (Alertmanager, after its ``resolve_timeout``) gives a ``refresh``:
+   then *every* open incident whose person was told gets a ``reminder`` every ``refresh`` (the
+   sink, not fleetd, decides when a person hears again), on the same terms.
 3. **Open, with a lead or nobody.** Every pending or failed ``open``/``reminder`` is cancelled:
    a lead can act, so a person is not paged; what was delivered stays delivered, and rule 1
    tells that person of the resolution.
@@ -122,10 +125,12 @@ def plan(
     replay: bool = False,
     repeat: timedelta,
     now: datetime,
+    refresh: timedelta | None = None,
 ) -> HumanPlan:
     """What must change for ``leg`` (module docstring). ``notify``: notifications are on;
     ``receivers``: the configured receiver list's generation (``None`` when unknown);
-    ``replay``: an operator asked for this incident; ``repeat``: the reminder interval."""
+    ``replay``: an operator asked for this incident; ``repeat``: the reminder interval;
+    ``refresh``: the re-post interval of a sink that forgets alerts, for every severity."""
     told = tuple(e for e in leg.events if e.type in _TOLD)
     delivered = any(e.state is EventState.DELIVERED for e in told)
     unsent = tuple(e.revision for e in told if e.state in _UNSENT)
@@ -142,7 +147,10 @@ def plan(
     rearm = _rearmed(told, notify=notify, receivers=receivers, replay=replay)
     if not opened:
         return HumanPlan(record=(EventType.OPEN,), rearm=rearm)
-    due = _reminder_due(told, critical=leg.critical, repeat=repeat)
+    if refresh is not None:
+        due = _reminder_due(told, critical=True, repeat=refresh)
+    else:
+        due = _reminder_due(told, critical=leg.critical, repeat=repeat)
     if due is not None and due <= now and not rearm:
         return HumanPlan(record=(EventType.REMINDER,))
     return HumanPlan(rearm=rearm, recheck_at=due)

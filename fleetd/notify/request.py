@@ -29,6 +29,7 @@ __all__ = [
     "prepare_request",
     "signed_request",
     "stored_body",
+    "stored_event",
 ]
 
 CONTENT_TYPE: Final = "application/json"
@@ -80,6 +81,27 @@ def stored_body(
     event of ``incident_id`` or ``event_id`` is not that event's idempotency key: such a payload
     is never sent.
     """
+    return encode_event(
+        stored_event(
+            payload,
+            incident_id=incident_id,
+            event_type=event_type,
+            revision=revision,
+            event_id=event_id,
+        )
+    )
+
+
+def stored_event(
+    payload: Mapping[str, object],
+    *,
+    incident_id: str,
+    event_type: EventType,
+    revision: int,
+    event_id: str,
+) -> IncidentEvent:
+    """The checked v1 event of one journal row (:func:`stored_body` before encoding); raises
+    :class:`ValueError` as it does."""
     document = {
         **payload,
         "eventId": event_id,
@@ -89,4 +111,4 @@ def stored_body(
     event = IncidentEvent.model_validate(document)
     if event.incident.id != incident_id:
         raise ValueError("the stored payload names another incident")
-    return encode_event(event)
+    return event

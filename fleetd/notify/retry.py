@@ -105,6 +105,9 @@ class OutcomeReason(StrEnum):
     HTTP_410 = "http_410"
     HTTP_4XX = "http_4xx"
     HTTP_OTHER = "http_other"
+    PAYLOAD_BUG = "payload_bug"
+    """A receiver of another kind than webhook refused the request as malformed (its 400):
+    fleetd built it wrong (:mod:`fleetd.notify.kinds`). Never from :func:`reason_of`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +177,7 @@ _VERDICTS: Final = {
     OutcomeReason.HTTP_410: Verdict.PERMANENT,
     OutcomeReason.HTTP_4XX: Verdict.PERMANENT,
     OutcomeReason.HTTP_OTHER: Verdict.PERMANENT,
+    OutcomeReason.PAYLOAD_BUG: Verdict.PERMANENT,
 }
 
 

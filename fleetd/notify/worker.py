@@ -1,4 +1,7 @@
-"""``SinkWorker``: the delivery pass that takes outbox rows from the journal to the webhook.
+"""``SinkWorker``: the delivery pass that takes outbox rows from the journal to the sink.
+
+One path for every destination kind: the request's shape and the statuses that mean "fleetd's
+bug" are the kind's (:mod:`fleetd.notify.kinds`); everything below is shared.
 
 The dispatcher records an incident change and its outbound events in one journal transaction and
 sends nothing. The scheduler calls :meth:`SinkWorker.step` every few seconds; one pass:
@@ -51,9 +54,10 @@ from fleetd.journal.records import Claim
 from fleetd.metrics import Metrics
 from fleetd.notify.failover import decide
 from fleetd.notify.http import WebhookSender
+from fleetd.notify.kinds import build_request, our_bug
 from fleetd.notify.receivers import ReceiverReport, Receivers
-from fleetd.notify.request import signed_request, stored_body
-from fleetd.notify.retry import AttemptOutcome, OutcomeReason, Verdict, classify
+from fleetd.notify.request import stored_event
+from fleetd.notify.retry import AttemptOutcome, OutcomeReason, RetryDecision, Verdict, classify
 from fleetd.notify.sink import SinkTarget
 from fleetd.notify.sink_health import SinkFacts, SinkHealth, judge
 from fleetd.resilience.breaker import BreakerPolicy
@@ -222,7 +226,7 @@ class SinkWorker:
         self, claim: Claim, target: SinkTarget, receivers: Receivers, report: PassReport
     ) -> None:
         try:
-            body = stored_body(
+            event = stored_event(
                 claim.payload,
                 incident_id=claim.incident_id,
                 event_type=claim.type,
@@ -242,12 +246,13 @@ class SinkWorker:
             return
 
         async def dial(index: int, url: str) -> AttemptOutcome:
-            request = signed_request(
-                body,
-                event_id=claim.idempotency_key,
+            request = build_request(
+                event,
+                kind=target.kind,
                 url=url,
-                secret=target.secret,
                 now=self._clock.now(),
+                secret=target.secret,
+                routing_key=target.routing_key,
             )
             return await self._sender.send(request, limit=target.limit)
 
@@ -262,6 +267,16 @@ class SinkWorker:
         draw = self._draw() if classify(outcome) is Verdict.RETRY else 0.0
         decision = decide(swept, failures=claim.attempt, draw=draw, now=done)
         assert decision is not None
+        if decision.verdict is Verdict.PERMANENT and our_bug(target.kind, outcome.status):
+            decision = RetryDecision(verdict=Verdict.PERMANENT, reason=OutcomeReason.PAYLOAD_BUG)
+            _log.error(
+                "the %s receiver refused event %s of incident %s as malformed (HTTP %s): a "
+                "fleetd bug, not the receiver's fault; the event is not sent again",
+                target.kind.value,
+                claim.revision,
+                claim.incident_id,
+                outcome.status,
+            )
         self._count(claim, decision.reason.value)
         self._last_outcome, self._last_attempt_at = decision.reason, done
         if decision.verdict is Verdict.DELIVERED:
@@ -282,14 +297,8 @@ class SinkWorker:
                 report.retried += 1
             return
         self._permanent = True
-        _log.warning(
-            "webhook receiver %s refused event %s of incident %s permanently (%s); it waits for "
-            "a config change or a replay",
-            swept.receiver,
-            claim.revision,
-            claim.incident_id,
-            decision.reason.value,
-        )
+        if decision.reason is not OutcomeReason.PAYLOAD_BUG:  # logged above, at ERROR
+            self._log_refusal(claim, swept.receiver, decision.reason)
         failed = self._journal.fail(
             claim,
             now=done,
@@ -306,6 +315,17 @@ class SinkWorker:
         if await self._call(self._journal.complete(claim, now=now, http_status=status)):
             report.delivered += 1
             self._on_delivered(claim.incident_id)
+
+    @staticmethod
+    def _log_refusal(claim: Claim, receiver: int | None, reason: OutcomeReason) -> None:
+        _log.warning(
+            "webhook receiver %s refused event %s of incident %s permanently (%s); it waits for "
+            "a config change or a replay",
+            receiver,
+            claim.revision,
+            claim.incident_id,
+            reason.value,
+        )
 
     def _count(self, claim: Claim, outcome: str) -> None:
         self._metrics.notifications_total.labels(event=claim.type.value, outcome=outcome).inc()

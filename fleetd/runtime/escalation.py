@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
-from fleetd.config import FleetdConfig, NotificationMode
+from fleetd.config import FleetdConfig
 from fleetd.errors import JournalError, JournalRefusedError
 from fleetd.health.incidents import Incident, ResolveReason
 from fleetd.journal.port import Journal
@@ -75,11 +75,12 @@ class _Truth:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Setting:
     """What one pass plans with, read once: notifications on, the receiver list's generation,
-    the reminder interval."""
+    the reminder interval, the sink's re-post interval (alertmanager mode)."""
 
     notify: bool
     receivers: str | None
     repeat: timedelta
+    refresh: timedelta | None = None
 
 
 def _no_receivers() -> str | None:
@@ -107,8 +108,8 @@ class Escalation:
 
     @property
     def notify(self) -> bool:
-        """Whether a person can be told at all (``health.notifications.mode`` is ``webhook``)."""
-        return self.settings().health.notifications.mode is NotificationMode.WEBHOOK
+        """Whether a person can be told at all (``health.notifications.mode`` sends)."""
+        return self.settings().health.notifications.mode.sends
 
     @property
     def instance(self) -> str:
@@ -242,10 +243,12 @@ class Escalation:
         return EMPTY if done is None else decided  # another writer moved it: next time
 
     def _setting(self) -> _Setting:
+        health = self.settings().health
         return _Setting(
-            notify=self.notify,
+            notify=health.notifications.mode.sends,
             receivers=self.receivers(),
-            repeat=self.settings().health.human_repeat,
+            repeat=health.human_repeat,
+            refresh=health.notifications.refresh,
         )
 
     def _events(
@@ -289,4 +292,5 @@ def _plan(leg: Leg, now: datetime, setting: _Setting, *, replay: bool = False) -
         replay=replay,
         repeat=setting.repeat,
         now=now,
+        refresh=setting.refresh,
     )

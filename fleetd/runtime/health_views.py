@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetd.config import HealthConfig, NotificationMode
+from fleetd.config import HealthConfig
 from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.health.evidence import HealthState
 from fleetd.health.incidents import Incident, Route
@@ -42,16 +42,17 @@ FOREIGN_SHOWN = 10
 def coverage(health: HealthConfig, *, leads: int, degraded: Sequence[str] = ()) -> dict[str, Any]:
     """What detection and escalation this deployment has (§10.2, §7.6), for ``leads`` leads.
 
-    ``full``: a webhook sink takes what no lead can act on. ``partial``: notifications are
+    ``full``: a sink (any kind) takes what no lead can act on. ``partial``: notifications are
     disabled, so no person is told (with a single lead, its own failure has no peer either).
     ``degraded``: the journal or the sink is failing (``degraded`` says which, in bounded words);
     detection goes on regardless.
     """
     if not health.enabled:
         return {"detection": "disabled", "humanEscalation": "unavailable", "status": "off"}
-    webhook = health.notifications.mode is NotificationMode.WEBHOOK
+    mode = health.notifications.mode
+    webhook = mode.sends
     if webhook:
-        reason = "a person is notified by webhook when no lead can act"
+        reason = f"a person is notified by {mode.value} when no lead can act"
     else:
         reason = "notifications disabled: no person is told when no lead can act"
         if leads < 2:
@@ -63,7 +64,7 @@ def coverage(health: HealthConfig, *, leads: int, degraded: Sequence[str] = ()) 
     return {
         "detection": "enabled",
         "peerRouting": "available" if leads >= 2 else "no_peer",
-        "humanEscalation": "webhook" if webhook else "unavailable",
+        "humanEscalation": mode.value if webhook else "unavailable",
         "status": status,
         "reason": reason,
     }

@@ -2,8 +2,10 @@
 
 Each connection carries one request. The server records it (method, path, headers, body), then
 answers with the next scripted :class:`Reply`: a status with headers, a hang (never answer), or a
-reset (close with ``SO_LINGER`` 0, so the peer sees a TCP RST). ``arrived`` is set once a whole
-request has been read, which is how a test knows a hanging request is in flight.
+reset (close with ``SO_LINGER`` 0, so the peer sees a TCP RST). With no reply scripted, ``judge``
+(when set) answers from the request itself, as a receiver checking its documented shape does.
+``arrived`` is set once a whole request has been read, which is how a test knows a hanging
+request is in flight.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import socket
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -41,6 +44,7 @@ class HookServer:
     def __init__(self) -> None:
         self.received: list[Received] = []
         self.arrived = asyncio.Event()
+        self.judge: Callable[[Received], Reply] | None = None
         self._replies: deque[Reply] = deque()
         self._release = asyncio.Event()
         self._server: asyncio.Server | None = None
@@ -93,9 +97,13 @@ class HookServer:
                 name, _, value = line.partition(":")
                 headers[name.strip().lower()] = value.strip()
         body = await reader.readexactly(int(headers.get("content-length", "0")))
-        self.received.append(Received(method=method, path=path, headers=headers, body=body))
+        received = Received(method=method, path=path, headers=headers, body=body)
+        self.received.append(received)
         self.arrived.set()
-        reply = self._replies.popleft() if self._replies else Reply()
+        if self._replies:
+            reply = self._replies.popleft()
+        else:
+            reply = self.judge(received) if self.judge is not None else Reply()
         if reply.hang:
             await self._release.wait()
             return

@@ -81,6 +81,7 @@ def test_durations_stop_at_an_hour_or_a_day() -> None:
         "bridge.ticketRetentionSeconds": 86_400,
         "bridge.push.heartbeatIntervalSeconds": 86_400,
         "health.snapshotIntervalSeconds": 3600,
+        "health.notifications.alertmanagerRepostSeconds": 3600,
         "health.workingSuspectAfterSeconds": 86_400,
         "health.paneProbeIntervalSeconds": 3600,
         "health.leadUnresponsiveAfterSeconds": 86_400,

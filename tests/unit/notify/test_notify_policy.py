@@ -302,3 +302,23 @@ decided = plan(leg, notify=True, receivers="snk_a", repeat=timedelta(hours=1), n
 print(",".join(kind.value for kind in decided.record))
 """
     assert run_blocked(blocked, snippet) == "open"
+
+
+def test_a_refreshing_sink_gets_every_open_incident_re_posted() -> None:
+    """With a refresh (alertmanager mode) an open incident of any severity whose person was
+    told gets a reminder every refresh after the last delivery; a pending one is the re-post;
+    without a refresh a non-critical incident gets none."""
+    refresh = timedelta(minutes=1)
+    told = leg(ev(1, OPEN, DELIVERED), critical=False)
+    later = T0 + refresh
+
+    def decided(case: Leg, now: datetime, every: timedelta | None) -> HumanPlan:
+        return plan(case, notify=True, receivers="snk_a", repeat=REPEAT, now=now, refresh=every)
+
+    assert decided(told, later, refresh) == HumanPlan(record=(REMINDER,))
+    assert decided(told, later - timedelta(seconds=1), refresh) == HumanPlan(recheck_at=later)
+    assert decided(told, later, None) == EMPTY
+    pending = leg(ev(1, OPEN, DELIVERED), ev(2, REMINDER, PENDING), critical=False)
+    assert decided(pending, later, refresh) == EMPTY
+    closed = leg(ev(1, OPEN, DELIVERED), ev(2, REMINDER, PENDING), resolved=True, critical=False)
+    assert decided(closed, later, refresh) == HumanPlan(record=(RESOLVED,), cancel=(2,))

@@ -153,7 +153,7 @@ async def test_the_notification_capability_series_follows_the_coverage(tmp_path:
         assert [line for line in series if line.endswith(" 1.0")] == [
             f'fleet_health_notification_capability{{mode="disabled",status="{status}"}} 1.0'
         ]
-        assert len(series) == 2 * 4  # mode x coverage status
+        assert len(series) == 5 * 4  # mode x coverage status
         assert fleet.service.health.coverage()["status"] == status
 
 
