@@ -161,7 +161,8 @@ def _coverage(fleet: Mapping[str, Any]) -> Text:
 
     part("link", link_state, link_state == "up")
     reachable = inbox.get("reachable") is not False
-    part("inbox", f"{inbox_kind} {'ok' if reachable else 'unreachable'}", reachable)
+    kind = "" if inbox_kind == "memory" else f"{inbox_kind} "
+    part("inbox", f"{kind}{'ok' if reachable else 'down'}", reachable)
     if health_on:
         journal_ok = "journal failing" not in reason
         part("journal", "ok" if journal_ok else "failing", journal_ok)
