@@ -64,6 +64,10 @@ class TopApp(App[int]):
         """Why the app ended with a non-zero code (for the command to print)."""
         self._wait = wait
         self._now = now
+        self.lines: list[str] = []
+        """The screen last drawn, as plain text."""
+        self.ended = asyncio.Event()
+        """Set when the app was asked to end (a key, or a refused token)."""
         self.drawn = asyncio.Event()
         """Set each time the screen is drawn again (tests wait on it)."""
 
@@ -107,6 +111,7 @@ class TopApp(App[int]):
                 width=width,
                 height=height,
             )
+        self.lines = [line.plain for line in lines]
         screen.update(Text("\n").join(lines))
         self.drawn.set()
 
@@ -129,6 +134,7 @@ class TopApp(App[int]):
         self.draw()
 
     async def action_quit_top(self) -> None:
+        self.ended.set()
         self.exit(0)
 
     async def _read_incidents(self) -> None:
@@ -142,6 +148,7 @@ class TopApp(App[int]):
 
     def _refused(self, refused: RefusedError) -> None:
         self.failure = str(refused)
+        self.ended.set()
         self.exit(refused.exit_code, return_code=refused.exit_code)
 
     async def _follow(self) -> None:
