@@ -25,10 +25,8 @@ import asyncio
 import contextlib
 import os
 import secrets
-import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -48,6 +46,7 @@ from fleetd.sim.harness import drive
 from fleetd.sim.run import bundled_scenario
 from fleetd.sim.scenario import load_scenario
 from fleetd.sim.server import HerdrSimulator
+from fleetd.term.commands import fleetd_command
 
 __all__ = ["main", "run_demo"]
 
@@ -145,7 +144,7 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
             say(f"  metrics:     curl {base}/metrics     health: curl {base}/healthz")
             say(
                 f"  terminal:    FLEETD_URL={base} FLEETD_TOKEN={tokens['operator']} "
-                f"{_fleetd_command()} top"
+                f"{fleetd_command()} top"
             )
             say(f"  webhook:     a receiver at {sink.running.url} verifies and prints each event")
             final = await drive(
@@ -385,14 +384,6 @@ def _demo_repo(path: Path) -> Path:
     for args in (["init", "-q", "-b", "main"], ["add", "README.md"], ["commit", "-qm", "start"]):
         subprocess.run(["git", *args], cwd=path, env=env, check=True)  # noqa: S603, S607 — fixed argv
     return path
-
-
-def _fleetd_command() -> str:
-    """How this shell can start ``fleetd``: by name on PATH, else the script beside Python."""
-    beside = Path(sys.executable).with_name("fleetd")
-    if shutil.which("fleetd") or not beside.is_file():
-        return "fleetd"
-    return str(beside)
 
 
 def _port_free(port: int) -> bool:

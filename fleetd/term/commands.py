@@ -18,6 +18,7 @@ import shutil
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from rich.console import Console
@@ -31,9 +32,17 @@ from fleetd.term.client import (
 )
 from fleetd.term.view import fleet_screen, identity, incident_screen
 
-__all__ = ["incidents_main", "status_main", "top_main"]
+__all__ = ["fleetd_command", "incidents_main", "status_main", "top_main"]
 
 T = TypeVar("T")
+
+
+def fleetd_command() -> str:
+    """How a shell here starts ``fleetd``: by name on PATH, else the script beside Python."""
+    beside = Path(sys.executable).with_name("fleetd")
+    if shutil.which("fleetd") or not beside.is_file():
+        return "fleetd"
+    return str(beside)
 
 
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:
