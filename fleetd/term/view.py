@@ -10,6 +10,7 @@ incident screen.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -178,15 +179,18 @@ def _coverage(fleet: Mapping[str, Any]) -> Text:
     return line
 
 
-def _header(fleet: Mapping[str, Any], source: str, extra: str) -> Text:
+def _header(fleet: Mapping[str, Any], source: str) -> Text:
     line = Text("fleetd ", style="bold")
     line.append(source)
     line.append(f" as {identity(fleet)}", style="cyan")
     generated = str(fleet.get("generatedAt", ""))[11:19]
     line.append(f" · view {fleet.get('viewVersion', '-')} · {generated}Z", style="dim")
-    if extra:
-        line.append(f" · {extra}", style="yellow")
     return line
+
+
+def _notice(notice: str, width: int) -> list[Text]:
+    """A notice (fleetd unreachable, ...) on at most two lines of its own."""
+    return [Text(part, style="bold yellow") for part in textwrap.wrap(notice, width)[:2]]
 
 
 def _lead_rows(fleet: Mapping[str, Any], lead: str | None) -> list[Text]:
@@ -310,7 +314,7 @@ def fleet_screen(
         ),
         Section(_title(f"OPEN INCIDENTS {len(incidents)}", "routing"), incidents),
     ]
-    head = [_header(fleet, source, notice), _coverage(fleet)]
+    head = [_header(fleet, source), *_notice(notice, width), _coverage(fleet)]
     return fit(head, sections, width=width, height=height)
 
 

@@ -71,11 +71,18 @@ class FakeFleetd:
         self.polls = 0
         self.incident_reads = 0
         self._changed = asyncio.Condition()
+        self._released = False
         self.waiting = asyncio.Event()
         """Set while a long-poll waits for the next version."""
         self.app = Starlette(
             routes=[Route("/v1/fleet", self._fleet), Route("/v1/incidents", self._incidents)]
         )
+
+    async def release(self) -> None:
+        """Answer every waiting long-poll now, as a stopping fleetd does."""
+        async with self._changed:
+            self._released = True
+            self._changed.notify_all()
 
     async def publish(self, fleet: dict[str, Any]) -> None:
         async with self._changed:
@@ -100,7 +107,9 @@ class FakeFleetd:
                 self.waiting.set()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
-                        self._changed.wait_for(lambda: self.fleet["viewVersion"] != int(since)),
+                        self._changed.wait_for(
+                            lambda: self._released or self.fleet["viewVersion"] != int(since)
+                        ),
                         wait,
                     )
                 self.waiting.clear()

@@ -5,6 +5,7 @@ switch to the incident screen and quit, and a token refused mid-run ends the app
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 from collections.abc import AsyncIterator
@@ -109,3 +110,38 @@ async def test_top_ends_with_code_4_when_its_token_is_refused_mid_run(
         assert app.return_code == 4
         assert app.failure.startswith("the token was refused (401 unauthenticated)")
         assert TOKEN not in app.failure
+
+
+async def _until(app: TopApp, shown: str, *, line: int) -> None:
+    """Wait (bounded) until the app draws ``shown`` in its ``line``-th line."""
+
+    async def drawn_with() -> None:
+        while len(app.lines) <= line or shown not in app.lines[line]:
+            await app.drawn.wait()
+            app.drawn.clear()
+
+    await asyncio.wait_for(drawn_with(), STEP)
+
+
+async def test_top_says_plainly_when_fleetd_goes_away_and_keeps_the_last_screen() -> None:
+    """fleetd stops while top long-polls: the header says fleetd is unreachable and that top
+    retries, the last screen's sections stay, and the app still quits on q."""
+    server = FakeFleetd(_load("fleet_demo.json"), _load("incidents_demo.json"), TOKEN)
+    async with contextlib.AsyncExitStack() as running:
+        base = await running.enter_async_context(serve(server.app))
+        async with FleetdClient(Target(url=base, token=TOKEN)) as client:
+            app = TopApp(client, await client.fleet())
+            async with app.run_test(size=(80, 24)) as pilot:
+                await asyncio.wait_for(server.waiting.wait(), STEP)
+                await running.aclose()  # fleetd stops under the open long-poll ...
+                await server.release()  # ... and answers it, as a stopping fleetd does
+                await _until(app, "unreachable", line=1)
+                notice = " ".join(app.lines[1:3])
+                assert notice == (
+                    f"fleetd is unreachable at {base} (connection refused or host not found); "
+                    "retrying"
+                )
+                assert app.lines[0].startswith(f"fleetd {base} as operator · view 114")
+                assert any(line.startswith("OPEN INCIDENTS 3") for line in app.lines)
+                await pilot.press("q")
+            assert app.return_code == 0

@@ -193,3 +193,29 @@ def test_ages_read_in_the_largest_useful_units() -> None:
         "1h01m",
         "1d01h",
     ]
+
+
+def test_a_member_shows_its_open_turns_age_and_an_orphan_says_so(fleet: dict[str, Any]) -> None:
+    """A member in a turn shows the turn number and how long ago its prompt was delivered, and
+    its queue; an orphan of an earlier run shows ``orphaned`` and no turn."""
+    busy = {
+        **fleet["members"][0],
+        "name": "busy-1",
+        "state": "busy",
+        "turn": 2,
+        "queued": 3,
+        "openTurn": {"ticket": "t", "turn": 2, "delivery": None, "deliveredAgeSeconds": 75.0},
+    }
+    orphan = {
+        "sessionId": "s-0rphan00",
+        "name": "orphan-1",
+        "owner": "lead-b",
+        "state": "orphaned",
+        "liveStatus": "idle",
+    }
+    fleet["members"] = [busy, orphan]
+    text = _plain(fleet_screen(fleet, source=SOURCE))
+    [busy_row] = [line for line in text if "busy-1" in line]
+    assert busy_row.split()[1:] == ["busy-1", "busy", "IDLE", "#2", "1m15s", "q3"]
+    [orphan_row] = [line for line in text if "orphan-1" in line]
+    assert orphan_row.split() == ["lead-b", "orphan-1", "orphaned", "-", "-", "q0"]
