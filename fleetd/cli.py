@@ -1,4 +1,5 @@
-"""The ``fleetd`` command: ``serve``, ``sim``, ``demo``, ``check-config``, ``migrate``.
+"""The ``fleetd`` command: ``serve``, ``sim``, ``demo``, ``check-config``, ``migrate``, and the
+terminal's ``status``, ``top`` and ``incidents`` (:mod:`fleetd.term`).
 
 Each subcommand parses its own arguments and returns a process exit code; nothing runs at import.
 """
@@ -33,9 +34,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "demo": _demo,
         "check-config": _check_config,
         "migrate": _migrate,
+        "status": _status,
+        "top": _top,
+        "incidents": _incidents,
     }
     if not args or args[0] in ("-h", "--help") or args[0] not in commands:
-        print("usage: fleetd {serve,sim,demo,check-config,migrate} ...", file=sys.stderr)
+        print(f"usage: fleetd {{{','.join(commands)}}} ...", file=sys.stderr)
         return 0 if args and args[0] in ("-h", "--help") else 2
     return commands[args[0]](args[1:])
 
@@ -51,6 +55,24 @@ def _migrate(argv: list[str]) -> int:
 
     configure_logging("WARNING")
     return migrate_main(argv)
+
+
+def _status(argv: list[str]) -> int:
+    from fleetd.term.commands import status_main  # noqa: PLC0415
+
+    return status_main(argv)
+
+
+def _top(argv: list[str]) -> int:
+    from fleetd.term.commands import top_main  # noqa: PLC0415
+
+    return top_main(argv)
+
+
+def _incidents(argv: list[str]) -> int:
+    from fleetd.term.commands import incidents_main  # noqa: PLC0415
+
+    return incidents_main(argv)
 
 
 def _sim(argv: list[str]) -> int:

@@ -46,6 +46,7 @@ from fleetd.sim.harness import drive
 from fleetd.sim.run import bundled_scenario
 from fleetd.sim.scenario import load_scenario
 from fleetd.sim.server import HerdrSimulator
+from fleetd.term.commands import fleetd_command
 
 __all__ = ["main", "run_demo"]
 
@@ -141,6 +142,10 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
                 f"{tokens['operator']}' {base}/v1/fleet"
             )
             say(f"  metrics:     curl {base}/metrics     health: curl {base}/healthz")
+            say(
+                f"  terminal:    FLEETD_URL={base} FLEETD_TOKEN={tokens['operator']} "
+                f"{fleetd_command()} top"
+            )
             say(f"  webhook:     a receiver at {sink.running.url} verifies and prints each event")
             final = await drive(
                 clock,

@@ -15,6 +15,9 @@ async def test_demo_delegates_then_reroutes_an_incident_to_the_peer_when_the_own
     out = io.StringIO()
     view = await run_demo(port=0, once=True, out=out)
     text = out.getvalue()
+    [terminal] = [line for line in text.splitlines() if line.startswith("  terminal:")]
+    assert terminal.startswith("  terminal:    FLEETD_URL=http://127.0.0.1:")
+    assert terminal.endswith(" top")  # the live screen to try, with the operator token
     assert text.count("done via reply") == 3
     assert "inbox held 3 message(s)" in text
     assert "  incidents: 0; coverage: full" in text  # the healthy fleet of the first act

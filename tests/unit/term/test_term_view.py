@@ -1,0 +1,221 @@
+"""The terminal's screens drawn from recorded fleetd answers (``make demo``'s fleet at its end):
+what each shows, and that every screen fits its size, cutting sections with ``+N more``."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.text import Text
+
+from fleetd.term.view import age, fleet_screen, identity, incident_screen
+
+PAYLOADS = Path(__file__).parent / "payloads"
+SOURCE = "http://127.0.0.1:8765"
+
+
+def _load(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((PAYLOADS / name).read_text(encoding="utf-8"))
+    return loaded
+
+
+@pytest.fixture
+def fleet() -> dict[str, Any]:
+    return _load("fleet_demo.json")
+
+
+@pytest.fixture
+def listing() -> dict[str, Any]:
+    return _load("incidents_demo.json")
+
+
+def _plain(lines: list[Text]) -> list[str]:
+    return [line.plain for line in lines]
+
+
+def _fits(lines: list[Text], width: int = 80, height: int = 24) -> None:
+    assert len(lines) <= height
+    assert max(len(line) for line in _plain(lines)) <= width
+
+
+def _crowded(fleet: dict[str, Any], members: int, incidents: int) -> dict[str, Any]:
+    """``fleet`` with ``members`` members (over two leads) and ``incidents`` open incidents."""
+    crowded = copy.deepcopy(fleet)
+    template = fleet["members"][0]
+    crowded["members"] = [
+        {
+            **template,
+            "sessionId": f"s-{n:08x}",
+            "name": f"m-{n}",
+            "owner": ["lead", "lead-b"][n % 2],
+        }
+        for n in range(members)
+    ]
+    incident = fleet["incidents"][0]
+    crowded["incidents"] = [{**incident, "id": f"inc_{n:024x}"} for n in range(incidents)]
+    return crowded
+
+
+def test_the_status_screen_of_the_demo_fleet_fits_80x24_and_shows_each_part(
+    fleet: dict[str, Any],
+) -> None:
+    """Who is asking, the link/inbox/journal/sink line, each lead with health and inbox, members
+    grouped under their lead with state, health, turn and queue, and incidents with routing."""
+    lines = fleet_screen(fleet, source=SOURCE)
+    _fits(lines)
+    text = _plain(lines)
+    assert text[0].startswith(f"fleetd {SOURCE} as operator · view 114")
+    assert text[1] == ("link up · inbox ok · journal ok · sink 1/1 up · coverage full")
+    [lead_b] = [line for line in text if line.startswith("  lead-b ")]
+    assert lead_b.split()[:2] == ["lead-b", "LEAD_IDLE"]
+    assert lead_b.split()[-5:] == ["inbox", "6", "cap", "holds", "3"]
+    members = text[text.index(next(t for t in text if t.startswith("MEMBERS 4"))) + 1 :][:4]
+    assert members[0].split()[:4] == ["lead", "codex-1", "done", "IDLE"]
+    assert members[3].split()[:4] == ["sonnet-usage", "done", "ERROR_ON_SCREEN", "#1"]
+    assert members[3].rstrip().endswith("q0")
+    incidents = [line for line in text if line.startswith("  inc_")]
+    assert len(incidents) == 3
+    assert "sonnet-usage" in incidents[1]  # a member's session id is shown by its name
+    assert all(line.rstrip().endswith("→ lead-b") for line in incidents)
+
+
+def test_an_incident_routed_to_a_person_says_so_with_its_outcome(fleet: dict[str, Any]) -> None:
+    """``route: human`` reads ``→ person`` and the human leg's outcome, not a lead's name."""
+    fleet["incidents"][0]["routing"] = {"route": "human", "reason": "x", "outcome": "webhook"}
+    text = _plain(fleet_screen(fleet, source=SOURCE))
+    assert any(line.endswith("→ person (webhook)") for line in text)
+
+
+def test_a_crowded_fleet_is_cut_to_24_lines_with_counts_of_what_is_left_out(
+    fleet: dict[str, Any],
+) -> None:
+    """40 members and 15 incidents: the screen keeps 24 lines of 80 columns; the sections say
+    how many rows they left out, and every lead still shows."""
+    lines = fleet_screen(_crowded(fleet, 40, 15), source=SOURCE)
+    _fits(lines)
+    assert len(lines) == 24
+    text = _plain(lines)
+    more = [line.strip() for line in text if line.strip().startswith("+")]
+    assert len(more) == 2
+    shown_members = sum(1 for line in text if " m-" in line)
+    shown_incidents = sum(1 for line in text if line.startswith("  inc_"))
+    assert more == [f"+{40 - shown_members} more", f"+{15 - shown_incidents} more"]
+    assert sum(1 for line in text if " herdr " in line) == 2
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (60, 12), (120, 40), (30, 8)])
+def test_every_screen_fits_its_size(
+    fleet: dict[str, Any], listing: dict[str, Any], width: int, height: int
+) -> None:
+    """No line is wider than the screen, and there are never more lines than it has."""
+    crowded = _crowded(fleet, 70, 30)
+    now = datetime.fromisoformat(fleet["generatedAt"])
+    many = {**listing, "incidents": listing["incidents"] * 20}
+    for lines in (
+        fleet_screen(crowded, source=SOURCE, width=width, height=height),
+        fleet_screen(crowded, source=SOURCE, lead="lead-b", width=width, height=height),
+        incident_screen(many, source=SOURCE, who="operator", now=now, width=width, height=height),
+    ):
+        _fits(lines, width, height)
+
+
+def test_a_lead_filter_keeps_that_leads_members_and_incidents(fleet: dict[str, Any]) -> None:
+    """Filtered to lead-b: no member of lead, and the incidents lead-b receives."""
+    text = _plain(fleet_screen(fleet, source=SOURCE, lead="lead-b"))
+    assert any(line.startswith("MEMBERS 0 of lead-b") for line in text)
+    assert sum(1 for line in text if line.startswith("  inc_")) == 3
+    assert any(line.startswith("  ▸ lead-b") for line in text)
+    only_lead = _plain(fleet_screen(_crowded(fleet, 6, 0), source=SOURCE, lead="lead"))
+    assert any(line.startswith("MEMBERS 3 of lead") for line in only_lead)
+
+
+def test_a_leads_view_is_told_apart_from_the_operators() -> None:
+    """The operator's view names ``operator``; a lead's (its own row has the inbox figures, and
+    it carries preservedWorktrees) names that lead."""
+    operator = {"leads": [{"name": "lead", "inboxDepth": 1}, {"name": "b", "inboxDepth": 0}]}
+    lead = {"leads": [{"name": "lead"}, {"name": "b", "inboxDepth": 0}], "preservedWorktrees": []}
+    assert identity(operator) == "operator"
+    assert identity(lead) == "lead b"
+
+
+def test_a_failing_journal_and_sink_and_a_down_link_show_on_the_coverage_line(
+    fleet: dict[str, Any],
+) -> None:
+    """Degraded coverage names what fails: the journal, the webhook sink; a down link and an
+    unreachable inbox say so."""
+    fleet["controlLink"]["state"] = "down"
+    fleet["inbox"]["reachable"] = False
+    fleet["healthCoverage"] = {
+        "detection": "enabled",
+        "status": "degraded",
+        "reason": "incident journal failing (timeout); webhook sink failing (attempts_failing)",
+    }
+    fleet["dependencies"]["webhook"]["endpoints"][0]["reachable"] = False
+    line = _plain(fleet_screen(fleet, source=SOURCE))[1]
+    assert line == ("link down · inbox down · journal failing · sink 0/1 up · coverage degraded")
+
+
+def test_the_incident_screen_lists_open_then_resolved_with_delivery(
+    listing: dict[str, Any],
+) -> None:
+    """Open incidents first, then those resolved, each with its age, routing and delivery."""
+    now = datetime.fromisoformat("2026-12-05T05:08:11+00:00")
+    text = _plain(incident_screen(listing, source=SOURCE, who="operator", now=now))
+    assert text[0] == f"fleetd {SOURCE} as operator"
+    assert text[1].startswith("OPEN 3")
+    resolved = text.index(next(line for line in text if line.startswith("RESOLVED 1")))
+    assert resolved == 5
+    first = text[2].split()
+    assert first == [
+        "inc_04f68409",
+        "LEAD_UNREACHABLE",
+        "lead",
+        "1m40s",
+        "→",
+        "lead-b",
+        "delivered",
+    ]
+    assert text[6].split()[-3:] == ["→", "person", "delivered"]
+
+
+def test_ages_read_in_the_largest_useful_units() -> None:
+    """Seconds, then minutes and seconds, hours and minutes, days and hours; none is ``-``."""
+    assert [age(s) for s in (None, 0, 59.9, 61, 3599, 3660, 90000)] == [
+        "-",
+        "0s",
+        "59s",
+        "1m01s",
+        "59m59s",
+        "1h01m",
+        "1d01h",
+    ]
+
+
+def test_a_member_shows_its_open_turns_age_and_an_orphan_says_so(fleet: dict[str, Any]) -> None:
+    """A member in a turn shows the turn number and how long ago its prompt was delivered, and
+    its queue; an orphan of an earlier run shows ``orphaned`` and no turn."""
+    busy = {
+        **fleet["members"][0],
+        "name": "busy-1",
+        "state": "busy",
+        "turn": 2,
+        "queued": 3,
+        "openTurn": {"ticket": "t", "turn": 2, "delivery": None, "deliveredAgeSeconds": 75.0},
+    }
+    orphan = {
+        "sessionId": "s-0rphan00",
+        "name": "orphan-1",
+        "owner": "lead-b",
+        "state": "orphaned",
+        "liveStatus": "idle",
+    }
+    fleet["members"] = [busy, orphan]
+    text = _plain(fleet_screen(fleet, source=SOURCE))
+    [busy_row] = [line for line in text if "busy-1" in line]
+    assert busy_row.split()[1:] == ["busy-1", "busy", "IDLE", "#2", "1m15s", "q3"]
+    [orphan_row] = [line for line in text if "orphan-1" in line]
+    assert orphan_row.split() == ["lead-b", "orphan-1", "orphaned", "-", "-", "q0"]
