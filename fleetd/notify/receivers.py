@@ -77,6 +77,8 @@ class ReceiverReport:
     pool: Pool
     active: int | None
     disabled: frozenset[int] = field(default_factory=frozenset)
+    #: The sink kind the receivers take events in (``health.notifications.mode``).
+    kind: str = "webhook"
 
     @property
     def all_down(self) -> bool:
@@ -87,10 +89,16 @@ class Receivers:
     """The webhook receiver URLs in failover order, with their pool."""
 
     def __init__(
-        self, urls: Sequence[str], *, clock: Clock, policy: BreakerPolicy | None = None
+        self,
+        urls: Sequence[str],
+        *,
+        clock: Clock,
+        policy: BreakerPolicy | None = None,
+        kind: str = "webhook",
     ) -> None:
         if not urls:
             raise ValueError("at least one receiver URL is needed")
+        self.kind = kind  # the sink kind (mode) they take events in: a label on the surfaces
         self._clock = clock
         self._policy = policy or BreakerPolicy()
         self.urls = tuple(urls)
@@ -151,7 +159,7 @@ class Receivers:
             ),
             None,
         )
-        return ReceiverReport(pool=self.pool, active=active, disabled=disabled)
+        return ReceiverReport(pool=self.pool, active=active, disabled=disabled, kind=self.kind)
 
     async def sweep(self, send: Send, *, deadline: datetime) -> SweepResult:
         """One attempt across the receivers, no dial starting at or after ``deadline``."""

@@ -188,10 +188,11 @@ class SinkWorker:
         receivers = self._receivers
         if receivers is None:
             receivers = self._receivers = Receivers(
-                target.urls, clock=self._clock, policy=self._policy
+                target.urls, clock=self._clock, policy=self._policy, kind=target.kind.value
             )
         else:
             receivers.repoint(target.urls)  # between passes: no attempt is in flight
+            receivers.kind = target.kind.value
         if target.generation != self._generation:  # a new list: earlier refusals are not its own
             self._generation = target.generation
             self._permanent = False

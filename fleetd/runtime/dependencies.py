@@ -6,7 +6,8 @@ fleetd's outbound dependencies, as the surfaces show them (RFC 0018 §4.3–§4.
   (:class:`~fleetd.resilience.Standing`), its breaker state and when an open one may be probed,
   reachability, EWMA latency, calls, failures, error rate and the last error class; and whether
   every broker is down (which makes ``/readyz`` not ready);
-* ``webhook`` — the human sink's receivers in failover order, with the same fields per receiver;
+* ``webhook`` — the human sink's receivers in failover order, with the same fields per receiver,
+  under the sink's kind (``webhook``, ``alertmanager``, ``pagerduty``, ``slack``: the mode);
   the one in use is the lowest-index enabled receiver whose breaker is closed, and while none is
   every receiver is down (which makes notification coverage degraded, not ``/readyz``); a
   receiver that answered 410 Gone stands ``disabled`` until an operator acts;
@@ -41,7 +42,6 @@ __all__ = ["BrokerReporter", "DependencyCollector", "DependencyView"]
 
 _AMQP = "amqp"
 _CATALOG = "catalog"
-_WEBHOOK = "webhook"
 
 
 @runtime_checkable
@@ -155,10 +155,10 @@ class DependencyView:
         if report is None:
             return {"kind": "disabled", "allDown": False, "active": None, "endpoints": []}
         return {
-            "kind": _WEBHOOK,
+            "kind": report.kind,
             "allDown": report.all_down,
             "active": report.active,
-            "endpoints": _endpoints(report.pool, report.active, now, _WEBHOOK, report.disabled),
+            "endpoints": _endpoints(report.pool, report.active, now, report.kind, report.disabled),
         }
 
     def _providers(self, now: datetime) -> list[dict[str, Any]]:
@@ -282,8 +282,8 @@ class DependencyCollector(Collector):
             endpoints(_AMQP, state.pool, state.active)
         receivers = self._view.receivers()
         if receivers is not None:
-            all_down.add_metric([_WEBHOOK], 1.0 if receivers.all_down else 0.0)
-            endpoints(_WEBHOOK, receivers.pool, receivers.active, receivers.disabled)
+            all_down.add_metric([receivers.kind], 1.0 if receivers.all_down else 0.0)
+            endpoints(receivers.kind, receivers.pool, receivers.active, receivers.disabled)
         for name, provider in self._view.models.providers.items():
             health(_CATALOG, name, provider.health)
         yield from (up, active, breaker, latency, calls, failures, all_down, disabled)

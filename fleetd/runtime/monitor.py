@@ -193,7 +193,8 @@ class FleetHealthMonitor:
         elif self.escalation is not None and (owed := self.escalation.problem) is not None:
             degraded.append(owed)
         if self.sink_problem is not None and (problem := self.sink_problem()) is not None:
-            degraded.append(f"webhook sink failing ({problem})")
+            kind = self.config.current.health.notifications.mode.value
+            degraded.append(f"{kind} sink failing ({problem})")
         return health_views.coverage(
             self.config.current.health, leads=self._lead_count(), degraded=degraded
         )

@@ -169,9 +169,10 @@ def _coverage(fleet: Mapping[str, Any]) -> Text:
         part("journal", "ok" if journal_ok else "failing", journal_ok)
     else:
         part("journal", "-", True)
-    if webhook.get("kind") == "webhook":
-        sink_ok = "webhook sink failing" not in reason and not webhook.get("allDown")
-        part("sink", f"{up}/{len(endpoints)} up", sink_ok)
+    sink_kind = str(webhook.get("kind") or "disabled")
+    if sink_kind != "disabled":
+        sink_ok = f"{sink_kind} sink failing" not in reason and not webhook.get("allDown")
+        part(sink_kind, f"{up}/{len(endpoints)} up", sink_ok)  # the sink, named by its kind
     else:
         part("sink", "off", True)
     status = str(coverage.get("status", "off"))

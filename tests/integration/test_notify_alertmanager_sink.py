@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from fleetd.herdr.model import AgentStatus
+from fleetd.identity import Caller, Role
 from fleetd.notify.alertmanager import ALERTNAME
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
 from tests.integration.alertmanager_process import Alertmanager
-from tests.integration.hook_server import HookServer
+from tests.integration.hook_server import HookServer, Reply
 from tests.integration.test_notify_sink_fleet import deliver, sink_worker, ticks
 
 NOTIFY_LIMIT = 30.0
@@ -94,3 +95,35 @@ async def test_alertmanager_groups_fleetd_s_alert_and_reports_it_resolved(tmp_pa
     assert closed["status"] == "resolved"
     assert closed["labels"] == labels
     assert closed["startsAt"] == alert["startsAt"]
+
+
+async def test_the_surfaces_name_the_sink_by_its_kind_when_every_alertmanager_is_down(
+    tmp_path: Path,
+) -> None:
+    """An Alertmanager that answers 503 to everything, behind the service's own delivery worker:
+    ``fleet_list`` shows the human sink as ``alertmanager`` with every receiver down, the
+    coverage reason names the alertmanager sink, and the dependency series carry
+    ``kind="alertmanager"`` (what the shipped rule ``FleetdWebhookReceiversDown`` matches)."""
+    async with HookServer() as receiver:
+        receiver.judge = lambda _: Reply(status=503)
+        fleet = alertmanager_fleet(tmp_path, receiver.url)
+        service = fleet.service
+        escalation = service.health.escalation
+        assert escalation is not None
+        await service.own_lead_keys()
+        fleet.control.remove("lead")
+        await ticks(fleet, 3)
+        for _ in range(12):
+            await escalation.step(fleet.clock.now())
+            await service.sink.step()
+            fleet.clock.advance(30)
+        operator = Caller(role=Role.OPERATOR, name="operator")
+        fleet_view = await fleet.ok("fleet_list", operator)
+        exposition = service.metrics.exposition().decode()
+    assert receiver.received, "the worker never dialled the Alertmanager"
+    sink = fleet_view["dependencies"]["webhook"]
+    assert (sink["kind"], sink["allDown"]) == ("alertmanager", True)
+    assert {endpoint["kind"] for endpoint in sink["endpoints"]} == {"alertmanager"}
+    assert "alertmanager sink failing" in fleet_view["healthCoverage"]["reason"]
+    assert 'fleetd_dependency_all_down{kind="alertmanager"} 1.0' in exposition
+    assert 'kind="webhook"' not in exposition

@@ -69,7 +69,7 @@ def test_the_status_screen_of_the_demo_fleet_fits_80x24_and_shows_each_part(
     _fits(lines)
     text = _plain(lines)
     assert text[0].startswith(f"fleetd {SOURCE} as operator · view 114")
-    assert text[1] == ("link up · inbox ok · journal ok · sink 1/1 up · coverage full")
+    assert text[1] == ("link up · inbox ok · journal ok · webhook 1/1 up · coverage full")
     [lead_b] = [line for line in text if line.startswith("  lead-b ")]
     assert lead_b.split()[:2] == ["lead-b", "LEAD_IDLE"]
     assert lead_b.split()[-5:] == ["inbox", "6", "cap", "holds", "3"]
@@ -156,7 +156,7 @@ def test_a_failing_journal_and_sink_and_a_down_link_show_on_the_coverage_line(
     }
     fleet["dependencies"]["webhook"]["endpoints"][0]["reachable"] = False
     line = _plain(fleet_screen(fleet, source=SOURCE))[1]
-    assert line == ("link down · inbox down · journal failing · sink 0/1 up · coverage degraded")
+    assert line == ("link down · inbox down · journal failing · webhook 0/1 up · coverage degraded")
 
 
 def test_the_incident_screen_lists_open_then_resolved_with_delivery(
