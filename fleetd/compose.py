@@ -37,7 +37,7 @@ from fleetd.herdr.control import AgentControl
 from fleetd.identity import Caller, Role
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
-from fleetd.journal.health import ObservedJournal
+from fleetd.journal.health import watch_journal
 from fleetd.journal.port import Journal
 from fleetd.journal.retention import RETENTION_PASS_SECONDS, JournalRetention
 from fleetd.journal.sql import SqlJournal
@@ -275,15 +275,11 @@ def build_service(
         outbox=bridge.outbox,
         view=bridge.view,
     )
-    observed_journal = ObservedJournal(
-        journal
-        or SqlJournal(
-            settings.journal.url.get_secret_value(),
-            deadline=lambda: config.current.journal.operation_timeout,
-        ),
-        clock=clock,
-        metrics=metrics,
+    journal = journal or SqlJournal(
+        settings.journal.url.get_secret_value(),
+        deadline=lambda: config.current.journal.operation_timeout,
     )
+    journal_watch = watch_journal(journal, clock=clock, metrics=metrics)
     health = FleetHealthMonitor(
         clock=clock,
         control=observed,
@@ -291,7 +287,8 @@ def build_service(
         push=push,
         config=config,
         metrics=metrics,
-        journal=observed_journal,
+        journal=journal,
+        journal_watch=journal_watch,
     )
     escalation = health.escalation
     assert escalation is not None  # built with the journal above
@@ -300,7 +297,7 @@ def build_service(
         config,
         environ=environ,
         clock=clock,
-        journal=observed_journal,
+        journal=journal,
         metrics=metrics,
         owner=f"{escalation.instance}-{runs.current}",
         delivered=escalation.delivered,
@@ -362,11 +359,11 @@ def build_service(
         views=views,
         environ=environ,
         models=models,
-        desk=IncidentDesk(observed_journal, replay=escalation.replay),
+        desk=IncidentDesk(journal, replay=escalation.replay),
         sink=sink,
         sender=sender,
         retention=JournalRetention(
-            observed_journal, retention=lambda: config.current.journal.retention, clock=clock
+            journal, retention=lambda: config.current.journal.retention, clock=clock
         ),
     )
     _schedule(service)

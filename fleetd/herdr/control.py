@@ -20,7 +20,7 @@ Errors raised through the port are the fleetd tree only:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -38,21 +38,11 @@ from fleetd.herdr.model import (
     SplitDirection,
 )
 from fleetd.herdr.protocol import Call
+from fleetd.observe import Around, direct
 
-__all__ = ["AgentControl", "Around", "HerdrAgentControl", "HerdrCall", "direct"]
+__all__ = ["AgentControl", "HerdrAgentControl", "HerdrCall"]
 
 T = TypeVar("T")
-
-
-class Around(Protocol):
-    """What runs around every port call: ``method`` is the port method's name (``"prompt"``)."""
-
-    async def __call__(self, method: str, call: Awaitable[T], /) -> T: ...
-
-
-async def direct(method: str, call: Awaitable[T], /) -> T:
-    """The :class:`Around` of an unobserved port: the call itself."""
-    return await call
 
 
 class HerdrCall(Protocol):

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from fleetd.errors import ControlLinkError, FleetdError, HerdrError, TargetNotFoundError
-from fleetd.herdr.control import Around, direct
 from fleetd.herdr.model import (
     AgentInfo,
     AgentStarted,
@@ -37,6 +36,7 @@ from fleetd.herdr.rules import (
     is_valid_agent_name,
     is_valid_start_timeout,
 )
+from fleetd.observe import Around, direct
 
 __all__ = ["FakeAgentControl", "FakeCall"]
 

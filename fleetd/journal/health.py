@@ -1,11 +1,12 @@
-"""Is the journal working? :class:`JournalHealth`, kept by :class:`ObservedJournal`.
+"""Is the journal working? :class:`JournalHealth`, kept by :class:`JournalWatch`.
 
 M4 §10.3: a journal failure never stops detection, but notification coverage becomes degraded.
-:class:`ObservedJournal` wraps any :class:`~fleetd.journal.port.Journal`: a call that raises
+:class:`JournalWatch` runs around every call of the journal adapter (its one chokepoint, see
+:mod:`fleetd.observe`): a call that raises
 :class:`~fleetd.errors.JournalError` marks the journal degraded, with the failed operation and its
 bounded reason (``"record: disk_full"``), and re-raises for the caller to carry on; the next call
 that succeeds marks it ok again. Surfaces (``fleet_list.healthCoverage``, ``/healthz``, metrics)
-read :attr:`ObservedJournal.health`. Nothing here retries: the next tick or delivery pass is the
+read :attr:`JournalWatch.health`. Nothing here retries: the next tick or delivery pass is the
 retry.
 
 It is also where a journal outage is reported: one WARNING when the first call fails, one INFO
@@ -18,32 +19,21 @@ Callers log a journal failure at DEBUG at most.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, TypeVar
 
 from fleetd.clock import Clock
 from fleetd.errors import JournalError
-from fleetd.journal.port import (
-    DEFAULT_CLAIM_LIMIT,
-    DEFAULT_PURGE_LIMIT,
-    DEFAULT_RECENT_LIMIT,
-    Journal,
-)
-from fleetd.journal.records import (
-    Claim,
-    IncidentChange,
-    JournalSnapshot,
-    JournalStats,
-    NewEvent,
-    RecordedEvent,
-    StoredIncident,
-)
+from fleetd.journal.port import Journal
 from fleetd.metrics import Metrics
 
-__all__ = ["OPERATIONS", "JournalHealth", "JournalStatus", "ObservedJournal"]
+if TYPE_CHECKING:
+    from fleetd.observe import Around
+
+__all__ = ["OPERATIONS", "JournalHealth", "JournalStatus", "JournalWatch", "watch_journal"]
 
 T = TypeVar("T")
 
@@ -86,11 +76,12 @@ class JournalHealth:
         return self.status is JournalStatus.OK
 
 
-class ObservedJournal:
-    """A :class:`~fleetd.journal.port.Journal` that keeps its own :class:`JournalHealth`."""
+class JournalWatch:
+    """The journal's observer: an :class:`~fleetd.observe.Around` given to the adapter's
+    chokepoint (``journal.observe(watch)``) that keeps :class:`JournalHealth`, the outage log
+    lines and the journal series; see the module docstring."""
 
-    def __init__(self, inner: Journal, *, clock: Clock, metrics: Metrics | None = None) -> None:
-        self.inner = inner
+    def __init__(self, *, clock: Clock, metrics: Metrics | None = None) -> None:
         self._clock = clock
         self._metrics = metrics
         self._health = JournalHealth()
@@ -103,13 +94,12 @@ class ObservedJournal:
     def health(self) -> JournalHealth:
         return self._health
 
-    async def _observe(self, call: Awaitable[T]) -> T:
-        operation = getattr(call, "__name__", "")  # the port method's coroutine
+    async def __call__(self, method: str, call: Awaitable[T], /) -> T:
         started = self._clock.monotonic()
         try:
             result = await call
         except JournalError as exc:
-            self._took(operation, started)
+            self._took(method, started)
             previous = self._health
             reason = f"{exc.operation}: {exc.reason}"
             if previous.ok:
@@ -126,7 +116,7 @@ class ObservedJournal:
                 failures=previous.failures + 1,
             )
             raise
-        self._took(operation, started)
+        self._took(method, started)
         failed = self._health
         if not failed.ok:
             self._health = JournalHealth()
@@ -149,97 +139,15 @@ class ObservedJournal:
         if self._metrics is not None:
             self._metrics.journal_up.set(value)
 
-    async def record(
-        self, change: IncidentChange, events: Sequence[NewEvent] = (), *, now: datetime
-    ) -> tuple[RecordedEvent, ...]:
-        return await self._observe(self.inner.record(change, events, now=now))
-
-    async def settle(
-        self,
-        incident_id: str,
-        *,
-        now: datetime,
-        after_revision: int,
-        events: Sequence[NewEvent] = (),
-        cancel: Sequence[int] = (),
-        rearm: Sequence[int] = (),
-    ) -> tuple[RecordedEvent, ...] | None:
-        return await self._observe(
-            self.inner.settle(
-                incident_id,
-                now=now,
-                after_revision=after_revision,
-                events=events,
-                cancel=cancel,
-                rearm=rearm,
-            )
-        )
-
-    async def get(self, incident_id: str) -> StoredIncident | None:
-        return await self._observe(self.inner.get(incident_id))
-
-    async def recent(
-        self,
-        *,
-        resolved_since: datetime,
-        limit: int = DEFAULT_RECENT_LIMIT,
-        involving: str | None = None,
-    ) -> tuple[StoredIncident, ...]:
-        return await self._observe(
-            self.inner.recent(resolved_since=resolved_since, limit=limit, involving=involving)
-        )
-
-    async def load_open(self, *, told_since: datetime | None = None) -> JournalSnapshot:
-        return await self._observe(self.inner.load_open(told_since=told_since))
-
-    async def claim_due(
-        self, owner: str, *, now: datetime, lease: timedelta, limit: int = DEFAULT_CLAIM_LIMIT
-    ) -> tuple[Claim, ...]:
-        return await self._observe(self.inner.claim_due(owner, now=now, lease=lease, limit=limit))
-
-    async def complete(self, claim: Claim, *, now: datetime, http_status: int | None) -> bool:
-        return await self._observe(self.inner.complete(claim, now=now, http_status=http_status))
-
-    async def reschedule(
-        self,
-        claim: Claim,
-        *,
-        now: datetime,
-        due_at: datetime,
-        failure: str,
-        http_status: int | None = None,
-    ) -> bool:
-        return await self._observe(
-            self.inner.reschedule(
-                claim, now=now, due_at=due_at, failure=failure, http_status=http_status
-            )
-        )
-
-    async def fail(
-        self,
-        claim: Claim,
-        *,
-        now: datetime,
-        failure: str,
-        http_status: int | None = None,
-        sink: str | None = None,
-    ) -> bool:
-        return await self._observe(
-            self.inner.fail(claim, now=now, failure=failure, http_status=http_status, sink=sink)
-        )
-
-    async def release(self, claim: Claim, *, now: datetime) -> bool:
-        return await self._observe(self.inner.release(claim, now=now))
-
-    async def stats(self) -> JournalStats:
-        return await self._observe(self.inner.stats())
-
-    async def purge(self, *, resolved_before: datetime, limit: int = DEFAULT_PURGE_LIMIT) -> int:
-        return await self._observe(self.inner.purge(resolved_before=resolved_before, limit=limit))
-
-    async def close(self) -> None:
-        await self.inner.close()
-
 
 if TYPE_CHECKING:
-    _conforms: type[Journal] = ObservedJournal  # mypy checks the class against the port
+    _observes: type[Around] = JournalWatch  # mypy checks the class against the protocol
+
+
+def watch_journal(
+    journal: Journal, *, clock: Clock, metrics: Metrics | None = None
+) -> JournalWatch:
+    """Put a new :class:`JournalWatch` at ``journal``'s chokepoint and return it."""
+    watch = JournalWatch(clock=clock, metrics=metrics)
+    journal.observe(watch)
+    return watch

@@ -42,6 +42,7 @@ from fleetd.journal.records import (
     check_event,
     idempotency_key,
 )
+from fleetd.observe import Around, direct, observed
 
 __all__ = ["InMemoryJournal"]
 
@@ -52,6 +53,7 @@ class InMemoryJournal:
     """A :class:`~fleetd.journal.port.Journal` in memory."""
 
     def __init__(self) -> None:
+        self.around: Around = direct
         self._incidents: dict[str, IncidentChange] = {}
         self._events: dict[int, EventEntry] = {}
         self._attempts: dict[int, AttemptEntry] = {}
@@ -66,6 +68,10 @@ class InMemoryJournal:
         if self.fail_with is not None:
             raise self.fail_with
 
+    def observe(self, around: Around) -> None:
+        self.around = around
+
+    @observed
     async def record(
         self, change: IncidentChange, events: Sequence[NewEvent] = (), *, now: datetime
     ) -> tuple[RecordedEvent, ...]:
@@ -114,6 +120,7 @@ class InMemoryJournal:
     def _last_revision(self, incident_id: str) -> int:
         return max((e.revision for e in self._of(incident_id)), default=0)
 
+    @observed
     async def settle(
         self,
         incident_id: str,
@@ -167,6 +174,7 @@ class InMemoryJournal:
         attempt = AttemptEntry(id=self._next_id(), event_id=event_id, attempt=number, due_at=due_at)
         self._attempts[attempt.id] = attempt
 
+    @observed
     async def get(self, incident_id: str) -> StoredIncident | None:
         self._check_up()
         change = self._incidents.get(incident_id)
@@ -179,6 +187,7 @@ class InMemoryJournal:
             change, events, [a for a in self._attempts.values() if a.event_id in ids]
         )
 
+    @observed
     async def load_open(self, *, told_since: datetime | None = None) -> JournalSnapshot:
         self._check_up()
         changes = sorted(
@@ -201,6 +210,7 @@ class InMemoryJournal:
             generation_floor=max((c.incident.generation for c in changes), default=0),
         )
 
+    @observed
     async def recent(
         self,
         *,
@@ -231,6 +241,7 @@ class InMemoryJournal:
         )
         return tuple(self._stored(c) for c in [*opened, *resolved][: max(limit, 0)])
 
+    @observed
     async def claim_due(
         self, owner: str, *, now: datetime, lease: timedelta, limit: int = DEFAULT_CLAIM_LIMIT
     ) -> tuple[Claim, ...]:
@@ -309,6 +320,7 @@ class InMemoryJournal:
             attempt.http_status = http_status
         return attempt
 
+    @observed
     async def complete(self, claim: Claim, *, now: datetime, http_status: int | None) -> bool:
         attempt = self._finish(claim, AttemptOutcome.DELIVERED, http_status=http_status)
         if attempt is None:
@@ -318,6 +330,7 @@ class InMemoryJournal:
         event.delivered_at = now
         return True
 
+    @observed
     async def reschedule(
         self,
         claim: Claim,
@@ -337,6 +350,7 @@ class InMemoryJournal:
         self._add_attempt(attempt.event_id, attempt.attempt + 1, due_at)
         return True
 
+    @observed
     async def fail(
         self,
         claim: Claim,
@@ -357,6 +371,7 @@ class InMemoryJournal:
         self._events[attempt.event_id].state = EventState.FAILED
         return True
 
+    @observed
     async def release(self, claim: Claim, *, now: datetime) -> bool:
         self._check_up()
         attempt = self._held(claim)
@@ -366,6 +381,7 @@ class InMemoryJournal:
         attempt.lease_expires_at = None
         return True
 
+    @observed
     async def stats(self) -> JournalStats:
         self._check_up()
         delivered = [e.delivered_at for e in self._events.values() if e.delivered_at is not None]
@@ -374,6 +390,7 @@ class InMemoryJournal:
             last_delivered_at=max(delivered, default=None),
         )
 
+    @observed
     async def purge(self, *, resolved_before: datetime, limit: int = DEFAULT_PURGE_LIMIT) -> int:
         self._check_up()
         if resolved_before.utcoffset() is None:

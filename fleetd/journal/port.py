@@ -14,7 +14,8 @@ transaction; nothing is sent from there. A delivery loop claims due attempts wit
 does not, and write nothing). Delivery is at least once; receivers dedupe on the idempotency key.
 
 Every method may raise :class:`~fleetd.errors.JournalError`; callers keep detecting and report
-notification coverage as degraded (see :class:`~fleetd.journal.health.ObservedJournal`). Times
+notification coverage as degraded (see :class:`~fleetd.journal.health.JournalWatch`, given to
+:meth:`Journal.observe`). Times
 are timezone-aware; ``now`` is always passed in.
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from fleetd.journal.records import (
     Claim,
@@ -33,6 +34,9 @@ from fleetd.journal.records import (
     RecordedEvent,
     StoredIncident,
 )
+
+if TYPE_CHECKING:
+    from fleetd.observe import Around
 
 __all__ = ["DEFAULT_CLAIM_LIMIT", "DEFAULT_PURGE_LIMIT", "DEFAULT_RECENT_LIMIT", "Journal"]
 
@@ -156,4 +160,9 @@ class Journal(Protocol):
 
     async def close(self) -> None:
         """Release connections and the worker; the journal is not used afterwards."""
+        ...
+
+    def observe(self, around: Around) -> None:
+        """Run every later port call (all of the above but :meth:`close`) through ``around``,
+        named by the method: the adapter's one chokepoint (:func:`fleetd.observe.observed`)."""
         ...

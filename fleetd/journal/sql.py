@@ -57,6 +57,7 @@ from fleetd.journal.records import (
     StoredIncident,
 )
 from fleetd.journal.store import SqlStore
+from fleetd.observe import Around, direct, observed
 
 __all__ = ["SqlJournal"]
 
@@ -82,6 +83,7 @@ class SqlJournal:
         deadline: Callable[[], timedelta] = lambda: DEFAULT_DEADLINE,
         clock: Clock | None = None,
     ) -> None:
+        self.around: Around = direct
         self._migrate = migrate
         self._deadline = deadline
         self._clock = clock or SystemClock()
@@ -129,11 +131,16 @@ class SqlJournal:
             name = getattr(function, "__name__", "call")
             raise JournalUnavailableError(_OPERATIONS.get(name, name), "timeout") from None
 
+    def observe(self, around: Around) -> None:
+        self.around = around
+
+    @observed
     async def record(
         self, change: IncidentChange, events: Sequence[NewEvent] = (), *, now: datetime
     ) -> tuple[RecordedEvent, ...]:
         return await self._run(self._store.record, change, tuple(events), now)
 
+    @observed
     async def settle(
         self,
         incident_id: str,
@@ -154,9 +161,11 @@ class SqlJournal:
             rearm=tuple(rearm),
         )
 
+    @observed
     async def get(self, incident_id: str) -> StoredIncident | None:
         return await self._run(self._store.get, incident_id)
 
+    @observed
     async def recent(
         self,
         *,
@@ -166,19 +175,23 @@ class SqlJournal:
     ) -> tuple[StoredIncident, ...]:
         return await self._run(self._store.recent, resolved_since, limit, involving)
 
+    @observed
     async def load_open(self, *, told_since: datetime | None = None) -> JournalSnapshot:
         return await self._run(self._store.load_open, told_since)
 
+    @observed
     async def claim_due(
         self, owner: str, *, now: datetime, lease: timedelta, limit: int = DEFAULT_CLAIM_LIMIT
     ) -> tuple[Claim, ...]:
         return await self._run(self._store.claim_due, owner, now, lease, limit)
 
+    @observed
     async def complete(self, claim: Claim, *, now: datetime, http_status: int | None) -> bool:
         return await self._run(
             self._store.finish, claim, AttemptOutcome.DELIVERED, now, http_status=http_status
         )
 
+    @observed
     async def reschedule(
         self,
         claim: Claim,
@@ -198,6 +211,7 @@ class SqlJournal:
             retry_at=due_at,
         )
 
+    @observed
     async def fail(
         self,
         claim: Claim,
@@ -217,12 +231,15 @@ class SqlJournal:
             sink=sink,
         )
 
+    @observed
     async def release(self, claim: Claim, *, now: datetime) -> bool:
         return await self._run(self._store.finish, claim, None, now)
 
+    @observed
     async def stats(self) -> JournalStats:
         return await self._run(self._store.stats)
 
+    @observed
     async def purge(self, *, resolved_before: datetime, limit: int = DEFAULT_PURGE_LIMIT) -> int:
         return await self._run(self._store.purge, resolved_before, limit)
 

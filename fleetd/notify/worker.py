@@ -333,7 +333,7 @@ class SinkWorker:
 
     async def _call(self, call: Awaitable[T]) -> T | None:
         """The journal's answer, or ``None`` (the pass carries on). The outage is reported once,
-        where the journal is observed (:class:`~fleetd.journal.health.ObservedJournal`); a pass
+        where the journal is observed (:class:`~fleetd.journal.health.JournalWatch`); a pass
         notes each failure at DEBUG only."""
         try:
             return await call

@@ -35,7 +35,7 @@ from fleetd.health.incidents import Route
 from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState
 from fleetd.herdr.control import AgentControl
-from fleetd.journal.health import ObservedJournal
+from fleetd.journal.health import JournalWatch
 from fleetd.journal.port import Journal
 from fleetd.metrics import Metrics
 from fleetd.notify.payload import CoverageStatus
@@ -64,6 +64,7 @@ class FleetHealthMonitor:
     config: ConfigRef
     metrics: Metrics
     journal: Journal | None = None
+    journal_watch: JournalWatch | None = None  # the journal's observer: its health
     sink_problem: Callable[[], str | None] | None = None  # the webhook sink's failure, if any
     state: HealthState = field(default_factory=HealthState)
     ticks: int = 0
@@ -187,9 +188,9 @@ class FleetHealthMonitor:
         """What detection and escalation this deployment has (§10.2): ``degraded`` while the
         journal or the human sink fails."""
         degraded: list[str] = []
-        journal = self.journal
-        if isinstance(journal, ObservedJournal) and not journal.health.ok:
-            degraded.append(f"incident journal failing ({journal.health.reason})")
+        watch = self.journal_watch
+        if watch is not None and not watch.health.ok:
+            degraded.append(f"incident journal failing ({watch.health.reason})")
         elif self.escalation is not None and (owed := self.escalation.problem) is not None:
             degraded.append(owed)
         if self.sink_problem is not None and (problem := self.sink_problem()) is not None:

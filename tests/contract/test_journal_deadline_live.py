@@ -19,7 +19,7 @@ from fleetd.config.loader import parse_config
 from fleetd.errors import JournalUnavailableError
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.inbox.memory import InMemoryInbox
-from fleetd.journal.health import JournalStatus, ObservedJournal
+from fleetd.journal.health import JournalStatus, watch_journal
 from fleetd.journal.records import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
 from fleetd.testing import sample_document
@@ -58,7 +58,7 @@ async def proxy() -> AsyncIterator[FrozenProxy]:
         await running.close()
 
 
-async def timed_failure(journal: ObservedJournal, call: str) -> tuple[str, float]:
+async def timed_failure(journal: SqlJournal, call: str) -> tuple[str, float]:
     """The reason a call failed with, and how long it took."""
     calls: dict[str, Callable[[], Awaitable[object]]] = {
         "record": lambda: journal.record(
@@ -82,7 +82,8 @@ async def test_a_frozen_postgres_fails_every_call_within_its_deadline_and_recove
     proxy passes traffic the next call succeeds, so the worker thread was never wedged."""
     assert journal_pg_base.startswith(f"postgresql://postgres@{PG_HOST}:{PG_PORT}/")
     sql = SqlJournal(proxied_url(proxy.port, journal_pg_schema), deadline=lambda: DEADLINE)
-    journal = ObservedJournal(sql, clock=CLOCK)
+    journal = sql
+    watch = watch_journal(sql, clock=CLOCK)
     try:
         await journal.record(IncidentChange(incident=make_incident()), [open_event()], now=T0)
         proxy.freeze()
@@ -90,14 +91,14 @@ async def test_a_frozen_postgres_fails_every_call_within_its_deadline_and_recove
             reason, took = await timed_failure(journal, call)
             assert reason == "timeout"
             assert took < DEADLINE.total_seconds() + SLACK, (call, took)
-        assert journal.health.status is JournalStatus.DEGRADED
-        assert journal.health.failures == 5
+        assert watch.health.status is JournalStatus.DEGRADED
+        assert watch.health.failures == 5
         proxy.thaw()
         started = CLOCK.monotonic()
         stats = await journal.stats()
         assert CLOCK.monotonic() - started < DEADLINE.total_seconds() + SLACK
         assert stats.queue_depth == 1  # the record made while frozen wrote nothing
-        assert journal.health.ok
+        assert watch.health.ok
         assert len((await journal.load_open()).open_incidents) == 1
     finally:
         proxy.thaw()
@@ -111,10 +112,7 @@ async def test_the_deadline_is_read_for_every_call(
     """2a: the deadline is hot: the same journal waits as long as ``deadline()`` says now."""
     assert journal_pg_base
     deadline = [timedelta(seconds=1)]
-    journal = ObservedJournal(
-        SqlJournal(proxied_url(proxy.port, journal_pg_schema), deadline=lambda: deadline[0]),
-        clock=CLOCK,
-    )
+    journal = SqlJournal(proxied_url(proxy.port, journal_pg_schema), deadline=lambda: deadline[0])
     try:
         await journal.stats()
         proxy.freeze()
@@ -180,20 +178,22 @@ async def test_the_services_loops_end_within_the_configured_deadline(
         worktrees=FakeWorktrees(),
     )
     journal = service.health.journal
-    assert isinstance(journal, ObservedJournal)
+    watch = service.health.journal_watch
+    assert journal is not None
+    assert watch is not None
     try:
         await service.scheduler.run_once("webhook")
-        assert journal.health.ok
+        assert watch.health.ok
         proxy.freeze()
         for loop in ("webhook", "journal-retention", "webhook"):
             started = CLOCK.monotonic()
             await service.scheduler.run_once(loop)
             assert CLOCK.monotonic() - started < 1 + SLACK, loop
-        assert journal.health.reason == "stats: timeout"
+        assert watch.health.reason == "stats: timeout"
         assert "fleetd_journal_up 0.0" in service.metrics.exposition().decode()
         proxy.thaw()
         await service.scheduler.run_once("webhook")
-        assert journal.health.ok
+        assert watch.health.ok
         assert "fleetd_journal_up 1.0" in service.metrics.exposition().decode()
     finally:
         proxy.thaw()

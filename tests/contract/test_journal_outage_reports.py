@@ -20,7 +20,7 @@ from fleetd.config.loader import parse_config
 from fleetd.errors import JournalSchemaError, JournalUnavailableError
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.inbox.memory import InMemoryInbox
-from fleetd.journal.health import OPERATIONS, ObservedJournal
+from fleetd.journal.health import OPERATIONS
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.sql import SqlJournal
 from fleetd.testing import build_test_fleet, sample_document
@@ -150,7 +150,9 @@ async def test_a_journal_this_build_cannot_use_is_decided_once(
     caplog.set_level(logging.INFO)
     service = served(url, tmp_path)
     journal = service.health.journal
-    assert isinstance(journal, ObservedJournal)
+    watch = service.health.journal_watch
+    assert journal is not None
+    assert watch is not None
     try:
         await service.scheduler.run_once("webhook")
         after_first = [r.getMessage() for r in caplog.records if r.name.startswith("alembic")]
@@ -159,12 +161,12 @@ async def test_a_journal_this_build_cannot_use_is_decided_once(
         await service.scheduler.run_once("journal-retention")
         alembic = [r.getMessage() for r in caplog.records if r.name.startswith("alembic")]
         assert alembic == after_first
-        assert journal.health.reason == expected
+        assert watch.health.reason == expected
         # each delivery pass asks twice (the human leg's sweep, retried while it fails, and the
         # sink worker's stats), the retention pass once: every call failed with the decision
         calls = operation_counts(service)
         assert calls == {"load_open": PASSES + 1, "stats": PASSES + 1, "purge": 1}
-        assert journal.health.failures == sum(calls.values())
+        assert watch.health.failures == sum(calls.values())
         assert len(warnings_from_fleetd(caplog)) == 1
     finally:
         await journal.close()

@@ -22,7 +22,7 @@ from sqlalchemy import event
 from fleetd.clock import FakeClock
 from fleetd.errors import JournalSchemaError, JournalUnavailableError
 from fleetd.journal import store
-from fleetd.journal.health import JournalStatus, ObservedJournal
+from fleetd.journal.health import JournalStatus, watch_journal
 from fleetd.journal.records import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
 from tests.contract.journal_cases import T0, make_incident
@@ -138,7 +138,7 @@ async def test_a_writer_killed_mid_transaction_loses_only_that_record(tmp_path: 
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
-async def fill(journal: ObservedJournal) -> None:
+async def fill(journal: SqlJournal) -> None:
     """Record incidents until the journal fails (it must, long before 500)."""
     for n in range(500):
         change = IncidentChange(incident=make_incident(f"sess_{n}"))
@@ -150,7 +150,8 @@ async def test_a_full_disk_degrades_the_journal_and_recovery_clears_it(tmp_path:
     reason; once space is back the next record succeeds and health is ok again."""
     clock = FakeClock(T0)
     sql = SqlJournal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
-    journal = ObservedJournal(sql, clock=clock)
+    journal = sql
+    watch = watch_journal(sql, clock=clock)
 
     def no_growth(dbapi_connection: Any, _record: Any) -> None:
         pages = dbapi_connection.execute("PRAGMA page_count").fetchone()[0]
@@ -164,29 +165,28 @@ async def test_a_full_disk_degrades_the_journal_and_recovery_clears_it(tmp_path:
             await fill(journal)
         assert caught.value.reason == "disk_full"
         assert str(caught.value) == "record: disk_full"
-        assert journal.health.status is JournalStatus.DEGRADED
-        assert journal.health.reason == "record: disk_full"
-        assert journal.health.since == T0
+        assert watch.health.status is JournalStatus.DEGRADED
+        assert watch.health.reason == "record: disk_full"
+        assert watch.health.since == T0
         event.remove(sql.engine, "connect", no_growth)
         sql.engine.dispose()
         await journal.record(IncidentChange(incident=make_incident("sess_after")), now=T0)
-        assert journal.health.ok
+        assert watch.health.ok
     finally:
         await journal.close()
 
 
 async def test_a_database_that_is_down_is_unavailable_not_a_crash() -> None:
     """Nothing listens on the port: a typed error, reason ``unreachable``, no URL in the text."""
-    journal = ObservedJournal(
-        SqlJournal("postgresql://postgres:s3cr3t@127.0.0.1:9/test"), clock=FakeClock(T0)
-    )
+    journal = SqlJournal("postgresql://postgres:s3cr3t@127.0.0.1:9/test")
+    watch = watch_journal(journal, clock=FakeClock(T0))
     try:
         with pytest.raises(JournalUnavailableError) as caught:
             await journal.load_open()
         assert caught.value.reason == "unreachable"
         assert "s3cr3t" not in str(caught.value)
         assert caught.value.__cause__ is None
-        assert journal.health.reason == "migrate: unreachable"
+        assert watch.health.reason == "migrate: unreachable"
     finally:
         await journal.close()
 

@@ -15,7 +15,6 @@ from fleetd.api.app import create_app
 from fleetd.api.incident_routes import IncidentListAnswer, ReplayAnswerEnvelope
 from fleetd.errors import JournalUnavailableError
 from fleetd.health.incidents import Assignment, ResolveReason, Route, RoutingReason
-from fleetd.journal.health import ObservedJournal
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.records import IncidentChange, Routing
 from fleetd.notify.retry import AttemptOutcome
@@ -235,9 +234,9 @@ async def test_a_journal_that_cannot_answer_is_503(
     for answer in (down, replay):
         assert (answer.status_code, answer.json()["error"]["code"]) == (503, "journal_unavailable")
     assert down.json()["error"]["message"].endswith("(recent: unreachable)")
-    observed = fleet.service.health.journal
-    assert isinstance(observed, ObservedJournal)
-    assert not observed.health.ok
+    watch = fleet.service.health.journal_watch
+    assert watch is not None
+    assert not watch.health.ok
 
 
 async def test_the_replay_path_documents_the_incident_id_pattern(

@@ -20,7 +20,7 @@ from fleetd.errors import (
     JournalUnavailableError,
 )
 from fleetd.journal.engine import translate
-from fleetd.journal.health import OPERATIONS, JournalHealth, JournalStatus, ObservedJournal
+from fleetd.journal.health import OPERATIONS, JournalHealth, JournalStatus, JournalWatch
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.port import Journal
 from fleetd.journal.records import Claim, EventType, IncidentChange
@@ -35,8 +35,10 @@ async def test_failures_degrade_and_the_next_success_clears() -> None:
     good call; the error still reaches the caller."""
     clock = FakeClock(T0)
     fake = InMemoryJournal()
-    journal = ObservedJournal(fake, clock=clock)
-    assert journal.health == JournalHealth()
+    watch = JournalWatch(clock=clock)
+    fake.observe(watch)
+    journal = fake
+    assert watch.health == JournalHealth()
     fake.fail_with = JournalUnavailableError("record", "disk_full", code="SQLITE_FULL")
     with pytest.raises(JournalUnavailableError):
         await journal.stats()
@@ -44,18 +46,20 @@ async def test_failures_degrade_and_the_next_success_clears() -> None:
     fake.fail_with = JournalUnavailableError("load", "unreachable")
     with pytest.raises(FleetdError):
         await journal.load_open()
-    assert journal.health == JournalHealth(
+    assert watch.health == JournalHealth(
         status=JournalStatus.DEGRADED, reason="load: unreachable", since=T0, failures=2
     )
     fake.fail_with = None
     assert (await journal.stats()).queue_depth == 0
-    assert journal.health.ok
+    assert watch.health.ok
 
 
 async def test_every_port_call_is_observed() -> None:
     """No method bypasses the health bookkeeping."""
     fake = InMemoryJournal()
-    journal = ObservedJournal(fake, clock=FakeClock(T0))
+    watch = JournalWatch(clock=FakeClock(T0))
+    fake.observe(watch)
+    journal = fake
     fake.fail_with = JournalUnavailableError("x", "unreachable")
     calls = [
         journal.get("inc_1"),
@@ -69,18 +73,23 @@ async def test_every_port_call_is_observed() -> None:
     for call in calls:
         with pytest.raises(JournalUnavailableError):
             await call
-    assert journal.health.failures == len(calls)
+    assert watch.health.failures == len(calls)
     await journal.close()
 
 
 async def test_every_port_method_is_timed_under_its_own_name() -> None:
     """5e: the latency series has one bounded label per port method, and each call lands in its
     own (the label set and the port cannot drift apart)."""
-    port_methods = {name for name in dir(Journal) if not name.startswith("_")} - {"close"}
+    port_methods = {name for name in dir(Journal) if not name.startswith("_")} - {
+        "close",
+        "observe",
+    }
     assert set(OPERATIONS) == port_methods
     metrics = Metrics()
     fake = InMemoryJournal()
-    journal = ObservedJournal(fake, clock=FakeClock(T0), metrics=metrics)
+    watch = JournalWatch(clock=FakeClock(T0), metrics=metrics)
+    fake.observe(watch)
+    journal = fake
     fake.fail_with = JournalUnavailableError("x", "unreachable")
     claim = Claim(
         attempt_id=1,
