@@ -28,7 +28,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check fleetd tests benchmarks
 	$(BIN)/mypy
 	MYPYPATH=benchmarks $(BIN)/mypy --strict --explicit-package-bases benchmarks/*.py benchmarks/support/*.py
-	$(BIN)/lint-imports --no-logo  # the import contracts in pyproject.toml: floors, no circles, pure cores
+	$(BIN)/lint-imports --no-logo  # the import contracts in pyproject.toml: layers, no circles, pure cores
 
 fmt: $(STAMP)
 	$(BIN)/ruff format fleetd tests benchmarks
