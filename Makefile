@@ -28,6 +28,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check fleetd tests benchmarks
 	$(BIN)/mypy
 	MYPYPATH=benchmarks $(BIN)/mypy --strict --explicit-package-bases benchmarks/*.py benchmarks/support/*.py
+	$(BIN)/lint-imports --no-logo  # the import contracts in pyproject.toml: layers, no circles, pure cores
 
 fmt: $(STAMP)
 	$(BIN)/ruff format fleetd tests benchmarks
@@ -41,4 +42,4 @@ bench: $(STAMP)  # every benchmark runs; fails at the end if any missed its targ
 	echo "every benchmark met its target"
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage .import_linter_cache .grimp_cache

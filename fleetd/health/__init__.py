@@ -3,7 +3,8 @@
 ``decide(snapshot, prior, now)`` joins herdr's live view with the bridge's view, classifies every
 member, lead and the control link, and returns the next :class:`HealthState` plus effects for the
 runtime to dispatch. This package does no I/O, reads no clock, logs nothing and draws no random
-numbers; it imports nothing from the adapters (herdr, inbox, journal, notify, api, runtime, sim).
+numbers; it imports no fleetd module outside ``fleetd.health`` (the ``health-imports-only-health``
+import contract in ``pyproject.toml``).
 """
 
 from __future__ import annotations

@@ -3,8 +3,12 @@
 * :mod:`fleetd.herdr.protocol` — pure frames: requests, responses, error classification, typed
   results (:mod:`~fleetd.herdr.model`) and pushed events (:mod:`~fleetd.herdr.events`);
 * :mod:`fleetd.herdr.calls` — one builder per herdr method;
+* :mod:`fleetd.herdr.rules` — herdr's input rules (agent names, kinds, start timeouts, keys)
+  that fleetd, its fake and the simulator share;
 * :mod:`fleetd.herdr.discovery` — where the socket is;
-* :mod:`fleetd.herdr.client` — :class:`HerdrSocketClient`, the asyncio adapter;
+* :mod:`fleetd.herdr.client` — :class:`HerdrSocketClient`, the asyncio adapter, with its
+  deadlines on the injected clock (:mod:`~fleetd.herdr.deadline`);
+* :mod:`fleetd.herdr.stream` — the long-lived ``events.subscribe`` connection, with reconnect;
 * :mod:`fleetd.herdr.control` — the :class:`AgentControl` port and :class:`HerdrAgentControl`;
 * :mod:`fleetd.herdr.fake` — :class:`FakeAgentControl` for tests of the core.
 

@@ -8,11 +8,11 @@ or secret: only ids, stable codes, counts, times and the outbound payload, which
 
 Modules: ``records`` (values, enums, the idempotency key, the payload bound; pure), ``port`` (the
 ``Journal`` protocol), ``memory`` and ``memory_rows`` (``InMemoryJournal``, the fake), ``tables``
-(SQLModel tables), ``engine`` (engines for SQLite and PostgreSQL, error translation), ``store``
-and ``queries`` (the SQL operations), ``deadline`` (every operation's deadline, and cutting a
-stuck connection), ``sql`` (``SqlJournal``), ``health`` (``JournalHealth``, ``JournalWatch``:
-outage reports and metrics), ``retention`` (deleting resolved history past
-``journal.retentionDays``) and ``migrate`` (Alembic, ``fleetd migrate``).
+(SQLModel tables), ``rows`` (stored rows read back into the values), ``engine`` (engines for SQLite
+and PostgreSQL, error translation), ``store`` and ``queries`` (the SQL operations), ``deadline``
+(every operation's deadline, and cutting a stuck connection), ``sql`` (``SqlJournal``), ``health``
+(``JournalHealth``, ``JournalWatch``: outage reports and metrics), ``retention`` (deleting
+resolved history past ``journal.retentionDays``) and ``migrate`` (Alembic, ``fleetd migrate``).
 This package module imports nothing on purpose, so the records and the fake load without
 SQLAlchemy.
 """

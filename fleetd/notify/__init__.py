@@ -19,7 +19,14 @@ At the edge:
 * ``receivers`` — the ordered receivers with a breaker each, and the failover sweep of one
   attempt (sticky primary);
 * ``request`` — a signed request ready to send;
+* ``kinds`` — one delivery path, several destination kinds: each kind's request and the statuses
+  that mean fleetd built a bad one; the encoders of the kinds other than ``webhook`` are
+  ``alertmanager``, ``pagerduty`` and ``slack`` (pure: an event in, bytes out);
 * ``http`` — the httpx sender: one POST, response body ignored, an outcome value back;
+* ``worker`` — :class:`~fleetd.notify.worker.SinkWorker`, the delivery pass: claims due attempts
+  from the journal, sweeps the receivers, records each outcome while its lease holds;
+* ``sink_health`` — whether the sink works, judged after every pass (what coverage shows);
+* ``desk`` — what an operator or a lead may ask of the journal over the API (incidents, replay);
 * ``receiver`` — a local receiver that verifies and prints events (demo and tests).
 
 The event types, their states and the idempotency key are shared values

@@ -1,9 +1,10 @@
 """What one event's attempt across the ordered receivers means: pure, table-tested.
 
 An attempt to deliver one event is one failover sweep over the receivers
-(:class:`~fleetd.notify.receivers.Receivers`): each dial's :class:`~fleetd.notify.retry.
-AttemptOutcome` is translated once into the resilience vocabulary (:func:`outcome_of`), which
-decides whether the sweep moves on and whether the receiver's breaker counts a strike::
+(:class:`~fleetd.notify.receivers.Receivers`): each dial's
+:class:`~fleetd.notify.retry.AttemptOutcome` is translated once into the resilience vocabulary
+(:func:`outcome_of`), which decides whether the sweep moves on and whether the receiver's breaker
+counts a strike::
 
     outcome of one dial                  class          next receiver?  strike?
     2xx                                  (success)      —               —

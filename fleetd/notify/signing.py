@@ -4,7 +4,8 @@ The scheme (https://www.standardwebhooks.com/), as fleetd uses it:
 
 * the secret is written ``whsec_<base64>``; the key is the decoded bytes (at least
   :data:`MIN_SECRET_BYTES`, the scheme's recommended minimum);
-* every request carries ``webhook-id`` (the event's idempotency key, see :mod:`.keys`),
+* every request carries ``webhook-id`` (the event's idempotency key, see
+  :func:`fleetd.model.events.idempotency_key`),
   ``webhook-timestamp`` (unix seconds of the attempt) and ``webhook-signature``:
   ``v1,<base64 of HMAC-SHA256(key, "{id}.{timestamp}.{body}")>`` over the exact body bytes;
 * ``Idempotency-Key`` repeats the id for receivers that dedupe on that header instead;

@@ -3,12 +3,12 @@
 One path for every destination kind: the request's shape and the statuses that mean "fleetd's
 bug" are the kind's (:mod:`fleetd.notify.kinds`); everything below is shared.
 
-The dispatcher records an incident change and its outbound events in one journal transaction and
-sends nothing. The scheduler calls :meth:`SinkWorker.step` every few seconds; one pass:
-
-It only delivers: which events exist — ``open``, reminders, ``resolved``, cancellations and
-re-arms after a config change or a replay — is :mod:`fleetd.notify.policy`'s decision, carried
-out by the escalation shell before each pass. One pass:
+The escalation shell (:mod:`fleetd.runtime.escalation`) records an incident change and its
+outbound events in one journal transaction and sends nothing; the worker only delivers. Which
+events exist — ``open``, reminders, ``resolved``, cancellations and re-arms after a config change
+or a replay — is :mod:`fleetd.notify.policy`'s decision, carried out by that shell just before
+each pass, in the same ``webhook`` loop, which calls :meth:`SinkWorker.step` every few seconds.
+One pass:
 
 1. **Target.** ``target()`` gives the resolved webhook (``None``: notifications are disabled, so
    the pass claims nothing — pending events simply wait for re-enabling).

@@ -3,9 +3,10 @@
 Pure renderers: the monitor's state, counters and routing notes and ``now`` in, JSON-ready dicts
 out. No pane content ever reaches a view, only states, codes, names and ages. Each incident shows
 its owner, its recipient and its ``routing`` (route, reason, generation, on whose behalf); a lead's
-health shows the foreign incidents it holds for others (§7.4). Coverage says what this build can
-do about an incident no lead can act on (§10.2): peer routing when there is a peer, but no human
-sink, so ``partial``.
+health shows the foreign incidents it holds for others (§7.4). Coverage says what this deployment
+can do about an incident no lead can act on (§10.2, §7.6): ``full`` when a sink of any kind tells a
+person, ``partial`` while notifications are disabled, ``degraded`` while the journal or the sink
+fails, and ``off`` while health is disabled; peer routing needs a second lead.
 """
 
 from __future__ import annotations

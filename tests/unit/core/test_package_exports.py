@@ -3,7 +3,8 @@
 Each package's ``__all__`` is pinned here. Every ``from fleetd.<package>.<module> import name`` in a
 fleetd module outside that package (read with :mod:`ast`, wherever it stands) must name something
 in the package's ``__all__``: a new reach into a package's inside is a deliberate change to this
-list, not an accident.
+list, not an accident. Which *modules* may import which is not checked here but by the import
+contracts in ``pyproject.toml`` (``lint-imports``, run by ``make lint``); these tests check names.
 """
 
 from __future__ import annotations
@@ -133,3 +134,27 @@ def test_other_packages_use_only_the_exports(package: ModuleType) -> None:
     assert unexported == [], f"add these to {package.__name__}.__all__ or keep them inside"
     for _, module, name in outside:
         assert getattr(package, name) is getattr(importlib.import_module(module), name)
+
+
+def attribute_reads(source: str, names: frozenset[str]) -> list[tuple[str, int]]:
+    """Each ``<anything>.<name>`` in ``source`` for a name in ``names``, with its line."""
+    return [
+        (node.attr, node.lineno)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and node.attr in names
+    ]
+
+
+def test_api_and_runtime_use_the_bridge_through_named_operations() -> None:
+    """The api and the runtime ask the bridge (``session``, ``ticket``, ``pending_for`` …); they
+    never reach into its roster or its ticket book, so the bridge's invariants stay inside it."""
+    inner = frozenset({"roster", "tasks"})
+    found = [
+        (_module_name(path), read)
+        for path in sorted(ROOT.rglob("*.py"))
+        if _module_name(path).startswith(("fleetd.api", "fleetd.runtime"))
+        for read in attribute_reads(path.read_text(), inner)
+    ]
+    assert found == []
+    reach = "def f(bridge):\n    return bridge.roster.get('s')\n\n\nx = self.bridge.tasks\n"
+    assert sorted(attribute_reads(reach, inner)) == [("roster", 2), ("tasks", 5)]

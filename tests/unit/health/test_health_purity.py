@@ -46,22 +46,6 @@ def _is_health(name: str) -> bool:
     return name == "fleetd.health" or name.startswith("fleetd.health.")
 
 
-def test_no_fleetd_import_outside_health() -> None:
-    """No health module imports another fleetd package, not even config's floors or a type."""
-    for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                assert node.level == 0, (path.name, "relative import")
-                names = [node.module or ""]
-            else:
-                continue
-            for name in names:
-                if name == "fleetd" or name.startswith("fleetd."):
-                    assert _is_health(name), (path.name, name)
-
-
 def test_no_clock_sleep_random_or_file_calls() -> None:
     """No call reads the clock, sleeps, draws a random number or opens a file."""
     for path in _modules():
