@@ -46,7 +46,7 @@ from fleetd.runtime.link import LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
 
-__all__ = ["FleetFacts", "FleetViewBuilder"]
+__all__ = ["FleetFacts", "FleetReading", "FleetViewBuilder"]
 
 VIEW_VERSION = 1
 
@@ -77,6 +77,18 @@ class FleetFacts:
     preserved: dict[str, list[dict[str, Any]]]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetReading:
+    """What the member rows of one version are made of, read once at ``now``: the sessions in
+    order, their member views, herdr's last status of each agent, the replies waiting."""
+
+    now: datetime
+    sessions: list[Session]
+    views: list[MemberView]
+    statuses: dict[str, str]
+    backlogs: dict[str, MemberBacklog]
+
+
 @dataclass(slots=True, kw_only=True)
 class FleetViewBuilder:
     """Builds ``fleet_list``: the facts of one version once (:meth:`facts`), then each caller's
@@ -103,6 +115,12 @@ class FleetViewBuilder:
     async def facts(self, version: int) -> FleetFacts:
         """Read what every scope's view shows: herdr's agents as last seen (no herdr call), the
         inbox statistics (once per lead), the sessions, orphans, health, config and manifests."""
+        return (await self.read(version, rows=True))[0]
+
+    async def read(self, version: int, *, rows: bool) -> tuple[FleetFacts, FleetReading]:
+        """:meth:`facts`, and what the member rows are made of. Without ``rows`` the facts hold
+        no member rows: the caller makes them from the reading (the encoded view,
+        :mod:`fleetd.runtime.fleet_body`, keeps them between versions)."""
         now = self.bridge.clock.now()
         statuses, ok = self.agents.statuses(), self.agents.list_ok
         stats = await read_lead_stats(
@@ -112,16 +130,21 @@ class FleetViewBuilder:
         backlogs = member_backlogs(stats, sessions)
         views = self.bridge.view.member_views(sessions, backlogs=backlogs)  # once per session
         preserved = await asyncio.to_thread(self.manifests.load)
-        return FleetFacts(
+        reading = FleetReading(
+            now=now, sessions=sessions, views=views, statuses=statuses, backlogs=backlogs
+        )
+        facts = FleetFacts(
             version=version,
             now=now,
             agents=self.agents.rows(),
             agents_listed_at=self.agents.listed_at,
             control_link=self.health.link_view(self.link) if self.health else self.link.view(),
             members=tuple(
-                (s.owner, s.name, self._member(s, now, statuses, backlogs, view))
+                (s.owner, s.name, self.member_row(s, now, statuses, backlogs, view))
                 for s, view in zip(sessions, views, strict=True)
-            ),
+            )
+            if rows
+            else (),
             orphans=tuple(
                 (o.mark.owner, o.mark.name, _orphan(o, now, statuses))
                 for o in self.bridge.orphans.members()
@@ -146,6 +169,7 @@ class FleetViewBuilder:
             health=self.health.view() if self.health is not None else None,
             preserved=_preserved(preserved.manifests),
         )
+        return facts, reading
 
     def scoped(self, facts: FleetFacts, caller: Caller) -> dict[str, Any]:
         """What ``caller`` sees of ``facts``: the operator everything, a lead its own part."""
@@ -271,7 +295,7 @@ class FleetViewBuilder:
             "gaveWay": self.bridge.held_dropped,
         }
 
-    def _member(
+    def member_row(
         self,
         session: Session,
         now: datetime,
