@@ -24,15 +24,24 @@ is kept is bounded by the roster and by herdr's last list.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fleetd.bridge.sessions import Session
 from fleetd.health.snapshot import MemberView
 from fleetd.identity import Caller, Role
-from fleetd.runtime.fleet_rows import OpenRow, RowCache, Slot, encode, marker, open_row
+from fleetd.runtime.fleet_rows import (
+    OpenRow,
+    RowCache,
+    Slot,
+    encode,
+    marker,
+    micros,
+    open_row,
+)
 from fleetd.runtime.fleet_view import FleetFacts, FleetReading, FleetViewBuilder
 
 __all__ = ["EncodedFleet", "FleetBodies"]
@@ -60,12 +69,9 @@ class FleetBodies:
         """The facts of ``version`` with every member and agent row as text, encoding again only
         the rows whose stamp moved."""
         facts, reading = await self._builder.read(version, rows=False)
-        now = facts.now
-        sessions, views = reading.sessions, reading.views
-        rows = self.members.pass_over(
-            (s.session_id, self._stamp(s, view, reading, benched={}), self._maker(s, view, reading))
-            for s, view in zip(sessions, views, strict=True)
-        )
+        sessions = reading.sessions
+        rows = self.members.pass_over(self._wanted(reading))
+        now = micros(facts.now)
         members = tuple(
             (s.owner, s.name, row.render(now)) for s, row in zip(sessions, rows, strict=True)
         )
@@ -73,12 +79,10 @@ class FleetBodies:
         if facts.agents is not None:
             listed = facts.agents
             texts = self.agents.pass_over(
-                ((a["name"], a["paneId"]), (a["agent"], a["status"]), _agent_maker(a))
+                ((a["name"], a["paneId"]), (a["agent"], a["status"]), partial(_agent_row, a))
                 for a in listed
             )
-            agents = tuple(
-                (a["name"], text.parts[0]) for a, text in zip(listed, texts, strict=True)
-            )
+            agents = tuple((a["name"], t.parts[0]) for a, t in zip(listed, texts, strict=True))
         return EncodedFleet(facts=_without_agents(facts), members=members, agents=agents)
 
     def body(self, fleet: EncodedFleet, caller: Caller) -> bytes:
@@ -106,70 +110,65 @@ class FleetBodies:
             text = text.replace(encode(_AGENTS), f"[{','.join(agents)}]", 1)
         return text.encode()
 
-    def _stamp(
-        self,
-        session: Session,
-        view: MemberView,
-        reading: FleetReading,
-        benched: dict[str, datetime | None],
-    ) -> Hashable:
-        """Everything ``member_row`` reads for ``session`` but ``now`` (see the module doc)."""
-        bridge = self._builder.bridge
+    def _wanted(
+        self, reading: FleetReading
+    ) -> Iterator[tuple[str, Hashable, Callable[[], OpenRow]]]:
+        """Each member's key, stamp and row maker. The stamp is everything
+        :meth:`FleetViewBuilder.member_row` reads but ``now`` (see the module doc); the member
+        view stands for its queue's length and its count of pending tickets (it is compared by
+        value when it is not the very same object)."""
+        bridge, health = self._builder.bridge, self._builder.health
         roster, tasks = bridge.view.roster, bridge.view.tasks
-        sid = session.session_id
-        turn = roster.inflight.get(sid)
-        ticket = tasks.get(turn.token.ticket_id) if turn is not None else None
-        health = self._builder.health
-        bench: datetime | None = None
-        if session.live:
-            if session.profile not in benched:
-                benched[session.profile] = bridge.view.bench.benched_until(
-                    session.profile, reading.now
-                )
-            bench = benched[session.profile]
-        return (
-            session.revision,
-            turn.revision if turn is not None else 0,
-            ticket.delivery if ticket is not None else None,
-            tuple(t.ticket_id for t in tasks.pending_for(sid)),
-            roster.live_status.get(sid),
-            len(roster.queues.get(sid, ())),
-            view,
-            reading.statuses.get(session.name) if session.live else None,
-            health.state.members.get(sid) if health is not None else None,
-            bench,
-        )
-
-    def _maker(
-        self, session: Session, view: MemberView, reading: FleetReading
-    ) -> Callable[[], OpenRow]:
-        def make() -> OpenRow:
-            builder = self._builder
-            now, sid = reading.now, session.session_id
-            row = builder.member_row(session, now, reading.statuses, reading.backlogs, view)
-            slots: list[Slot] = []
-            if session.state_since is not None:
-                slots.append((row, "stateAgeSeconds", session.state_since))
-                if "idleForSeconds" in row:
-                    slots.append((row, "idleForSeconds", session.state_since))
-            turn = builder.bridge.view.roster.inflight.get(sid)
+        inflight, live_status, ticket_of = roster.inflight.get, roster.live_status.get, tasks.get
+        herdr, evidence = reading.statuses.get, health.state.members.get if health else None
+        bench, benched = bridge.view.bench, dict[str, datetime | None]()
+        for session, view in zip(reading.sessions, reading.views, strict=True):
+            sid = session.session_id
+            stamp: tuple[object, ...] = (
+                session.revision,
+                view,
+                live_status(sid),
+                evidence(sid) if evidence is not None else None,
+            )
+            if session.live:
+                profile = session.profile
+                if profile not in benched:
+                    benched[profile] = bench.benched_until(profile, reading.now)
+                stamp += (herdr(session.name), benched[profile])
+            turn = inflight(sid)
             if turn is not None:
-                slots.append((row["openTurn"], "deliveredAgeSeconds", turn.delivered_at))
-            health = builder.health
-            evidence = health.state.members.get(sid) if health is not None else None
-            if evidence is not None:
-                slots.append((row["health"], "ageSeconds", evidence.since))
-            return open_row(row, slots)
+                ticket = ticket_of(turn.token.ticket_id)
+                stamp += (turn.revision, ticket.delivery if ticket is not None else None)
+            if view.pending_tasks:
+                stamp += tuple(t.ticket_id for t in tasks.pending_for(sid))
+            yield sid, stamp, partial(self._make, session, view, reading)
 
-        return make
+    def _make(self, session: Session, view: MemberView, reading: FleetReading) -> OpenRow:
+        """One member's row as :meth:`FleetViewBuilder.member_row` makes it, ages left open."""
+        builder = self._builder
+        sid = session.session_id
+        row = builder.member_row(session, reading.now, reading.statuses, reading.backlogs, view)
+        slots: list[Slot] = []
+        if session.state_since is not None:
+            slots.append((row, "stateAgeSeconds", session.state_since))
+            if "idleForSeconds" in row:
+                slots.append((row, "idleForSeconds", session.state_since))
+        turn = builder.bridge.view.roster.inflight.get(sid)
+        if turn is not None:
+            slots.append((row["openTurn"], "deliveredAgeSeconds", turn.delivered_at))
+        health = builder.health
+        evidence = health.state.members.get(sid) if health is not None else None
+        if evidence is not None:
+            slots.append((row["health"], "ageSeconds", evidence.since))
+        return open_row(row, slots)
 
 
 _MEMBERS = marker("members")
 _AGENTS = marker("agents")
 
 
-def _agent_maker(agent: dict[str, Any]) -> Callable[[], OpenRow]:
-    return lambda: OpenRow(parts=(encode(agent),), sinces=())
+def _agent_row(agent: dict[str, Any]) -> OpenRow:
+    return OpenRow(parts=(encode(agent),), sinces=())
 
 
 def _without_agents(facts: FleetFacts) -> FleetFacts:

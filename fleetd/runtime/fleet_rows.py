@@ -20,10 +20,10 @@ import re
 import secrets
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-__all__ = ["OpenRow", "RowCache", "Slot", "encode", "marker", "open_row"]
+__all__ = ["OpenRow", "RowCache", "Slot", "encode", "marker", "micros", "open_row"]
 
 #: Markers stand in for ages while a row is encoded; the nonce keeps any text a row carries (a
 #: name, a branch) from ever reading as one.
@@ -48,30 +48,39 @@ Slot = tuple[dict[str, Any], str, datetime]
 @dataclass(frozen=True, slots=True)
 class OpenRow:
     """A row's JSON text with its ages open: ``parts[0]``, the age since ``sinces[0]``,
-    ``parts[1]``, ... — the ages as ``round(seconds, 3)`` encodes."""
+    ``parts[1]``, ... — each age as ``round((now - since).total_seconds(), 3)`` encodes. The
+    times are kept as whole microseconds (:func:`micros`): their difference divided by a million
+    is exactly what ``total_seconds`` computes."""
 
     parts: tuple[str, ...]
-    sinces: tuple[datetime, ...]
+    sinces: tuple[int, ...]
 
-    def render(self, now: datetime) -> str:
-        """The row's text with every age as of ``now``."""
-        parts, sinces = self.parts, self.sinces
-        if not sinces:
-            return parts[0]
-        out = [parts[0]]
-        for since, part in zip(sinces, parts[1:], strict=True):
-            out.append(repr(round((now - since).total_seconds(), 3)))
-            out.append(part)
-        return "".join(out)
+    def render(self, now: int) -> str:
+        """The row's text with every age as of ``now`` (whole microseconds, :func:`micros`)."""
+        parts = self.parts
+        text = parts[0]
+        for since, part in zip(self.sinces, parts[1:], strict=True):
+            text += repr(round((now - since) / 1_000_000, 3)) + part
+        return text
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def micros(moment: datetime) -> int:
+    """``moment`` as whole microseconds since the epoch (exact, unlike a float timestamp)."""
+    return (moment - (_EPOCH if moment.tzinfo is not None else _NAIVE_EPOCH)) // _MICROSECOND
 
 
 def open_row(row: dict[str, Any], slots: Iterable[Slot]) -> OpenRow:
     """Encode ``row`` (changed in place: it is the caller's fresh row) with the ages of
     ``slots`` left open."""
-    sinces: dict[int, datetime] = {}
+    sinces: dict[int, int] = {}
     for n, (holder, key, since) in enumerate(slots):
         holder[key] = marker(str(n))
-        sinces[n] = since
+        sinces[n] = micros(since)
     pieces = _MARKER.split(encode(row))
     return OpenRow(parts=tuple(pieces[0::2]), sinces=tuple(sinces[int(n)] for n in pieces[1::2]))
 

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetd.api.app import create_app
 from fleetd.api.tools import Caller, Role, ToolResult
+from fleetd.bridge import roster as roster_module
 from fleetd.herdr.model import AgentStatus
 from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
 
@@ -168,25 +170,29 @@ async def test_each_lead_gets_its_own_rows_from_one_cache(tmp_path: Path) -> Non
     await _same_bodies(fleet)
 
 
-async def test_rows_of_members_the_roster_forgot_are_dropped(tmp_path: Path) -> None:
-    """What is kept is bounded by the roster: once a released member is forgotten, its row goes
-    with the next version; herdr's agents no longer listed go too."""
+async def test_rows_of_members_the_roster_forgot_are_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is kept is bounded by the roster: once a released member is forgotten (here the
+    roster keeps one released row), its row goes with the next version; herdr's agents no
+    longer listed go too."""
+    monkeypatch.setattr(roster_module, "_RELEASED_KEPT", 1)
     fleet = await _fleet(tmp_path)
-    sids = [await fleet.spawn_ready("codex") for _ in range(3)]
+    sids = [await fleet.spawn_ready("codex") for _ in range(4)]
     views = fleet.service.views
     fleet.clock.advance(60)
     await fleet.service.observe_herdr()
     await views.encoded(OPERATOR)
-    assert len(views.bodies.members) == 3
+    assert len(views.bodies.members) == 4
     agents = len(views.bodies.agents)
     await fleet.ok("fleet_stop", sessionId=sids[0])
-    fleet.bridge.roster.sessions.pop(sids[0], None)  # the roster forgets a released member
-    fleet.service.views.touched()
+    await fleet.ok("fleet_stop", sessionId=sids[1])  # the first released row is forgotten
+    assert sids[0] not in fleet.bridge.roster.sessions
     fleet.clock.advance(60)
     await fleet.service.observe_herdr()
     await views.encoded(OPERATOR)
-    assert len(views.bodies.members) == len(fleet.bridge.roster.sessions) == 2
-    assert len(views.bodies.agents) == agents - 1
+    assert len(views.bodies.members) == len(fleet.bridge.roster.sessions) == 3
+    assert len(views.bodies.agents) == agents - 2
     await _same_bodies(fleet)
 
 
