@@ -82,7 +82,7 @@ class FleetBodies:
                 ((a["name"], a["paneId"]), (a["agent"], a["status"]), partial(_agent_row, a))
                 for a in listed
             )
-            agents = tuple((a["name"], t.template) for a, t in zip(listed, texts, strict=True))
+            agents = tuple((a["name"], t.parts[0]) for a, t in zip(listed, texts, strict=True))
         return EncodedFleet(facts=_without_agents(facts), members=members, agents=agents)
 
     def body(self, fleet: EncodedFleet, caller: Caller) -> bytes:

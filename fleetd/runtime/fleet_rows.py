@@ -47,25 +47,26 @@ Slot = tuple[dict[str, Any], str, datetime]
 
 @dataclass(frozen=True, slots=True)
 class OpenRow:
-    """A row's JSON text with its ages open: a :meth:`str.format` template with a ``{!r}``
-    (a float's repr, as JSON encodes it) for the age since each of ``sinces`` — each age as
-    ``round((now - since).total_seconds(), 3)`` gives it. The times are kept as whole
-    microseconds (:func:`micros`): their difference divided by a million is exactly what
-    ``total_seconds`` computes."""
+    """A row's JSON text with its ages open: ``parts[0]``, the age since ``sinces[0]``,
+    ``parts[1]``, ... — each age as ``round((now - since).total_seconds(), 3)`` encodes. The
+    times are kept as whole microseconds (:func:`micros`): their difference divided by a million
+    is exactly what ``total_seconds`` computes."""
 
-    template: str
+    parts: tuple[str, ...]
     sinces: tuple[int, ...]
 
     def render(self, now: int) -> str:
         """The row's text with every age as of ``now`` (whole microseconds, :func:`micros`)."""
-        if not self.sinces:
-            return self.template
-        return self.template.format(*[round((now - since) / 1_000_000, 3) for since in self.sinces])
+        parts = self.parts
+        text = parts[0]
+        for since, part in zip(self.sinces, parts[1:], strict=True):
+            text += repr(round((now - since) / 1_000_000, 3)) + part
+        return text
 
     @classmethod
     def closed(cls, text: str) -> OpenRow:
         """A row with no age (its text as is)."""
-        return cls(template=text, sinces=())
+        return cls(parts=(text,), sinces=())
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -86,10 +87,7 @@ def open_row(row: dict[str, Any], slots: Iterable[Slot]) -> OpenRow:
         holder[key] = marker(str(n))
         sinces[n] = micros(since)
     pieces = _MARKER.split(encode(row))
-    if len(pieces) == 1:
-        return OpenRow.closed(pieces[0])
-    template = "{!r}".join(part.replace("{", "{{").replace("}", "}}") for part in pieces[0::2])
-    return OpenRow(template=template, sinces=tuple(sinces[int(n)] for n in pieces[1::2]))
+    return OpenRow(parts=tuple(pieces[0::2]), sinces=tuple(sinces[int(n)] for n in pieces[1::2]))
 
 
 class RowCache:
