@@ -24,10 +24,9 @@ is kept is bounded by the roster and by herdr's last list.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from fleetd.bridge.sessions import Session
@@ -70,7 +69,9 @@ class FleetBodies:
         the rows whose stamp moved."""
         facts, reading = await self._builder.read(version, rows=False)
         sessions = reading.sessions
-        rows = self.members.pass_over(self._wanted(reading))
+        rows = self.members.pass_over(
+            self._wanted(reading), lambda item: self._make(*item, reading)
+        )
         now = micros(facts.now)
         members = tuple(
             (s.owner, s.name, row.render(now)) for s, row in zip(sessions, rows, strict=True)
@@ -79,8 +80,8 @@ class FleetBodies:
         if facts.agents is not None:
             listed = facts.agents
             texts = self.agents.pass_over(
-                ((a["name"], a["paneId"]), (a["agent"], a["status"]), partial(_agent_row, a))
-                for a in listed
+                (((a["name"], a["paneId"]), (a["agent"], a["status"]), a) for a in listed),
+                _agent_row,
             )
             agents = tuple((a["name"], t.parts[0]) for a, t in zip(listed, texts, strict=True))
         return EncodedFleet(facts=_without_agents(facts), members=members, agents=agents)
@@ -112,8 +113,8 @@ class FleetBodies:
 
     def _wanted(
         self, reading: FleetReading
-    ) -> Iterator[tuple[str, Hashable, Callable[[], OpenRow]]]:
-        """Each member's key, stamp and row maker. The stamp is everything
+    ) -> Iterator[tuple[str, Hashable, tuple[Session, MemberView]]]:
+        """Each member's key, stamp, and what its row is made from. The stamp is everything
         :meth:`FleetViewBuilder.member_row` reads but ``now`` (see the module doc); the member
         view stands for its queue's length and its count of pending tickets (it is compared by
         value when it is not the very same object)."""
@@ -141,7 +142,7 @@ class FleetBodies:
                 stamp += (turn.revision, ticket.delivery if ticket is not None else None)
             if view.pending_tasks:
                 stamp += tuple(t.ticket_id for t in tasks.pending_for(sid))
-            yield sid, stamp, partial(self._make, session, view, reading)
+            yield sid, stamp, (session, view)
 
     def _make(self, session: Session, view: MemberView, reading: FleetReading) -> OpenRow:
         """One member's row as :meth:`FleetViewBuilder.member_row` makes it, ages left open."""

@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["OpenRow", "RowCache", "Slot", "encode", "marker", "micros", "open_row"]
 
@@ -58,9 +58,12 @@ class OpenRow:
     def render(self, now: int) -> str:
         """The row's text with every age as of ``now`` (whole microseconds, :func:`micros`)."""
         parts = self.parts
-        text = parts[0]
+        text, age = parts[0], ""
+        last: int | None = None
         for since, part in zip(self.sinces, parts[1:], strict=True):
-            text += repr(round((now - since) / 1_000_000, 3)) + part
+            if since != last:  # an idle member's two ages count from the same time
+                last, age = since, repr(round((now - since) / 1_000_000, 3))
+            text += age + part
         return text
 
     @classmethod
@@ -90,6 +93,9 @@ def open_row(row: dict[str, Any], slots: Iterable[Slot]) -> OpenRow:
     return OpenRow(parts=tuple(pieces[0::2]), sinces=tuple(sinces[int(n)] for n in pieces[1::2]))
 
 
+_Item = TypeVar("_Item")
+
+
 class RowCache:
     """Rows kept by key with the stamp they were built from; a row is built again only when its
     stamp moved. Each :meth:`pass_over` keeps only the rows it was asked for, so what is kept is
@@ -105,17 +111,17 @@ class RowCache:
         return len(self._kept)
 
     def pass_over(
-        self, wanted: Iterable[tuple[Hashable, Hashable, Callable[[], OpenRow]]]
+        self, wanted: Iterable[tuple[Hashable, Hashable, _Item]], build: Callable[[_Item], OpenRow]
     ) -> list[OpenRow]:
-        """The rows of ``wanted`` — ``(key, stamp, build)`` — in order: kept when the stamp is
-        the one kept, else built. Rows of keys not asked for are dropped."""
+        """The rows of ``wanted`` — ``(key, stamp, item)`` — in order: kept when the stamp is
+        the one kept, else built from the item. Rows of keys not asked for are dropped."""
         kept: Mapping[Hashable, tuple[Hashable, OpenRow]] = self._kept
         fresh: dict[Hashable, tuple[Hashable, OpenRow]] = {}
         rows = []
-        for key, stamp, build in wanted:
+        for key, stamp, item in wanted:
             entry = kept.get(key)
             if entry is None or entry[0] != stamp:
-                entry = (stamp, build())
+                entry = (stamp, build(item))
                 self.built += 1
             fresh[key] = entry
             rows.append(entry[1])
