@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
+from operator import is_
 from typing import Any
 
 from fleetd.bridge.sessions import Session
@@ -63,6 +64,9 @@ class FleetBodies:
         self._builder = builder
         self.members = RowCache()
         self.agents = RowCache()
+        # the agent rows last read and their texts: herdr's rows are the same objects until
+        # what herdr showed changes (LiveAgents makes them once per revision)
+        self._listed: tuple[list[dict[str, Any]], tuple[tuple[str | None, str], ...]] | None = None
 
     async def read(self, version: int) -> EncodedFleet:
         """The facts of ``version`` with every member and agent row as text, encoding again only
@@ -76,15 +80,23 @@ class FleetBodies:
         members = tuple(
             (s.owner, s.name, row.render(now)) for s, row in zip(sessions, rows, strict=True)
         )
-        agents = None
-        if facts.agents is not None:
-            listed = facts.agents
-            texts = self.agents.pass_over(
-                (((a["name"], a["paneId"]), (a["agent"], a["status"]), a) for a in listed),
-                _agent_row,
-            )
-            agents = tuple((a["name"], t.parts[0]) for a, t in zip(listed, texts, strict=True))
+        agents = None if facts.agents is None else self._agent_texts(facts.agents)
         return EncodedFleet(facts=_without_agents(facts), members=members, agents=agents)
+
+    def _agent_texts(self, listed: list[dict[str, Any]]) -> tuple[tuple[str | None, str], ...]:
+        """Each herdr agent's name and row text: those of the last read when its rows are the
+        very same objects, else through the row cache (an agent's row is encoded again only when
+        its kind or status moved)."""
+        last = self._listed
+        if last is not None and len(last[0]) == len(listed) and all(map(is_, last[0], listed)):
+            return last[1]
+        texts = self.agents.pass_over(
+            (((a["name"], a["paneId"]), (a["agent"], a["status"]), a) for a in listed),
+            _agent_row,
+        )
+        agents = tuple((a["name"], t.parts[0]) for a, t in zip(listed, texts, strict=True))
+        self._listed = (listed, agents)
+        return agents
 
     def body(self, fleet: EncodedFleet, caller: Caller) -> bytes:
         """``caller``'s answer of ``fleet``: the envelope ``{"ok": true, "result": view}``
