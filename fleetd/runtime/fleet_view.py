@@ -22,15 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
-from fleetd.bridge.manifests import ManifestShelf, PreservedWorktree
-from fleetd.bridge.orphans import ORPHANED, Orphan
+from fleetd.bridge.manifests import ManifestShelf
 from fleetd.bridge.push import PushLoop, PushOutcome
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session
@@ -42,6 +41,7 @@ from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.inbox.records import InboxRecord
 from fleetd.runtime.dependencies import DependencyView
+from fleetd.runtime.fleet_parts import failure_row, orphan_row, preserved_rows
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -146,7 +146,7 @@ class FleetViewBuilder:
             if rows
             else (),
             orphans=tuple(
-                (o.mark.owner, o.mark.name, _orphan(o, now, statuses))
+                (o.mark.owner, o.mark.name, orphan_row(o, now, statuses))
                 for o in self.bridge.orphans.members()
             ),
             capacity=self.bridge.view.capacity_view(
@@ -167,7 +167,7 @@ class FleetViewBuilder:
             teardown_failures=list(self.bridge.teardown_failures),
             config=self._config_status(),
             health=self.health.view() if self.health is not None else None,
-            preserved=_preserved(preserved.manifests),
+            preserved=preserved_rows(preserved.manifests),
         )
         return facts, reading
 
@@ -277,7 +277,7 @@ class FleetViewBuilder:
             held = [r for r in held if r.recipient_lead == caller.name]
         return {
             "reachable": facts.reachable,
-            "failures": [_failure(f) for f in failures],
+            "failures": [failure_row(f) for f in failures],
             "heldInMemory": self._held(held),
         }
 
@@ -347,50 +347,6 @@ class FleetViewBuilder:
         }
 
 
-def _preserved(manifests: Iterable[PreservedWorktree]) -> dict[str, list[dict[str, Any]]]:
-    """Each owner's preserved worktrees (shown to that lead only)."""
-    owned: dict[str, list[dict[str, Any]]] = {}
-    for m in manifests:
-        owned.setdefault(m.owner, []).append(
-            {
-                "sessionId": m.session_id,
-                "role": m.role,
-                "profile": m.profile,
-                "repository": m.repository,
-                "path": m.path,
-                "branch": m.branch,
-                "baseCommit": m.base_commit,
-                "cause": m.cause.value,
-                "releasedAt": m.released_at.isoformat(),
-                "state": m.state,
-                "pendingTaskIds": list(m.pending_task_ids),
-            }
-        )
-    return owned
-
-
-def _orphan(orphan: Orphan, now: datetime, statuses: dict[str, str]) -> dict[str, Any]:
-    """A member of a previous run that still runs: nothing to send it, only to stop it."""
-    mark = orphan.mark
-    row: dict[str, Any] = {
-        "sessionId": mark.session_id,
-        "name": mark.name,
-        "profile": mark.profile,
-        "kind": mark.kind,
-        "role": mark.role,
-        "owner": mark.owner,
-        "paneId": mark.pane_id,
-        "state": ORPHANED,
-        "run": mark.run,
-        "liveStatus": statuses.get(mark.name),
-        "orphanedForSeconds": round((now - orphan.found_at).total_seconds(), 3),
-        "suggestedToolCalls": [f'fleet_stop(paneId="{mark.pane_id}")'],
-    }
-    if mark.worktree is not None:
-        row["branch"] = mark.worktree.branch
-    return row
-
-
 def _sees_incident(caller: Caller, row: dict[str, Any]) -> bool:
     """The operator sees every incident; a lead what :func:`lead_may_see` allows (the rule
     ``GET /v1/incidents`` follows too)."""
@@ -403,19 +359,6 @@ def _sees_incident(caller: Caller, row: dict[str, Any]) -> bool:
         owner=row["owner"],
         recipient=row["recipient"],
     )
-
-
-def _failure(failure: DecodeFailure) -> dict[str, Any]:
-    """A decode failure, summarised: no body, no content."""
-    return {
-        "key": failure.key,
-        "reason": failure.reason.value,
-        "disposition": failure.disposition.value,
-        "messageId": failure.message_id,
-        "version": failure.version,
-        "occurrences": failure.occurrences,
-        "lastSeenEpochMillis": failure.last_seen_epoch_millis,
-    }
 
 
 def _lead_status(outcome: PushOutcome | None, listed: str | None, list_ok: bool) -> str | None:
