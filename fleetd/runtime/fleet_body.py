@@ -131,8 +131,7 @@ class FleetBodies:
         view stands for its queue's length and its count of pending tickets (it is compared by
         value when it is not the very same object)."""
         bridge, health = self._builder.bridge, self._builder.health
-        roster, tasks = bridge.view.roster, bridge.view.tasks
-        inflight, live_status, ticket_of = roster.inflight.get, roster.live_status.get, tasks.get
+        inputs = bridge.view.row_inputs
         herdr, evidence = reading.statuses.get, health.state.members.get if health else None
         bench, benched = bridge.view.bench, dict[str, datetime | None]()
         for session, view in zip(reading.sessions, reading.views, strict=True):
@@ -140,20 +139,14 @@ class FleetBodies:
             stamp: tuple[object, ...] = (
                 session.revision,
                 view,
-                live_status(sid),
                 evidence(sid) if evidence is not None else None,
+                *inputs(sid, pending=bool(view.pending_tasks)),
             )
             if session.live:
                 profile = session.profile
                 if profile not in benched:
                     benched[profile] = bench.benched_until(profile, reading.now)
                 stamp += (herdr(session.name), benched[profile])
-            turn = inflight(sid)
-            if turn is not None:
-                ticket = ticket_of(turn.token.ticket_id)
-                stamp += (turn.revision, ticket.delivery if ticket is not None else None)
-            if view.pending_tasks:
-                stamp += tuple(t.ticket_id for t in tasks.pending_for(sid))
             yield sid, stamp, (session, view)
 
     def _make(self, session: Session, view: MemberView, reading: FleetReading) -> OpenRow:
@@ -166,9 +159,9 @@ class FleetBodies:
             slots.append((row, "stateAgeSeconds", session.state_since))
             if "idleForSeconds" in row:
                 slots.append((row, "idleForSeconds", session.state_since))
-        turn = builder.bridge.view.roster.inflight.get(sid)
-        if turn is not None:
-            slots.append((row["openTurn"], "deliveredAgeSeconds", turn.delivered_at))
+        delivered_at = builder.bridge.view.delivered_at(sid)
+        if delivered_at is not None:
+            slots.append((row["openTurn"], "deliveredAgeSeconds", delivered_at))
         health = builder.health
         evidence = health.state.members.get(sid) if health is not None else None
         if evidence is not None:
