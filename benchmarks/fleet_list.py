@@ -229,11 +229,23 @@ async def _gather_bounded(work: list[Awaitable[Any]], limit: int = 32) -> list[A
     return await asyncio.gather(*(bounded(item) for item in work))
 
 
+async def _spawned(call: Callable[..., Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    """One ``fleet_spawn``, tried again (up to three times) when the simulator, slowed by other
+    work on the machine, did not answer in time (``unavailable``: no member was started)."""
+    for attempt in range(3):
+        try:
+            return await call("fleet_spawn", profile="sonnet")
+        except RuntimeError as error:
+            if "'unavailable'" not in str(error) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 async def build_fleet(fleet: Fleet, members: int, rounds: int) -> None:
     """Spawn ``members``, wait for every one to call back, then run ``rounds`` of one task each."""
     async with _lead(fleet.base) as call:
         started = time.perf_counter()
-        spawns = [call("fleet_spawn", profile="sonnet") for _ in range(members)]
+        spawns: list[Awaitable[Any]] = [_spawned(call) for _ in range(members)]
         rows = await _gather_bounded(spawns)
         sessions = [row["sessionId"] for row in rows]
 

@@ -25,12 +25,13 @@ line on ``fleetd.api`` and gets no answer (there is no one to answer).
 
 ``GET /v1/fleet`` answers from the versioned fleet view when the service has one
 (:class:`FleetVersions`; :mod:`fleetd.runtime.fleet_versions`): each version's answer is encoded
-once per scope (the operator, each lead) and carries a strong ``ETag``; a request whose
-``If-None-Match`` names it gets ``304 Not Modified`` with no body. ``?sinceVersion=N&wait=S``
+once per scope (the operator, each lead), from rows kept encoded between versions
+(:mod:`fleetd.runtime.fleet_body`), sent as those bytes, and carries a strong ``ETag``; a request
+whose ``If-None-Match`` names it gets ``304 Not Modified`` with no body. ``?sinceVersion=N&wait=S``
 long-polls: while the view's version (``viewVersion``) is ``N`` the answer waits, at most ``S``
-seconds (60), and a stopping fleetd answers every waiter at once; another version answers at
-once (the version just built, no sooner than 250 ms after its build). A ``sinceVersion`` that is
-not a version, a ``wait`` outside 0–60, or a ``wait`` above 0 without ``sinceVersion`` is
+seconds (60), and a stopping fleetd answers every waiter at once; another version answers at once
+(the version just built, no sooner than 250 ms after its build). A ``sinceVersion`` that is not a
+version, a ``wait`` outside 0–60, or a ``wait`` above 0 without ``sinceVersion`` is
 ``invalid_arguments`` (422, as ``/openapi.json`` says); ``wait=0`` alone asks for no wait and
 answers at once.
 """
@@ -41,7 +42,7 @@ import json
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from fastapi import FastAPI
@@ -85,14 +86,15 @@ def _reject_constant(name: str) -> Any:
 
 
 class VersionedFleet(Protocol):
-    """One scope's fleet view of one version."""
+    """One scope's answer of one version: the envelope ``{"ok": true, "result": view}``
+    encoded."""
 
     @property
     def version(self) -> int: ...
     @property
     def scope(self) -> str: ...
     @property
-    def view(self) -> Mapping[str, Any]: ...
+    def body(self) -> bytes: ...
 
 
 class FleetVersions(Protocol):
@@ -102,8 +104,8 @@ class FleetVersions(Protocol):
         """The current version."""
         ...
 
-    async def versioned(self, caller: Caller) -> VersionedFleet:
-        """``caller``'s view of the current version."""
+    async def encoded(self, caller: Caller) -> VersionedFleet:
+        """``caller``'s answer of the current version, encoded."""
         ...
 
     async def wait_past(self, version: int, seconds: float) -> int:
@@ -111,35 +113,9 @@ class FleetVersions(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Encoded:
-    etag: str
-    body: bytes
-
-
-class _FleetBodies:
-    """Each scope's answer of the current version, encoded once."""
-
-    def __init__(self, versions: FleetVersions, run: str) -> None:
-        self._versions = versions
-        self._run = run
-        self._version = -1
-        self._bodies: dict[str, _Encoded] = {}
-
-    async def answer(self, caller: Caller) -> tuple[_Encoded, Mapping[str, Any]]:
-        made = await self._versions.versioned(caller)
-        if made.version > self._version:
-            self._version, self._bodies = made.version, {}
-        encoded = self._bodies.get(made.scope) if made.version == self._version else None
-        if encoded is None:
-            document = ToolResult.success(made.view).to_json()
-            encoded = _Encoded(
-                etag=f'"{self._run}-{made.version}-{made.scope}"',
-                body=json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode(),
-            )
-            if made.version == self._version:
-                self._bodies[made.scope] = encoded
-        return encoded, made.view
+#: What the result hooks are handed for an answer sent as bytes: they count answers, and the
+#: view itself went out encoded (decoding it for them would cost what the bytes saved).
+_SENT_ENCODED: Mapping[str, Any] = MappingProxyType({})
 
 
 def _matches(if_none_match: str | None, etag: str) -> bool:
@@ -202,7 +178,7 @@ class _ToolRoutes:
         self._auth = auth
         self._limit = max_body_bytes
         self._fleet = fleet
-        self._bodies = _FleetBodies(fleet, run) if fleet is not None else None
+        self._run = run
 
     def _caller(self, request: Request) -> Caller | JSONResponse:
         header = request.headers.get("authorization")
@@ -230,12 +206,8 @@ class _ToolRoutes:
         caller = self._caller(request)
         if isinstance(caller, JSONResponse):
             return caller
-        fleet, bodies = self._fleet, self._bodies
-        if (
-            fleet is None
-            or bodies is None
-            or caller.role not in self._registry.get(_FLEET_TOOL).roles
-        ):
+        fleet = self._fleet
+        if fleet is None or caller.role not in self._registry.get(_FLEET_TOOL).roles:
             return _answer(await self._registry.call(caller, _FLEET_TOOL, {}))
         query = _long_poll(request.query_params)
         if isinstance(query, ToolFailure):
@@ -244,12 +216,13 @@ class _ToolRoutes:
         since, wait = query
         if since is not None and wait > 0:
             await fleet.wait_past(since, wait)
-        encoded, view = await bodies.answer(caller)
-        self._registry.answered(_FLEET_TOOL, ToolResult.success(view))
-        headers = {"ETag": encoded.etag, "Cache-Control": "private, no-cache"}
-        if _matches(request.headers.get("if-none-match"), encoded.etag):
+        made = await fleet.encoded(caller)
+        self._registry.answered(_FLEET_TOOL, ToolResult.success(_SENT_ENCODED))
+        etag = f'"{self._run}-{made.version}-{made.scope}"'
+        headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
+        if _matches(request.headers.get("if-none-match"), etag):
             return Response(status_code=304, headers=headers)
-        return Response(encoded.body, media_type="application/json", headers=headers)
+        return Response(made.body, media_type="application/json", headers=headers)
 
     async def _json_object(self, request: Request) -> dict[str, Any] | ToolFailure:
         """The body as a JSON object, or the failure to answer with; reads at most the limit."""

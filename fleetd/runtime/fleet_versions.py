@@ -41,16 +41,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from fleetd.clock import Clock, wait_event
 from fleetd.identity import Caller, Role
+from fleetd.runtime.fleet_body import EncodedFleet, FleetBodies
 from fleetd.runtime.fleet_view import FleetFacts, FleetViewBuilder
 
-__all__ = ["LONG_POLL_SPACING_SECONDS", "FleetViews", "VersionedView", "scope_of"]
+__all__ = ["LONG_POLL_SPACING_SECONDS", "EncodedView", "FleetViews", "VersionedView", "scope_of"]
 
 LONG_POLL_SPACING_SECONDS = 0.25
 """A long-poll holding the last built version is answered no sooner than this after its build."""
+
+
+_Built = TypeVar("_Built")
 
 
 def scope_of(caller: Caller) -> str:
@@ -67,6 +71,16 @@ class VersionedView:
     view: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EncodedView:
+    """One scope's answer of one version as ``GET /v1/fleet`` sends it (never changed once
+    handed out): the envelope ``{"ok": true, "result": view}`` encoded."""
+
+    version: int
+    scope: str
+    body: bytes
+
+
 class FleetViews:
     """The versions of the fleet view and the one build of each."""
 
@@ -80,6 +94,10 @@ class FleetViews:
         self._facts: FleetFacts | None = None
         self._building: tuple[int, asyncio.Task[FleetFacts]] | None = None
         self._scoped: dict[str, VersionedView] = {}
+        self.bodies = FleetBodies(builder)
+        self._encoded: EncodedFleet | None = None
+        self._encoding: tuple[int, asyncio.Task[EncodedFleet]] | None = None
+        self._bodies: dict[str, EncodedView] = {}
         self._last_build = (-1, 0.0, 0.0)  # version, finished (monotonic), seconds it took
         self.builds = 0  # facts built since start (what a benchmark or a test counts)
 
@@ -114,6 +132,8 @@ class FleetViews:
         self._version += 1
         self._facts = None
         self._scoped = {}
+        self._encoded = None
+        self._bodies = {}
         moved, self._moved = self._moved, asyncio.Event()
         moved.set()
 
@@ -158,21 +178,52 @@ class FleetViews:
             self._scoped[scope] = made
         return made
 
+    async def encoded(self, caller: Caller) -> EncodedView:
+        """``caller``'s answer of the current version as ``GET /v1/fleet`` sends it: assembled
+        once per scope and version from rows kept between versions (:mod:`fleetd.runtime.
+        fleet_body`); the same document as :meth:`versioned`'s view, encoded."""
+        scope = scope_of(caller)
+        version = self.version()
+        cached = self._bodies.get(scope)
+        if cached is not None and cached.version == version:
+            return cached
+        fleet = await self._encoded_of(version)
+        made = EncodedView(
+            version=fleet.facts.version, scope=scope, body=self.bodies.body(fleet, caller)
+        )
+        if made.version == self._version:
+            self._bodies[scope] = made
+        return made
+
+    async def _encoded_of(self, version: int) -> EncodedFleet:
+        """The encoded rows of ``version``: read once, however many callers ask at once."""
+        if self._encoded is not None and self._encoded.facts.version == version:
+            return self._encoded
+        if self._encoding is None or self._encoding[0] != version or self._encoding[1].done():
+            made = self._timed(version, self.bodies.read(version))
+            self._encoding = (version, asyncio.ensure_future(made))
+        fleet = await asyncio.shield(self._encoding[1])
+        if fleet.facts.version == self._version:
+            self._encoded = fleet
+        return fleet
+
     async def _facts_of(self, version: int) -> FleetFacts:
         """The facts of ``version``: built once, however many callers ask at the same time."""
         if self._facts is not None and self._facts.version == version:
             return self._facts
         if self._building is None or self._building[0] != version or self._building[1].done():
-            self._building = (version, asyncio.ensure_future(self._build(version)))
+            made = self._timed(version, self._builder.facts(version))
+            self._building = (version, asyncio.ensure_future(made))
         facts = await asyncio.shield(self._building[1])
         if facts.version == self._version:
             self._facts = facts
         return facts
 
-    async def _build(self, version: int) -> FleetFacts:
+    async def _timed(self, version: int, build: Awaitable[_Built]) -> _Built:
+        """One build of ``version``, counted and timed (the long-poll spacing reads its time)."""
         self.builds += 1
         started = self._clock.monotonic()
-        facts = await self._builder.facts(version)
+        built = await build
         finished = self._clock.monotonic()
         self._last_build = (version, finished, finished - started)
-        return facts
+        return built

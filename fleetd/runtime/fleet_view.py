@@ -22,15 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
-from fleetd.bridge.manifests import ManifestShelf, PreservedWorktree
-from fleetd.bridge.orphans import ORPHANED, Orphan
+from fleetd.bridge.manifests import ManifestShelf
 from fleetd.bridge.push import PushLoop, PushOutcome
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session
@@ -42,11 +41,12 @@ from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.inbox.records import InboxRecord
 from fleetd.runtime.dependencies import DependencyView
+from fleetd.runtime.fleet_parts import failure_row, orphan_row, preserved_rows
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
 
-__all__ = ["FleetFacts", "FleetViewBuilder"]
+__all__ = ["FleetFacts", "FleetReading", "FleetViewBuilder"]
 
 VIEW_VERSION = 1
 
@@ -77,6 +77,18 @@ class FleetFacts:
     preserved: dict[str, list[dict[str, Any]]]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetReading:
+    """What the member rows of one version are made of, read once at ``now``: the sessions in
+    order, their member views, herdr's last status of each agent, the replies waiting."""
+
+    now: datetime
+    sessions: list[Session]
+    views: list[MemberView]
+    statuses: dict[str, str]
+    backlogs: dict[str, MemberBacklog]
+
+
 @dataclass(slots=True, kw_only=True)
 class FleetViewBuilder:
     """Builds ``fleet_list``: the facts of one version once (:meth:`facts`), then each caller's
@@ -103,6 +115,12 @@ class FleetViewBuilder:
     async def facts(self, version: int) -> FleetFacts:
         """Read what every scope's view shows: herdr's agents as last seen (no herdr call), the
         inbox statistics (once per lead), the sessions, orphans, health, config and manifests."""
+        return (await self.read(version, rows=True))[0]
+
+    async def read(self, version: int, *, rows: bool) -> tuple[FleetFacts, FleetReading]:
+        """:meth:`facts`, and what the member rows are made of. Without ``rows`` the facts hold
+        no member rows: the caller makes them from the reading (the encoded view,
+        :mod:`fleetd.runtime.fleet_body`, keeps them between versions)."""
         now = self.bridge.clock.now()
         statuses, ok = self.agents.statuses(), self.agents.list_ok
         stats = await read_lead_stats(
@@ -112,18 +130,23 @@ class FleetViewBuilder:
         backlogs = member_backlogs(stats, sessions)
         views = self.bridge.view.member_views(sessions, backlogs=backlogs)  # once per session
         preserved = await asyncio.to_thread(self.manifests.load)
-        return FleetFacts(
+        reading = FleetReading(
+            now=now, sessions=sessions, views=views, statuses=statuses, backlogs=backlogs
+        )
+        facts = FleetFacts(
             version=version,
             now=now,
             agents=self.agents.rows(),
             agents_listed_at=self.agents.listed_at,
             control_link=self.health.link_view(self.link) if self.health else self.link.view(),
             members=tuple(
-                (s.owner, s.name, self._member(s, now, statuses, backlogs, view))
+                (s.owner, s.name, self.member_row(s, now, statuses, backlogs, view))
                 for s, view in zip(sessions, views, strict=True)
-            ),
+            )
+            if rows
+            else (),
             orphans=tuple(
-                (o.mark.owner, o.mark.name, _orphan(o, now, statuses))
+                (o.mark.owner, o.mark.name, orphan_row(o, now, statuses))
                 for o in self.bridge.orphans.members()
             ),
             capacity=self.bridge.view.capacity_view(
@@ -144,8 +167,9 @@ class FleetViewBuilder:
             teardown_failures=list(self.bridge.teardown_failures),
             config=self._config_status(),
             health=self.health.view() if self.health is not None else None,
-            preserved=_preserved(preserved.manifests),
+            preserved=preserved_rows(preserved.manifests),
         )
+        return facts, reading
 
     def scoped(self, facts: FleetFacts, caller: Caller) -> dict[str, Any]:
         """What ``caller`` sees of ``facts``: the operator everything, a lead its own part."""
@@ -253,7 +277,7 @@ class FleetViewBuilder:
             held = [r for r in held if r.recipient_lead == caller.name]
         return {
             "reachable": facts.reachable,
-            "failures": [_failure(f) for f in failures],
+            "failures": [failure_row(f) for f in failures],
             "heldInMemory": self._held(held),
         }
 
@@ -271,7 +295,7 @@ class FleetViewBuilder:
             "gaveWay": self.bridge.held_dropped,
         }
 
-    def _member(
+    def member_row(
         self,
         session: Session,
         now: datetime,
@@ -323,50 +347,6 @@ class FleetViewBuilder:
         }
 
 
-def _preserved(manifests: Iterable[PreservedWorktree]) -> dict[str, list[dict[str, Any]]]:
-    """Each owner's preserved worktrees (shown to that lead only)."""
-    owned: dict[str, list[dict[str, Any]]] = {}
-    for m in manifests:
-        owned.setdefault(m.owner, []).append(
-            {
-                "sessionId": m.session_id,
-                "role": m.role,
-                "profile": m.profile,
-                "repository": m.repository,
-                "path": m.path,
-                "branch": m.branch,
-                "baseCommit": m.base_commit,
-                "cause": m.cause.value,
-                "releasedAt": m.released_at.isoformat(),
-                "state": m.state,
-                "pendingTaskIds": list(m.pending_task_ids),
-            }
-        )
-    return owned
-
-
-def _orphan(orphan: Orphan, now: datetime, statuses: dict[str, str]) -> dict[str, Any]:
-    """A member of a previous run that still runs: nothing to send it, only to stop it."""
-    mark = orphan.mark
-    row: dict[str, Any] = {
-        "sessionId": mark.session_id,
-        "name": mark.name,
-        "profile": mark.profile,
-        "kind": mark.kind,
-        "role": mark.role,
-        "owner": mark.owner,
-        "paneId": mark.pane_id,
-        "state": ORPHANED,
-        "run": mark.run,
-        "liveStatus": statuses.get(mark.name),
-        "orphanedForSeconds": round((now - orphan.found_at).total_seconds(), 3),
-        "suggestedToolCalls": [f'fleet_stop(paneId="{mark.pane_id}")'],
-    }
-    if mark.worktree is not None:
-        row["branch"] = mark.worktree.branch
-    return row
-
-
 def _sees_incident(caller: Caller, row: dict[str, Any]) -> bool:
     """The operator sees every incident; a lead what :func:`lead_may_see` allows (the rule
     ``GET /v1/incidents`` follows too)."""
@@ -379,19 +359,6 @@ def _sees_incident(caller: Caller, row: dict[str, Any]) -> bool:
         owner=row["owner"],
         recipient=row["recipient"],
     )
-
-
-def _failure(failure: DecodeFailure) -> dict[str, Any]:
-    """A decode failure, summarised: no body, no content."""
-    return {
-        "key": failure.key,
-        "reason": failure.reason.value,
-        "disposition": failure.disposition.value,
-        "messageId": failure.message_id,
-        "version": failure.version,
-        "occurrences": failure.occurrences,
-        "lastSeenEpochMillis": failure.last_seen_epoch_millis,
-    }
 
 
 def _lead_status(outcome: PushOutcome | None, listed: str | None, list_ok: bool) -> str | None:

@@ -41,6 +41,8 @@ class LiveAgents:
     list_ok: bool = False  # False before the first list and after a failed one
     _listed: Iterable[AgentInfo] = ()  # the last list, indexed only when first needed
     _by_pane: dict[str, AgentInfo] | None = field(default_factory=dict)
+    # rows() and statuses() as of a revision: a busy fleet's view reads them once per version
+    _shown_at: tuple[int, list[dict[str, Any]], dict[str, str]] | None = None
 
     def listed(self, agents: Iterable[AgentInfo], at: datetime) -> None:
         """A list answered: it replaces what was known (a new observation, a new revision).
@@ -72,16 +74,33 @@ class LiveAgents:
             self.revision += 1
 
     def rows(self) -> list[dict[str, Any]] | None:
-        """The agents as ``fleet_list.agents`` shows them, by name then pane; None when unknown."""
+        """The agents as ``fleet_list.agents`` shows them, by name then pane; None when unknown.
+        The rows are shared by every read of one revision: read them, do not change them."""
         if not self.list_ok:
             return None
-        return [
-            {"name": a.name, "paneId": a.pane_id, "agent": a.agent, "status": a.agent_status.value}
-            for a in sorted(self._agents.values(), key=lambda a: (a.name or "", a.pane_id))
-        ]
+        return list(self._shown()[0])
 
     def statuses(self) -> dict[str, str]:
         """The last status herdr gave for each named agent (empty when the agents are unknown)."""
         if not self.list_ok:
             return {}
-        return {a.name: a.agent_status.value for a in self._agents.values() if a.name}
+        return dict(self._shown()[1])
+
+    def _shown(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """The rows and statuses of this revision, made once: every shown change moves the
+        revision (a list, a failed list, an agent seen with a new pane or a changed field)."""
+        kept = self._shown_at
+        if kept is None or kept[0] != self.revision:
+            agents = self._agents.values()
+            rows = [
+                {
+                    "name": a.name,
+                    "paneId": a.pane_id,
+                    "agent": a.agent,
+                    "status": a.agent_status.value,
+                }
+                for a in sorted(agents, key=lambda a: (a.name or "", a.pane_id))
+            ]
+            statuses = {a.name: a.agent_status.value for a in agents if a.name}
+            kept = self._shown_at = (self.revision, rows, statuses)
+        return kept[1], kept[2]

@@ -1,0 +1,219 @@
+"""GET /v1/fleet's body from kept rows: byte for byte the tool's document, scoped, bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetd.api.app import create_app
+from fleetd.api.tools import Caller, Role, ToolResult
+from fleetd.bridge import roster as roster_module
+from fleetd.herdr.model import AgentStatus
+from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
+
+LEAD = Caller(role=Role.LEAD, name="lead")
+LEAD_B = Caller(role=Role.LEAD, name="lead-b")
+OPERATOR = Caller(role=Role.OPERATOR, name="operator")
+CALLERS = (OPERATOR, LEAD, LEAD_B)
+STATUSES = (AgentStatus.IDLE, AgentStatus.WORKING, AgentStatus.BLOCKED, AgentStatus.DONE)
+
+
+async def _fleet(root: Path) -> TestFleet:
+    document = sample_document(root)
+    document["health"] = {"enabled": True}
+    fleet = build_test_fleet(root, document=document)
+    await fleet.service.own_lead_keys()
+    await fleet.service.observe_herdr()
+    return fleet
+
+
+async def _expected(fleet: TestFleet, caller: Caller) -> bytes:
+    """The tool's document (cut afresh from facts read for this version), encoded as the wire
+    encodes it."""
+    view = await fleet.service.views.view(caller)
+    document = ToolResult.success(view).to_json()
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+async def _same_bodies(fleet: TestFleet) -> None:
+    for caller in CALLERS:
+        body = (await fleet.service.views.encoded(caller)).body
+        assert body == await _expected(fleet, caller), caller
+
+
+def _members(fleet: TestFleet) -> list[str]:
+    return sorted(fleet.bridge.roster.sessions)
+
+
+async def _step(fleet: TestFleet, op: str, pick: int, seconds: float) -> None:
+    """One change of the kind a busy fleet makes; a step that does not apply does nothing."""
+    members = [sid for sid in _members(fleet) if fleet.bridge.session(sid) is not None]
+    live = [sid for sid in members if fleet.bridge.session(sid).live]  # type: ignore[union-attr]
+    sid = live[pick % len(live)] if live else None
+    owner = LEAD if pick % 2 == 0 else LEAD_B
+    if op == "spawn":
+        row = await fleet.call("fleet_spawn", owner, profile=("codex", "opencode")[pick % 2])
+        if row.ok and row.result is not None and pick % 3:
+            await fleet.service.registry.contact(fleet.member(row.result["sessionId"]))
+    elif op == "send" and sid is not None:
+        session = fleet.bridge.session(sid)
+        assert session is not None
+        await fleet.call(
+            "fleet_send",
+            Caller(role=Role.LEAD, name=session.owner),
+            target=sid,
+            prompt=f"task {pick}",
+        )
+    elif op == "reply" and sid is not None:
+        await fleet.call("fleet_reply", fleet.member(sid), content=f"done {pick}")
+    elif op == "collect":
+        await fleet.call("fleet_poll", owner)
+    elif op == "status" and sid is not None:
+        fleet.set_status(sid, STATUSES[pick % len(STATUSES)])
+        await fleet.poll(seconds)
+    elif op == "tick":
+        fleet.clock.advance(seconds)
+        await fleet.service.push.push_once()
+        await fleet.service.health.tick()
+    elif op == "list":  # past the age at which herdr's agents are listed again
+        fleet.clock.advance(60 + seconds)
+        await fleet.service.observe_herdr()
+    elif op == "stop" and sid is not None:
+        session = fleet.bridge.session(sid)
+        assert session is not None
+        await fleet.call("fleet_stop", Caller(role=Role.LEAD, name=session.owner), sessionId=sid)
+    elif op == "wait":
+        fleet.clock.advance(seconds)
+
+
+OPS = st.sampled_from(
+    ("spawn", "send", "reply", "collect", "status", "tick", "list", "stop", "wait")
+)
+STEPS = st.lists(
+    st.tuples(OPS, st.integers(0, 50), st.floats(0.001, 90, allow_nan=False)),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=STEPS)
+def test_a_body_from_kept_rows_is_the_body_built_afresh(
+    steps: list[tuple[str, int, float]],
+) -> None:
+    """Whatever a fleet goes through (spawns, sends, replies, herdr statuses, health ticks,
+    stops, time passing), each scope's body assembled from kept rows is byte for byte the tool's
+    document for the same version, encoded afresh."""
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            fleet = await _fleet(Path(tmp))
+            await _same_bodies(fleet)
+            for op, pick, seconds in steps:
+                await _step(fleet, op, pick, seconds)
+                await _same_bodies(fleet)
+
+    asyncio.run(run())
+
+
+async def test_only_the_rows_that_changed_are_encoded_again(tmp_path: Path) -> None:
+    """Of five members, a send to one encodes that one's row again, not the others'; an unchanged
+    fleet whose clock moved encodes none, only its ages move."""
+    fleet = await _fleet(tmp_path)
+    sids = [await fleet.spawn_ready("codex") for _ in range(5)]
+    views = fleet.service.views
+    first = json.loads((await views.encoded(OPERATOR)).body)["result"]
+    built = views.bodies.members.built
+    await fleet.ok("fleet_send", target=sids[2], prompt="go")
+    await views.encoded(OPERATOR)
+    assert views.bodies.members.built == built + 1
+    fleet.clock.advance(7)
+    fleet.service.views.touched()
+    later = json.loads((await views.encoded(OPERATOR)).body)["result"]
+    assert views.bodies.members.built == built + 1
+    ages = {m["sessionId"]: m["stateAgeSeconds"] for m in first["members"]}
+    assert later["members"][0]["stateAgeSeconds"] == ages[sids[0]] + 7
+    await _same_bodies(fleet)
+
+
+async def test_each_lead_gets_its_own_rows_from_one_cache(tmp_path: Path) -> None:
+    """Rows are kept per member, not per caller: a lead's body holds its own members and the
+    herdr agents it may see, the operator's all of them."""
+    fleet = await _fleet(tmp_path)
+    own = [await fleet.spawn_ready("codex") for _ in range(2)]
+    other = (await fleet.ok("fleet_spawn", LEAD_B, profile="codex"))["sessionId"]
+    fleet.clock.advance(60)
+    await fleet.service.observe_herdr()
+    views = fleet.service.views
+
+    def shown(body: bytes) -> tuple[set[str], set[str]]:
+        result: dict[str, Any] = json.loads(body)["result"]
+        return {m["sessionId"] for m in result["members"]}, {a["name"] for a in result["agents"]}
+
+    names = {sid: fleet.bridge.session(sid).name for sid in (*own, other)}  # type: ignore[union-attr]
+    lead_members, lead_agents = shown((await views.encoded(LEAD)).body)
+    assert lead_members == set(own)
+    assert lead_agents == {names[own[0]], names[own[1]], "lead", "lead-b"}
+    b_members, b_agents = shown((await views.encoded(LEAD_B)).body)
+    assert (b_members, b_agents) == ({other}, {names[other], "lead", "lead-b"})
+    all_members, _ = shown((await views.encoded(OPERATOR)).body)
+    assert all_members == {*own, other}
+    assert len(views.bodies.members) == 3
+    await _same_bodies(fleet)
+
+
+async def test_rows_of_members_the_roster_forgot_are_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is kept is bounded by the roster: once a released member is forgotten (here the
+    roster keeps one released row), its row goes with the next version; herdr's agents no
+    longer listed go too."""
+    monkeypatch.setattr(roster_module, "_RELEASED_KEPT", 1)
+    fleet = await _fleet(tmp_path)
+    sids = [await fleet.spawn_ready("codex") for _ in range(4)]
+    views = fleet.service.views
+    fleet.clock.advance(60)
+    await fleet.service.observe_herdr()
+    await views.encoded(OPERATOR)
+    assert len(views.bodies.members) == 4
+    agents = len(views.bodies.agents)
+    await fleet.ok("fleet_stop", sessionId=sids[0])
+    await fleet.ok("fleet_stop", sessionId=sids[1])  # the first released row is forgotten
+    assert sids[0] not in fleet.bridge.roster.sessions
+    fleet.clock.advance(60)
+    await fleet.service.observe_herdr()
+    await views.encoded(OPERATOR)
+    assert len(views.bodies.members) == len(fleet.bridge.roster.sessions) == 3
+    assert len(views.bodies.agents) == agents - 2
+    await _same_bodies(fleet)
+
+
+async def test_get_answers_the_kept_bytes_and_long_polls_as_before(tmp_path: Path) -> None:
+    """GET /v1/fleet sends the encoded body as is (the tool's document, encoded) with its ETag;
+    a long-poll on the version is answered by the next change with the next version's body."""
+    fleet = await _fleet(tmp_path)
+    await fleet.spawn_ready("codex")
+    transport = httpx.ASGITransport(app=create_app(fleet.service))
+    auth = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as client:
+        first = await client.get("/v1/fleet", headers=auth)
+        assert first.content == await _expected(fleet, OPERATOR)
+        version = first.json()["result"]["viewVersion"]
+        waiting = asyncio.ensure_future(
+            client.get("/v1/fleet", headers=auth, params={"sinceVersion": version, "wait": 30})
+        )
+        await asyncio.sleep(0)
+        await fleet.spawn_ready("opencode")
+        fleet.clock.advance(1)  # past the long-poll's spacing after the last build
+        answered = await waiting
+    assert answered.json()["result"]["viewVersion"] > version
+    assert len(answered.json()["result"]["members"]) == 2
+    assert answered.content == await _expected(fleet, OPERATOR)
