@@ -116,7 +116,7 @@ class Receivers:
         self.pool = self._pool(urls, kept)
         self._gone &= set(urls)
         self.epoch += 1
-        _log.info("webhook receivers changed: %d listed", len(urls))
+        _log.info("%s receivers changed: %d listed", self.kind, len(urls))
         return True
 
     @property
@@ -129,7 +129,7 @@ class Receivers:
         count = len(self.disabled)
         self._gone.clear()
         if count:
-            _log.info("webhook receivers re-enabled: %d", count)
+            _log.info("%s receivers re-enabled: %d", self.kind, count)
         return count
 
     def admits(self, now: datetime) -> bool:
@@ -194,7 +194,8 @@ class Receivers:
             breaker = self.pool.endpoints[step.index].breaker
             if breaker.state is BreakerState.OPEN and was is not BreakerState.OPEN:
                 _log.warning(
-                    "webhook receiver %d: breaker open after %s for %.0f s",
+                    "%s receiver %d: breaker open after %s for %.0f s",
+                    self.kind,
                     step.index,
                     outcome.error.value if outcome.error is not None else "failures",
                     breaker.cooldown.total_seconds(),
@@ -212,8 +213,9 @@ class Receivers:
             return
         self._gone.add(url)
         _log.warning(
-            "webhook receiver %d answered 410 Gone: disabled until the config changes or an "
+            "%s receiver %d answered 410 Gone: disabled until the config changes or an "
             "operator replays an incident",
+            self.kind,
             index,
         )
 

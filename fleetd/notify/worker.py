@@ -152,7 +152,7 @@ class SinkWorker:
         try:
             target = self._target()
         except ConfigError as exc:
-            _log.warning("webhook target unavailable: %s", exc.key)
+            _log.warning("notification target unavailable: %s", exc.key)
             target, resolved = None, False
         if target is not None:
             await self._deliver(target, now, report)
@@ -299,7 +299,7 @@ class SinkWorker:
             return
         self._permanent = True
         if decision.reason is not OutcomeReason.PAYLOAD_BUG:  # logged above, at ERROR
-            self._log_refusal(claim, swept.receiver, decision.reason)
+            self._log_refusal(target.kind.value, claim, swept.receiver, decision.reason)
         failed = self._journal.fail(
             claim,
             now=done,
@@ -318,10 +318,11 @@ class SinkWorker:
             self._on_delivered(claim.incident_id)
 
     @staticmethod
-    def _log_refusal(claim: Claim, receiver: int | None, reason: OutcomeReason) -> None:
+    def _log_refusal(kind: str, claim: Claim, receiver: int | None, reason: OutcomeReason) -> None:
         _log.warning(
-            "webhook receiver %s refused event %s of incident %s permanently (%s); it waits for "
+            "%s receiver %s refused event %s of incident %s permanently (%s); it waits for "
             "a config change or a replay",
+            kind,
             receiver,
             claim.revision,
             claim.incident_id,

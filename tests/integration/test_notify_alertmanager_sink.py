@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fleetd.herdr.model import AgentStatus
 from fleetd.identity import Caller, Role
 from fleetd.notify.alertmanager import ALERTNAME
@@ -98,12 +100,13 @@ async def test_alertmanager_groups_fleetd_s_alert_and_reports_it_resolved(tmp_pa
 
 
 async def test_the_surfaces_name_the_sink_by_its_kind_when_every_alertmanager_is_down(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An Alertmanager that answers 503 to everything, behind the service's own delivery worker:
     ``fleet_list`` shows the human sink as ``alertmanager`` with every receiver down, the
     coverage reason names the alertmanager sink, and the dependency series carry
-    ``kind="alertmanager"`` (what the shipped rule ``FleetdWebhookReceiversDown`` matches)."""
+    ``kind="alertmanager"`` (what the shipped rule ``FleetdWebhookReceiversDown`` matches), and
+    the log's breaker line names an alertmanager receiver."""
     async with HookServer() as receiver:
         receiver.judge = lambda _: Reply(status=503)
         fleet = alertmanager_fleet(tmp_path, receiver.url)
@@ -127,3 +130,6 @@ async def test_the_surfaces_name_the_sink_by_its_kind_when_every_alertmanager_is
     assert "alertmanager sink failing" in fleet_view["healthCoverage"]["reason"]
     assert 'fleetd_dependency_all_down{kind="alertmanager"} 1.0' in exposition
     assert 'kind="webhook"' not in exposition
+    breakers = [r.getMessage() for r in caplog.records if "breaker open" in r.getMessage()]
+    assert breakers
+    assert all(line.startswith("alertmanager receiver 0:") for line in breakers)
