@@ -406,11 +406,31 @@ class InMemoryJournal:
             key=lambda c: (c.resolved_at, c.incident.id),
         )[: max(limit, 0)]
         for change in old:
-            gone = {e.id for e in self._of(change.incident.id)}
-            self._attempts = {i: a for i, a in self._attempts.items() if a.event_id not in gone}
-            self._events = {i: e for i, e in self._events.items() if i not in gone}
+            self._drop({e.id for e in self._of(change.incident.id)})
             del self._incidents[change.incident.id]
+        self._drop(self._superseded_reminders(limit))
         return len(old)
+
+    def _drop(self, gone: set[int]) -> None:
+        """Delete the events ``gone`` with their attempts."""
+        self._attempts = {i: a for i, a in self._attempts.items() if a.event_id not in gone}
+        self._events = {i: e for i, e in self._events.items() if i not in gone}
+
+    def _superseded_reminders(self, limit: int) -> set[int]:
+        """Up to ``limit`` delivered reminders a later delivered reminder of the same incident
+        supersedes (by incident, oldest revision first)."""
+        delivered = [
+            e
+            for e in self._events.values()
+            if e.type is EventType.REMINDER and e.state is EventState.DELIVERED
+        ]
+        last: dict[str, int] = {}
+        for entry in delivered:
+            last[entry.incident_id] = max(last.get(entry.incident_id, 0), entry.revision)
+        old = sorted(
+            (e.incident_id, e.revision, e.id) for e in delivered if e.revision < last[e.incident_id]
+        )
+        return {entry_id for _, _, entry_id in old[: max(limit, 0)]}
 
     async def close(self) -> None:
         return None

@@ -155,7 +155,12 @@ class Journal(Protocol):
         """Delete up to ``limit`` incidents resolved before ``resolved_before`` (oldest first),
         with their events and attempts, in one transaction; returns how many. An incident with
         an event still pending stays until its delivery ends. :meth:`load_open`'s
-        ``generation_floor`` keeps covering the generations deleted."""
+        ``generation_floor`` keeps covering the generations deleted.
+
+        The same call bounds what an incident that stays open accumulates: up to ``limit``
+        delivered ``reminder`` events that a later delivered ``reminder`` of the same incident
+        supersedes are deleted with their attempts (a sink that forgets alerts gets one every
+        minute; the last delivery is what the policy reads)."""
         ...
 
     async def close(self) -> None:

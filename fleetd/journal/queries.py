@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import and_, delete, exists, func, or_, update
+from sqlalchemy import and_, delete, exists, func, literal_column, or_, update
 from sqlalchemy.orm import aliased
+from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
 
@@ -30,6 +31,7 @@ from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
 __all__ = [
     "add_events",
     "cancel_events",
+    "compact_reminders",
     "last_revision",
     "purge_resolved",
     "rearm_events",
@@ -188,6 +190,36 @@ def recent_rows(
         ).all()
         rows.extend(resolved)
     return rows
+
+
+def compact_reminders(session: Session, limit: int) -> int:
+    """Delete up to ``limit`` delivered ``reminder`` events that a later delivered ``reminder``
+    of the same incident supersedes, with their attempts; how many."""
+    if limit < 1:
+        return 0
+    later = aliased(EventRow)
+    # literals, not parameters: SQLite uses a partial index only for a query whose WHERE
+    # implies the index's, which a bound parameter never does
+    delivered: ColumnElement[str] = literal_column(f"'{EventState.DELIVERED.value}'")
+    reminder: ColumnElement[str] = literal_column(f"'{EventType.REMINDER.value}'")
+    superseded = exists().where(
+        col(later.incident_id) == col(EventRow.incident_id),
+        col(later.event_type) == reminder,
+        col(later.state) == delivered,
+        col(later.revision) > col(EventRow.revision),
+    )
+    ids = session.exec(
+        select(EventRow.id)
+        .where(col(EventRow.event_type) == reminder, col(EventRow.state) == delivered, superseded)
+        .order_by(col(EventRow.incident_id), col(EventRow.revision))  # the partial index's order
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    if not ids:
+        return 0
+    session.exec(delete(AttemptRow).where(col(AttemptRow.event_id).in_(ids)))
+    session.exec(delete(EventRow).where(col(EventRow.id).in_(ids)))
+    return len(ids)
 
 
 def purge_resolved(session: Session, resolved_before: datetime, limit: int) -> int:

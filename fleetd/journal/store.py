@@ -23,6 +23,7 @@ from fleetd.journal.engine import translate
 from fleetd.journal.queries import (
     add_events,
     cancel_events,
+    compact_reminders,
     last_revision,
     purge_resolved,
     rearm_events,
@@ -314,4 +315,6 @@ class SqlStore:
         if resolved_before.utcoffset() is None:
             raise JournalRefusedError("purge", "naive_time")
         with self.transaction("purge") as session:
-            return purge_resolved(session, resolved_before, limit)
+            purged = purge_resolved(session, resolved_before, limit)
+            compact_reminders(session, limit)
+            return purged

@@ -151,6 +151,12 @@ class EventRow(_Table, table=True):
         Index("ix_outbound_events_pending", "incident_id", **_where("state = 'pending'")),
         Index("ix_outbound_events_failed", "incident_id", **_where("state = 'failed'")),
         Index("ix_outbound_events_delivered_at", "delivered_at"),
+        Index(
+            "ix_outbound_events_delivered_reminders",
+            "incident_id",
+            "revision",
+            **_where("event_type = 'reminder' AND state = 'delivered'"),
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True, sa_type=Integer)

@@ -27,6 +27,7 @@ PARTIAL = {
     "ix_delivery_attempts_due",
     "ix_outbound_events_pending",
     "ix_outbound_events_failed",
+    "ix_outbound_events_delivered_reminders",
     "uq_incidents_open_key",
 }
 """Indexes that hold only open or outstanding rows: scanning one follows the open set."""

@@ -148,3 +148,50 @@ async def test_purge_refuses_a_naive_cutoff(journal_kit: JournalKit) -> None:
     journal = journal_kit.build()
     with pytest.raises(JournalRefusedError):
         await journal.purge(resolved_before=T0.replace(tzinfo=None))
+
+
+async def test_an_open_incident_keeps_only_its_last_delivered_reminder(
+    journal_kit: JournalKit,
+) -> None:
+    """An incident that stays open while a sink re-posts it every minute does not grow: purge
+    deletes each delivered ``reminder`` a later delivered one supersedes (in batches of
+    ``limit``), keeps the ``open``, the last reminder and one still pending, and leaves the
+    revisions and the last delivery time the policy reads as they were."""
+    journal = journal_kit.build()
+    change = opened("sess_open", opened_at=T0)
+    await journal.record(change, [event()], now=T0)
+    (claim,) = await journal.claim_due("w", now=T0, lease=LEASE)
+    assert await journal.complete(claim, now=T0, http_status=204)
+    revision = 1
+    for minute in range(1, 6):
+        at = T0 + minute * timedelta(minutes=1)
+        recorded = await journal.settle(
+            change.incident.id, now=at, after_revision=revision, events=[event(EventType.REMINDER)]
+        )
+        assert recorded is not None
+        revision = recorded[0].revision
+        (claim,) = await journal.claim_due("w", now=at, lease=LEASE)
+        assert await journal.complete(claim, now=at, http_status=204)
+    last_told = T0 + 5 * timedelta(minutes=1)
+    pending_at = last_told + timedelta(minutes=1)
+    recorded = await journal.settle(
+        change.incident.id,
+        now=pending_at,
+        after_revision=revision,
+        events=[event(EventType.REMINDER)],
+    )
+    assert recorded is not None
+    assert await journal.purge(resolved_before=T0 + DAY, limit=3) == 0
+    stored = await journal.get(change.incident.id)
+    assert stored is not None
+    assert [e.revision for e in stored.events] == [1, 5, 6, 7]  # reminders 2-4 went first
+    assert await journal.purge(resolved_before=T0 + DAY, limit=3) == 0
+    stored = await journal.get(change.incident.id)
+    assert stored is not None
+    assert [(e.type, e.revision, e.state) for e in stored.events] == [
+        (EventType.OPEN, 1, EventState.DELIVERED),
+        (EventType.REMINDER, 6, EventState.DELIVERED),
+        (EventType.REMINDER, 7, EventState.PENDING),
+    ]
+    assert stored.events[1].delivered_at == last_told
+    assert (await journal.stats()).queue_depth == 1
