@@ -21,6 +21,8 @@
 * ``POST /v1/tools/<name>``, ``GET /v1/fleet`` and ``/mcp`` — the fleet tools.
 * ``GET /v1/incidents`` and ``POST /v1/incidents/{id}/replay`` — the incident journal
   (:mod:`fleetd.api.incident_routes`).
+* ``/``, ``/page.css``, ``/page.js`` and ``/page/caller`` — the live fleet page
+  (:mod:`fleetd.api.page`), not in ``/openapi.json``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from fleetd.api.http_tools import install_tool_routes
 from fleetd.api.incident_routes import install_incident_routes
 from fleetd.api.mcp_server import install_mcp
+from fleetd.api.page import install_page
 from fleetd.api.service import FleetService
 
 __all__ = ["create_app"]
@@ -138,4 +141,5 @@ def create_app(service: FleetService) -> FastAPI:
     )
     install_incident_routes(app, service, service.authenticator)
     mcp_running = install_mcp(app, service.registry, service.authenticator)
+    install_page(app, service.authenticator)
     return app
