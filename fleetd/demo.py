@@ -10,8 +10,9 @@ the incident moves to the second lead, a healthy peer, whose collected health re
 with the routing (reason, recipient, generation). Last, the second lead dies too: with no healthy
 lead left, the incidents go to a person, and a local webhook receiver verifies and prints each
 signed event — ``open``, then ``resolved`` once the second lead is started again
-(:mod:`fleetd.demo_webhook`). Then it keeps serving until Ctrl-C (or exits at once with
-``--once``).
+(:mod:`fleetd.demo_webhook`). The live fleet page's URL is printed at the start: open it in a
+browser and sign in with the operator token to watch all this happen. Then it keeps serving
+until Ctrl-C (or exits at once with ``--once``).
 
 The demo runs on a simulated clock (:class:`~fleetd.clock.FakeClock`, moved by
 :func:`~fleetd.sim.harness.drive`), so the minutes of health ticks it shows pass in seconds;
@@ -146,6 +147,7 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
                 f"  terminal:    FLEETD_URL={base} FLEETD_TOKEN={tokens['operator']} "
                 f"{fleetd_command()} top"
             )
+            say(f"  live page:   {base}/  (sign in with the operator token above)")
             say(f"  webhook:     a receiver at {sink.running.url} verifies and prints each event")
             final = await drive(
                 clock,

@@ -5,13 +5,15 @@ a person is told by signed webhook, and told again when the lead is back."""
 from __future__ import annotations
 
 import io
+import re
 
 from fleetd.demo import run_demo
 
 
 async def test_demo_delegates_then_reroutes_an_incident_to_the_peer_when_the_owner_dies() -> None:
     """Three tickets end done via fleet_reply; the failed member's incident goes from its owning
-    lead (generation 1) to lead-b (generation 2, on behalf of lead), and lead-b collects it."""
+    lead (generation 1) to lead-b (generation 2, on behalf of lead), and lead-b collects it; the
+    live page's URL is printed first."""
     out = io.StringIO()
     view = await run_demo(port=0, once=True, out=out)
     text = out.getvalue()
@@ -19,6 +21,7 @@ async def test_demo_delegates_then_reroutes_an_incident_to_the_peer_when_the_own
     assert terminal.startswith("  terminal:    FLEETD_URL=http://127.0.0.1:")
     assert terminal.endswith(" top")  # the live screen to try, with the operator token
     assert text.count("done via reply") == 3
+    assert re.search(r"^  live page:   http://127\.0\.0\.1:\d+/  \(sign in with", text, re.M)
     assert "inbox held 3 message(s)" in text
     assert "  incidents: 0; coverage: full" in text  # the healthy fleet of the first act
     profiles = {m["name"]: (m["profile"], m["state"]) for m in view["members"]}
