@@ -50,11 +50,13 @@ def test_page_follows_the_fleet_live_through_an_incident_and_an_outage(
     _sign_in(page, page_fleet.base, OPERATOR_TOKEN)
     expect(page.locator("#status")).to_have_attribute("data-state", "live")
     expect(page.locator("#who")).to_have_text("signed in as operator")
+    expect(page.locator("#signin")).to_be_hidden()
     expect(page.locator(f'#members tr[data-session="{first["sessionId"]}"]')).to_contain_text(
         "m-before"
     )
     expect(page.locator('#leads tr[data-lead="lead-b"]')).to_be_visible()
     expect(page.locator("#deps")).to_contain_text("herdr link")
+    expect(page.locator("#deps")).to_contain_text("Coverage")
 
     later = page_fleet.tool(LEAD_TOKEN, "fleet_spawn", profile="sonnet", name="m-after")
     expect(page.locator(f'#members tr[data-session="{later["sessionId"]}"]')).to_contain_text(
@@ -108,6 +110,7 @@ def test_a_lead_on_a_phone_sees_its_own_part_without_sideways_scrolling(
     page.click("#signin button[type=submit]")
     expect(page.locator("#status")).to_have_attribute("data-state", "live")
     expect(page.locator("#who")).to_have_text("signed in as lead lead")
+    expect(page.locator("#signin")).to_be_hidden()
     expect(page.locator(f'#members tr[data-session="{mine["sessionId"]}"]')).to_be_visible()
     expect(page.locator(f'#members tr[data-session="{theirs["sessionId"]}"]')).to_have_count(0)
     widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
@@ -117,6 +120,7 @@ def test_a_lead_on_a_phone_sees_its_own_part_without_sideways_scrolling(
     expect(page.locator("#status")).to_have_attribute("data-state", "live")
     page.click("#signout")
     expect(page.locator("#signin")).to_be_visible()
+    expect(page.locator("#view")).to_be_hidden()
     assert page.evaluate("sessionStorage.length") == 0
     assert record.errors() == refused
     # Only the long-polls the reload and the sign-out cut short.

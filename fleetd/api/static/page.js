@@ -116,12 +116,19 @@
     dl.append(dt, dd);
   }
 
+  function reach(value) {
+    return value === null || value === undefined ? "not tried yet" : value ? "reachable" : "unreachable";
+  }
+
   function endpointText(dep) {
     if (!dep) return "–";
-    const parts = [dep.kind];
-    if (dep.allDown) parts.push("all down");
-    if (dep.active !== null && dep.active !== undefined) parts.push("active #" + dep.active);
-    if (dep.endpoints && dep.endpoints.length) parts.push(dep.endpoints.length + " endpoint(s)");
+    const parts = [dep.kind + (dep.allDown ? ": all down" : "")];
+    for (const e of dep.endpoints || []) {
+      let text = "#" + e.index + (e.active ? " (in use)" : "") + " " + reach(e.reachable);
+      if (e.breaker && e.breaker !== "closed") text += ", breaker " + e.breaker;
+      if (e.standing && e.standing !== "active") text += ", " + e.standing;
+      parts.push(text);
+    }
     return parts.join(" · ");
   }
 
@@ -141,8 +148,13 @@
     const deps = view.dependencies || {};
     term(dl, "Inbox broker", endpointText(deps.inbox), deps.inbox && deps.inbox.allDown ? "bad" : "");
     term(dl, "Webhook", endpointText(deps.webhook), deps.webhook && deps.webhook.allDown ? "bad" : "");
-    for (const p of deps.providers || []) term(dl, "Provider " + (p.name || ""), p.state || p.status);
-    for (const m of deps.models || []) term(dl, "Model " + (m.name || m.model || ""), m.state || m.status);
+    for (const p of deps.providers || []) {
+      const text = reach(p.reachable) + (p.lastError ? " · last error " + p.lastError : "");
+      term(dl, "Provider " + p.name, text, p.reachable === false ? "bad" : "");
+    }
+    for (const m of deps.models || []) {
+      term(dl, "Model " + m.profile + " (" + m.model + ")", m.verdict, m.verdict === "unavailable" ? "bad" : "");
+    }
     $("deps").replaceWith(dl);
   }
 
