@@ -30,9 +30,11 @@ def _sign_in(page: Page, base: str, token: str) -> None:
     page.click("#signin button[type=submit]")
 
 
-def _same_origin_and_tokenless(record: Recorded, base: str, *tokens: str) -> None:
+def _same_origin_and_tokenless(page: Page, record: Recorded, base: str, *tokens: str) -> None:
+    """Every request and navigation stayed on this fleetd, none named a token; no cookie set."""
     assert record.requests
-    for url in record.requests:
+    assert page.context.cookies() == []
+    for url in record.requests + record.navigations:
         assert url.startswith(base + "/"), f"the page fetched from elsewhere: {url}"
         for token in tokens:
             assert token not in url
@@ -86,7 +88,9 @@ def test_page_follows_the_fleet_live_through_an_incident_and_an_outage(
     assert len(record.navigations) == 1
     outage = re.compile(r"net::ERR_(CONNECTION_REFUSED|EMPTY_RESPONSE|CONNECTION_RESET)")
     assert all(outage.search(text) for text in record.errors()), record.errors()
-    _same_origin_and_tokenless(record, page_fleet.base, OPERATOR_TOKEN, LEAD_TOKEN)
+    assert record.failed  # the long-poll in flight and the retries while fleetd was away
+    assert all(outage.search(reason) for _, reason in record.failed), record.failed
+    _same_origin_and_tokenless(page, record, page_fleet.base, OPERATOR_TOKEN, LEAD_TOKEN)
 
 
 @pytest.mark.parametrize("browser_page", [{"width": 375, "height": 740}], indirect=True)
@@ -125,4 +129,4 @@ def test_a_lead_on_a_phone_sees_its_own_part_without_sideways_scrolling(
     assert record.errors() == refused
     # Only the long-polls the reload and the sign-out cut short.
     assert all(reason == "net::ERR_ABORTED" for _, reason in record.failed), record.failed
-    _same_origin_and_tokenless(record, page_fleet.base, LEAD_TOKEN, "not-a-token")
+    _same_origin_and_tokenless(page, record, page_fleet.base, LEAD_TOKEN, "not-a-token")
