@@ -197,7 +197,8 @@
   class Refused extends Error {}
 
   function check(answer) {
-    if (answer.status === 401) throw new Refused("refused");
+    if (answer.status === 401) throw new Refused("token refused: sign in again");
+    if (answer.status === 403) throw new Refused("this token may not read the fleet (a member's?)");
     return answer.status !== 304 && answer.body && answer.body.ok ? answer.body.result : null;
   }
 
@@ -249,7 +250,7 @@
       } catch (err) {
         if (mine !== generation) return;
         if (err instanceof Refused) {
-          signOut("token refused: sign in again");
+          signOut(err.message);
           return;
         }
         setStatus("unreachable", "fleetd unreachable; retrying");
