@@ -15,11 +15,7 @@ from tests.e2e.page_fleet import (
     OPERATOR_TOKEN,
     PageFleet,
     Recorded,
-    browser_page,
-    page_fleet,
 )
-
-__all__ = ["browser_page", "page_fleet"]
 
 _TICKS = 60_000  # health looks every 15 s: an incident opens and resolves within a few ticks
 
