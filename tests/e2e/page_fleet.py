@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -208,6 +208,9 @@ def browser_page(request: pytest.FixtureRequest) -> Iterator[tuple[Page, Recorde
             context = browser.new_context(viewport=viewport)
             page = context.new_page()
             page.set_default_timeout(10_000)
+            # Real processes on a shared machine: a spawn is ready in about a second, but give a
+            # loaded one room (an incident's own waits pass their timeout explicitly).
+            expect.set_options(timeout=20_000)
             page.on("request", lambda r: record.requests.append(r.url))
             page.on("console", lambda m: record.console.append((m.type, m.text)))
             page.on("pageerror", lambda e: record.console.append(("error", str(e))))

@@ -4,8 +4,9 @@
 "use strict";
 (() => {
   const KEY = "fleetd.token";
-  const WAIT_SECONDS = 25;
+  const WAIT_SECONDS = 10; // an idle page still rereads the journal (delivery states) this often
   const DEADLINE_MS = (WAIT_SECONDS + 15) * 1000; // every request ends: answered or aborted
+  const JOURNAL_EVERY_MS = 2000; // the journal is read at most this often; fleet_list in between
   const RETRY_MIN_MS = 1000;
   const RETRY_MAX_MS = 8000;
   let generation = 0; // a sign-in or sign-out ends the loop of the one before
@@ -117,7 +118,8 @@
   }
 
   function reach(value) {
-    return value === null || value === undefined ? "not tried yet" : value ? "reachable" : "unreachable";
+    if (value === null || value === undefined) return "not tried yet";
+    return value ? "reachable" : "unreachable";
   }
 
   function endpointText(dep) {
@@ -146,14 +148,16 @@
     const inbox = view.inbox || {};
     term(dl, "Inbox reachable", inbox.reachable ? "yes" : "no", inbox.reachable ? "ok" : "bad");
     const deps = view.dependencies || {};
-    term(dl, "Inbox broker", endpointText(deps.inbox), deps.inbox && deps.inbox.allDown ? "bad" : "");
-    term(dl, "Webhook", endpointText(deps.webhook), deps.webhook && deps.webhook.allDown ? "bad" : "");
+    for (const [name, dep] of [["Inbox broker", deps.inbox], ["Webhook", deps.webhook]]) {
+      term(dl, name, endpointText(dep), dep && dep.allDown ? "bad" : "");
+    }
     for (const p of deps.providers || []) {
       const text = reach(p.reachable) + (p.lastError ? " · last error " + p.lastError : "");
       term(dl, "Provider " + p.name, text, p.reachable === false ? "bad" : "");
     }
     for (const m of deps.models || []) {
-      term(dl, "Model " + m.profile + " (" + m.model + ")", m.verdict, m.verdict === "unavailable" ? "bad" : "");
+      const seat = "Model " + m.profile + " (" + m.model + ")";
+      term(dl, seat, m.verdict, m.verdict === "unavailable" ? "bad" : "");
     }
     $("deps").replaceWith(dl);
   }
@@ -198,20 +202,54 @@
 
   function check(answer) {
     if (answer.status === 401) throw new Refused("token refused: sign in again");
-    if (answer.status === 403) throw new Refused("this token may not read the fleet (a member's?)");
+    if (answer.status === 403) throw new Refused("this token may not read the fleet");
     return answer.status !== 304 && answer.body && answer.body.ok ? answer.body.result : null;
   }
 
+  function errorCode(answer) {
+    return answer.body && answer.body.error ? answer.body.error.code : "HTTP " + answer.status;
+  }
+
+  // fleet_list's incidents are health's word on what is open now; the journal records each change
+  // a moment later (its delivery pass). An incident not yet in the journal shows from fleet_list;
+  // one the journal still has open but that fleet_list listed and no longer does is resolved.
+  const seenOpen = new Set();
+  let journal = null; // the last journal answer: {rows, note}
+  let journalAt = 0;
+
+  function forgetIncidents() {
+    journal = null;
+    seenOpen.clear();
+  }
+
+  function merge(rows, view) {
+    const live = new Map((view.incidents || []).map((i) => [i.id, i]));
+    for (const id of live.keys()) seenOpen.add(id);
+    const known = new Set(rows.map((r) => r.id));
+    for (const id of seenOpen) if (!known.has(id) && !live.has(id)) seenOpen.delete(id);
+    const gone = (r) => r.status === "open" && seenOpen.has(r.id) && !live.has(r.id);
+    const fresh = [...live.values()].filter((i) => !known.has(i.id));
+    return fresh
+      .map((i) => ({ ...i, status: "open" }))
+      .concat(rows.map((r) => (gone(r) ? { ...r, status: "resolved" } : r)));
+  }
+
   async function loadIncidents(token, view) {
-    const answer = await get("/v1/incidents", token);
-    const result = check(answer);
-    if (result) {
-      const note = result.truncated ? "the newest " + result.limit + " shown" : "open, and resolved in the last 24 hours";
-      renderIncidents(result.incidents, note);
-    } else {
-      const code = answer.body && answer.body.error ? answer.body.error.code : "HTTP " + answer.status;
-      renderIncidents(view.incidents || [], "the incident journal cannot be read now (" + code + "): open incidents only");
+    if (journal === null || Date.now() - journalAt >= JOURNAL_EVERY_MS) {
+      journalAt = Date.now();
+      const answer = await get("/v1/incidents", token);
+      const result = check(answer);
+      if (result) {
+        const note = result.truncated
+          ? "the newest " + result.limit + " shown"
+          : "open, and resolved in the last 24 hours";
+        journal = { rows: result.incidents, note };
+      } else {
+        const why = "the incident journal cannot be read now (" + errorCode(answer) + ")";
+        journal = { rows: [], note: why + ": open incidents only" };
+      }
     }
+    renderIncidents(merge(journal.rows, view), journal.note);
   }
 
   async function follow(token, mine) {
@@ -220,11 +258,13 @@
     while (mine === generation) {
       try {
         if (version === null) {
-          setStatus("connecting", "connecting…");
+          forgetIncidents(); // a new sign-in, or fleetd back (perhaps another run): read afresh
+          if ($("status").dataset.state !== "unreachable") setStatus("connecting", "connecting…");
           const who = check(await get("/page/caller", token));
           if (who) {
             $("who").hidden = false;
-            $("who").textContent = "signed in as " + who.role + (who.role === "operator" ? "" : " " + who.name);
+            const name = who.role === "operator" ? "" : " " + who.name;
+            $("who").textContent = "signed in as " + who.role + name;
           }
         }
         const query = version === null ? "" : "?sinceVersion=" + version + "&wait=" + WAIT_SECONDS;
@@ -234,16 +274,13 @@
         if (answer.status === 304) {
           setStatus("live", "live");
         } else if (!view) {
-          const code = answer.body && answer.body.error ? answer.body.error.code : "HTTP " + answer.status;
-          setStatus("error", "fleetd answered " + code + "; retrying");
+          setStatus("error", "fleetd answered " + errorCode(answer) + "; retrying");
           await sleep(retry);
           retry = Math.min(retry * 2, RETRY_MAX_MS);
         } else {
-          if (view.viewVersion !== version) {
-            render(view);
-            await loadIncidents(token, view);
-            version = view.viewVersion;
-          }
+          if (view.viewVersion !== version) render(view);
+          await loadIncidents(token, view);
+          version = view.viewVersion;
           setStatus("live", "live");
           retry = RETRY_MIN_MS;
         }
