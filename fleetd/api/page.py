@@ -1,15 +1,15 @@
-"""The live fleet page: ``/``, ``/page.css`` and ``/page.js``, plus ``/page/caller``.
+"""The live fleet page: ``/``, ``/page.css`` and ``/page.js``.
 
 Three static files shipped in the package (``fleetd/api/static/``): no build step, nothing fetched
 from elsewhere. They hold no data, so they are served without a token; the script asks for one,
 keeps it in ``sessionStorage`` (never a URL, never a cookie) and reads ``GET /v1/fleet`` (long-poll)
-and ``GET /v1/incidents`` with ``Authorization: Bearer``. ``GET /page/caller`` tells the page who
-the token stands for (role and name, never the token).
+and ``GET /v1/incidents`` with ``Authorization: Bearer``; ``GET /v1/whoami``
+(:mod:`fleetd.api.whoami`) tells it who the token stands for (role, and a lead's name).
 
 Every page response carries a strict Content-Security-Policy (same-origin script, style and
 fetches only; no inline code), ``nosniff``, ``no-referrer`` and an ``ETag`` with
 ``Cache-Control: no-cache``, so a browser revalidates and an upgraded fleetd's page is seen at
-once. None of these routes is in ``/openapi.json``: they are not part of the API.
+once. None of the three is in ``/openapi.json``: they are not part of the API.
 """
 
 from __future__ import annotations
@@ -20,14 +20,9 @@ from importlib import resources
 
 from fastapi import FastAPI
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
-from fleetd.api.auth import Authenticator, bearer_challenge
-from fleetd.errors import AuthError
-
-__all__ = ["CALLER_PATH", "PAGE_FILES", "SECURITY_HEADERS", "install_page"]
-
-CALLER_PATH = "/page/caller"
+__all__ = ["PAGE_FILES", "SECURITY_HEADERS", "install_page"]
 
 #: Route -> (file in ``fleetd/api/static``, media type).
 PAGE_FILES: dict[str, tuple[str, str]] = {
@@ -36,7 +31,7 @@ PAGE_FILES: dict[str, tuple[str, str]] = {
     "/page.js": ("page.js", "text/javascript; charset=utf-8"),
 }
 
-#: Sent with every page response (and the caller answer).
+#: Sent with every page response.
 SECURITY_HEADERS: dict[str, str] = {
     "Content-Security-Policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -69,8 +64,8 @@ def _serve(file: _File, request: Request) -> Response:
     return Response(file.body, media_type=file.media_type, headers=headers)
 
 
-def install_page(app: FastAPI, authenticator: Authenticator) -> None:
-    """Serve the page's three files and the caller answer; none of them in the schema."""
+def install_page(app: FastAPI) -> None:
+    """Serve the page's three files, none of them in the schema."""
     for path, (name, media_type) in PAGE_FILES.items():
         file = _load(name, media_type)
 
@@ -78,17 +73,3 @@ def install_page(app: FastAPI, authenticator: Authenticator) -> None:
             return _serve(_file, request)
 
         app.add_api_route(path, page, methods=["GET"], include_in_schema=False)
-
-    async def caller(request: Request) -> Response:
-        headers = {**SECURITY_HEADERS, "Cache-Control": "no-store"}
-        presented = request.headers.get("authorization")
-        try:
-            who = authenticator.authenticate(presented)
-        except AuthError as error:
-            challenge = {"WWW-Authenticate": bearer_challenge(presented=bool(presented))}
-            body = {"ok": False, "error": {"code": "unauthenticated", "message": str(error)}}
-            return JSONResponse(body, status_code=401, headers={**headers, **challenge})
-        result = {"role": str(who.role), "name": who.name}
-        return JSONResponse({"ok": True, "result": result}, headers=headers)
-
-    app.add_api_route(CALLER_PATH, caller, methods=["GET"], include_in_schema=False)

@@ -1,6 +1,7 @@
-// fleetd live page. Reads GET /v1/fleet (long-poll on sinceVersion/wait) and GET /v1/incidents
-// with the token as a bearer header. The token lives in sessionStorage only: never in a URL,
-// never in a cookie. Every value from fleetd is written with textContent, never as HTML.
+// fleetd live page. Reads GET /v1/whoami, GET /v1/fleet (long-poll on sinceVersion/wait) and
+// GET /v1/incidents with the token as a bearer header. The token lives in sessionStorage only:
+// never in a URL, never in a cookie. Every value from fleetd is written with textContent, never
+// as HTML.
 "use strict";
 (() => {
   const KEY = "fleetd.token";
@@ -260,11 +261,10 @@
         if (version === null) {
           forgetIncidents(); // a new sign-in, or fleetd back (perhaps another run): read afresh
           if ($("status").dataset.state !== "unreachable") setStatus("connecting", "connecting…");
-          const who = check(await get("/page/caller", token));
+          const who = check(await get("/v1/whoami", token));
           if (who) {
             $("who").hidden = false;
-            const name = who.role === "operator" ? "" : " " + who.name;
-            $("who").textContent = "signed in as " + who.role + name;
+            $("who").textContent = "signed in as " + who.role + (who.lead ? " " + who.lead : "");
           }
         }
         const query = version === null ? "" : "?sinceVersion=" + version + "&wait=" + WAIT_SECONDS;

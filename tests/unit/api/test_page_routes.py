@@ -1,6 +1,6 @@
 """The live page's routes on the app ``fleetd serve`` builds: the three files with strict headers
-and no token needed, revalidation by ETag, ``/page/caller`` naming the token's caller, nothing of
-them in ``/openapi.json``, and nothing in the files that points off this fleetd."""
+and no token needed, revalidation by ETag, nothing of them in ``/openapi.json``, and nothing in the
+files that points off this fleetd."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from fleetd.api.app import create_app
-from fleetd.api.page import CALLER_PATH, PAGE_FILES
-from fleetd.testing import LEAD_TOKEN, OPERATOR_TOKEN, build_test_fleet
+from fleetd.api.page import PAGE_FILES
+from fleetd.testing import build_test_fleet
 
 
 def _client(tmp_path: Path) -> httpx.AsyncClient:
@@ -45,32 +45,11 @@ async def test_each_page_file_is_served_without_a_token_with_strict_headers(
     assert again.content == b""
 
 
-async def test_page_caller_names_the_caller_and_refuses_a_missing_or_unknown_token(
-    tmp_path: Path,
-) -> None:
-    """``/page/caller``: role and name for a lead and the operator, never the token; 401 with a
-    bearer challenge otherwise; never cached."""
-    async with _client(tmp_path) as http:
-        lead = await http.get(CALLER_PATH, headers={"Authorization": f"Bearer {LEAD_TOKEN}"})
-        operator = await http.get(
-            CALLER_PATH, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-        )
-        missing = await http.get(CALLER_PATH)
-        unknown = await http.get(CALLER_PATH, headers={"Authorization": "Bearer nope-nope"})
-    assert lead.json() == {"ok": True, "result": {"role": "lead", "name": "lead"}}
-    assert operator.json() == {"ok": True, "result": {"role": "operator", "name": "operator"}}
-    assert LEAD_TOKEN not in lead.text
-    assert lead.headers["cache-control"] == "no-store"
-    assert (missing.status_code, unknown.status_code) == (401, 401)
-    assert unknown.json()["error"]["code"] == "unauthenticated"
-    assert unknown.headers["www-authenticate"].startswith("Bearer")
-
-
 async def test_the_page_routes_are_not_in_the_openapi_document(tmp_path: Path) -> None:
     """``/openapi.json`` lists the API only: none of the page's paths."""
     async with _client(tmp_path) as http:
         document = (await http.get("/openapi.json")).json()
-    assert not set(document["paths"]) & {*PAGE_FILES, CALLER_PATH}
+    assert not set(document["paths"]) & set(PAGE_FILES)
     assert "/v1/fleet" in document["paths"]
 
 
