@@ -10,8 +10,13 @@ the incident moves to the second lead, a healthy peer, whose collected health re
 with the routing (reason, recipient, generation). Last, the second lead dies too: with no healthy
 lead left, the incidents go to a person, and a local webhook receiver verifies and prints each
 signed event — ``open``, then ``resolved`` once the second lead is started again
-(:mod:`fleetd.demo_webhook`). Then it keeps serving until Ctrl-C (or exits at once with
-``--once``).
+(:mod:`fleetd.demo_webhook`). When an Alertmanager binary is on the PATH, a last act switches
+the config file to ``health.notifications.mode: alertmanager`` (hot), loses the second lead
+again and prints what a real Alertmanager reports, firing then resolved
+(:mod:`fleetd.demo_alertmanager`); without one, a line says how to see it. The live fleet page's
+URL and the ``fleetd top`` line are printed at the start: open the page in a browser and sign in
+with the operator token to watch all this happen. Then it keeps serving until Ctrl-C (or exits
+at once with ``--once``).
 
 The demo runs on a simulated clock (:class:`~fleetd.clock.FakeClock`, moved by
 :func:`~fleetd.sim.harness.drive`), so the minutes of health ticks it shows pass in seconds;
@@ -23,23 +28,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import socket
 import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import uvicorn
 
+from fleetd import demo_alertmanager
 from fleetd.api.app import create_app
 from fleetd.clock import Clock, FakeClock, SystemClock
 from fleetd.compose import build_service
 from fleetd.config import ConfigRef
-from fleetd.config.loader import parse_config
+from fleetd.config.model import NotificationMode
 from fleetd.demo_webhook import DemoSink, human_act, start_demo_sink
 from fleetd.sim.callback import FleetdCallbackBehaviour
 from fleetd.sim.harness import drive
@@ -59,6 +67,7 @@ _MEMBERS = (
 )
 _DOOMED = ("sonnet-usage", "Migrate the billing tables")  # the scenario's *-usage* member
 _SCRIPT_SECONDS = 900.0  # simulated time the script may take (it needs about four minutes)
+_ACT_SECONDS = 300.0  # and each step of the alertmanager act
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,10 +91,13 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
         repo = _demo_repo(root / "repo")
         port = port if port and _port_free(port) else _free_port()
         tokens = {lead: secrets.token_urlsafe(24) for lead in ("lead", "lead-b", "operator")}
-        clock = FakeClock(SystemClock().now())
+        manager = await _alertmanager(root, say)
+        behind = demo_alertmanager.CLOCK_BEHIND if manager else timedelta(0)
+        clock = FakeClock(SystemClock().now() - behind)
         sink = await start_demo_sink(clock, say)
         environ = {
             **sink.environ,
+            **({demo_alertmanager.URL_ENV: manager.url} if manager else {}),
             "FLEETD_DEMO_LEAD_TOKEN": tokens["lead"],
             "FLEETD_DEMO_LEAD_B_TOKEN": tokens["lead-b"],
             "FLEETD_DEMO_OPERATOR_TOKEN": tokens["operator"],
@@ -110,9 +122,9 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
                 "notifications": sink.notifications,
             },
         }
-        ref = ConfigRef(
-            parse_config(document, environ, base_dir=root), environ=environ, now=clock.now()
-        )
+        config_file = root / "fleetd.yaml"  # JSON is YAML; rewritten to switch the sink kind
+        _write_json(config_file, document)
+        ref = ConfigRef.load(config_file, environ, now=clock.now())
         typed: list[tuple[str, str]] = []  # (agent, text) of every agent.prompt herdr received
 
         def tap(kind: str, frame: dict[str, Any]) -> None:
@@ -137,21 +149,22 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
             await drive(clock, _started(server, serving), max_seconds=60)
             base = f"http://127.0.0.1:{port}"
             say(f"fleetd is up at {base} (herdr simulator on {root / 'herdr.sock'})")
-            say(
-                "  fleet view:  curl -H 'Authorization: Bearer "
-                f"{tokens['operator']}' {base}/v1/fleet"
-            )
-            say(f"  metrics:     curl {base}/metrics     health: curl {base}/healthz")
-            say(
-                f"  terminal:    FLEETD_URL={base} FLEETD_TOKEN={tokens['operator']} "
-                f"{fleetd_command()} top"
-            )
-            say(f"  webhook:     a receiver at {sink.running.url} verifies and prints each event")
+            _endpoints(say, base, tokens["operator"], sink, manager)
             final = await drive(
                 clock,
                 _script(base, tokens, simulator, typed, say, sink=sink),
                 max_seconds=_SCRIPT_SECONDS,
             )
+            if manager:
+                await _alertmanager_act(
+                    manager,
+                    document=document,
+                    config_file=config_file,
+                    service=service,
+                    clock=clock,
+                    simulator=simulator,
+                    say=say,
+                )
             if not once:
                 say("The demo keeps serving; press Ctrl-C to stop.")
                 await _follow_real_time(clock, serving)
@@ -162,6 +175,88 @@ async def run_demo(*, port: int, once: bool, out: Any = None) -> dict[str, Any]:
                 await drive(clock, serving, max_seconds=60)
             await simulator.stop()
             await sink.running.stop()
+            if manager:
+                await manager.stop()
+
+
+def _endpoints(
+    say: Callable[[str], None],
+    base: str,
+    token: str,
+    sink: DemoSink,
+    manager: demo_alertmanager.DemoAlertmanager | None,
+) -> None:
+    """What to try while the demo runs: curl, the terminal, the live page, the sinks."""
+    say(f"  fleet view:  curl -H 'Authorization: Bearer {token}' {base}/v1/fleet")
+    say(f"  metrics:     curl {base}/metrics     health: curl {base}/healthz")
+    say(f"  terminal:    FLEETD_URL={base} FLEETD_TOKEN={token} {fleetd_command()} top")
+    say(f"  live page:   {base}/  (sign in with the operator token above)")
+    say(f"  webhook:     a receiver at {sink.running.url} verifies and prints each event")
+    if manager:
+        behind = demo_alertmanager.CLOCK_BEHIND.seconds // 60
+        say(
+            f"  alertmanager: {manager.url} takes the last act's alerts (the demo's clock "
+            f"starts {behind} minutes back, so that Alertmanager, on real time, sees each "
+            "resolution in its past)"
+        )
+    else:
+        say(
+            "  alertmanager: none on PATH; with Debian's prometheus-alertmanager installed "
+            "the demo also shows the alertmanager sink kind"
+        )
+
+
+async def _alertmanager_act(
+    manager: demo_alertmanager.DemoAlertmanager,
+    *,
+    document: dict[str, Any],
+    config_file: Path,
+    service: Any,
+    clock: FakeClock,
+    simulator: HerdrSimulator,
+    say: Callable[[str], None],
+) -> None:
+    """The last act with Alertmanager: the config file switched to alertmanager mode, reloaded
+    as ``fleetd serve`` reloads it, then :func:`fleetd.demo_alertmanager.alertmanager_act`."""
+
+    async def switch() -> None:
+        health = document["health"]
+        health["notifications"] = {
+            "mode": "alertmanager",
+            "webhookUrlEnvs": [demo_alertmanager.URL_ENV],
+        }
+        await asyncio.to_thread(_write_json, config_file, document)
+        await service.check_config()
+        mode = service.config.current.health.notifications.mode
+        if mode is not NotificationMode.ALERTMANAGER:
+            raise RuntimeError(f"the config reload left the sink kind {mode}")
+
+    async def driven(step: Awaitable[None]) -> None:
+        await drive(clock, step, max_seconds=_ACT_SECONDS)
+
+    await demo_alertmanager.alertmanager_act(
+        manager=manager, switch=switch, simulator=simulator, drive=driven, until=_until, say=say
+    )
+
+
+def _write_json(path: Path, document: dict[str, Any]) -> None:
+    path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+
+
+async def _alertmanager(
+    root: Path, say: Callable[[str], None]
+) -> demo_alertmanager.DemoAlertmanager | None:
+    """A running Alertmanager when its binary is on the PATH, else ``None``."""
+    binary = demo_alertmanager.alertmanager_binary()
+    if binary is None:
+        return None
+    manager = demo_alertmanager.DemoAlertmanager(binary, root / "alertmanager", say)
+    try:
+        await manager.start()
+    except (OSError, RuntimeError, TimeoutError) as exc:
+        say(f"alertmanager ({binary}) did not start ({type(exc).__name__}); the demo goes without")
+        return None
+    return manager
 
 
 async def _started(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:

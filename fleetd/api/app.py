@@ -21,6 +21,10 @@
 * ``POST /v1/tools/<name>``, ``GET /v1/fleet`` and ``/mcp`` — the fleet tools.
 * ``GET /v1/incidents`` and ``POST /v1/incidents/{id}/replay`` — the incident journal
   (:mod:`fleetd.api.incident_routes`).
+* ``GET /v1/whoami`` — who a token stands for (:mod:`fleetd.api.whoami`); the page and the
+  terminal ask it.
+* ``/``, ``/page.css`` and ``/page.js`` — the live fleet page (:mod:`fleetd.api.page`), not in
+  ``/openapi.json``.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from fleetd.api.http_tools import install_tool_routes
 from fleetd.api.incident_routes import install_incident_routes
 from fleetd.api.mcp_server import install_mcp
+from fleetd.api.page import install_page
 from fleetd.api.service import FleetService
+from fleetd.api.whoami import install_whoami
 
 __all__ = ["create_app"]
 
@@ -138,4 +144,6 @@ def create_app(service: FleetService) -> FastAPI:
     )
     install_incident_routes(app, service, service.authenticator)
     mcp_running = install_mcp(app, service.registry, service.authenticator)
+    install_whoami(app, service.authenticator)
+    install_page(app)
     return app

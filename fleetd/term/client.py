@@ -1,4 +1,5 @@
-"""The terminal's HTTP client: ``GET /v1/fleet`` (long-poll too) and ``GET /v1/incidents``.
+"""The terminal's HTTP client: ``GET /v1/fleet`` (long-poll too), ``GET /v1/incidents`` and
+``GET /v1/whoami``.
 
 Where fleetd is and who is asking come from the environment (``FLEETD_URL``, ``FLEETD_TOKEN`` by
 default; the variable names can be changed). Every request has a deadline; a long-poll's read
@@ -148,6 +149,10 @@ class FleetdClient:
     async def incidents(self) -> dict[str, Any]:
         """``GET /v1/incidents``: open incidents and those resolved in the last 24 hours."""
         return await self._get("/v1/incidents", {}, READ_SECONDS)
+
+    async def whoami(self) -> dict[str, Any]:
+        """``GET /v1/whoami``: ``{"role": "operator", "lead": null}`` or a lead's name."""
+        return await self._get("/v1/whoami", {}, READ_SECONDS)
 
     async def _get(self, path: str, params: dict[str, str], read: float) -> dict[str, Any]:
         where = f"{self.target.shown}{path}"

@@ -4,7 +4,8 @@ terminal.
 Each reads ``FLEETD_URL`` (default ``http://127.0.0.1:8765``) and ``FLEETD_TOKEN`` (the operator
 token or a lead's; ``--url-env``/``--token-env`` name other variables), and returns an exit code:
 0 shown, 2 no token or a bad URL, 3 fleetd unreachable, 4 token refused (401 or 403), 5 another
-error answer (see :mod:`fleetd.term.client`). Failures are one line on stderr that never holds
+error answer (see :mod:`fleetd.term.client`). Who is asking (``as operator``, ``as lead NAME``) is
+fleetd's own answer, ``GET /v1/whoami``. Failures are one line on stderr that never holds
 the token. A screen fits the terminal (80×24 when it is not one).
 """
 
@@ -94,9 +95,15 @@ def status_main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
 
     async def read(client: FleetdClient) -> int:
         fleet = await client.fleet()
+        who = identity(await client.whoami())
         width, height = _size()
         lines = fleet_screen(
-            fleet, source=client.target.shown, lead=args.lead, width=width, height=height - 1
+            fleet,
+            source=client.target.shown,
+            who=who,
+            lead=args.lead,
+            width=width,
+            height=height - 1,
         )
         _print(lines, sys.stdout)
         return 0
@@ -118,12 +125,12 @@ def incidents_main(argv: Sequence[str], environ: Mapping[str, str] | None = None
         if args.json:
             print(json.dumps(listing, indent=2, ensure_ascii=False))
             return 0
-        fleet = await client.fleet()
+        who = identity(await client.whoami())
         width, height = _size()
         lines = incident_screen(
             listing,
             source=client.target.shown,
-            who=identity(fleet),
+            who=who,
             now=datetime.now(UTC),
             lead=args.lead,
             width=width,
@@ -145,7 +152,7 @@ def top_main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> i
 
     async def read(client: FleetdClient) -> int:
         first = await client.fleet()  # a refused token or a dead fleetd fails before the app
-        app = TopApp(client, first, lead=args.lead)
+        app = TopApp(client, first, who=identity(await client.whoami()), lead=args.lead)
         await app.run_async()
         if app.failure:
             print(f"fleetd: {app.failure}", file=sys.stderr)

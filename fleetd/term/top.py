@@ -3,7 +3,8 @@
 It follows ``GET /v1/fleet?sinceVersion=N&wait=S``: each answer with a new ``viewVersion`` is
 drawn at once, and the next poll waits for the version after it. Keys: ``l`` cycles the lead
 filter through the leads, ``a`` shows every lead again, ``i`` switches to the incident screen
-(``GET /v1/incidents``, read again with each new version) and back, ``q`` quits.
+(``GET /v1/incidents``, read again with each new version) and back, ``q`` quits. Who is asking
+(``GET /v1/whoami``) is read once, before the app starts.
 
 While fleetd is unreachable the last screen stays, its header says so, and the poll is tried
 again after a pause that doubles up to :data:`MAX_RETRY_SECONDS`. A refused token ends the app
@@ -23,7 +24,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
 from fleetd.term.client import FleetdClient, RefusedError, TermError
-from fleetd.term.view import fleet_screen, identity, incident_screen
+from fleetd.term.view import fleet_screen, incident_screen
 
 __all__ = ["MAX_RETRY_SECONDS", "POLL_WAIT_SECONDS", "TopApp"]
 
@@ -49,6 +50,7 @@ class TopApp(App[int]):
         client: FleetdClient,
         first: dict[str, Any],
         *,
+        who: str,
         lead: str | None = None,
         wait: float = POLL_WAIT_SECONDS,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -56,6 +58,8 @@ class TopApp(App[int]):
         super().__init__()
         self.client = client
         self.fleet = first
+        self.who = who
+        """Who is asking (``operator``, ``lead NAME``): fleetd's ``GET /v1/whoami``."""
         self.listing: dict[str, Any] | None = None
         self.lead = lead
         self.show_incidents = False
@@ -96,7 +100,7 @@ class TopApp(App[int]):
             lines = incident_screen(
                 self.listing,
                 source=source,
-                who=identity(self.fleet),
+                who=self.who,
                 now=self._now(),
                 lead=self.lead,
                 width=width,
@@ -106,6 +110,7 @@ class TopApp(App[int]):
             lines = fleet_screen(
                 self.fleet,
                 source=source,
+                who=self.who,
                 lead=self.lead,
                 notice=self.notice,
                 width=width,

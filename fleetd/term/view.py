@@ -54,16 +54,11 @@ def short_id(incident_id: str) -> str:
     return incident_id[:SHORT_ID]
 
 
-def identity(fleet: Mapping[str, Any]) -> str:
-    """Who the view was made for: ``operator``, or ``lead NAME``.
-
-    A lead's view carries ``preservedWorktrees``, and of the lead rows only its own holds its
-    inbox figures (``inboxDepth``); the operator's view has neither the first nor a single row.
-    """
-    if "preservedWorktrees" not in fleet:
-        return "operator"
-    own = [row.get("name") for row in fleet.get("leads", []) if "inboxDepth" in row]
-    return f"lead {own[0]}" if len(own) == 1 else "a lead"
+def identity(whoami: Mapping[str, Any]) -> str:
+    """Who is asking, from fleetd's ``GET /v1/whoami`` result: ``operator``, or ``lead NAME``."""
+    if whoami.get("role") == "lead":
+        return f"lead {whoami.get('lead')}"
+    return str(whoami.get("role", "?"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +175,10 @@ def _coverage(fleet: Mapping[str, Any]) -> Text:
     return line
 
 
-def _header(fleet: Mapping[str, Any], source: str) -> Text:
+def _header(fleet: Mapping[str, Any], source: str, who: str) -> Text:
     line = Text("fleetd ", style="bold")
     line.append(source)
-    line.append(f" as {identity(fleet)}", style="cyan")
+    line.append(f" as {who}", style="cyan")
     generated = str(fleet.get("generatedAt", ""))[11:19]
     line.append(f" · view {fleet.get('viewVersion', '-')} · {generated}Z", style="dim")
     return line
@@ -296,12 +291,14 @@ def fleet_screen(
     fleet: Mapping[str, Any],
     *,
     source: str,
+    who: str,
     lead: str | None = None,
     notice: str = "",
     width: int = 80,
     height: int = 24,
 ) -> list[Text]:
-    """``fleetd status`` (and ``top``'s main screen): who is asking, coverage, leads with
+    """``fleetd status`` (and ``top``'s main screen): who is asking (``who``, from
+    :func:`identity`), coverage, leads with
     health and inbox, members by lead with state, health, turn age and queue, open incidents
     with routing. ``lead`` keeps the members and incidents that concern that lead."""
     members = _member_rows(fleet, lead)
@@ -315,7 +312,7 @@ def fleet_screen(
         ),
         Section(_title(f"OPEN INCIDENTS {len(incidents)}", "routing"), incidents),
     ]
-    head = [_header(fleet, source), *_notice(notice, width), _coverage(fleet)]
+    head = [_header(fleet, source, who), *_notice(notice, width), _coverage(fleet)]
     return fit(head, sections, width=width, height=height)
 
 

@@ -61,8 +61,9 @@ async def serve(app: Any, *, lifespan: str = "off") -> AsyncIterator[str]:
 
 
 class FakeFleetd:
-    """``GET /v1/fleet`` (long-poll on ``viewVersion``) and ``GET /v1/incidents`` answering
-    recorded payloads; :meth:`publish` makes a new version and wakes the waiters."""
+    """``GET /v1/fleet`` (long-poll on ``viewVersion``), ``GET /v1/incidents`` and
+    ``GET /v1/whoami`` answering recorded payloads (the token is the operator's);
+    :meth:`publish` makes a new version and wakes the waiters."""
 
     def __init__(self, fleet: dict[str, Any], listing: dict[str, Any], token: str) -> None:
         self.fleet = copy.deepcopy(fleet)
@@ -75,7 +76,11 @@ class FakeFleetd:
         self.waiting = asyncio.Event()
         """Set while a long-poll waits for the next version."""
         self.app = Starlette(
-            routes=[Route("/v1/fleet", self._fleet), Route("/v1/incidents", self._incidents)]
+            routes=[
+                Route("/v1/fleet", self._fleet),
+                Route("/v1/incidents", self._incidents),
+                Route("/v1/whoami", self._whoami),
+            ]
         )
 
     async def release(self) -> None:
@@ -114,6 +119,12 @@ class FakeFleetd:
                     )
                 self.waiting.clear()
         return JSONResponse({"ok": True, "result": self.fleet})
+
+    async def _whoami(self, request: Request) -> JSONResponse:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        return JSONResponse({"ok": True, "result": {"role": "operator", "lead": None}})
 
     async def _incidents(self, request: Request) -> JSONResponse:
         refused = self._refused(request)

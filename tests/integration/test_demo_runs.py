@@ -5,13 +5,23 @@ a person is told by signed webhook, and told again when the lead is back."""
 from __future__ import annotations
 
 import io
+import re
 
+import pytest
+
+from fleetd import demo_alertmanager
 from fleetd.demo import run_demo
+from tests.integration.alertmanager_process import alertmanager_binary
 
 
-async def test_demo_delegates_then_reroutes_an_incident_to_the_peer_when_the_owner_dies() -> None:
+async def test_demo_delegates_then_reroutes_an_incident_to_the_peer_when_the_owner_dies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Three tickets end done via fleet_reply; the failed member's incident goes from its owning
-    lead (generation 1) to lead-b (generation 2, on behalf of lead), and lead-b collects it."""
+    lead (generation 1) to lead-b (generation 2, on behalf of lead), and lead-b collects it; the
+    live page's URL is printed first. Without an Alertmanager binary one line says how to see
+    that sink kind, and the demo ends with the signed webhook's resolved event."""
+    monkeypatch.setattr(demo_alertmanager, "alertmanager_binary", lambda: None)
     out = io.StringIO()
     view = await run_demo(port=0, once=True, out=out)
     text = out.getvalue()
@@ -19,6 +29,9 @@ async def test_demo_delegates_then_reroutes_an_incident_to_the_peer_when_the_own
     assert terminal.startswith("  terminal:    FLEETD_URL=http://127.0.0.1:")
     assert terminal.endswith(" top")  # the live screen to try, with the operator token
     assert text.count("done via reply") == 3
+    assert re.search(r"^  live page:   http://127\.0\.0\.1:\d+/  \(sign in with", text, re.M)
+    assert "  alertmanager: none on PATH; with Debian's prometheus-alertmanager installed" in text
+    assert "alertmanager reports" not in text
     assert "inbox held 3 message(s)" in text
     assert "  incidents: 0; coverage: full" in text  # the healthy fleet of the first act
     profiles = {m["name"]: (m["profile"], m["state"]) for m in view["members"]}
@@ -62,3 +75,29 @@ async def test_demo_delegates_then_reroutes_an_incident_to_the_peer_when_the_own
     lead_b_incident = resolved.split()[3]
     assert any(lead_b_incident in line for line in opened)  # resolved follows its own open
     assert all(i["id"] != lead_b_incident for i in view["incidents"])
+    assert text.splitlines()[-2].startswith("  webhook resolved: ")
+
+
+async def test_with_alertmanager_the_demo_switches_sink_kind_and_shows_firing_then_resolved() -> (
+    None
+):
+    """An Alertmanager on the PATH (fails under CI=true without it): after the webhook act the
+    config file switches to alertmanager mode, lead-b dies again and Alertmanager reports its
+    incident firing, then resolved once lead-b is back."""
+    alertmanager_binary()
+    out = io.StringIO()
+    await run_demo(port=0, once=True, out=out)
+    lines = out.getvalue().splitlines()
+    assert any(re.match(r"  alertmanager: http://127\.0\.0\.1:\d+ takes", line) for line in lines)
+    switched = lines.index(
+        "  config: health.notifications.mode: alertmanager (a hot key: no restart)"
+    )
+    assert any(line.startswith("  webhook resolved: ") for line in lines[:switched])
+    reports = [line for line in lines[switched:] if line.startswith("alertmanager reports: ")]
+    firing = next(
+        i for i, line in enumerate(reports) if "LEAD_UNREACHABLE of lead-b (firing)" in line
+    )
+    resolved = next(
+        i for i, line in enumerate(reports) if "LEAD_UNREACHABLE of lead-b (resolved)" in line
+    )
+    assert firing < resolved

@@ -17,6 +17,7 @@ import pytest
 
 from fleetd.term.client import FleetdClient, Target
 from fleetd.term.top import TopApp
+from fleetd.term.view import identity
 from tests.integration.term_server import FakeFleetd, serve
 
 PAYLOADS = Path(__file__).resolve().parents[1] / "unit" / "term" / "payloads"
@@ -51,7 +52,7 @@ async def test_top_follows_the_long_poll_and_its_keys_filter_show_incidents_and_
     async with FleetdClient(Target(url=base, token=TOKEN)) as client:
         first = await client.fleet()
         now = datetime.fromisoformat("2026-12-05T05:08:11+00:00")
-        app = TopApp(client, first, now=lambda: now)
+        app = TopApp(client, first, who=identity(await client.whoami()), now=lambda: now)
         async with app.run_test(size=(80, 24)) as pilot:
             await _drawn(app)
             assert app.lines[0].startswith(f"fleetd {base} as operator · view 114")
@@ -101,7 +102,7 @@ async def test_top_ends_with_code_4_when_its_token_is_refused_mid_run(
     reason names the 401 without the token."""
     server, base = fake
     async with FleetdClient(Target(url=base, token=TOKEN)) as client:
-        app = TopApp(client, await client.fleet())
+        app = TopApp(client, await client.fleet(), who="operator")
         async with app.run_test(size=(80, 24)):
             await asyncio.wait_for(server.waiting.wait(), STEP)
             server.token = "rotated-token"
@@ -130,7 +131,7 @@ async def test_top_says_plainly_when_fleetd_goes_away_and_keeps_the_last_screen(
     async with contextlib.AsyncExitStack() as running:
         base = await running.enter_async_context(serve(server.app))
         async with FleetdClient(Target(url=base, token=TOKEN)) as client:
-            app = TopApp(client, await client.fleet())
+            app = TopApp(client, await client.fleet(), who="operator")
             async with app.run_test(size=(80, 24)) as pilot:
                 await asyncio.wait_for(server.waiting.wait(), STEP)
                 await running.aclose()  # fleetd stops under the open long-poll ...

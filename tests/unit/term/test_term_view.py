@@ -65,7 +65,7 @@ def test_the_status_screen_of_the_demo_fleet_fits_80x24_and_shows_each_part(
 ) -> None:
     """Who is asking, the link/inbox/journal/sink line, each lead with health and inbox, members
     grouped under their lead with state, health, turn and queue, and incidents with routing."""
-    lines = fleet_screen(fleet, source=SOURCE)
+    lines = fleet_screen(fleet, source=SOURCE, who="operator")
     _fits(lines)
     text = _plain(lines)
     assert text[0].startswith(f"fleetd {SOURCE} as operator · view 114")
@@ -86,7 +86,7 @@ def test_the_status_screen_of_the_demo_fleet_fits_80x24_and_shows_each_part(
 def test_an_incident_routed_to_a_person_says_so_with_its_outcome(fleet: dict[str, Any]) -> None:
     """``route: human`` reads ``→ person`` and the human leg's outcome, not a lead's name."""
     fleet["incidents"][0]["routing"] = {"route": "human", "reason": "x", "outcome": "webhook"}
-    text = _plain(fleet_screen(fleet, source=SOURCE))
+    text = _plain(fleet_screen(fleet, source=SOURCE, who="operator"))
     assert any(line.endswith("→ person (webhook)") for line in text)
 
 
@@ -95,7 +95,7 @@ def test_a_crowded_fleet_is_cut_to_24_lines_with_counts_of_what_is_left_out(
 ) -> None:
     """40 members and 15 incidents: the screen keeps 24 lines of 80 columns; the sections say
     how many rows they left out, and every lead still shows."""
-    lines = fleet_screen(_crowded(fleet, 40, 15), source=SOURCE)
+    lines = fleet_screen(_crowded(fleet, 40, 15), source=SOURCE, who="operator")
     _fits(lines)
     assert len(lines) == 24
     text = _plain(lines)
@@ -116,8 +116,10 @@ def test_every_screen_fits_its_size(
     now = datetime.fromisoformat(fleet["generatedAt"])
     many = {**listing, "incidents": listing["incidents"] * 20}
     for lines in (
-        fleet_screen(crowded, source=SOURCE, width=width, height=height),
-        fleet_screen(crowded, source=SOURCE, lead="lead-b", width=width, height=height),
+        fleet_screen(crowded, source=SOURCE, who="operator", width=width, height=height),
+        fleet_screen(
+            crowded, source=SOURCE, who="operator", lead="lead-b", width=width, height=height
+        ),
         incident_screen(many, source=SOURCE, who="operator", now=now, width=width, height=height),
     ):
         _fits(lines, width, height)
@@ -125,21 +127,22 @@ def test_every_screen_fits_its_size(
 
 def test_a_lead_filter_keeps_that_leads_members_and_incidents(fleet: dict[str, Any]) -> None:
     """Filtered to lead-b: no member of lead, and the incidents lead-b receives."""
-    text = _plain(fleet_screen(fleet, source=SOURCE, lead="lead-b"))
+    text = _plain(fleet_screen(fleet, source=SOURCE, who="operator", lead="lead-b"))
     assert any(line.startswith("MEMBERS 0 of lead-b") for line in text)
     assert sum(1 for line in text if line.startswith("  inc_")) == 3
     assert any(line.startswith("  ▸ lead-b") for line in text)
-    only_lead = _plain(fleet_screen(_crowded(fleet, 6, 0), source=SOURCE, lead="lead"))
+    only_lead = _plain(
+        fleet_screen(_crowded(fleet, 6, 0), source=SOURCE, who="operator", lead="lead")
+    )
     assert any(line.startswith("MEMBERS 3 of lead") for line in only_lead)
 
 
-def test_a_leads_view_is_told_apart_from_the_operators() -> None:
-    """The operator's view names ``operator``; a lead's (its own row has the inbox figures, and
-    it carries preservedWorktrees) names that lead."""
-    operator = {"leads": [{"name": "lead", "inboxDepth": 1}, {"name": "b", "inboxDepth": 0}]}
-    lead = {"leads": [{"name": "lead"}, {"name": "b", "inboxDepth": 0}], "preservedWorktrees": []}
-    assert identity(operator) == "operator"
-    assert identity(lead) == "lead b"
+def test_who_is_asking_is_what_whoami_answered(fleet: dict[str, Any]) -> None:
+    """``GET /v1/whoami``'s result names the operator or the lead, and the header says it."""
+    assert identity({"role": "operator", "lead": None}) == "operator"
+    assert identity({"role": "lead", "lead": "lead-b"}) == "lead lead-b"
+    header = _plain(fleet_screen(fleet, source=SOURCE, who="lead lead-b"))[0]
+    assert header.startswith(f"fleetd {SOURCE} as lead lead-b · view 114")
 
 
 def test_a_failing_journal_and_sink_and_a_down_link_show_on_the_coverage_line(
@@ -155,7 +158,7 @@ def test_a_failing_journal_and_sink_and_a_down_link_show_on_the_coverage_line(
         "reason": "incident journal failing (timeout); webhook sink failing (attempts_failing)",
     }
     fleet["dependencies"]["webhook"]["endpoints"][0]["reachable"] = False
-    line = _plain(fleet_screen(fleet, source=SOURCE))[1]
+    line = _plain(fleet_screen(fleet, source=SOURCE, who="operator"))[1]
     assert line == ("link down · inbox down · journal failing · webhook 0/1 up · coverage degraded")
 
 
@@ -214,7 +217,7 @@ def test_a_member_shows_its_open_turns_age_and_an_orphan_says_so(fleet: dict[str
         "liveStatus": "idle",
     }
     fleet["members"] = [busy, orphan]
-    text = _plain(fleet_screen(fleet, source=SOURCE))
+    text = _plain(fleet_screen(fleet, source=SOURCE, who="operator"))
     [busy_row] = [line for line in text if "busy-1" in line]
     assert busy_row.split()[1:] == ["busy-1", "busy", "IDLE", "#2", "1m15s", "q3"]
     [orphan_row] = [line for line in text if "orphan-1" in line]
