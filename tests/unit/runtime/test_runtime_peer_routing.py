@@ -23,6 +23,7 @@ from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.runtime.records import superseded_record
 from fleetd.testing import build_test_fleet, sample_document
+from tests.metric_samples import sample
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 PEER = Assignment(
@@ -184,8 +185,8 @@ async def test_the_gauge_counts_foreign_assignments_per_configured_lead(tmp_path
     monitor.state = replace(monitor.state, incidents={INCIDENT.key: INCIDENT})
     monitor._refresh_gauges()
     gauge = fleet.service.metrics.lead_assigned_incidents
-    assert gauge.labels(lead="lead-b")._value.get() == 1
-    assert gauge.labels(lead="lead")._value.get() == 0
+    assert sample(gauge, lead="lead-b") == 1
+    assert sample(gauge, lead="lead") == 0
 
 
 async def test_a_peer_covered_while_a_push_pass_is_under_way_still_hears_the_failed_lead(
