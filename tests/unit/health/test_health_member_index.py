@@ -92,7 +92,9 @@ def evolving_runs(draw: st.DrawFn) -> list[Step]:
     }
     offset = timedelta(0)
     views = {name: _view(draw, name, offset, terminal=terminals[name]) for name in names}
-    agents = {name: _agent(draw, name, terminals[name]) for name in names}
+    agents: dict[str, LiveAgent | None] = {
+        name: _agent(draw, name, terminals[name]) for name in names
+    }
     config = HealthSettings()
     caps = {"lead-a": False, "lead-b": False}
     steps = []
