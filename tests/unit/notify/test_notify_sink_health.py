@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TypedDict
 
 import pytest
 
@@ -21,7 +22,12 @@ from fleetd.resilience.breaker import BreakerState
 from tests.contract.journal_cases import T0
 from tests.unit.notify.sink_kit import REPEAT, human_incident, payload
 
-ON = {"enabled": True}
+
+class _Enabled(TypedDict):
+    enabled: bool
+
+
+ON: _Enabled = {"enabled": True}
 FIRST = frozenset({0})
 
 

@@ -98,7 +98,8 @@ async def test_disabled_mode_claims_nothing_and_resumes_when_enabled() -> None:
     current["target"] = target()  # type: ignore[assignment]
     clock.advance(60)
     assert (await worker.step()).delivered == 1
-    assert worker.health.status is SinkStatus.OK
+    health = worker.health  # read after the step
+    assert health.status is SinkStatus.OK
     assert sample(metrics, "fleet_health_notification_queue_depth") == 0
     assert (
         sample(metrics, "fleet_health_notification_last_success_seconds") == clock.now().timestamp()
@@ -296,7 +297,7 @@ async def test_two_instances_add_one_reminder() -> None:
     between the first one's read and its write: one reminder revision, sent once."""
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
     racing = _WritesAfter(journal)
-    first = make_leg(racing, sender, clock, owner="fleetd-a")  # type: ignore[arg-type]
+    first = make_leg(racing, sender, clock, owner="fleetd-a")
     second = make_leg(journal, sender, clock, owner="fleetd-b")
     incident = human_incident()
     first.escalation.note(incident)
@@ -398,8 +399,9 @@ async def test_failing_attempts_and_a_failing_journal_degrade_the_sink() -> None
     since = worker.health.since
     journal.fail_with = JournalUnavailableError("claim", "unreachable")
     await worker.step()
-    assert worker.health.reason is SinkReason.JOURNAL_FAILING
-    assert worker.health.since == clock.now() != since
+    health = worker.health  # read after the step
+    assert health.reason is SinkReason.JOURNAL_FAILING
+    assert health.since == clock.now() != since
     journal.fail_with = None
     assert (await worker.step()).delivered == 1
     assert worker.health.status is SinkStatus.OK

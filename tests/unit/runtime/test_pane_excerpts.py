@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fleetd.health.incidents import Incident
-from fleetd.inbox.records import InboxRecord, MessageKind
+from fleetd.inbox.records import InboxRecord, MessageKind, Severity
 from fleetd.runtime.pane_excerpts import EXCERPT_MAX_AGE, EXCERPTS_KEPT, PaneExcerpts
 from tests.contract.journal_cases import T0, make_incident
 
@@ -20,7 +20,7 @@ def _record(incident: Incident) -> InboxRecord:
         content="fleetd health: summary.",
         created_at_epoch_millis=0,
         subject_terminal=incident.subject,
-        severity="critical",
+        severity=Severity.CRITICAL,
         state="GONE",
         evidence={"tickets": 1},
         first_seen_epoch_millis=0,

@@ -88,7 +88,9 @@ async def test_a_sole_lead_failure_is_journaled_with_one_signed_ready_open_event
     jsonschema.validate(dict(claim.payload), SCHEMA)
     assert claim.payload["eventType"] == "open"
     assert claim.payload["eventId"] == claim.idempotency_key
-    assert claim.payload["incident"]["state"] == "LEAD_UNREACHABLE"
+    sent = claim.payload["incident"]
+    assert isinstance(sent, dict)
+    assert sent["state"] == "LEAD_UNREACHABLE"
     covered = fleet.service.health.coverage()
     assert (covered["status"], covered["humanEscalation"]) == ("full", "webhook")
     assert fleet.service.health.routing[incident.id].outcome == "webhook"

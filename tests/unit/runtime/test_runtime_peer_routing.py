@@ -19,6 +19,7 @@ from fleetd.health.effects import PublishHealthRecord, RetireLead, SupersedeAssi
 from fleetd.health.incidents import Assignment, Incident, IncidentKey, Route, RoutingReason
 from fleetd.health.states import Certainty, LeadState, Scope, Severity
 from fleetd.herdr.fake import FakeAgentControl
+from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.runtime.records import superseded_record
@@ -104,6 +105,7 @@ async def test_a_peer_record_goes_to_the_recipient_key_and_arms_a_named_nudge(
     assert await fleet.inbox.collect("lead") == []  # never under the failed subject's key
     [record] = await fleet.inbox.collect("lead-b")
     assert record.kind is MessageKind.HEALTH
+    assert record.evidence is not None
     assert record.evidence["onBehalfOf"] == "lead"
     assert fleet.service.push.covering == {"lead-b": {"lead"}}
 
@@ -212,7 +214,7 @@ async def test_a_peer_covered_while_a_push_pass_is_under_way_still_hears_the_fai
     asked = fleet.control.get_agent
     landed: list[str] = []
 
-    async def get_agent(target: str) -> object:
+    async def get_agent(target: str) -> AgentInfo:
         if target == "lead" and not landed:  # the health tick dispatches meanwhile
             landed.append(target)
             await dispatcher.apply(

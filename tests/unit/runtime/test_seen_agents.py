@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,7 @@ from fleetd.herdr.model import AgentInfo, AgentStatus
 from fleetd.runtime.snapshot import SeenAgents
 
 
-def _agent(n: int, **changes: object) -> AgentInfo:
+def _agent(n: int, **changes: Any) -> AgentInfo:
     agent = AgentInfo(
         terminal_id=f"term_{n}",
         agent_status=AgentStatus.IDLE,
