@@ -344,6 +344,7 @@ async def test_an_open_cancelled_while_in_flight_is_followed_by_resolved() -> No
 
 
 async def test_a_payload_outside_the_contract_is_never_sent() -> None:
+    """An event payload that fails the v1 contract is never sent; it counts as payload_refused."""
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
     metrics = Metrics()
     incident = human_incident()
@@ -408,6 +409,8 @@ async def test_failing_attempts_and_a_failing_journal_degrade_the_sink() -> None
 
 
 async def test_an_unresolvable_target_is_degraded_not_disabled() -> None:
+    """A sink target that cannot be resolved makes the sink degraded (sink_unresolved), not
+    disabled."""
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
 
     def broken() -> None:
@@ -446,6 +449,8 @@ async def test_a_lease_too_short_for_another_request_is_given_back() -> None:
 
 
 async def test_metrics_count_attempts_by_event_and_bounded_outcome() -> None:
+    """Attempts are counted by event and a bounded outcome (http_429, delivered); no incident id
+    or address enters the exposition."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
     metrics = Metrics()
     sender = ScriptedSender(AttemptOutcome(status=429), AttemptOutcome(status=200))

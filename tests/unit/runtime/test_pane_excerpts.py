@@ -67,6 +67,8 @@ def test_nothing_is_kept_or_shown_while_the_key_is_off() -> None:
 
 
 def test_an_old_read_another_target_s_read_or_an_empty_one_is_not_shown() -> None:
+    """A screen read that is too old, taken from another target, blank, or for an incident
+    without a target is not attached to the record."""
     store = PaneExcerpts(enabled=lambda: True, known=tuple)
     incident = make_incident()
     record = _record(incident)

@@ -50,6 +50,8 @@ def test_an_agent_that_reads_the_same_keeps_its_view_object() -> None:
     ids=["status", "sequence", "pane", "name", "kind"],
 )
 def test_any_field_health_reads_that_changed_gives_a_new_view(change: dict[str, object]) -> None:
+    """A change in any field health reads (status, sequence, pane, name, kind) gives a new view
+    with the new values; the same agent again reuses it."""
     seen = SeenAgents()
     (before,) = seen.health_view([_agent(1)])
     (after,) = seen.health_view([_agent(1, **change)])
