@@ -14,14 +14,16 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import aio_pika
+import aiormq
 import pytest
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 from aiormq.abc import ChannelFrame
 from aiormq.exceptions import ChannelNotFoundEntity
 from pamqp import commands as spec
+from pamqp.base import Frame
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
@@ -86,9 +88,10 @@ class RawBroker:
         broker has taken the publish (a channel is processed in order).
         """
         async with self.connection.channel(publisher_confirms=False) as channel:
-            underlay = await channel.get_underlay_channel()
+            # the connector's write queue is on aiormq's Channel, not on its abstract type
+            underlay = cast(aiormq.Channel, await channel.get_underlay_channel())
             properties = spec.Basic.Properties(content_type=content_type, delivery_mode=2)
-            frames = [
+            frames: list[Frame | ContentHeader | ContentBody] = [
                 spec.Basic.Publish(exchange="", routing_key=queue_name(key)),
                 ContentHeader(properties=properties, body_size=len(body)),
                 ContentBody(body),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -74,6 +75,7 @@ async def _session(h: SimHarness) -> None:
     split = await h.run(c.pane_split(SplitDirection.DOWN, target_pane_id=pane, focus=True))
     await h.run(c.agent_start("m1", "codex", pane, ["--full-auto"], 10000))
     await h.advance(1.2)
+    call: Coroutine[Any, Any, object]
     for call in (c.agent_list(), c.agent_get("m1"), c.pane_list(), c.pane_get(pane)):
         await h.run(call)
     await h.run(c.agent_prompt("m1", "first"))

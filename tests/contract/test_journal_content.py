@@ -137,6 +137,8 @@ def every_value(engine: Engine) -> list[str]:
 
 
 async def test_no_content_reaches_any_column(journal: SqlJournal, marked_url: str) -> None:
+    """No prompt, reply or screen text (the markers) reaches any journal column, and on SQLite
+    not the database files either, though the scan sees stored values."""
     await live_an_incident(journal)
     await journal.close()
     engine = journal_engine(marked_url)

@@ -176,6 +176,7 @@ async def test_a_payload_that_could_carry_content_is_refused(
 
 
 async def test_naive_times_are_refused(journal_kit: JournalKit) -> None:
+    """Recording an incident with a naive (zone-less) time is refused."""
     journal = journal_kit.build()
     naive = opened(opened_at=datetime(2026, 8, 1, 12, 0))
     with pytest.raises(JournalRefusedError):
@@ -269,6 +270,8 @@ async def test_a_permanent_failure_waits_for_rearm(journal_kit: JournalKit) -> N
 
 
 async def test_a_released_attempt_is_due_again_at_once(journal_kit: JournalKit) -> None:
+    """A released claim is due again at once and a second worker claims the same attempt, not a
+    new one."""
     journal = journal_kit.build()
     await journal.record(opened(), [event()], now=T0)
     (claim,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
@@ -421,6 +424,8 @@ async def test_a_restart_reloads_a_pending_resolution(journal_kit: JournalKit) -
 
 
 async def test_lease_owners_and_failure_classes_are_plain_codes(journal_kit: JournalKit) -> None:
+    """A lease owner with spaces or a newline, and a failure that is free text rather than a
+    code, are refused."""
     journal = journal_kit.build()
     await journal.record(opened(), [event()], now=T0)
     with pytest.raises(JournalRefusedError):

@@ -6,7 +6,7 @@ refused an event, and the operator's recent list."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
@@ -34,7 +34,7 @@ def event(kind: EventType = EventType.OPEN) -> NewEvent:
     return NewEvent(type=kind, payload={"event": kind.value})
 
 
-def resolved(change: IncidentChange, at: object = T0) -> IncidentChange:
+def resolved(change: IncidentChange, at: datetime | None = T0) -> IncidentChange:
     return dataclasses.replace(change, resolved_at=at, resolve_reason=ResolveReason.CLEARED)
 
 

@@ -145,6 +145,7 @@ async def test_generations_after_a_purge_never_collide_with_a_stored_incident(
 
 
 async def test_purge_refuses_a_naive_cutoff(journal_kit: JournalKit) -> None:
+    """A purge with a naive (zone-less) cutoff is refused."""
     journal = journal_kit.build()
     with pytest.raises(JournalRefusedError):
         await journal.purge(resolved_before=T0.replace(tzinfo=None))

@@ -55,6 +55,7 @@ async def test_the_journal_file_is_owner_only_and_in_wal_mode(tmp_path: Path) ->
 
 
 async def test_an_existing_journal_file_is_narrowed_to_owner_only(tmp_path: Path) -> None:
+    """Opening an existing world-readable SQLite journal file narrows it to mode 0600."""
     path = tmp_path / "journal.sqlite"
     path.touch(mode=0o644)
     path.chmod(0o644)
@@ -212,6 +213,7 @@ async def test_without_migrate_an_empty_database_is_a_schema_error(tmp_path: Pat
 
 
 async def test_a_closed_journal_refuses_calls(tmp_path: Path) -> None:
+    """Closing twice is harmless; a call on a closed journal raises JournalUnavailableError."""
     journal = SqlJournal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
     await journal.close()
     await journal.close()

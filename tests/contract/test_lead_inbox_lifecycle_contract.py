@@ -38,6 +38,8 @@ def record(key: str, msg_id: str, at: int) -> InboxRecord:
 async def test_configured_leads_are_owned_at_start_and_only_expected_keys_are_claimed(
     inbox_kit: InboxKit,
 ) -> None:
+    """At start the registry owns exactly the configured leads' keys and refuses to claim a key no
+    lead expects."""
     lead, stranger = inbox_kit.key(), inbox_kit.key()
     expected = [lead]
     registry = LeadInboxRegistry(inbox_kit.build(), lambda: expected)
@@ -51,6 +53,8 @@ async def test_configured_leads_are_owned_at_start_and_only_expected_keys_are_cl
 async def test_a_restarted_service_owns_the_keys_again_and_finds_what_was_stored(
     inbox_kit: InboxKit,
 ) -> None:
+    """A restarted registry owns its keys again; the broker inbox still holds what was stored, the
+    in-memory one starts empty."""
     lead = inbox_kit.key()
     first = inbox_kit.build()
     await LeadInboxRegistry(first, lambda: [lead]).start()
@@ -67,6 +71,8 @@ async def test_a_restarted_service_owns_the_keys_again_and_finds_what_was_stored
 
 
 async def test_a_missing_lead_keeps_its_key_and_its_records(inbox_kit: InboxKit) -> None:
+    """A lead that drops out of the supplier releases nothing: its key stays owned and its records
+    stay."""
     lead, other = inbox_kit.key(), inbox_kit.key()
     expected = [lead, other]
     inbox = inbox_kit.build()
@@ -82,6 +88,8 @@ async def test_a_missing_lead_keeps_its_key_and_its_records(inbox_kit: InboxKit)
 async def test_retirement_needs_settled_incidents_an_unexpected_lead_and_an_empty_queue(
     inbox_kit: InboxKit,
 ) -> None:
+    """A key is retired only when the lead is no longer expected, its incidents are settled and its
+    queue is empty."""
     lead = inbox_kit.key()
     expected = [lead]
     inbox = inbox_kit.build()
@@ -101,6 +109,8 @@ async def test_retirement_needs_settled_incidents_an_unexpected_lead_and_an_empt
 async def test_a_replacement_key_is_owned_before_records_move_oldest_first(
     inbox_kit: InboxKit,
 ) -> None:
+    """Replacing a lead's key owns the new key, then moves every record oldest first, readdressed to
+    it, leaving the old key empty."""
     old, new = inbox_kit.key(), inbox_kit.key()
     expected = [old, new]
     inbox = inbox_kit.build()

@@ -44,7 +44,7 @@ LEAD_TOKENS = {
 }
 """Lead name -> (its token's variable, the token); each lead's herdr agent has its name."""
 
-SCENARIO = {
+SCENARIO: dict[str, Any] = {
     "version": 1,
     "defaults": {
         "start_seconds": 0.5,

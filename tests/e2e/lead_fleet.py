@@ -72,6 +72,7 @@ def routing(row: dict[str, Any]) -> tuple[str | None, str, str, int, str | None]
 
 
 def lead_row(listed: dict[str, Any], name: str) -> dict[str, Any]:
+    row: dict[str, Any]
     [row] = [lead for lead in listed["leads"] if lead["name"] == name]
     return row
 

@@ -14,6 +14,7 @@ import httpx
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.errors import HerdrError
 from tests.e2e.e2e_fleet import E2EFleet
+from tests.metric_samples import sample
 
 # The status poller looks only once a minute, so it never sees a member's short turn: the bridge
 # keeps the session BUSY while herdr says done — the missed boundary of trace 1 (M4 §2.1).
@@ -62,9 +63,8 @@ class LostE2E:
         async with self.e2e.http(token) as member:
             return await self.e2e.tool(member, "fleet_reply", content=content)
 
-    def repairs(self, result: str) -> float:
-        counter = self.e2e.service.metrics.repairs_total.labels(result=result)
-        return float(counter._value.get())
+    def repairs(self, result: str) -> float | None:
+        return sample(self.e2e.service.metrics.repairs_total, result=result)
 
     async def poll(self, ticket: str) -> dict[str, Any]:
         return await self.e2e.tool(self.lead, "fleet_poll", ticket=ticket)

@@ -15,6 +15,7 @@ from mcp_types import TextContent
 from fleetd.bridge.sessions import SessionState
 from fleetd.screens.markers import COMPLETION_FALLBACK_MARKER
 from tests.e2e.e2e_fleet import LEAD_TOKEN, OPERATOR_TOKEN, E2EFleet
+from tests.metric_samples import sample
 
 
 def _state(e2e: E2EFleet, session_id: str) -> SessionState | None:
@@ -75,8 +76,7 @@ async def test_stop_with_pending_async_tasks_fails_each_once(e2e: E2EFleet) -> N
             assert polled["status"] == "failed"
         listed = await e2e.tool(lead, "fleet_list")
         assert [p["sessionId"] for p in listed["preservedWorktrees"]] == [sid]
-    failed = e2e.service.metrics.tickets_total.labels(outcome="failed", source="none")
-    assert failed._value.get() == 2
+    assert sample(e2e.service.metrics.tickets_total, outcome="failed", source="none") == 2
 
 
 async def test_pane_that_exits_fails_every_ticket(e2e: E2EFleet) -> None:

@@ -9,6 +9,7 @@ from fleetd.bridge.manifests import load_manifests
 from fleetd.bridge.sessions import SessionState
 from fleetd.sim.agent import SimAgent
 from tests.e2e.e2e_fleet import LEAD_TOKEN, E2EFleet, start_e2e
+from tests.metric_samples import sample
 
 CAPPED = {"profiles": {"sonnet": {"kind": "claude", "maxLoad": 1}, "codex": {"kind": "codex"}}}
 
@@ -63,8 +64,7 @@ async def test_clean_stop_releases_members_with_the_shutdown_cause(tmp_path: Pat
         polled = bridge.tasks.get(ticket)
         assert polled is not None
         assert (polled.outcome.value, polled.reason) == ("failed", "shutdown")
-        failed = e2e.service.metrics.tickets_total.labels(outcome="failed", source="none")
-        assert failed._value.get() == 1
+        assert sample(e2e.service.metrics.tickets_total, outcome="failed", source="none") == 1
 
         async with start_e2e(tmp_path, restart_of=e2e) as second, second.http() as lead:
             listed = await second.tool(lead, "fleet_list")

@@ -16,6 +16,7 @@ import pytest
 from fleetd.bridge.sessions import SessionState
 from fleetd.screens.markers import COMPLETION_FALLBACK_MARKER
 from tests.e2e.e2e_fleet import E2EFleet, start_e2e
+from tests.metric_samples import sample
 
 
 async def _ready(e2e: E2EFleet, lead: Any, name: str) -> str:
@@ -130,8 +131,7 @@ async def test_refusals_past_the_budget_fail_the_ticket_once_with_nothing_typed(
         assert waited >= timedelta(seconds=1 + 2 + 4)
         agent = e2e.simulator.agent("m-refused")
         assert (agent.prompt_requests, agent.turns) == (4, 0)
-        failed = e2e.service.metrics.tickets_total.labels(outcome="failed", source="none")
-        assert failed._value.get() == 1
+        assert sample(e2e.service.metrics.tickets_total, outcome="failed", source="none") == 1
         later = (await e2e.tool(lead, "fleet_send", target=sid, prompt="next task"))["ticket"]
         await _settled(e2e, later)
         assert (await e2e.tool(lead, "fleet_poll", ticket=later))["status"] == "done"

@@ -21,6 +21,7 @@ from tests.e2e.repair_e2e import (
     lose_second_turn,
     member_state,
 )
+from tests.metric_samples import sample
 
 NOTHING_REBUILT = "No reply was reconstructed and no task was replayed"
 
@@ -69,8 +70,7 @@ async def test_trace_two_a_lost_turn_and_a_queued_send_when_the_pane_stops(
         outcome = await e2e.run(e2e.service.bridge.reconcile_lost_boundary(lost.session_id, token))
         assert outcome.result is RepairResult.STALE_TURN
         assert lost.repairs("repaired") == 0
-        failed = e2e.service.metrics.tickets_total.labels(outcome="failed", source="none")
-        assert failed._value.get() == 2
+        assert sample(e2e.service.metrics.tickets_total, outcome="failed", source="none") == 2
         assert "three" not in [r["params"]["text"] for r in e2e.requests_to("agent.prompt")]
         assert_nothing_replayed(e2e)
 
@@ -83,10 +83,13 @@ async def test_refused_no_baseline_is_told_to_the_lead_and_never_retried(tmp_pat
         bridge = e2e.service.bridge
         await e2e.until(lambda: bridge.roster.get(sid).state is SessionState.READY)  # type: ignore[union-attr]
         ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="first"))["ticket"]
-        metric = e2e.service.metrics.repairs_total.labels(result="refused_no_baseline")
-        await e2e.until(lambda: metric._value.get() == 1)
+        await e2e.until(
+            lambda: sample(e2e.service.metrics.repairs_total, result="refused_no_baseline") == 1
+        )
         await e2e.advance(300)
-        assert metric._value.get() == 1  # no retry, ever
+        assert (
+            sample(e2e.service.metrics.repairs_total, result="refused_no_baseline") == 1
+        )  # no retry, ever
         assert (await e2e.tool(lead, "fleet_poll", ticket=ticket))["status"] == "pending"
         assert member_state(e2e, sid) == "TURN_BOUNDARY_LOST"
         [incident] = (await e2e.tool(lead, "fleet_list"))["incidents"]
@@ -125,13 +128,14 @@ async def test_refused_no_capture_while_the_baseline_read_is_still_out(tmp_path:
         send = asyncio.ensure_future(
             lead.post("/v1/tools/fleet_send", json={"target": sid, "prompt": "two"})
         )
-        metric = e2e.service.metrics.repairs_total.labels(result="refused_no_capture")
-        await e2e.until(lambda: metric._value.get() == 1)
+        await e2e.until(
+            lambda: sample(e2e.service.metrics.repairs_total, result="refused_no_capture") == 1
+        )
         hold.release()
         ticket = (await e2e.run(send)).json()["result"]["ticket"]
         await e2e.advance(300)
-        assert metric._value.get() == 1
-        assert e2e.service.metrics.repairs_total.labels(result="repaired")._value.get() == 0
+        assert sample(e2e.service.metrics.repairs_total, result="refused_no_capture") == 1
+        assert sample(e2e.service.metrics.repairs_total, result="repaired") == 0
         assert (await e2e.tool(lead, "fleet_poll", ticket=ticket))["status"] == "pending"
         assert_nothing_replayed(e2e)
 
@@ -260,8 +264,7 @@ async def test_concurrent_send_and_release_during_the_repair(tmp_path: Path) -> 
         await e2e.until(lambda: lost.repairs("race_lost") == 1)
         for ticket in (lost.ticket, third["ticket"]):
             assert (await lost.poll(ticket))["status"] == "failed"
-        failed = e2e.service.metrics.tickets_total.labels(outcome="failed", source="none")
-        assert failed._value.get() == 2
+        assert sample(e2e.service.metrics.tickets_total, outcome="failed", source="none") == 2
         assert "three" not in [r["params"]["text"] for r in e2e.requests_to("agent.prompt")]
         assert_nothing_replayed(e2e)
 
@@ -298,6 +301,5 @@ async def test_after_a_restart_without_capture_the_old_turn_is_never_repaired(
             pane = lost.session.pane_id
             assert not [r for r in after if r["params"].get("pane_id") == pane]
             assert not [r for r in after if r["params"].get("target") == "m-lost-9"]
-            repaired = second.service.metrics.repairs_total.labels(result="repaired")
-            assert repaired._value.get() == 0
+            assert sample(second.service.metrics.repairs_total, result="repaired") == 0
             assert_nothing_replayed(second)

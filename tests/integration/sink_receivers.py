@@ -144,9 +144,10 @@ def _slack_block(block: Any) -> list[str]:
         ok = _text_object(block.get("text"), kinds=("plain_text", "mrkdwn"), limit=3000)
     elif kind == "context":
         elements = block.get("elements")
-        ok = isinstance(elements, list) and 0 < len(elements) <= 10
-        ok = ok and all(
-            _text_object(e, kinds=("plain_text", "mrkdwn"), limit=3000) for e in elements
+        ok = (
+            isinstance(elements, list)
+            and 0 < len(elements) <= 10
+            and all(_text_object(e, kinds=("plain_text", "mrkdwn"), limit=3000) for e in elements)
         )
     else:
         ok = False

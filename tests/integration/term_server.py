@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import copy
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import uvicorn
@@ -37,7 +37,7 @@ class _Server(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def serve(app: Any, *, lifespan: str = "off") -> AsyncIterator[str]:
+async def serve(app: Any, *, lifespan: Literal["auto", "on", "off"] = "off") -> AsyncIterator[str]:
     """``app`` on uvicorn at 127.0.0.1 on a free port; its base URL."""
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, lifespan=lifespan)
     server = _Server(config)

@@ -84,7 +84,7 @@ class World:
         self.worker = SinkWorker(
             journal=self.journal,
             target=lambda: self._target() if self.notify else None,
-            sender=self,  # type: ignore[arg-type]
+            sender=self,
             clock=self.clock,
             draw=lambda: 0.0,
             metrics=Metrics(),

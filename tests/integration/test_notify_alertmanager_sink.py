@@ -91,7 +91,7 @@ async def test_alertmanager_groups_fleetd_s_alert_and_reports_it_resolved(tmp_pa
     assert "LEAD_UNREACHABLE" in alert["annotations"]["summary"]
     assert held["labels"] == again["labels"] == labels
     assert held["status"]["state"] == again["status"]["state"] == "active"  # type: ignore[index]
-    assert again["updatedAt"] >= held["updatedAt"]
+    assert str(again["updatedAt"]) >= str(held["updatedAt"])  # ISO-8601 instants
     assert resolved["groupLabels"] == {"alertname": ALERTNAME}
     [closed] = resolved["alerts"]
     assert closed["status"] == "resolved"

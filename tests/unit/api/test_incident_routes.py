@@ -129,6 +129,8 @@ async def test_the_operator_sees_open_and_recently_resolved_incidents(
 async def test_a_lead_sees_what_it_owns_or_receives(
     fleet: TestFleet, journal: InMemoryJournal
 ) -> None:
+    """GET /v1/incidents shows a lead the incidents it owns or receives, and another lead only
+    the one it receives."""
     ids = await seed(fleet, journal)
     async with client(fleet) as http:
         lead = await http.get("/v1/incidents", headers=bearer(LEAD_TOKEN))
@@ -143,6 +145,8 @@ async def test_a_lead_sees_what_it_owns_or_receives(
 async def test_members_and_strangers_are_refused(
     fleet: TestFleet, journal: InMemoryJournal
 ) -> None:
+    """A member token gets 403 and no token 401 with a Bearer challenge on /v1/incidents; a lead
+    may not replay (403)."""
     member = fleet.service.authenticator.mint_member_token("sess-m", "m1")
     async with client(fleet) as http:
         as_member = await http.get("/v1/incidents", headers=bearer(member))
@@ -214,6 +218,8 @@ async def test_replay_of_a_resolved_incident_never_sends_its_failed_open(
 async def test_replay_of_a_bad_or_unknown_id_says_which(
     fleet: TestFleet, journal: InMemoryJournal, incident_id: str, status: int, code: str
 ) -> None:
+    """Replay of a well-formed unknown id answers 404 unknown_incident; a malformed id answers
+    400 invalid_incident_id."""
     async with client(fleet) as http:
         answer = await http.post(
             f"/v1/incidents/{incident_id}/replay", headers=bearer(OPERATOR_TOKEN)

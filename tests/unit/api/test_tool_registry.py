@@ -305,6 +305,7 @@ def test_tool_spec_refuses_bad_definitions() -> None:
         "handler": handler,
     }
     ToolSpec(**good)
+    change: dict[str, Any]
     for change in (
         {"name": "Bad-Name"},
         {"name": ""},

@@ -295,6 +295,8 @@ def test_the_tick_reads_again_only_the_members_the_roster_marked() -> None:
 
 
 def test_the_tick_reads_every_member_when_the_sessions_or_the_marks_are_not_the_same() -> None:
+    """A new session, or more change marks than the bound keeps, makes the tick read every
+    member, so no change is lost."""
     roster, tasks = Roster(), TaskBook()
     for n in range(3):
         roster.add(_session(n))
@@ -315,6 +317,8 @@ def test_the_tick_reads_every_member_when_the_sessions_or_the_marks_are_not_the_
 
 
 def test_a_send_queue_and_the_open_turns_refuse_changes_they_would_not_report() -> None:
+    """A send queue and the open-turn map refuse the mutations that would bypass the change
+    marks."""
     roster = Roster()
     roster.add(_session(0))
     queue = roster.queues["s0"]

@@ -50,6 +50,7 @@ async def _bench(fleet: TestFleet, catalog: FakeModelCatalog) -> None:
 
 async def _row(fleet: TestFleet, caller: Caller = OPERATOR) -> dict[str, Any]:
     view = await fleet.ok("fleet_list", caller)
+    row: dict[str, Any]
     [row] = [r for r in view["capacity"] if r["profile"] == "sonnet"]
     return row
 
@@ -61,7 +62,7 @@ async def _heartbeat(fleet: TestFleet) -> str:
         for c in fleet.control.calls_to("prompt")
         if c.args["target"] == "lead" and "Capacity:" in c.args["text"]
     ]
-    return beats[-1]
+    return str(beats[-1])
 
 
 async def test_a_benched_profile_has_no_free_slot_on_any_surface(

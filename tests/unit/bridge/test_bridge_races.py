@@ -9,6 +9,7 @@ import pytest
 
 from fleetd.bridge.manifests import MANIFEST_DIR
 from fleetd.testing import TestFleet, build_test_fleet, hold_calls
+from tests.metric_samples import sample
 
 
 @pytest.fixture
@@ -33,8 +34,7 @@ async def test_stop_during_delivery_fails_the_send_once_and_opens_no_turn(fleet:
     assert session is not None
     assert session.turn == 0
     assert sid not in fleet.bridge.roster.inflight
-    failed = fleet.service.metrics.tickets_total.labels(outcome="failed", source="none")
-    assert failed._value.get() == 1
+    assert sample(fleet.service.metrics.tickets_total, outcome="failed", source="none") == 1
 
 
 async def test_send_after_release_is_refused(fleet: TestFleet) -> None:

@@ -97,7 +97,7 @@ def test_failed_replace_keeps_old_manifest_and_cleans_temp(
     def broken_replace(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(manifests_module.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)  # the os module manifests writes through
     with pytest.raises(ManifestError) as caught:
         write_manifest(tmp_path, preserved(state="failed"))
     assert str(caught.value) == "write_manifest: os_error"
@@ -289,7 +289,7 @@ def test_schema_and_decoder_agree_on_rejects(mutation: dict[str, Any]) -> None:
 
 
 _ident = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
-_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=20)
 
 
 _manifests = st.builds(

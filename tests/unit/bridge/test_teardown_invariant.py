@@ -20,6 +20,7 @@ import pytest
 from fleetd.bridge.roster import SendQueue
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session, SessionState
+from fleetd.bridge.tasks import Ticket
 from fleetd.bridge.teardown_check import TeardownInvariant, check_teardown
 from fleetd.bridge.turns import InFlightTurn, TurnToken
 from fleetd.health.settings import TEARDOWN_GRACE
@@ -229,9 +230,9 @@ async def test_a_part_the_retry_cannot_mend_stays_orphaned_and_is_retried_only_o
     calls: list[str] = []
     real = fleet.bridge.lifecycle.fail_target_work
 
-    def counting(target: Session, *, reason: str) -> list[Any]:
+    def counting(session: Session, *, reason: str) -> list[Ticket]:
         calls.append(reason)
-        return real(target, reason=reason)
+        return real(session, reason=reason)
 
     fleet.bridge.lifecycle.fail_target_work = counting  # type: ignore[method-assign]
     _count_again(fleet.bridge, session)

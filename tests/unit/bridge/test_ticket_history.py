@@ -27,6 +27,8 @@ def _accept(book: TaskBook, target: str, at: datetime = T0) -> str:
 
 
 def test_pending_work_is_indexed_by_target_and_leaves_the_index_when_it_ends() -> None:
+    """pending_for lists a target's pending tickets in order; a resolved or failed ticket leaves it,
+    and failing a target twice fails nothing more."""
     book = _book()
     a1, a2, b1 = _accept(book, "a"), _accept(book, "a"), _accept(book, "b")
     assert [t.ticket_id for t in book.pending_for("a")] == [a1, a2]
@@ -38,6 +40,7 @@ def test_pending_work_is_indexed_by_target_and_leaves_the_index_when_it_ends() -
 
 
 def test_ended_tickets_past_the_count_are_forgotten_oldest_first() -> None:
+    """Past the kept count, ended tickets are forgotten oldest first and then read as expired."""
     book = _book(keep_count=3)
     ids = [_accept(book, "a") for _ in range(5)]
     for ticket in ids:
@@ -48,6 +51,7 @@ def test_ended_tickets_past_the_count_are_forgotten_oldest_first() -> None:
 
 
 def test_pending_tickets_are_never_forgotten_whatever_the_count() -> None:
+    """Pending tickets are kept whatever the kept count says."""
     book = _book(keep_count=1)
     ids = [_accept(book, "a") for _ in range(10)]
     assert book.kept == 10
@@ -55,6 +59,8 @@ def test_pending_tickets_are_never_forgotten_whatever_the_count() -> None:
 
 
 def test_ended_tickets_older_than_the_retention_are_forgotten_at_the_next_change() -> None:
+    """An ended ticket older than the retention is forgotten at the next change to the book, not
+    before; younger ones stay."""
     book = _book(keep_for=timedelta(minutes=10), keep_count=100)
     old = _accept(book, "a")
     book.fail(old, reason="r", now=T0)
@@ -68,6 +74,8 @@ def test_ended_tickets_older_than_the_retention_are_forgotten_at_the_next_change
 
 
 def test_expired_is_only_for_ids_this_run_issued() -> None:
+    """expired() is true only for a ticket this run issued and forgot: not for a kept one, a number
+    never issued, another run's id or a malformed id."""
     book = _book()
     issued = _accept(book, "a")
     number = ticket_number(issued)
@@ -80,6 +88,8 @@ def test_expired_is_only_for_ids_this_run_issued() -> None:
 
 
 def test_the_last_delivered_ticket_is_found_without_a_scan_and_forgotten_with_its_target() -> None:
+    """last_delivered answers a target's most recently delivered ticket even after the count dropped
+    it from the history, and forget_target clears it."""
     book = _book(keep_count=1)
     first, second = _accept(book, "a"), _accept(book, "a")
     for number, ticket in enumerate((first, second), start=1):
@@ -104,6 +114,8 @@ async def short_memory(tmp_path: Path) -> TestFleet:
 async def test_a_lead_polling_an_aged_out_ticket_is_told_it_expired(
     short_memory: TestFleet,
 ) -> None:
+    """fleet_poll on a ticket aged out of the history answers ticket_expired (404, hint expired); a
+    ticket never issued answers unknown_ticket."""
     fleet = short_memory
     sid = await fleet.spawn_ready()
     ticket = (await fleet.ok("fleet_send", target=sid, prompt="task"))["ticket"]
@@ -124,6 +136,8 @@ async def test_a_lead_polling_an_aged_out_ticket_is_told_it_expired(
 
 
 def test_retention_floors_hold(tmp_path: Path) -> None:
+    """ticketRetentionSeconds and ticketsKept below their floors are raised to 600 seconds and 1000
+    tickets."""
     document = sample_document(tmp_path)
     document["bridge"] = {**document["bridge"], "ticketRetentionSeconds": 5, "ticketsKept": 3}
     fleet = build_test_fleet(tmp_path, document=document)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -333,7 +334,7 @@ async def test_hung_git_times_out(repo: Path, tmp_path: Path) -> None:
 
 def test_worktree_value_validates() -> None:
     """A Worktree needs a full hex base commit and a branch that is not an option."""
-    ok = {"repo": Path("/r"), "path": Path("/w"), "branch": "b", "base_ref": "main"}
+    ok: dict[str, Any] = {"repo": Path("/r"), "path": Path("/w"), "branch": "b", "base_ref": "main"}
     Worktree(**ok, base_commit="a" * 40)
     with pytest.raises(ValueError, match="base_commit"):
         Worktree(**ok, base_commit="abc")

@@ -28,7 +28,7 @@ from fleetd.config import (
 )
 from fleetd.config.keys import get_value, iter_keys
 
-EXPECTED_DEFAULTS = {
+EXPECTED_DEFAULTS: dict[str, object] = {
     "instance": None,
     "api.host": "127.0.0.1",
     "api.port": 8765,

@@ -36,6 +36,7 @@ def test_url_env_names_the_variable_that_holds_the_url(tmp_path: Path) -> None:
 
 
 def test_url_env_can_come_from_an_override() -> None:
+    """FLEETD_JOURNAL__URL_ENV names the variable the journal URL is read from."""
     environ = {"FLEETD_JOURNAL__URL_ENV": "DB_URL", "DB_URL": "sqlite:////srv/j.sqlite"}
     journal = parse_config(None, environ).config.journal
     assert journal.url.get_secret_value() == "sqlite:////srv/j.sqlite"
@@ -62,6 +63,7 @@ def test_a_bad_url_env_names_its_key(
 
 
 def test_journal_keys_need_a_restart() -> None:
+    """journal.url and journal.urlEnv are restart keys, never applied by a reload."""
     assert {"journal.url", "journal.urlEnv"} <= RESTART_KEYS
 
 

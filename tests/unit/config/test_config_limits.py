@@ -95,8 +95,8 @@ def test_durations_stop_at_an_hour_or_a_day() -> None:
         assert bound is not None, spec.dotted
         node = document
         *sections, leaf = spec.dotted.split(".")
-        for section in sections:
-            node = node.setdefault(section, {})
+        for name in sections:
+            node = node.setdefault(name, {})
         node[leaf] = bound
     document["profiles"]["p"]["kind"] = "codex"
     config = parse_config(document, {}).config

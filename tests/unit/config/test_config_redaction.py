@@ -13,6 +13,8 @@ HOOK_SECRET = "whsec_" + "QUFB" * 8
 
 
 def test_every_named_secret_is_listed_once_and_unset_ones_are_not(tmp_path: Path) -> None:
+    """secret_values lists every set secret (tokens, keys, hook URLs, broker and journal URLs)
+    once, longest first, and skips unset ones."""
     document = {
         "operatorTokenEnv": "T_OP",
         "leads": [{"name": "lead", "tokenEnv": "T_LEAD"}, {"name": "b", "tokenEnv": "T_B"}],

@@ -22,11 +22,14 @@ def ancestor_imports(edges: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def test_the_check_finds_an_import_of_an_enclosing_package() -> None:
+    """ancestor_imports flags a module importing a package it lives in, and not a sibling, a
+    child or a look-alike prefix."""
     edges = [("p.a", "p"), ("p.q.b", "p"), ("p", "p.a"), ("p.a", "p.b"), ("pq.a", "p")]
     assert ancestor_imports(edges) == [("p.a", "p"), ("p.q.b", "p")]
 
 
 def test_no_module_imports_a_package_it_lives_in() -> None:
+    """No fleetd module imports a package that encloses it."""
     graph = grimp.build_graph("fleetd", cache_dir=None)
     edges = [(a, b) for a in graph.modules for b in graph.find_modules_directly_imported_by(a)]
     assert edges, "the graph holds no import at all"

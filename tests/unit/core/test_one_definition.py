@@ -82,6 +82,8 @@ def _sources() -> Iterator[tuple[Path, str]]:
 
 
 def test_the_scans_see_what_they_look_for() -> None:
+    """The scans find an at-prompt set written out and a raw duration field read, and nothing
+    else."""
     source = (
         "_AT_PROMPT = frozenset({AgentStatus.IDLE, AgentStatus.DONE})\n"
         "ok = status in (AgentStatus.DONE, AgentStatus.IDLE)\n"
@@ -97,6 +99,8 @@ def test_the_scans_see_what_they_look_for() -> None:
 
 
 def test_at_prompt_is_defined_once() -> None:
+    """No module outside its home spells out the at-prompt status set; they use
+    AgentStatus.at_prompt."""
     found = [
         f"{path.relative_to(ROOT.parent)}:{line}"
         for path, source in _sources()
@@ -107,6 +111,8 @@ def test_at_prompt_is_defined_once() -> None:
 
 
 def test_config_durations_are_read_through_their_properties() -> None:
+    """Outside fleetd/config no module converts a raw duration field; it reads the timedelta
+    property."""
     fields = duration_fields()
     found = [
         f"{path.relative_to(ROOT.parent)}:{line} {field}"

@@ -101,6 +101,8 @@ def reaches(source: str, importer: str, package: str) -> Iterator[tuple[str, str
 
 @pytest.mark.parametrize("package", list(EXPORTS), ids=lambda m: m.__name__)
 def test_exports_are_pinned_and_defined(package: ModuleType) -> None:
+    """Each package's __all__ is exactly the pinned set, without repeats, and every name in it
+    resolves."""
     assert set(package.__all__) == EXPORTS[package]
     assert len(package.__all__) == len(EXPORTS[package])
     for name in package.__all__:
@@ -108,6 +110,8 @@ def test_exports_are_pinned_and_defined(package: ModuleType) -> None:
 
 
 def test_the_scan_sees_reaches_into_a_package() -> None:
+    """The scan finds imports past a package's front door, one inside a function too; not the front
+    door itself, a look-alike package name, or an import from inside the package."""
     source = (
         "from fleetd.bridge.service import Bridge\n"
         "def later() -> None:\n    from fleetd.bridge.turns import TurnToken\n"

@@ -32,6 +32,8 @@ def _restarted(before: Run) -> Run:
 
 
 def test_resume_adopts_every_open_incident_and_keeps_generations() -> None:
+    """resume() adopts every open incident with its generation (or a newer stored one) and the
+    generation floor it is given."""
     before = _first_run_with_a_dead_lead()
     [incident] = before.state.open_incidents()
     state = resume([incident], {})
@@ -44,6 +46,8 @@ def test_resume_adopts_every_open_incident_and_keeps_generations() -> None:
 
 
 def test_evidence_that_holds_again_claims_the_same_incident_without_a_second_open() -> None:
+    """After a restart, evidence that still holds claims the adopted incident (same id and
+    generation) with no second open and no resolve."""
     before = _first_run_with_a_dead_lead()
     [incident] = before.state.open_incidents()
     run = _restarted(before)
@@ -57,6 +61,8 @@ def test_evidence_that_holds_again_claims_the_same_incident_without_a_second_ope
 
 
 def test_an_incident_the_evidence_no_longer_shows_is_cleared_after_two_snapshots() -> None:
+    """An adopted incident the evidence no longer shows resolves as cleared after two sighted
+    snapshots; a blind tick counts for nothing."""
     before = _first_run_with_a_dead_lead()
     run = _restarted(before)
     both = live(agent("lead-a"), agent("lead-b"), with_lead=False)
@@ -71,6 +77,8 @@ def test_an_incident_the_evidence_no_longer_shows_is_cleared_after_two_snapshots
 
 
 def test_a_member_of_the_previous_run_is_retired_not_replayed() -> None:
+    """An adopted incident about a member the new run does not have resolves as subject_retired and
+    is never opened again."""
     first = Run()
     gone = {"m1": "agent_not_found"}
     for _ in range(3):
@@ -85,6 +93,8 @@ def test_a_member_of_the_previous_run_is_retired_not_replayed() -> None:
 
 
 def test_a_claim_with_a_new_owner_is_an_update() -> None:
+    """An adopted member incident claimed again under a new owning lead is an UpdateIncident naming
+    that owner, not a new open."""
     first = Run()
     gone = {"m1": "agent_not_found"}
     for _ in range(3):
@@ -98,6 +108,8 @@ def test_a_claim_with_a_new_owner_is_an_update() -> None:
 
 
 def test_inbox_incidents_are_held_by_their_own_step_not_adopted() -> None:
+    """Inbox decode incidents are not put up for adoption: the inbox step holds the same incident
+    across the restart without reopening it."""
     first = Run()
     failure = InboxFailureView(
         key="lead-a",

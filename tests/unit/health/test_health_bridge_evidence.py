@@ -8,6 +8,7 @@ from fleetd.health import (
     LiveStatus,
     LossCause,
     MemberState,
+    MemberView,
     PublishHealthRecord,
     ResolveIncident,
     SessionState,
@@ -28,7 +29,7 @@ NEVER = TargetLoss(cause=LossCause.NEVER_READY, code="launch_failed", at=T0, tic
 LIMIT = BoundaryScreen(signature_id="claude.usage_limit", ticket="t3-c")
 
 
-def released(loss: TargetLoss | None = GONE) -> object:
+def released(loss: TargetLoss | None = GONE) -> MemberView:
     return member(state=S.RELEASED, loss=loss)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import fleetd.health
 
 EXPECTED = {
@@ -100,6 +102,7 @@ def test_every_exported_name_exists() -> None:
 
 def test_state_values_keep_the_spec_spelling_and_other_enums_are_lowercase() -> None:
     """Health states keep the seed's spelling; severity, certainty and scope are lowercase."""
+    enum: type[StrEnum]
     for enum in (
         fleetd.health.MemberState,
         fleetd.health.LeadState,

@@ -63,7 +63,8 @@ def test_a_held_entry_opens_one_incident_and_tells_the_owning_lead_once() -> Non
     assert run.effects(RouteToHuman) == []
     for _ in range(3):
         run.tick(live(), inbox_failures=bad, advance=DECODE_FAILURE_HOLD)
-        assert run.effects(OpenIncident) == run.effects(PublishHealthRecord) == []
+        assert run.effects(OpenIncident) == []
+        assert run.effects(PublishHealthRecord) == []
         assert run.effects(ResolveIncident) == []  # still on the queue: still open
 
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from fleetd.health import (
     HealthSettings,
+    InboxView,
     LeadState,
     LeadView,
     LiveStatus,
     LiveView,
+    MemberView,
     OpenIncident,
+    ProbeResult,
     ProbeSource,
     PublishHealthRecord,
     RequestPaneProbe,
@@ -38,7 +42,7 @@ from tests.unit.health.health_fleet import (
 L, LS = LiveStatus, LeadState
 
 
-def lead_only(status: LiveStatus | None, **fields: object) -> LiveView:
+def lead_only(status: LiveStatus | None, **fields: Any) -> LiveView:
     agents = () if status is None else (agent("lead-a", status, **fields),)
     return live(*agents, with_lead=False)
 
@@ -193,7 +197,7 @@ def test_working_lead_is_never_unresponsive() -> None:
 def test_unchanged_digests_on_a_long_working_lead_are_stall_suspected() -> None:
     """A lead working past the threshold with two equal digests is LEAD_STALL_SUSPECTED."""
     run = Run()
-    pending: tuple[object, ...] = ()
+    pending: tuple[ProbeResult, ...] = ()
     for _ in range(30):
         run.tick(lead_only(L.WORKING), [], probes=pending)
         pending = run.answers(digest="same")
@@ -284,7 +288,7 @@ def test_a_dead_lead_removed_from_the_config_retires_and_its_incident_resolves()
 # --- routing of member incidents -----------------------------------------------------------------
 
 
-def stranded(owner: str | None = "lead-a") -> tuple[object, object]:
+def stranded(owner: str | None = "lead-a") -> tuple[MemberView, InboxView]:
     return member(state=SessionState.DONE, owner=owner, uncollected_replies=1), inbox(
         owner or "lead-a", capped=True
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -12,8 +14,11 @@ from fleetd.health import (
     FailTargetWork,
     HealthSettings,
     LiveStatus,
+    LiveView,
     MemberState,
+    MemberView,
     OpenIncident,
+    ProbeResult,
     ProbeSource,
     PublishHealthRecord,
     RequestLostBoundaryRepair,
@@ -33,7 +38,7 @@ S, L, M = SessionState, LiveStatus, MemberState
 # --- NEVER_READY -------------------------------------------------------------------------------
 
 
-def spawning(**fields: object) -> object:
+def spawning(**fields: Any) -> MemberView:
     return member(state=S.SPAWNING, presence=False, **fields)
 
 
@@ -146,7 +151,7 @@ def test_spawning_member_absent_from_list_is_not_looked_up() -> None:
 # --- TURN_BOUNDARY_LOST ------------------------------------------------------------------------
 
 
-def busy(token: str = "tok-2", **fields: object) -> object:
+def busy(token: str = "tok-2", **fields: Any) -> MemberView:
     return member(state=S.BUSY, turn=turn(token, 2), **fields)
 
 
@@ -183,7 +188,9 @@ def test_busy_at_prompt_twice_is_turn_boundary_lost(first: LiveStatus, second: L
         pytest.param(lambda: (live(agent("m1", L.DONE)), busy(mute_events=1)), id="mute"),
     ],
 )
-def test_conflicting_observation_restarts_the_two_snapshot_count(between: object) -> None:
+def test_conflicting_observation_restarts_the_two_snapshot_count(
+    between: Callable[[], tuple[LiveView, MemberView]],
+) -> None:
     """Any conflicting observation after the first prompt snapshot prevents the loss."""
     run = Run()
     run.tick(live(agent("m1", L.DONE)), [busy()])
@@ -272,7 +279,7 @@ def _working_reads(digests: list[str], *, turns: int = 40) -> Run:
     run = Run()
     view = busy()
     answers = iter(digests)
-    pending: tuple[object, ...] = ()
+    pending: tuple[ProbeResult, ...] = ()
     for _ in range(turns):
         run.tick(live(agent("m1", L.WORKING)), [view], probes=pending)
         reads = run.effects(RequestPaneProbe)
@@ -516,7 +523,7 @@ def test_a_steady_released_member_is_looked_at_again_when_the_grace_ends() -> No
 # --- WORK_PRODUCT_AT_RISK ----------------------------------------------------------------------
 
 
-def _ahead(commits: int | None, **fields: object) -> object:
+def _ahead(commits: int | None, **fields: Any) -> MemberView:
     return member(state=S.DONE, worktree=WorktreeFacts(commits_ahead=commits), **fields)
 
 

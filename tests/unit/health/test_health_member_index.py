@@ -92,7 +92,9 @@ def evolving_runs(draw: st.DrawFn) -> list[Step]:
     }
     offset = timedelta(0)
     views = {name: _view(draw, name, offset, terminal=terminals[name]) for name in names}
-    agents = {name: _agent(draw, name, terminals[name]) for name in names}
+    agents: dict[str, LiveAgent | None] = {
+        name: _agent(draw, name, terminals[name]) for name in names
+    }
     config = HealthSettings()
     caps = {"lead-a": False, "lead-b": False}
     steps = []
@@ -219,6 +221,8 @@ def _settled(views: list[MemberView], agents: list[LiveAgent]) -> tuple[HealthSt
 def test_a_steady_tick_asks_only_the_members_whose_view_or_agent_changed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """On a steady tick only the members whose view or herdr agent changed are stepped; every other
+    member keeps its prior state object."""
     views, agents = _fleet(50)
     state, seconds = _settled(views, agents)
     counted = Counted(monkeypatch)
@@ -231,6 +235,8 @@ def test_a_steady_tick_asks_only_the_members_whose_view_or_agent_changed(
 
 
 def test_a_member_whose_recheck_time_came_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member is not asked again before its recheck time; once that time comes it is, and an
+    unchanged prior then means a full pass."""
     views, agents = _fleet(5)
     views[2] = member("m2", state=S.SPAWNING, presence=False, turn=turn(delivered=False))
     state, seconds = _settled(views, agents)
@@ -242,6 +248,8 @@ def test_a_member_whose_recheck_time_came_is_asked_again(monkeypatch: pytest.Mon
 
 
 def test_a_due_member_is_asked_and_the_rest_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the member whose timer rule came due (a spawning member past the readiness grace) is
+    stepped, and it turns NEVER_READY."""
     views, agents = _fleet(5)
     views[2] = member("m2", state=S.SPAWNING, presence=False, turn=turn(delivered=False))
     state, seconds = _settled(views, agents)
@@ -252,6 +260,7 @@ def test_a_due_member_is_asked_and_the_rest_are_not(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_probe_or_an_error_naming_a_member_asks_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe result naming a member makes the next tick step that member, and only it."""
     views, agents = _fleet(5)
     state, seconds = _settled(views, agents)
     counted = Counted(monkeypatch)
@@ -274,6 +283,8 @@ def test_a_probe_or_an_error_naming_a_member_asks_it(monkeypatch: pytest.MonkeyP
 def test_anything_that_does_not_line_up_asks_every_member(
     monkeypatch: pytest.MonkeyPatch, change: Any
 ) -> None:
+    """A joined member, a vanished agent, or a changed terminal or session id makes the tick step
+    every member and build the index afresh."""
     views, agents = _fleet(4)
     state, seconds = _settled(views, agents)
     counted = Counted(monkeypatch)
@@ -286,6 +297,8 @@ def test_anything_that_does_not_line_up_asks_every_member(
 def test_a_push_cap_that_flips_or_a_blind_tick_asks_every_member(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A flipped push cap steps every member; a blind tick steps them all blind and drops the index,
+    so the next tick steps them all again."""
     views, agents = _fleet(4)
     state, seconds = _settled(views, agents)
     counted = Counted(monkeypatch)
@@ -302,6 +315,8 @@ def test_a_push_cap_that_flips_or_a_blind_tick_asks_every_member(
 def test_evidence_that_is_not_the_indexed_mapping_asks_every_member(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """When the prior member evidence is a different mapping from the one the index was built on,
+    every member is stepped."""
     views, agents = _fleet(3)
     state, seconds = _settled(views, agents)
     counted = Counted(monkeypatch)
@@ -311,12 +326,15 @@ def test_evidence_that_is_not_the_indexed_mapping_asks_every_member(
 
 
 def test_two_members_on_one_terminal_get_no_index() -> None:
+    """Two members claiming one terminal cannot be indexed by terminal, so no index is kept."""
     views = [member("m1", terminal="t-1"), member("m2", terminal="t-1")]
     decision = decide(_snapshot(views, []), HealthState(), T0)
     assert decision.state.index is None
 
 
 def test_the_heap_is_rebuilt_when_stale_entries_pile_up() -> None:
+    """Handing the index on rebuilds its due-time heap when stale entries outnumber the members, so
+    it stays bounded."""
     views, agents = _fleet(2)
     state, _ = _settled(views, agents)
     index = state.index
@@ -329,6 +347,8 @@ def test_the_heap_is_rebuilt_when_stale_entries_pile_up() -> None:
 def test_members_without_a_terminal_match_by_name_and_are_always_asked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A member with no terminal id cannot be matched by terminal: it is stepped on every tick while
+    the others are skipped."""
     views, agents = _fleet(3)
     views[0] = member("m0", terminal=None)
     state, seconds = _settled(views, agents)
@@ -338,6 +358,7 @@ def test_members_without_a_terminal_match_by_name_and_are_always_asked(
 
 
 def test_build_indexes_every_position() -> None:
+    """MemberIndex.build maps each session id and each terminal id to the member's position."""
     views, agents = _fleet(3)
     state, _ = _settled(views, agents)
     index = MemberIndex.build(_snapshot(views, agents), state.members)

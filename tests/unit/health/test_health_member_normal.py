@@ -17,7 +17,8 @@ from tests.unit.health.health_fleet import TICK, Run, agent, live, member, turn
 
 S, L, M = SessionState, LiveStatus, MemberState
 
-CASES = [
+Case = tuple[SessionState, LiveStatus | None, bool, int, int, MemberState]
+CASES: list[tuple[str, SessionState, LiveStatus | None, bool, int, int, MemberState]] = [
     # (id, session state, raw status or None for absent, open turn, queued sends, waiting replies)
     ("spawning-absent", S.SPAWNING, None, False, 0, 0, M.STARTING),
     ("spawning-unknown", S.SPAWNING, L.UNKNOWN, False, 0, 0, M.STARTING),
@@ -38,7 +39,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
-def test_normal_state_table(case: tuple[object, ...]) -> None:
+def test_normal_state_table(case: Case) -> None:
     """Each session/live combination maps to exactly one normal state and opens nothing."""
     state, raw, open_turn, queued, depth, expected = case
     run = Run()

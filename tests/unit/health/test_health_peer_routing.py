@@ -11,6 +11,7 @@ from fleetd.health import (
     LiveStatus,
     LiveView,
     OpenIncident,
+    ProbeResult,
     PublishHealthRecord,
     RecordTransition,
     RequestLostBoundaryRepair,
@@ -213,7 +214,7 @@ def test_a_pinned_peer_turning_unhealthy_hands_over_and_the_owner_takes_back() -
 def test_a_sole_failed_lead_is_never_restarted_or_replaced() -> None:
     """Unreachable or stalled, the only lead gets evidence reads and a person: nothing more."""
     run = Run()
-    pending: tuple[object, ...] = ()
+    pending: tuple[ProbeResult, ...] = ()
     for _ in range(30):
         run.tick(live(agent("lead-a", L.WORKING), with_lead=False), [], probes=pending)
         pending = run.answers(digest="same")

@@ -6,6 +6,7 @@ import importlib
 import random
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,6 +34,7 @@ from fleetd.health.settings import Effective
 from tests.unit.health.health_fleet import T0, agent, inbox, lead, member, turn
 
 S, L = SessionState, LiveStatus
+_T = TypeVar("_T")
 SECONDS = st.integers(min_value=0, max_value=4000).map(lambda s: timedelta(seconds=s))
 
 settings_strategy = st.builds(
@@ -219,7 +221,7 @@ def test_decide_is_deterministic_and_independent_of_input_order(
     """Shuffled members, agents, leads, inboxes and probes give the very same decisions, in
     which every open incident is routed and a lead's own incident never goes to that lead."""
 
-    def shuffled(items: tuple[object, ...]) -> tuple[object, ...]:
+    def shuffled(items: tuple[_T, ...]) -> tuple[_T, ...]:
         copy = list(items)
         rnd.shuffle(copy)
         return tuple(copy)
@@ -355,10 +357,11 @@ def test_the_steady_shortcut_never_changes_a_decision(ticks: list[Tick]) -> None
     the decisions a full evaluation of every member would give."""
     shortcut = replay(ticks)
     member_pass = importlib.import_module("fleetd.health.member_pass")
+    # member_pass imports step_member without re-exporting it; the test swaps that binding
     original = member_pass.step_member
-    member_pass.step_member = members_module._step
+    member_pass.step_member = members_module._step  # type: ignore[attr-defined]
     try:
         full = replay(ticks, indexed=False)
     finally:
-        member_pass.step_member = original
+        member_pass.step_member = original  # type: ignore[attr-defined]
     assert shortcut == full

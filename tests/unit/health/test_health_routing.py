@@ -24,12 +24,12 @@ from fleetd.health import (
     route,
 )
 from fleetd.health.incidents import IncidentBook
-from fleetd.health.states import ControlLinkState, InboxState, spec_of
+from fleetd.health.states import ControlLinkState, HealthStateName, InboxState, spec_of
 from tests.unit.health.health_fleet import T0
 
 LS, R = LeadState, RoutingReason
 FAULTS = [LS.LEAD_UNREACHABLE, LS.LEAD_UNRESPONSIVE, LS.LEAD_STALL_SUSPECTED]
-_STATES = {
+_STATES: dict[Scope, HealthStateName] = {
     Scope.MEMBER: MemberState.GONE,
     Scope.LEAD: LS.LEAD_UNREACHABLE,
     Scope.CONTROL_LINK: ControlLinkState.CONTROL_LINK_DOWN,
@@ -181,6 +181,7 @@ def test_when_publication_recovers_the_owner_takes_its_incident_back() -> None:
     result = route([held], [A, B])
     [back] = result.routed
     assert back.assignment == to("lead-a", generation=2)
+    assert held.assignment is not None
     assert result.effects[0] == SupersedeAssignment(incident=back, previous=held.assignment)
 
 

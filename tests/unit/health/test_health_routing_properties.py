@@ -23,11 +23,11 @@ from fleetd.health import (
     SupersedeAssignment,
     route,
 )
-from fleetd.health.states import ControlLinkState, InboxState, MemberState, spec_of
+from fleetd.health.states import ControlLinkState, HealthStateName, InboxState, MemberState, spec_of
 from tests.unit.health.health_fleet import T0
 
 NAMES = [f"lead-{c}" for c in "abcdefgh"]
-_STATES = {
+_STATES: dict[Scope, HealthStateName] = {
     Scope.MEMBER: MemberState.GONE,
     Scope.LEAD: LeadState.LEAD_UNREACHABLE,
     Scope.CONTROL_LINK: ControlLinkState.CONTROL_LINK_DOWN,
@@ -79,8 +79,8 @@ def incidents(draw: st.DrawFn) -> list[Incident]:
     made: dict[IncidentKey, Incident] = {}
     for n in range(draw(st.integers(0, 25))):
         scope = draw(st.sampled_from(list(Scope)))
-        subject = {Scope.MEMBER: f"s-{n % 5}", Scope.PROFILE: "opus", Scope.CONTROL_LINK: "herdr"}
-        subject = subject.get(scope) or draw(st.sampled_from([*NAMES[:4], "old-key"]))
+        subjects = {Scope.MEMBER: f"s-{n % 5}", Scope.PROFILE: "opus", Scope.CONTROL_LINK: "herdr"}
+        subject = subjects.get(scope) or draw(st.sampled_from([*NAMES[:4], "old-key"]))
         owner = None
         if scope is Scope.MEMBER:
             owner = draw(st.sampled_from([None, *NAMES[:4], "lead-retired"]))

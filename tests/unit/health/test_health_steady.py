@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,7 @@ from fleetd.health import (
     LiveStatus,
     LiveView,
     MemberState,
+    MemberView,
     OpenTurn,
     ProbeResult,
     ProbeSource,
@@ -82,7 +85,7 @@ def test_unchanged_member_keeps_the_very_same_evidence_object() -> None:
     ],
 )
 def test_timer_rules_fire_on_time_through_the_shortcut(
-    view: object, status: LiveStatus, due: timedelta, expected: MemberState
+    view: MemberView, status: LiveStatus, due: timedelta, expected: MemberState
 ) -> None:
     """A steady member still changes exactly when a timer rule comes due."""
     run = Run()
@@ -194,7 +197,7 @@ def test_failed_read_with_another_error_keeps_evidence() -> None:
         lambda: undecodable(occurrences=-1),
     ],
 )
-def test_snapshot_values_reject_impossible_facts(build: object) -> None:
+def test_snapshot_values_reject_impossible_facts(build: Callable[[], object]) -> None:
     """Negative counts, agents from a failed list, contradictory probe results and a decode
     failure seen zero times are refused."""
     with pytest.raises(
@@ -257,7 +260,7 @@ def test_a_reload_that_leaves_member_timers_alone_keeps_the_shortcut() -> None:
         {"inboxes": (InboxView(key="k", depth=1), InboxView(key="k", depth=2))},
     ],
 )
-def test_snapshot_refuses_duplicate_identities(fields: dict[str, object]) -> None:
+def test_snapshot_refuses_duplicate_identities(fields: dict[str, Any]) -> None:
     """Two members with one session id (or two leads, two inbox keys) is a runtime bug."""
     with pytest.raises(ValueError, match="duplicate"):
         FleetSnapshot(live=live(), **fields)

@@ -120,7 +120,7 @@ def test_a_parser_that_trips_becomes_an_invalid_response() -> None:
     """Any parser failure on a result is translated here, once, into InvalidResponseError."""
 
     def brittle(result: object) -> int:
-        return int({}["missing"])
+        return int(dict[str, int]()["missing"])
 
     call = Call(method="agent.get", params={}, parse=brittle)
     with pytest.raises(InvalidResponseError) as info:

@@ -23,7 +23,8 @@ SECRET = "s3cr3t-pw"
     [
         (amqp.PublishError.__new__(amqp.PublishError), InboxOwnershipError),
         (amqp.ChannelNotFoundEntity(404, "NOT_FOUND - no queue"), InboxOwnershipError),
-        (amqp.DeliveryError(None, None), InboxUnavailableError),
+        # aiormq types the frame as required; the mapping reads only the exception's class
+        (amqp.DeliveryError(None, None), InboxUnavailableError),  # type: ignore[arg-type]
         (amqp.ChannelPreconditionFailed(406, "PRECONDITION_FAILED"), InboxError),
         (amqp.ConnectionClosed(320, f"amqp://u:{SECRET}@h"), InboxUnavailableError),
         (amqp.ChannelInvalidStateError("closed"), InboxUnavailableError),

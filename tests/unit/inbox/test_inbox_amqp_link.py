@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pytest
+from aio_pika.abc import AbstractIncomingMessage
 
 from fleetd.clock import FakeClock
 from fleetd.errors import InboxUnavailableError
 from fleetd.inbox import amqp_link
 from fleetd.inbox.amqp_connect import Channels, Generation
 from fleetd.inbox.amqp_link import AmqpLink
+from fleetd.inbox.codec import DecodeReason
 
 URLS = ("amqp://a/", "amqp://b/")
 
@@ -30,6 +32,9 @@ class FakeConnection:
 
 
 class FakeLane:
+    async def copy(self, key: str, message: AbstractIncomingMessage, reason: DecodeReason) -> None:
+        raise AssertionError("these link tests decode nothing, so quarantine nothing")
+
     async def close(self) -> None:
         return None
 

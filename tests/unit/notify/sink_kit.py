@@ -188,7 +188,7 @@ class _At:
 
         class Frozen(datetime):
             @classmethod
-            def now(cls, tz: Any = None) -> Frozen:  # type: ignore[override]
+            def now(cls, tz: Any = None) -> Frozen:
                 return cls.fromtimestamp(now.timestamp(), tz)
 
         return Frozen

@@ -22,6 +22,7 @@ async def _no_replay(incident_id: str, *, now: datetime) -> int | None:
 
 
 async def test_the_list_is_cut_at_its_limit_and_says_so() -> None:
+    """The incident list stops at its limit and says it was cut; the resolved window is reported."""
     journal = InMemoryJournal()
     for n in range(3):
         await journal.record(IncidentChange(incident=human_incident(f"sess_{n}")), now=T0)
@@ -33,6 +34,7 @@ async def test_the_list_is_cut_at_its_limit_and_says_so() -> None:
 
 
 async def test_only_an_operator_or_a_lead_may_list() -> None:
+    """A member may not list incidents, and a limit below 1 is refused."""
     desk = IncidentDesk(InMemoryJournal(), replay=_no_replay)
     member = Caller(role=Role.MEMBER, name="m1", session_id="sess-1")
     with pytest.raises(ValueError, match="operator or a lead"):

@@ -43,7 +43,7 @@ def event(kind: EventType = EventType.OPEN, *, resolved: bool = False) -> Incide
     incident = human_incident()
     document = payload(incident, kind, revision=1 if kind is EventType.OPEN else 2, at=T0)
     if resolved:
-        document["incident"] = {  # type: ignore[dict-item]
+        document["incident"] = {
             **document["incident"],  # type: ignore[dict-item]
             "resolvedAt": (T0 + timedelta(minutes=3)).isoformat(),
             "resolveReason": "cleared",

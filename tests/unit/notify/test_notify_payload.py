@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,7 @@ def test_a_built_event_matches_the_contract_file() -> None:
     }
 
 
-ENTRY_POINTS = {
+ENTRY_POINTS: dict[str, Callable[[str], dict[str, Any]]] = {
     "subject": lambda text: {"subject": text},
     "cause": lambda text: {"cause": text},
     "profile": lambda text: {"profile": text},

@@ -265,5 +265,6 @@ async def test_an_attempt_begun_on_the_old_list_finishes_there_and_records_nothi
 
 
 def test_a_receiver_list_is_never_empty() -> None:
+    """A Receivers list with no receiver is refused."""
     with pytest.raises(ValueError, match="receiver"):
         Receivers((), clock=FakeClock(T0))

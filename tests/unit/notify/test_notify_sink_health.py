@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TypedDict
 
 import pytest
 
@@ -21,7 +22,12 @@ from fleetd.resilience.breaker import BreakerState
 from tests.contract.journal_cases import T0
 from tests.unit.notify.sink_kit import REPEAT, human_incident, payload
 
-ON = {"enabled": True}
+
+class _Enabled(TypedDict):
+    enabled: bool
+
+
+ON: _Enabled = {"enabled": True}
 FIRST = frozenset({0})
 
 
@@ -88,6 +94,7 @@ FIRST = frozenset({0})
 def test_the_first_matching_row_decides(
     facts: SinkFacts, status: SinkStatus, reason: SinkReason | None
 ) -> None:
+    """The sink's status and reason come from the first row of the table that the facts match."""
     health = judge(
         SinkHealth(), facts, now=T0, last_outcome=None, last_attempt_at=None, last_delivered_at=None
     )
@@ -96,6 +103,7 @@ def test_the_first_matching_row_decides(
 
 
 def test_since_is_kept_while_status_and_reason_stay() -> None:
+    """since keeps its time while status and reason stay, and moves when either changes."""
     failing = SinkFacts(**ON, consecutive_failures=FAILING_AFTER)
     args = {"last_outcome": None, "last_attempt_at": None, "last_delivered_at": None}
     first = judge(SinkHealth(), failing, now=T0, **args)

@@ -98,7 +98,8 @@ async def test_disabled_mode_claims_nothing_and_resumes_when_enabled() -> None:
     current["target"] = target()  # type: ignore[assignment]
     clock.advance(60)
     assert (await worker.step()).delivered == 1
-    assert worker.health.status is SinkStatus.OK
+    health = worker.health  # read after the step
+    assert health.status is SinkStatus.OK
     assert sample(metrics, "fleet_health_notification_queue_depth") == 0
     assert (
         sample(metrics, "fleet_health_notification_last_success_seconds") == clock.now().timestamp()
@@ -296,7 +297,7 @@ async def test_two_instances_add_one_reminder() -> None:
     between the first one's read and its write: one reminder revision, sent once."""
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
     racing = _WritesAfter(journal)
-    first = make_leg(racing, sender, clock, owner="fleetd-a")  # type: ignore[arg-type]
+    first = make_leg(racing, sender, clock, owner="fleetd-a")
     second = make_leg(journal, sender, clock, owner="fleetd-b")
     incident = human_incident()
     first.escalation.note(incident)
@@ -343,6 +344,7 @@ async def test_an_open_cancelled_while_in_flight_is_followed_by_resolved() -> No
 
 
 async def test_a_payload_outside_the_contract_is_never_sent() -> None:
+    """An event payload that fails the v1 contract is never sent; it counts as payload_refused."""
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
     metrics = Metrics()
     incident = human_incident()
@@ -398,14 +400,17 @@ async def test_failing_attempts_and_a_failing_journal_degrade_the_sink() -> None
     since = worker.health.since
     journal.fail_with = JournalUnavailableError("claim", "unreachable")
     await worker.step()
-    assert worker.health.reason is SinkReason.JOURNAL_FAILING
-    assert worker.health.since == clock.now() != since
+    health = worker.health  # read after the step
+    assert health.reason is SinkReason.JOURNAL_FAILING
+    assert health.since == clock.now() != since
     journal.fail_with = None
     assert (await worker.step()).delivered == 1
     assert worker.health.status is SinkStatus.OK
 
 
 async def test_an_unresolvable_target_is_degraded_not_disabled() -> None:
+    """A sink target that cannot be resolved makes the sink degraded (sink_unresolved), not
+    disabled."""
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
 
     def broken() -> None:
@@ -444,6 +449,8 @@ async def test_a_lease_too_short_for_another_request_is_given_back() -> None:
 
 
 async def test_metrics_count_attempts_by_event_and_bounded_outcome() -> None:
+    """Attempts are counted by event and a bounded outcome (http_429, delivered); no incident id
+    or address enters the exposition."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
     metrics = Metrics()
     sender = ScriptedSender(AttemptOutcome(status=429), AttemptOutcome(status=200))

@@ -144,6 +144,7 @@ def test_an_abandoned_probe_frees_the_slot_for_the_next_consult() -> None:
 
 
 def test_abandoning_an_ordinary_permit_changes_nothing() -> None:
+    """Abandoning a permit that is not a probe leaves the breaker unchanged."""
     breaker, permit = Breaker().admit(T0)
     assert permit is not None
     assert breaker.abandon(permit) is breaker
@@ -169,6 +170,8 @@ def test_a_circuit_open_outcome_is_not_an_attempt() -> None:
 
 
 def test_a_breaker_value_keeps_its_invariants() -> None:
+    """A Breaker is refused when open without an opening time, holding an opening time while closed,
+    or probing while open."""
     with pytest.raises(ValueError, match="opening time"):
         Breaker(state=S.OPEN)
     with pytest.raises(ValueError, match="opening time"):
@@ -186,6 +189,7 @@ def test_a_breaker_value_keeps_its_invariants() -> None:
     ],
 )
 def test_a_policy_refuses_nonsense(kwargs: dict[str, object], message: str) -> None:
+    """A BreakerPolicy with open_after 0, a zero cooldown or a cap below the cooldown is refused."""
     with pytest.raises(ValueError, match=message):
         BreakerPolicy(**kwargs)  # type: ignore[arg-type]
 

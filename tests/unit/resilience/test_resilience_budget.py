@@ -18,6 +18,8 @@ from fleetd.resilience.budget import doubled
     extra=st.integers(min_value=0, max_value=10**8),
 )
 def test_doubling_stays_between_its_base_and_its_cap(base: int, times: int, extra: int) -> None:
+    """For any base, count and cap, doubled() is the base doubled that often, never below the
+    base or above the cap."""
     start, cap = timedelta(seconds=base), timedelta(seconds=base + extra)
     value = doubled(start, times, cap)
     assert start <= value <= cap
@@ -39,5 +41,6 @@ def test_long_cooldowns_do_not_overflow() -> None:
     ],
 )
 def test_value_objects_refuse_nonsense(build: object) -> None:
+    """A FailoverBudget with zero attempts or zero total time is refused."""
     with pytest.raises(ValueError, match=r"\w"):
         build()  # type: ignore[operator]

@@ -70,12 +70,16 @@ def test_failover_and_strike(error: ErrorClass, failover: bool, strike: bool) ->
 
 
 def test_every_class_has_traits_and_a_strike_always_fails_over() -> None:
+    """Every error class has traits, every strike fails over, and circuit_open is the only class
+    of a call that was never dialled."""
     assert set(TRAITS) == set(ErrorClass)
     assert all(t.failover for t in TRAITS.values() if t.strike)
     assert [e for e, t in TRAITS.items() if not t.dialed] == [E.CIRCUIT_OPEN]
 
 
 def test_an_outcome_is_checked_on_construction() -> None:
+    """An Outcome refuses a negative latency and a retry_after on an error other than throttled;
+    a success has no traits."""
     assert Outcome().ok
     assert Outcome().traits is None
     assert Outcome(error=E.AUTH).traits == TRAITS[E.AUTH]

@@ -52,6 +52,7 @@ def call(
 
 
 def test_the_primary_serves_while_it_answers() -> None:
+    """While the first endpoint answers, it alone is dialled and stays the active one."""
     pool = Pool.of("a", "b", "c")
     pool, dialed, result = call(pool, {}, T0)
     assert (dialed, result) == ([0], Settled.SUCCEEDED)
@@ -96,6 +97,8 @@ def test_an_open_primary_is_skipped_and_probed_after_its_cooldown() -> None:
 
 
 def test_while_the_primary_probes_other_calls_use_the_fallback() -> None:
+    """With the primary's breaker half-open, one call probes it while other calls go to the
+    fallback; a released probe permit is handed out again."""
     pool = Pool.of("a", "b")
     for _ in range(3):
         pool, _, _ = call(pool, {0: Outcome(error=E.TIMEOUT)}, T0)
@@ -128,6 +131,8 @@ def test_all_down_is_reported_with_when_it_may_recover() -> None:
 
 
 def test_exhausted_names_the_last_error_and_the_server_advice() -> None:
+    """When every endpoint failed, the give-up is exhausted with the last error and the retry time
+    the server advised."""
     pool = Pool.of("a", "b")
     throttled = Outcome(error=E.THROTTLED, retry_after=timedelta(seconds=30))
     outcomes = {0: throttled, 1: Outcome(error=E.THROTTLED, retry_after=timedelta(seconds=9))}
@@ -137,6 +142,8 @@ def test_exhausted_names_the_last_error_and_the_server_advice() -> None:
 
 
 def test_the_budget_bounds_dials_and_time() -> None:
+    """The failover budget stops a sweep once its attempts are spent or its total time is up, each
+    with its own give-up reason."""
     pool = Pool.of("a", "b", "c")
     down = {i: Outcome(error=E.TIMEOUT) for i in range(3)}
     _, dialed, result = call(pool, down, T0, FailoverBudget(attempts=2))
@@ -164,6 +171,7 @@ def test_a_stale_pick_changes_nothing() -> None:
 
 
 def test_a_pool_needs_unique_names() -> None:
+    """A pool needs at least one endpoint and unique names; a fresh pool has no ready time."""
     with pytest.raises(ValueError, match="at least one"):
         Pool.of()
     with pytest.raises(ValueError, match="unique"):

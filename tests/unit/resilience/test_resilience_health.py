@@ -17,6 +17,8 @@ MS = timedelta(milliseconds=1)
 
 
 def test_a_fresh_record_knows_nothing() -> None:
+    """A fresh EndpointHealth knows no reachability, no latency and no last error; its error rate
+    is zero."""
     health = EndpointHealth()
     assert (health.reachable, health.latency, health.error_rate, health.last_error) == (
         None,
@@ -67,12 +69,15 @@ def test_a_failure_sets_reachability_and_the_last_error_code(
 
 
 def test_a_success_keeps_the_last_error_for_the_record() -> None:
+    """A success after a failure marks the endpoint reachable and records its time, and the last
+    error is kept."""
     health = EndpointHealth().observe(Outcome(error=E.REFUSED), T0, POLICY)
     health = health.observe(Outcome(), T0 + MS, POLICY)
     assert (health.reachable, health.last_error, health.last_ok_at) == (True, E.REFUSED, T0 + MS)
 
 
 def test_a_skipped_endpoint_is_not_observed() -> None:
+    """A call skipped because the circuit is open leaves the endpoint's health untouched."""
     health = EndpointHealth()
     assert health.observe(Outcome(error=E.CIRCUIT_OPEN), T0, POLICY) is health
 
@@ -97,6 +102,8 @@ def test_the_error_rate_forgets_beyond_its_window() -> None:
 def test_the_error_rate_is_the_failed_share_of_the_last_window(
     window: int, failed: list[bool]
 ) -> None:
+    """For any sequence of outcomes the error rate is the failed share of the last window calls, and
+    the window bits never exceed it."""
     policy = HealthPolicy(window=window)
     health = EndpointHealth()
     for fail in failed:
@@ -111,5 +118,7 @@ def test_the_error_rate_is_the_failed_share_of_the_last_window(
     [{"window": 0}, {"window": 4096}, {"latency_weight": 0.0}, {"latency_weight": 1.5}],
 )
 def test_a_policy_refuses_nonsense(kwargs: dict[str, float]) -> None:
+    """A HealthPolicy with an empty or oversized window, or a latency weight of 0 or above 1, is
+    refused."""
     with pytest.raises(ValueError, match="HealthPolicy"):
         HealthPolicy(**kwargs)  # type: ignore[arg-type]

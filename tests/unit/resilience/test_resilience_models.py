@@ -79,6 +79,8 @@ def test_a_catalog_lists_ids_with_their_stated_windows() -> None:
     ],
 )
 def test_a_bare_list_or_an_empty_catalog_still_parses(document: object, ids: set[str]) -> None:
+    """A bare list of models, an empty data list and an OpenAI-style list object all parse into a
+    catalog with those model ids."""
     catalog = parse_catalog(document)
     assert catalog is not None
     assert set(catalog.entries) == ids
@@ -86,6 +88,8 @@ def test_a_bare_list_or_an_empty_catalog_still_parses(document: object, ids: set
 
 @pytest.mark.parametrize("document", [None, "models", 3, {"data": {"id": "m"}}, {"models": []}])
 def test_a_document_that_is_not_a_catalog_is_none(document: object) -> None:
+    """Documents that are not a model catalog (null, a string, a number, data not a list, no data
+    key) parse to None."""
     assert parse_catalog(document) is None
 
 
@@ -157,6 +161,7 @@ def test_only_a_fetched_catalog_that_omits_the_model_says_unavailable(
 
 
 def test_a_fetch_has_a_catalog_or_an_error() -> None:
+    """A CatalogFetch holds exactly one of a catalog and an error: neither or both is refused."""
     with pytest.raises(ValueError, match="either"):
         CatalogFetch()
     with pytest.raises(ValueError, match="either"):
@@ -178,6 +183,7 @@ def test_one_probe_per_provider_per_five_minutes() -> None:
 
 
 def test_a_configured_interval_below_the_floor_is_raised() -> None:
+    """A probe interval below the floor is raised to the floor; one above it is kept."""
     assert ProbeSchedule(interval=MINUTE).floor == PROBE_FLOOR
     assert ProbeSchedule(interval=10 * MINUTE).floor == 10 * MINUTE
 
@@ -220,12 +226,16 @@ def test_an_unavailable_verdict_benches_with_an_escalating_capped_cooldown() -> 
 
 
 def test_a_verdict_during_a_standing_bench_does_not_extend_it() -> None:
+    """Another unavailable or an unknown verdict while a bench stands leaves the bench exactly as it
+    was."""
     bench = Bench().after(A.UNAVAILABLE, T0, BenchPolicy())
     assert bench.after(A.UNAVAILABLE, T0 + MINUTE, BenchPolicy()) is bench
     assert bench.after(A.UNKNOWN, T0 + MINUTE, BenchPolicy()) is bench
 
 
 def test_available_resets_the_ladder_but_the_bench_clears_on_expiry() -> None:
+    """An available verdict resets the strikes but a standing bench lasts until it expires; the next
+    bench then starts from the first cooldown."""
     bench = Bench().after(A.UNAVAILABLE, T0, BenchPolicy())
     cleared = bench.after(A.AVAILABLE, T0 + MINUTE, BenchPolicy())
     assert cleared.strikes == 0
@@ -237,6 +247,7 @@ def test_available_resets_the_ladder_but_the_bench_clears_on_expiry() -> None:
 
 
 def test_unknown_never_benches() -> None:
+    """An unknown verdict never benches a model."""
     assert not Bench().after(A.UNKNOWN, T0, BenchPolicy()).benched(T0)
 
 
@@ -266,6 +277,7 @@ def test_the_bench_never_exceeds_its_cap(
 
 
 def test_a_bench_policy_refuses_nonsense() -> None:
+    """A BenchPolicy with a zero cooldown or a cap below the cooldown is refused."""
     with pytest.raises(ValueError, match="cooldown"):
         BenchPolicy(cooldown=timedelta(0))
     with pytest.raises(ValueError, match="cooldown"):

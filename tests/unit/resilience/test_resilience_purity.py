@@ -87,6 +87,7 @@ def test_every_import_is_on_the_pure_allowlist() -> None:
 
 
 def test_no_clock_sleep_random_or_file_calls() -> None:
+    """No fleetd/resilience module calls the clock, sleep, random or file I/O."""
     for path in sorted(PACKAGE.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
@@ -96,6 +97,7 @@ def test_no_clock_sleep_random_or_file_calls() -> None:
 
 
 def test_the_surface_is_pinned() -> None:
+    """fleetd.resilience exports exactly the pinned names, each defined."""
     assert set(fleetd.resilience.__all__) == EXPORTS
     assert len(fleetd.resilience.__all__) == len(EXPORTS)
     for name in EXPORTS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fleetd.health.incidents import Incident
-from fleetd.inbox.records import InboxRecord, MessageKind
+from fleetd.inbox.records import InboxRecord, MessageKind, Severity
 from fleetd.runtime.pane_excerpts import EXCERPT_MAX_AGE, EXCERPTS_KEPT, PaneExcerpts
 from tests.contract.journal_cases import T0, make_incident
 
@@ -20,7 +20,7 @@ def _record(incident: Incident) -> InboxRecord:
         content="fleetd health: summary.",
         created_at_epoch_millis=0,
         subject_terminal=incident.subject,
-        severity="critical",
+        severity=Severity.CRITICAL,
         state="GONE",
         evidence={"tickets": 1},
         first_seen_epoch_millis=0,
@@ -67,6 +67,8 @@ def test_nothing_is_kept_or_shown_while_the_key_is_off() -> None:
 
 
 def test_an_old_read_another_target_s_read_or_an_empty_one_is_not_shown() -> None:
+    """A screen read that is too old, taken from another target, blank, or for an incident
+    without a target is not attached to the record."""
     store = PaneExcerpts(enabled=lambda: True, known=tuple)
     incident = make_incident()
     record = _record(incident)

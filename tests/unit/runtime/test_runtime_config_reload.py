@@ -15,6 +15,7 @@ from fleetd.config import ConfigRef
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.memory import InMemoryInbox
+from tests.metric_samples import sample
 
 ENV = {"T_LEAD": "lead-token-0001", "T_SECOND": "second-token-0001", "T_OP": "op-token-0001"}
 
@@ -69,8 +70,7 @@ async def test_reload_applies_hot_keys_owns_new_lead_keys_and_reports_bad_files(
     view = await service.view.build(operator)
     assert view["config"]["lastReloadErrorKey"] == "bridge.submitRetryMs"
     assert view["config"]["reloadFailures"] == 1
-    rejected = service.metrics.config_reloads_total.labels(outcome="rejected")
-    assert rejected._value.get() == 1
+    assert sample(service.metrics.config_reloads_total, outcome="rejected") == 1
 
 
 async def test_no_file_version_written_over_a_running_config_locks_callers_out(
@@ -115,7 +115,7 @@ async def test_no_file_version_written_over_a_running_config_locks_callers_out(
         assert ops.role is Role.OPERATOR, repr(version)
         assert service.config.current.lead("lead") is not None
         assert service.bridge.lead_inboxes.owned == {"lead"}
-    rejected = service.metrics.config_reloads_total.labels(outcome="rejected")._value.get()
+    rejected = sample(service.metrics.config_reloads_total, outcome="rejected")
     assert rejected == service.config.reload_failures >= 3
     view = await service.view.build(operator)
     assert view["config"]["lastReloadErrorKey"] == "bridge.submitRetryMs"

@@ -37,6 +37,7 @@ from fleetd.runtime.records import health_record
 from fleetd.testing import build_test_fleet, sample_document
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+OWNER = Assignment(route=Route.LEAD, recipient="lead", reason=RoutingReason.OWNER, generation=1)
 INCIDENT = Incident(
     id="inc_dispatch",
     key=IncidentKey(scope=Scope.MEMBER, subject="s-1", state=MemberState.GONE, cause="gone"),
@@ -46,9 +47,7 @@ INCIDENT = Incident(
     certainty=Certainty.CERTAIN,
     opened_at=T0,
     owner_lead="lead",
-    assignment=Assignment(
-        route=Route.LEAD, recipient="lead", reason=RoutingReason.OWNER, generation=1
-    ),
+    assignment=OWNER,
     evidence=(("ticket", "t-1"),),
 )
 HUMAN = Assignment(
@@ -68,7 +67,7 @@ ONE_OF_EACH: dict[type, Effect] = {
         on_behalf_of="lead",
     ),
     SupersedeAssignment: SupersedeAssignment(
-        incident=replace(INCIDENT, assignment=HUMAN), previous=INCIDENT.assignment
+        incident=replace(INCIDENT, assignment=HUMAN), previous=OWNER
     ),
     ResolveIncident: ResolveIncident(
         incident=INCIDENT, reason=ResolveReason.CLEARED, resolved_at=T0

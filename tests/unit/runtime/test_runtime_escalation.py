@@ -74,6 +74,8 @@ def _lead_incidents(fleet: TestFleet) -> list[Any]:
 async def test_a_sole_lead_failure_is_journaled_with_one_signed_ready_open_event(
     tmp_path: Path,
 ) -> None:
+    """A sole lead's failure routes to a person and journals one pending open event whose payload
+    matches the webhook schema; coverage reads full."""
     journal = InMemoryJournal()
     fleet = _fleet(tmp_path, journal, webhook=True)
     await _sole_lead_gone(fleet)
@@ -88,7 +90,9 @@ async def test_a_sole_lead_failure_is_journaled_with_one_signed_ready_open_event
     jsonschema.validate(dict(claim.payload), SCHEMA)
     assert claim.payload["eventType"] == "open"
     assert claim.payload["eventId"] == claim.idempotency_key
-    assert claim.payload["incident"]["state"] == "LEAD_UNREACHABLE"
+    sent = claim.payload["incident"]
+    assert isinstance(sent, dict)
+    assert sent["state"] == "LEAD_UNREACHABLE"
     covered = fleet.service.health.coverage()
     assert (covered["status"], covered["humanEscalation"]) == ("full", "webhook")
     assert fleet.service.health.routing[incident.id].outcome == "webhook"
@@ -97,6 +101,8 @@ async def test_a_sole_lead_failure_is_journaled_with_one_signed_ready_open_event
 async def test_without_a_sink_incidents_are_journaled_but_no_event_is_built(
     tmp_path: Path,
 ) -> None:
+    """Without a notification sink the incident is journaled with no event, and coverage reads
+    partial for a single lead."""
     journal = InMemoryJournal()
     fleet = _fleet(tmp_path, journal, webhook=False)
     await _sole_lead_gone(fleet)
@@ -110,6 +116,8 @@ async def test_without_a_sink_incidents_are_journaled_but_no_event_is_built(
 
 
 async def test_resolved_follows_only_a_delivered_event(tmp_path: Path) -> None:
+    """Once the open event was delivered and the lead came back, the incident resolves and journals
+    a resolved event after the open."""
     journal = InMemoryJournal()
     fleet = _fleet(tmp_path, journal, webhook=True)
     await _sole_lead_gone(fleet)
@@ -130,6 +138,8 @@ async def test_resolved_follows_only_a_delivered_event(tmp_path: Path) -> None:
 async def test_an_incident_resolved_before_delivery_cancels_its_open_and_says_nothing(
     tmp_path: Path,
 ) -> None:
+    """An incident that resolves before its open event was delivered cancels that event and queues
+    nothing else."""
     journal = InMemoryJournal()
     fleet = _fleet(tmp_path, journal, webhook=True)
     await _sole_lead_gone(fleet)
@@ -218,6 +228,8 @@ async def test_while_the_journal_fails_a_vanished_member_is_reported_and_resolve
 async def test_a_restart_resumes_the_journal_incidents_without_opening_them_again(
     tmp_path: Path,
 ) -> None:
+    """A restarted service resumes the journal's open incident and keeps its id and generation, with
+    no second open event."""
     journal = InMemoryJournal()
     first = _fleet(tmp_path, journal, webhook=True)
     await _sole_lead_gone(first)

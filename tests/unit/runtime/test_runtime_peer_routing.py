@@ -19,10 +19,12 @@ from fleetd.health.effects import PublishHealthRecord, RetireLead, SupersedeAssi
 from fleetd.health.incidents import Assignment, Incident, IncidentKey, Route, RoutingReason
 from fleetd.health.states import Certainty, LeadState, Scope, Severity
 from fleetd.herdr.fake import FakeAgentControl
+from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.runtime.records import superseded_record
 from fleetd.testing import build_test_fleet, sample_document
+from tests.metric_samples import sample
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 PEER = Assignment(
@@ -48,6 +50,8 @@ INCIDENT = Incident(
 
 
 def test_the_nudge_names_the_failed_leads_and_the_exact_call() -> None:
+    """The inbox nudge gives the count and the exact fleet_poll call, and names the failed leads
+    whose incidents it carries."""
     plain = nudge_text("lead-b", 2, [])
     assert (
         plain
@@ -59,6 +63,8 @@ def test_the_nudge_names_the_failed_leads_and_the_exact_call() -> None:
 
 
 def test_a_superseded_notice_names_the_old_and_new_generation_and_where_it_went() -> None:
+    """A superseded record goes to the lead that held the assignment, names both generations and the
+    new recipient, or says a person has it now."""
     moved = replace(
         INCIDENT,
         assignment=Assignment(
@@ -87,6 +93,8 @@ def test_a_superseded_notice_names_the_old_and_new_generation_and_where_it_went(
 async def test_a_peer_record_goes_to_the_recipient_key_and_arms_a_named_nudge(
     tmp_path: Path,
 ) -> None:
+    """A peer lead's health record lands under the recipient's inbox key, never the failed lead's,
+    and arms a nudge naming the lead it covers."""
     fleet = build_test_fleet(tmp_path)
     await fleet.service.own_lead_keys()
     dispatcher = fleet.service.health.dispatcher
@@ -103,11 +111,14 @@ async def test_a_peer_record_goes_to_the_recipient_key_and_arms_a_named_nudge(
     assert await fleet.inbox.collect("lead") == []  # never under the failed subject's key
     [record] = await fleet.inbox.collect("lead-b")
     assert record.kind is MessageKind.HEALTH
+    assert record.evidence is not None
     assert record.evidence["onBehalfOf"] == "lead"
     assert fleet.service.push.covering == {"lead-b": {"lead"}}
 
 
 async def test_a_superseded_assignment_tells_the_lead_that_held_it(tmp_path: Path) -> None:
+    """When an assignment moves away from a lead, that lead gets a SUPERSEDED notice; a new
+    generation to the same lead sends nothing."""
     fleet = build_test_fleet(tmp_path)
     await fleet.service.own_lead_keys()
     now_human = replace(
@@ -137,6 +148,8 @@ def _write(path: Path, document: dict[str, object], stamp: int) -> None:
 async def test_a_retired_lead_loses_its_key_only_once_nothing_waits_for_it(
     tmp_path: Path,
 ) -> None:
+    """A lead removed from the config keeps its inbox key while a reply still waits in it, and gives
+    it up on retirement once the queue is empty."""
     env = {"T_LEAD": "lead-token-0001", "T_SECOND": "second-token-0001"}
     path = tmp_path / "fleetd.yaml"
     two = [
@@ -179,13 +192,15 @@ async def test_a_retired_lead_loses_its_key_only_once_nothing_waits_for_it(
 
 
 async def test_the_gauge_counts_foreign_assignments_per_configured_lead(tmp_path: Path) -> None:
+    """fleet_lead_assigned_incidents counts, per configured lead, the open incidents it holds for
+    another lead, zero for the others."""
     fleet = build_test_fleet(tmp_path, document=sample_document(tmp_path))
     monitor = fleet.service.health
     monitor.state = replace(monitor.state, incidents={INCIDENT.key: INCIDENT})
     monitor._refresh_gauges()
     gauge = fleet.service.metrics.lead_assigned_incidents
-    assert gauge.labels(lead="lead-b")._value.get() == 1
-    assert gauge.labels(lead="lead")._value.get() == 0
+    assert sample(gauge, lead="lead-b") == 1
+    assert sample(gauge, lead="lead") == 0
 
 
 async def test_a_peer_covered_while_a_push_pass_is_under_way_still_hears_the_failed_lead(
@@ -211,7 +226,7 @@ async def test_a_peer_covered_while_a_push_pass_is_under_way_still_hears_the_fai
     asked = fleet.control.get_agent
     landed: list[str] = []
 
-    async def get_agent(target: str) -> object:
+    async def get_agent(target: str) -> AgentInfo:
         if target == "lead" and not landed:  # the health tick dispatches meanwhile
             landed.append(target)
             await dispatcher.apply(

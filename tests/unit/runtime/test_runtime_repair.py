@@ -12,6 +12,7 @@ from fleetd.health.states import Certainty, MemberState, Scope, Severity
 from fleetd.runtime.health_views import incident_row
 from fleetd.runtime.records import health_record, health_summary
 from fleetd.testing import build_test_fleet, sample_document
+from tests.metric_samples import sample
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LOST = Incident(
@@ -52,8 +53,7 @@ async def test_the_repair_effect_calls_the_bridge_once_and_counts_the_result(
     dispatcher = fleet.service.health.dispatcher
     mark = len(fleet.control.calls)
     await dispatcher.apply(RequestLostBoundaryRepair(target="nobody", session_id="s", token="t"))
-    counted = fleet.service.metrics.repairs_total.labels(result="stale_turn")
-    assert counted._value.get() == 1
+    assert sample(fleet.service.metrics.repairs_total, result="stale_turn") == 1
     assert fleet.control.calls[mark:] == []  # an unknown target: not even a lookup
 
 

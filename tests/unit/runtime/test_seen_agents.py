@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,7 @@ from fleetd.herdr.model import AgentInfo, AgentStatus
 from fleetd.runtime.snapshot import SeenAgents
 
 
-def _agent(n: int, **changes: object) -> AgentInfo:
+def _agent(n: int, **changes: Any) -> AgentInfo:
     agent = AgentInfo(
         terminal_id=f"term_{n}",
         agent_status=AgentStatus.IDLE,
@@ -49,6 +50,8 @@ def test_an_agent_that_reads_the_same_keeps_its_view_object() -> None:
     ids=["status", "sequence", "pane", "name", "kind"],
 )
 def test_any_field_health_reads_that_changed_gives_a_new_view(change: dict[str, object]) -> None:
+    """A change in any field health reads (status, sequence, pane, name, kind) gives a new view
+    with the new values; the same agent again reuses it."""
     seen = SeenAgents()
     (before,) = seen.health_view([_agent(1)])
     (after,) = seen.health_view([_agent(1, **change)])

@@ -85,6 +85,7 @@ def test_the_excerpt_is_the_cleaned_tail_starting_at_a_line() -> None:
 
 
 def test_a_bound_below_one_is_refused() -> None:
+    """pane_excerpt refuses a max_chars below 1."""
     with pytest.raises(ValueError, match="max_chars"):
         pane_excerpt("x", max_chars=0)
 

@@ -7,12 +7,18 @@ import pytest
 from fleetd.clock import FakeClock
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
+from fleetd.sim.agent import SimAgent
 from fleetd.sim.behaviour import ScriptedBehaviour
 from fleetd.sim.handlers import Dispatcher
 from fleetd.sim.harness import SimHarness
 from fleetd.sim.scenario import Scenario, parse_scenario
 from fleetd.sim.state import AgentState, rollup, wire_status
 from fleetd.sim.world import RETAINED_EVENTS, World, workspace_code
+
+
+def _status(agent: SimAgent) -> AgentStatus:
+    """The agent's status now (a call, so mypy does not carry a narrowing across set_state)."""
+    return agent.status
 
 
 def _world() -> tuple[World, Dispatcher]:
@@ -98,16 +104,16 @@ async def test_completion_is_done_until_focused_and_reading_does_not_mark_seen()
     _, _, pane = world.create_workspace(cwd=None, label=None, env={}, focus=False)
     agent = dispatcher.agents.spawn_agent(pane, name="m1", kind="claude")
     agent.mark_ready()
-    assert agent.status is AgentStatus.IDLE
+    assert _status(agent) is AgentStatus.IDLE
     seq = agent.state_change_seq
     agent.set_state(AgentState.WORKING)
     agent.set_state(AgentState.IDLE)
-    assert agent.status is AgentStatus.DONE
+    assert _status(agent) is AgentStatus.DONE
     assert agent.state_change_seq == seq + 2
     dispatcher.handle("pane.read", {"pane_id": pane.pane_id, "source": "visible"})
-    assert agent.status is AgentStatus.DONE
+    assert _status(agent) is AgentStatus.DONE
     dispatcher.handle("agent.focus", {"target": "m1"})
-    assert agent.status is AgentStatus.IDLE
+    assert _status(agent) is AgentStatus.IDLE
     assert agent.state_change_seq == seq + 3
     changes = [e for _, e in world.history if e["event"] == "pane_agent_status_changed"]
     assert [e["data"]["agent_status"] for e in changes][-3:] == ["working", "done", "idle"]
