@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, ViewportSize, expect, sync_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -198,7 +198,8 @@ class Recorded:
 def browser_page(request: pytest.FixtureRequest) -> Iterator[tuple[Page, Recorded]]:
     """A fresh headless chromium page (viewport from an indirect parameter) and its record."""
     executable = chromium_path()
-    viewport = getattr(request, "param", None) or {"width": 1280, "height": 800}
+    size: dict[str, int] = getattr(request, "param", None) or {"width": 1280, "height": 800}
+    viewport = ViewportSize(width=size["width"], height=size["height"])
     record = Recorded()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
