@@ -176,7 +176,8 @@ class EffectDispatcher:
             return
         self.routing[incident.id] = RoutingNote(reason=reason, outcome=PASSIVE_NO_SINK)
         _log.warning(
-            "incident %s: no lead can act (%s); no human sink in this build, kept open",
+            "incident %s: no lead can act (%s); notifications are off (health.notifications.mode), "
+            "kept open",
             incident.id,
             reason,
         )
