@@ -24,8 +24,10 @@ The fleet: one lead per 100 members; 35 % of the members work a delivered turn (
 ticks (not timed) the clock moves one snapshot interval (30 s) and 10 % of the members change
 status (a busy one replies and goes ``idle``, an idle one is sent a task and goes ``working``);
 the leads' inboxes are then drained. The collector runs as it does in the service: no
-``gc.collect()`` between ticks, and the heap frozen once the fleet is up, as ``fleetd serve`` does
-after start-up (:func:`fleetd.runtime.heap.freeze_startup_heap`).
+``gc.collect()`` between ticks, and the heap frozen once the service is built and before its
+members are spawned, as ``fleetd serve`` freezes its start-up heap
+(:func:`fleetd.runtime.heap.freeze_startup_heap`). Also printed: how many full (oldest
+generation) collections ran inside the timed ticks and floors, and how long they took.
 
 Printed per size: p50, p99 and worst of the tick and of the floor (ms), and the ratio tick/floor at
 p50 and at the worst. Target: the tick within 2x of its floor at p50 at every size; the worst is
@@ -36,6 +38,7 @@ reported. Exits 1 when missed. Run: ``.venv/bin/python benchmarks/tick_real_path
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import random
@@ -44,9 +47,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from fleetd.clock import SystemClock
 from fleetd.herdr.control import HerdrAgentControl
@@ -66,6 +70,8 @@ BUSY_SHARE = 0.35
 CHURN_SHARE = 0.10
 TARGET_RATIO = 2.0
 _READ_LIMIT = 64 * 1024 * 1024
+
+T = TypeVar("T")
 
 
 class _AsSimAgent:
@@ -184,6 +190,7 @@ class Bench:
     async def build(self, size: int) -> None:
         fleet = self.fleet
         await fleet.service.own_lead_keys()
+        freeze_startup_heap()  # the service is up, its members not yet spawned: as `fleetd serve`
         for n in range(size):
             lead = self.leads[n % len(self.leads)]
             row = await fleet.ok("fleet_spawn", lead, profile=f"p{n % 8}")
@@ -203,7 +210,6 @@ class Bench:
         self.control.herdr = HerdrAgentControl.for_socket(
             self.reply.path, clock=SystemClock(), request_timeout=10.0
         )
-        freeze_startup_heap()  # as `fleetd serve` does once it is up
 
     async def stop(self) -> None:
         await self.reply.stop()
@@ -254,6 +260,30 @@ class Bench:
         return elapsed
 
 
+class FullCollections:
+    """The full collections the interpreter runs while :attr:`on` (their count and durations)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.ms: list[float] = []
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2 or not self.on:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.ms.append((time.perf_counter() - self._started) * 1000)
+
+    async def timed(self, work: Awaitable[T]) -> T:
+        self.on = True
+        try:
+            return await work
+        finally:
+            self.on = False
+
+
 @dataclass(frozen=True, slots=True)
 class Figures:
     size: int
@@ -261,6 +291,8 @@ class Figures:
     built_seconds: float
     tick_ms: list[float]
     floor_ms: list[float]
+    tick_full: list[float]  # the full collections that ran inside ticks, ms each
+    floor_full: list[float]
 
     @staticmethod
     def _cut(samples: list[float]) -> tuple[float, float, float]:
@@ -297,17 +329,29 @@ async def measure(size: int) -> Figures:
             await bench.churn()
             await health.tick()
         ticks, floors = [], []
-        for _ in range(TIMED_TICKS):
-            await bench.churn()
-            started = time.perf_counter()
-            await health.tick()
-            ticks.append((time.perf_counter() - started) * 1000)
-            floors.append(await bench.floor() * 1000)
+        in_ticks, in_floors = FullCollections(), FullCollections()
+        gc.callbacks.extend((in_ticks, in_floors))
+        try:
+            for _ in range(TIMED_TICKS):
+                await bench.churn()
+                started = time.perf_counter()
+                await in_ticks.timed(health.tick())
+                ticks.append((time.perf_counter() - started) * 1000)
+                floors.append(await in_floors.timed(bench.floor()) * 1000)
+        finally:
+            gc.callbacks.remove(in_ticks)
+            gc.callbacks.remove(in_floors)
         assert len(health.state.open_incidents()) < size // 10, "the fleet is unhealthy"
-        return Figures(size, bench.reply.size, built, ticks, floors)
+        return Figures(size, bench.reply.size, built, ticks, floors, in_ticks.ms, in_floors.ms)
     finally:
         await bench.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _collections(ms: list[float]) -> str:
+    if not ms:
+        return "none"
+    return f"{len(ms)} ({sum(ms):.0f} ms, worst {max(ms):.0f} ms)"
 
 
 async def main() -> int:
@@ -326,7 +370,9 @@ async def main() -> int:
             f"reply {figures.reply_bytes / 1e6:.2f} MB)\n"
             f"         tick  p50 {tick[0]:7.2f}  p99 {tick[1]:7.2f}  worst {tick[2]:7.2f} ms\n"
             f"         floor p50 {floor[0]:7.2f}  p99 {floor[1]:7.2f}  worst {floor[2]:7.2f} ms\n"
-            f"         tick/floor p50 {figures.ratio:.2f}, worst {figures.worst_ratio:.2f}",
+            f"         tick/floor p50 {figures.ratio:.2f}, worst {figures.worst_ratio:.2f}\n"
+            f"         full collections in ticks {_collections(figures.tick_full)}, "
+            f"in floors {_collections(figures.floor_full)}",
             flush=True,
         )
     met = all(f.ratio <= TARGET_RATIO for f in results)
