@@ -359,7 +359,7 @@ async def main() -> int:
         "health tick over herdr's socket (agent.list decoded by the real client) against its floor"
     )
     print(f"  {TIMED_TICKS} ticks per size, 10 % of members changing status between ticks, no gc")
-    print("  the heap frozen after start-up, as `fleetd serve` does")
+    print("  start-up heap frozen and young collections spaced out, as `fleetd serve` does")
     results = []
     for size in SIZES:
         figures = await measure(size)

@@ -120,12 +120,14 @@ def processes(
 def test_fleet_view_shows_the_simulated_agents_and_sigterm_stops_cleanly(
     processes: tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]],
 ) -> None:
-    """Once up, ``fleetd serve`` freezes its start-up heap (the interpreter's count of frozen
-    objects is logged before it says it listens); GET /v1/fleet lists herdr's live agents;
+    """Once up, ``fleetd serve`` freezes its start-up heap and spaces out young collections (the
+    interpreter's count of frozen objects and its threshold are logged before it says it
+    listens); GET /v1/fleet lists herdr's live agents;
     SIGTERM ends both processes with status 0."""
     base, sim, serve = processes
     frozen = _line_with(serve, b"start-up heap frozen")
     assert int(frozen.split(b"(")[1].split()[0]) > 10_000  # modules, the app, the config
+    assert b"young collections every 50000 allocations" in frozen
     _wait_for_line(serve, b"listening on")
     threading.Thread(target=_drain, args=(serve,), daemon=True).start()
     with httpx.Client(timeout=10) as client:
