@@ -21,6 +21,8 @@ collector (``gc=False``): a list of 10,000 agents adds nothing for it to walk.
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import ne
 from typing import Any
 
 import msgspec
@@ -88,12 +90,17 @@ _DECODER = msgspec.json.Decoder(_Answer)
 
 class AgentListDecoder:
     """Reads ``agent.list`` answers, handing back the previous list's :class:`AgentInfo` for every
-    agent whose fields are unchanged. What it keeps is the last list only."""
+    agent whose fields are unchanged. What it keeps is the last list only.
 
-    __slots__ = ("_kept",)
+    herdr lists agents in a stable order, so an agent is first compared with the one at its
+    position in the last list (one comparison of two structs, no hashing); only when the list
+    changed length are the last list's agents looked up by value."""
+
+    __slots__ = ("_infos", "_wires")
 
     def __init__(self) -> None:
-        self._kept: dict[WireAgent, AgentInfo] = {}
+        self._wires: list[WireAgent] = []
+        self._infos: list[AgentInfo] = []
 
     def decode(self, line: bytes | str, request_id: str) -> tuple[AgentInfo, ...] | None:
         """The agents of an answer to ``request_id``, or ``None`` for the general parser."""
@@ -103,13 +110,13 @@ class AgentListDecoder:
             return None
         if answer.error is not msgspec.UNSET or answer.id != request_id or answer.result is None:
             return None
-        previous = self._kept
-        self._kept = kept = {}
-        agents = []
-        for wire in answer.result.agents:
-            info = previous.get(wire)
-            if info is None:
-                info = wire.info()
-            kept[wire] = info
-            agents.append(info)
-        return tuple(agents)
+        wires = answer.result.agents
+        if len(wires) == len(self._wires):
+            infos = list(self._infos)
+            for position in compress(range(len(wires)), map(ne, wires, self._wires)):
+                infos[position] = wires[position].info()
+        else:
+            previous = dict(zip(self._wires, self._infos, strict=True)).get
+            infos = [previous(wire) or wire.info() for wire in wires]
+        self._wires, self._infos = wires, infos
+        return tuple(infos)

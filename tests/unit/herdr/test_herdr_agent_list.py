@@ -225,3 +225,32 @@ def test_unchanged_agents_are_handed_back_as_the_same_objects() -> None:
     assert fourth is not None
     assert fourth[0] is not first[0]  # a was not in the last list: not kept
     assert fourth[0] == first[0]
+
+
+def test_a_list_of_the_same_length_is_compared_position_by_position() -> None:
+    """At the same length each agent is compared with the one at its position: the unchanged
+    ones are the previous objects, an agent that changed or moved is built again (equal in
+    value to what the general parser reads)."""
+    decoder = AgentListDecoder()
+    agents = [_agent(terminal_id=f"term_{n}", pane_id=f"w1:p{n}", name=f"m{n}") for n in range(4)]
+    first = decoder.decode(_line({"id": "1", "result": {"agents": agents}}), "1")
+    swapped = [agents[0], agents[2], agents[1], {**agents[3], "state_change_seq": 9}]
+    line = _line({"id": "2", "result": {"agents": swapped}})
+    second = decoder.decode(line, "2")
+    assert first is not None
+    assert second is not None
+    assert [s is f for s, f in zip(second, first, strict=True)] == [True, False, False, False]
+    assert second == _outcome(_general(), line, "2")
+    assert decoder.decode(line.replace(b'"2"', b'"3"', 1), "3") == second
+
+
+def test_a_reply_the_schema_refuses_reads_the_general_way_and_fails_classified() -> None:
+    """A field of the wrong type, a foreign id or an error frame leaves the fast path: the call
+    raises the general parser's classified error, never a decoding exception of its own."""
+    decoder = AgentListDecoder()
+    wrong = _line({"id": "1", "result": {"agents": [_agent(terminal_id=7)]}})
+    assert decoder.decode(wrong, "1") is None
+    assert decoder.decode(b"{not json\n", "1") is None
+    with pytest.raises(FleetdError) as caught:
+        calls.agent_list(decoder).parse_response(b"{not json\n", "1")
+    assert caught.value.code == _outcome(_general(), b"{not json\n", "1")[1]
