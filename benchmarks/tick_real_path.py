@@ -31,9 +31,10 @@ generation) collections ran inside the timed ticks and floors, and how long they
 
 Printed per size: p50, p99 and worst of the tick and of the floor (ms), and the ratio tick/floor at
 p50 and at the worst; also the p50 ratio in CPU time of the process (both ends of the socket run in
-it), which other work on a shared machine does not stretch. Target: the tick within 2x of its floor at p50 at every size; the worst is
-reported. Exits 1 when missed. Run: ``.venv/bin/python benchmarks/tick_real_path.py``
-(``BENCH_SIZES=1000,5000`` and ``BENCH_TICKS=20`` shorten it).
+it), which other work on a shared machine does not stretch. Target: the tick within 2x of its floor
+at p50 (wall) at every size; the worst is reported. Exits 1 when missed. Run:
+``.venv/bin/python benchmarks/tick_real_path.py`` (``BENCH_SIZES=1000,5000`` and ``BENCH_TICKS=20``
+shorten it).
 """
 
 from __future__ import annotations
