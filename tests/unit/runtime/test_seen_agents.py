@@ -98,3 +98,27 @@ def test_the_last_agent_listed_under_a_name_gives_its_terminal() -> None:
     assert seen.terminals == {"m-1": "term_2"}
     seen.health_view([], names=["m-1"])  # a failed list: nothing listed
     assert (seen.terminals, seen.listed) == ({}, {})
+
+
+def test_a_status_change_updates_the_index_in_place_and_in_list_order() -> None:
+    """Agents that kept their terminal and name: the index by terminal is the same mapping with
+    the new agents at their places, and the named terminals stand; other names asked, or a
+    terminal listed twice, rebuild both."""
+    seen = SeenAgents()
+    agents = [_agent(n) for n in range(3)]
+    seen.health_view(agents, names=["m-0"])
+    index = seen.listed
+    agents[1] = _agent(1, agent_status=AgentStatus.WORKING)
+    seen.health_view(agents, names=["m-0"])
+    assert seen.listed is index
+    assert list(seen.listed.items()) == [(a.terminal_id, a) for a in agents]
+    assert seen.terminals == {"m-0": "term_0"}
+    seen.health_view(agents, names=["m-2"])
+    assert seen.terminals == {"m-2": "term_2"}
+    twice = [_agent(0), _agent(1), _agent(1, pane_id="w1:p7")]
+    seen.health_view(twice, names=["m-1"])
+    assert seen.listed == {"term_0": twice[0], "term_1": twice[2]}
+    twice[0] = _agent(0, state_change_seq=9)
+    seen.health_view(twice, names=["m-1"])
+    assert seen.listed == {"term_0": twice[0], "term_1": twice[2]}
+    assert seen.terminals == {"m-1": "term_1"}
