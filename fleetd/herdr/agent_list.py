@@ -3,20 +3,24 @@
 The health tick lists every agent once per interval; at 10,000 agents herdr's answer is a line of
 several megabytes, and reading it through ``json.loads`` (a dict per agent) and then
 :meth:`AgentInfo.from_wire <fleetd.herdr.model.AgentInfo.from_wire>` (a dozen checks per agent)
-cost more than the rest of the tick. :class:`AgentListDecoder` decodes the line with msgspec into
-:class:`WireAgent` values — the fields of herdr's ``AgentInfo`` (``herdr-api.schema.json``) that
-fleetd reads; unknown fields are skipped without being built — and hands back the
-:class:`AgentInfo` of the previous list for every agent whose fields did not change: between two
-ticks almost every agent reads as before, so only the agents that changed are built again.
+cost more than the rest of the tick. :class:`AgentListDecoder` reads the line with msgspec down to
+each agent's bytes (``msgspec.Raw``: nothing is built), compares them with the bytes at the same
+position in the last list, and hands back the previous :class:`AgentInfo` for every agent whose
+bytes did not change. Only a changed agent is decoded into a :class:`WireAgent` — the fields of
+herdr's ``AgentInfo`` (``herdr-api.schema.json``) that fleetd reads, typed as the schema types
+them; unknown fields are skipped — and built. Between two ticks almost every agent reads as
+before, so a list of 10,000 agents with a tenth changed builds a thousand (measured at 5,000
+agents, 10 % changed: 6.3 ms, against 10.5 ms decoding every agent into a struct and 13.3 ms for
+``json.loads`` alone).
 
 The fast path never decides anything the general parser would decide differently. It accepts only
-a well-formed answer to this request whose every field has the type the schema gives it; anything
-else (an error frame, a foreign id, a missing ``terminal_id``, ``"revision": true``, a status
-spelled as a number, ...) returns ``None``, and :class:`~fleetd.herdr.protocol.Call` then reads
-the line with the general parser, which raises its usual classified error, or reads the lenient
-cases (an optional string that is not a string becomes ``None``) the way it always has. The
-decoded values hold only strings, numbers and booleans, so they are kept out of the cyclic
-collector (``gc=False``): a list of 10,000 agents adds nothing for it to walk.
+a well-formed answer to this request whose every changed agent has the types the schema gives (an
+unchanged agent's bytes were read by schema when they first came); anything else (an error frame,
+a foreign id, a missing ``terminal_id``, ``"revision": true``, a status spelled as a number, ...)
+returns ``None``, and :class:`~fleetd.herdr.protocol.Call` then reads the line with the general
+parser, which raises its usual classified error, or reads the lenient cases (an optional string
+that is not a string becomes ``None``) the way it always has. What is kept between two lists is
+the last answer's line and its :class:`AgentInfo` values.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ _STATUSES = {status.value: status for status in AgentStatus}
 
 
 class _AgentList(msgspec.Struct, gc=False):
-    agents: list[WireAgent] = []
+    agents: list[msgspec.Raw] = []  # each agent's bytes, read by schema only when they changed
 
 
 class _Answer(msgspec.Struct, gc=False):
@@ -86,37 +90,42 @@ class _Answer(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_Answer)
+_AGENT = msgspec.json.Decoder(WireAgent)
 
 
 class AgentListDecoder:
     """Reads ``agent.list`` answers, handing back the previous list's :class:`AgentInfo` for every
-    agent whose fields are unchanged. What it keeps is the last list only.
+    agent whose bytes are unchanged. What it keeps is the last list only.
 
-    herdr lists agents in a stable order, so an agent is first compared with the one at its
-    position in the last list (one comparison of two structs, no hashing); only when the list
-    changed length are the last list's agents looked up by value."""
+    The answer is first read down to each agent's bytes (no field is built). herdr lists agents
+    in a stable order and writes an unchanged agent with the same bytes, so each agent's bytes are
+    compared with those at its position in the last list; only an agent whose bytes differ is
+    read by schema and built. When the list changed length, the last list's agents are looked up
+    by their bytes instead."""
 
-    __slots__ = ("_infos", "_wires")
+    __slots__ = ("_infos", "_raws")
 
     def __init__(self) -> None:
-        self._wires: list[WireAgent] = []
+        self._raws: list[msgspec.Raw] = []
         self._infos: list[AgentInfo] = []
 
     def decode(self, line: bytes | str, request_id: str) -> tuple[AgentInfo, ...] | None:
         """The agents of an answer to ``request_id``, or ``None`` for the general parser."""
         try:
             answer = _DECODER.decode(line)
+            if answer.error is not msgspec.UNSET or answer.id != request_id:
+                return None
+            if answer.result is None:
+                return None
+            raws = answer.result.agents
+            if len(raws) == len(self._raws):
+                infos = list(self._infos)
+                for position in compress(range(len(raws)), map(ne, raws, self._raws)):
+                    infos[position] = _AGENT.decode(raws[position]).info()
+            else:
+                previous = dict(zip(map(bytes, self._raws), self._infos, strict=True)).get
+                infos = [previous(bytes(raw)) or _AGENT.decode(raw).info() for raw in raws]
         except msgspec.MsgspecError:
             return None
-        if answer.error is not msgspec.UNSET or answer.id != request_id or answer.result is None:
-            return None
-        wires = answer.result.agents
-        if len(wires) == len(self._wires):
-            infos = list(self._infos)
-            for position in compress(range(len(wires)), map(ne, wires, self._wires)):
-                infos[position] = wires[position].info()
-        else:
-            previous = dict(zip(self._wires, self._infos, strict=True)).get
-            infos = [previous(wire) or wire.info() for wire in wires]
-        self._wires, self._infos = wires, infos
+        self._raws, self._infos = raws, infos
         return tuple(infos)
