@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from itertools import compress
 from pathlib import Path
 
 from fleetd.bridge.release import ReleaseCause
@@ -154,7 +155,8 @@ class TargetLifecycle:
         grace = self._settings().bridge.readiness_grace
         now = self._clock.now()
         sessions = self._roster.sessions  # a member has a queue while the roster holds it
-        waiting = [sid for sid, queue in self._roster.queues.items() if queue]  # few, most ticks
+        queues = self._roster.queues
+        waiting = list(compress(queues.keys(), queues.values()))  # few, most ticks
         for sid in waiting:
             session = sessions[sid]
             if (

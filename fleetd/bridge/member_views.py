@@ -103,11 +103,11 @@ class MemberViews:
             self._sessions, self._views = list(sessions), views
             self._position = {session.session_id: n for n, session in enumerate(sessions)}
             return tuple(views)
-        views, position = self._views, self._position
-        for sid in marked | moved:
-            n = position.get(sid)
-            if n is not None:
-                views[n] = self._read((sessions[n],), mute_counts=mute_counts, backlogs=backlogs)[0]
+        views, where = self._views, self._position.get
+        again = [n for n in map(where, marked | moved) if n is not None]
+        read = self._read([sessions[n] for n in again], mute_counts=mute_counts, backlogs=backlogs)
+        for n, view in zip(again, read, strict=True):
+            views[n] = view
         return tuple(views)
 
     def build(

@@ -106,14 +106,16 @@ class LostBoundaryRepair:
 
     def observe(self, by_terminal: Mapping[str, AgentInfo]) -> None:
         """Record one successful fleet list (by terminal id) on every open turn; an absent agent
-        breaks it."""
+        breaks it. (Every health tick, over every open turn: the lookups are bound once.)"""
         by_name: dict[str, AgentInfo] | None = None  # built only for a member without a terminal
+        session_of, agent_of = self._roster.sessions.get, by_terminal.get
         for session_id, turn in self._roster.inflight.items():
-            session = self._roster.get(session_id)
+            session = session_of(session_id)
             if session is None:
                 continue
-            if session.terminal_id is not None:
-                agent = by_terminal.get(session.terminal_id)
+            terminal = session.terminal_id
+            if terminal is not None:
+                agent = agent_of(terminal)
             else:
                 if by_name is None:
                     by_name = {a.name: a for a in by_terminal.values() if a.name is not None}

@@ -67,6 +67,11 @@ class DeliveryBaseline:
     clip_chars: int = 4000
 
 
+#: herdr's statuses at the prompt (``AgentStatus.at_prompt``), looked up: every open turn, every
+#: health tick.
+_AT_PROMPT = frozenset(status for status in AgentStatus if status.at_prompt)
+
+
 @dataclass(slots=True)
 class BoundaryWatch:
     """Raw status observations of one open turn, as the lost-boundary stable gate reads them.
@@ -85,7 +90,7 @@ class BoundaryWatch:
 
     def observe(self, status: AgentStatus | None, seq: int | None) -> None:
         """Record one observation (``status`` ``None``: the agent was missing or unreadable)."""
-        if status is not None and status.at_prompt and seq is not None:
+        if status in _AT_PROMPT and seq is not None:
             if self.at_prompt and seq == self.seq:
                 self.at_prompt = min(self.at_prompt + 1, 2)
                 return

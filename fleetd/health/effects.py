@@ -184,7 +184,7 @@ class CountMute:
     count: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact  # one per classification that changed: a thousand a tick when a tenth of 10,000 move
 class RecordTransition:
     """A subject's classification changed (``previous`` is ``None`` when first seen)."""
 

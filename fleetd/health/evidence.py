@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from fleetd.health.fact import fact
 from fleetd.health.incidents import Incident, IncidentKey
 from fleetd.health.pane_budget import ProbeCandidate
 from fleetd.health.settings import HealthSettings
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact
 class ProbeFacts:
     """What pane reads taught us about one target (the read cooldown lives in the budget).
 
@@ -66,7 +67,7 @@ class ProbeFacts:
 EMPTY_PROBE = ProbeFacts()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact  # one per member a tick asks: a thousand and more on a large fleet
 class MemberEvidence:
     """Retained evidence and current classification of one member session.
 

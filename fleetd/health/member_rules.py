@@ -115,8 +115,12 @@ class MemberSeen:
         self.in_turn = in_turn = view.session_state is _S.BUSY and turn is not None
         # the member's replies wait in its owning lead's inbox, stranded once that push capped
         self.inbox_depth = view.uncollected_replies
-        inbox: InboxView | None = tick.lead_inbox(view.owner_lead)
-        self.stranded = self.inbox_depth > 0 and inbox is not None and inbox.push_cap_reached
+        inbox: InboxView | None = None  # read only for a member with replies waiting
+        self.stranded = (
+            self.inbox_depth > 0
+            and (inbox := tick.lead_inbox(view.owner_lead)) is not None
+            and inbox.push_cap_reached
+        )
 
         seq_changed = prior is not None and prior.seq is not None and seq != prior.seq
         same_raw = prior is not None and prior.raw_status is raw
@@ -125,7 +129,9 @@ class MemberSeen:
         results = tick.probes.get(view.name)
         if results:
             probe = absorb_probe(probe, results, token)
-        self.probe = probe = settle_probe(probe, raw=raw, seq_changed=seq_changed, token=token)
+        if probe.digest_last is not None or probe.signature is not None:  # else nothing to forget
+            probe = settle_probe(probe, raw=raw, seq_changed=seq_changed, token=token)
+        self.probe = probe
         self.absent = 0
         if agent is None and not released and view.session_state is not _S.SPAWNING:
             self.absent = min((prior.absent if prior is not None else 0) + 1, 2)

@@ -59,6 +59,8 @@ _COMMITTED_FLAG_STATES: Final = frozenset(
 _ERROR_RANK: Final = spec_of(MemberState.ERROR_ON_SCREEN).rank
 _STALL_RANK: Final = spec_of(MemberState.STALL_SUSPECTED).rank
 _MUTE_CAUSE: Final = "completion_fallback"
+_STREAK_READS: Final = frozenset({LiveStatus.BLOCKED, LiveStatus.UNKNOWN})
+"""Raw statuses whose detection read waits for two sightings in a row (see ``_candidate``)."""
 _S = SessionState
 _M = MemberState
 
@@ -256,9 +258,15 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
     )
     if state is _M.TURN_BOUNDARY_LOST and desired is not None:
         sync_repair_evidence(tick, desired, view.turn)  # the bridge's latest repair answer
+    # Asked again with the same inputs, a member would only count ``sustained`` and ``raw_streak``
+    # on to two. That decides something only for a state with an incident to open or keep (its
+    # ``sustain``) and for a raw BLOCKED or UNKNOWN (a detection read waits for a streak of two):
+    # any other member is quiet at its first sighting, its counters recorded as that second
+    # sighting would leave them. A tenth of a large fleet changing status between two ticks is
+    # then asked once per change, not twice.
+    counted = sustained >= 2 and seen.raw_streak >= 2
     quiet = (
-        sustained >= 2
-        and seen.raw_streak >= 2
+        (counted or not (spec_of(state).opens_incident or seen.raw in _STREAK_READS))
         and not seen.absent
         and seen.boundary_count != 1
         and not mute_times
@@ -271,10 +279,10 @@ def _step(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberE
         state=state,
         cause=cause,
         since=now if entered or prior is None else prior.since,
-        sustained=sustained,
+        sustained=2 if quiet else sustained,
         raw_status=seen.raw,
         raw_since=prior.raw_since if prior is not None and prior.raw_status is seen.raw else now,
-        raw_streak=seen.raw_streak,
+        raw_streak=2 if quiet else seen.raw_streak,
         seq=agent.state_change_seq if agent is not None else None,
         absent=seen.absent,
         boundary_token=seen.boundary_token,

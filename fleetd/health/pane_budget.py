@@ -21,10 +21,10 @@ the runtime.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from fleetd.health.fact import fact
 from fleetd.health.floors import MAX_PANE_READS_PER_TICK
 from fleetd.health.snapshot import ProbeSource
 from fleetd.health.states import Scope
@@ -45,7 +45,7 @@ class ProbeReason(StrEnum):
 _PRIORITY = {reason: index for index, reason in enumerate(ProbeReason)}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact
 class ProbeCandidate:
     """One pane that may be read this tick.
 

@@ -179,7 +179,7 @@ class OpenTurn:
     repair: RepairView | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact
 class WorktreeFacts:
     """Work-product facts measured on a terminal session edge, not every tick (§9)."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from operator import attrgetter
 
 from fleetd.health.effects import (
     Effect,
@@ -38,8 +39,11 @@ from fleetd.health.states import Scope
 __all__ = ["Tick", "absorb_probe", "settle_probe"]
 
 
+_TERMINAL = attrgetter("terminal_id")
+
+
 def _by_terminal(agents: tuple[LiveAgent, ...]) -> dict[str, LiveAgent]:
-    index = {agent.terminal_id: agent for agent in agents}
+    index = dict(zip(map(_TERMINAL, agents), agents, strict=True))
     if len(index) != len(agents):  # ambiguous herdr data: the smallest pane id wins
         for agent in sorted(agents, key=lambda a: a.pane_id, reverse=True):
             index[agent.terminal_id] = agent

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetd.errors import InvalidResponseError
+from fleetd.herdr.agent_list import AgentListDecoder
 from fleetd.herdr.events import Subscription
 from fleetd.herdr.model import (
     AgentInfo,
@@ -120,8 +121,11 @@ def ping() -> Call[Pong]:
     return Call(method="ping", params={}, parse=Pong.from_wire)
 
 
-def agent_list() -> Call[tuple[AgentInfo, ...]]:
-    return Call(method="agent.list", params={}, parse=_agents)
+def agent_list(decoder: AgentListDecoder | None = None) -> Call[tuple[AgentInfo, ...]]:
+    """``agent.list``, read from the answer's bytes by ``decoder`` (which keeps the agents that
+    did not change since the last list it read) or by a fresh one."""
+    reader = decoder if decoder is not None else AgentListDecoder()
+    return Call(method="agent.list", params={}, parse=_agents, decode=reader.decode)
 
 
 def agent_get(target: str) -> Call[AgentInfo]:

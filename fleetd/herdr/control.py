@@ -26,6 +26,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from fleetd.clock import Clock
 from fleetd.herdr import calls
+from fleetd.herdr.agent_list import AgentListDecoder
 from fleetd.herdr.client import HerdrSocketClient, Limit
 from fleetd.herdr.model import (
     AgentInfo,
@@ -129,6 +130,7 @@ class HerdrAgentControl:
     def __init__(self, send: HerdrCall) -> None:
         self._send = send
         self._around: Around = direct
+        self._agents = AgentListDecoder()  # the last list's agents, reused while unchanged
 
     @classmethod
     def over(cls, client: HerdrSocketClient) -> HerdrAgentControl:
@@ -165,7 +167,7 @@ class HerdrAgentControl:
         return await self.call("ping", calls.ping())
 
     async def list_agents(self) -> tuple[AgentInfo, ...]:
-        return await self.call("list_agents", calls.agent_list())
+        return await self.call("list_agents", calls.agent_list(self._agents))
 
     async def get_agent(self, target: str) -> AgentInfo:
         return await self.call("get_agent", calls.agent_get(target))

@@ -194,11 +194,16 @@ class Call(Generic[T]):
     method: str
     params: Mapping[str, Any] = field(default_factory=dict)
     parse: Callable[[Wire], T]
+    decode: Callable[[bytes | str, str], T | None] | None = None
+    """A fast reading of the whole answer line for ``request_id``; ``None`` from it (or no
+    ``decode`` at all) reads the line the general way: ``decode_response``, then ``parse``."""
 
     def request_line(self, request_id: str) -> bytes:
         return encode_request(request_id, self.method, self.params)
 
     def parse_response(self, line: bytes | str, request_id: str) -> T:
+        if self.decode is not None and (value := self.decode(line, request_id)) is not None:
+            return value
         result = decode_response(line, request_id=request_id, method=self.method)
         try:
             return self.parse(result)

@@ -72,6 +72,7 @@ class FleetHealthMonitor:
     escalation: Escalation | None = field(init=False, default=None)
     _mute_cursor: int = 0
     _seen: SeenAgents = field(default_factory=SeenAgents)
+    _gauged: tuple[object, object] = (None, None)  # the incidents and leads the gauges show
 
     def __post_init__(self) -> None:
         if not self.state.namespace:  # new incident ids are unique to this run
@@ -166,6 +167,12 @@ class FleetHealthMonitor:
         return counts
 
     def _refresh_gauges(self) -> None:
+        """The open-incident and foreign-assignment gauges, rebuilt when the open incidents or the
+        configured leads changed (a tick that changed no incident hands on the very mapping)."""
+        shown = (self.state.incidents, self.config.current.leads)
+        if shown[0] is self._gauged[0] and shown[1] is self._gauged[1]:
+            return
+        self._gauged = shown
         gauge = self.metrics.health_incidents
         self.metrics.reset(gauge)
         for incident in self.state.open_incidents():

@@ -56,6 +56,25 @@ def _wait_for_line(proc: subprocess.Popen[bytes], marker: bytes, timeout: float 
             raise
 
 
+def _line_with(proc: subprocess.Popen[bytes], marker: bytes, timeout: float = 30) -> bytes:
+    """The first line of the process's output holding ``marker`` (bounded by ``timeout``)."""
+    assert proc.stdout is not None
+    stream = proc.stdout
+
+    def scan() -> bytes:
+        return next((line for line in iter(stream.readline, b"") if marker in line), b"")
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        found = pool.submit(scan)
+        try:
+            line = found.result(timeout=timeout)
+        except FutureTimeout:
+            proc.kill()
+            raise
+    assert line, f"process ended before it logged {marker!r}"
+    return line
+
+
 def _drain(proc: subprocess.Popen[bytes]) -> None:
     assert proc.stdout is not None
     for _ in iter(proc.stdout.readline, b""):
@@ -101,8 +120,14 @@ def processes(
 def test_fleet_view_shows_the_simulated_agents_and_sigterm_stops_cleanly(
     processes: tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]],
 ) -> None:
-    """GET /v1/fleet lists herdr's live agents; SIGTERM ends both processes with status 0."""
+    """Once up, ``fleetd serve`` freezes its start-up heap and spaces out young collections (the
+    interpreter's count of frozen objects and its threshold are logged before it says it
+    listens); GET /v1/fleet lists herdr's live agents;
+    SIGTERM ends both processes with status 0."""
     base, sim, serve = processes
+    frozen = _line_with(serve, b"start-up heap frozen")
+    assert int(frozen.split(b"(")[1].split()[0]) > 10_000  # modules, the app, the config
+    assert b"young collections every 50000 allocations" in frozen
     _wait_for_line(serve, b"listening on")
     threading.Thread(target=_drain, args=(serve,), daemon=True).start()
     with httpx.Client(timeout=10) as client:

@@ -365,3 +365,28 @@ def test_build_indexes_every_position() -> None:
     assert index is not None
     assert index.position == {"s-m0": 0, "s-m1": 1, "s-m2": 2}
     assert index.by_terminal == {"term_m0": 0, "term_m1": 1, "term_m2": 2}
+
+
+def test_a_member_that_settles_in_a_quiet_state_is_asked_once_per_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A change into a state with no incident to open, at a raw status that waits for no streak,
+    is asked on the tick that sees it and not after; a raw BLOCKED, whose detection read waits for
+    two sightings, is asked again."""
+    views, agents = _fleet(6)
+    state, seconds = _settled(views, agents)
+    counted = Counted(monkeypatch)
+    agents[2] = agent("m2", L.WORKING, seq=1)
+    agents[4] = agent("m4", L.BLOCKED, seq=1)
+    views[4] = replace(views[4], session_state=S.BUSY, turn=turn("tok-4", at=T0))
+    asked = []
+    for _ in range(3):
+        seconds += 30
+        state = decide(_snapshot(views, agents), state, T0 + timedelta(seconds=seconds)).state
+        asked.append(list(counted.asked))
+        counted.asked.clear()
+    assert asked[:2] == [["s-m2", "s-m4"], ["s-m4"]]
+    assert "s-m2" not in asked[2]
+    working = state.members["s-m2"]
+    assert (working.state, working.sustained, working.raw_streak) == (MemberState.WORKING, 2, 2)
+    assert working.recheck_at is not None

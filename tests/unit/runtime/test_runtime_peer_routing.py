@@ -201,6 +201,11 @@ async def test_the_gauge_counts_foreign_assignments_per_configured_lead(tmp_path
     gauge = fleet.service.metrics.lead_assigned_incidents
     assert sample(gauge, lead="lead-b") == 1
     assert sample(gauge, lead="lead") == 0
+    monitor._refresh_gauges()  # the same incidents: the gauges stand as they are
+    assert sample(gauge, lead="lead-b") == 1
+    monitor.state = replace(monitor.state, incidents={})
+    monitor._refresh_gauges()
+    assert sample(gauge, lead="lead-b") == 0
 
 
 async def test_a_peer_covered_while_a_push_pass_is_under_way_still_hears_the_failed_lead(
