@@ -208,7 +208,7 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
-            from fleetd.runtime.heap import freeze_startup_heap  # noqa: PLC0415
+            from fleetd.runtime import freeze_startup_heap  # noqa: PLC0415
 
             frozen = freeze_startup_heap()  # the service is up: what it built stays
             logging.getLogger("fleetd").info(

@@ -7,6 +7,7 @@ internal to it.
 from fleetd.runtime.dependencies import DependencyCollector, DependencyView
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
+from fleetd.runtime.heap import freeze_startup_heap
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -24,4 +25,5 @@ __all__ = [
     "LiveAgents",
     "Loop",
     "Scheduler",
+    "freeze_startup_heap",
 ]

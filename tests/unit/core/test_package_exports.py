@@ -79,6 +79,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "Loop",
         "STALL_FLOOR_SECONDS",
         "Scheduler",
+        "freeze_startup_heap",
     },
 }
 

@@ -96,6 +96,8 @@ def test_a_list_of_the_same_length_looks_again_only_at_new_objects() -> None:
 
 
 def test_the_last_agent_listed_under_a_name_gives_its_terminal() -> None:
+    """Two agents under one name: the later in the list names the terminal; a failed list (no
+    agents) empties both indexes."""
     seen = SeenAgents()
     seen.health_view([_agent(1), _agent(2, name="m-1"), _agent(3, name=None)], names=["m-1"])
     assert seen.terminals == {"m-1": "term_2"}
