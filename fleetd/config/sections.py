@@ -43,7 +43,6 @@ from fleetd.config.fields import (
 __all__ = [
     "AgentKind",
     "AmqpConfig",
-    "StateConfig",
     "ApiConfig",
     "BridgeConfig",
     "HerdrConfig",
@@ -53,6 +52,7 @@ __all__ = [
     "LeadConfig",
     "ProfileConfig",
     "PushConfig",
+    "StateConfig",
     "WorktreesConfig",
 ]
 
