@@ -57,6 +57,7 @@ def state_alembic_config() -> Config:
     """An Alembic config for the state store's revisions (``migrations/state``)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
+    config.set_main_option("path_separator", "os")
     config.set_main_option("version_locations", str(MIGRATIONS / "state").replace("%", "%%"))
     config.attributes["store"] = "state"
     return config
