@@ -27,13 +27,13 @@ from fleetd.api.app import create_app
 from fleetd.clock import FakeClock
 from fleetd.compose import Fleetd, build_service
 from fleetd.config import ConfigRef
-from fleetd.state.opening import OpenedState, open_state
 from fleetd.errors import HerdrError
 from fleetd.herdr.control import HerdrAgentControl
 from fleetd.sim.callback import FleetdCallbackBehaviour
 from fleetd.sim.harness import drive
 from fleetd.sim.scenario import parse_scenario
 from fleetd.sim.server import HerdrSimulator
+from fleetd.state.opening import OpenedState, open_state
 
 T = TypeVar("T")
 LEAD_TOKEN = "e2e-lead-token-0001"

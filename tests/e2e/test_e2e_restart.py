@@ -152,7 +152,7 @@ async def test_a_turn_spanning_a_restart_without_a_reply_is_never_reconstructed(
         async with start_e2e(tmp_path, restart_of=first) as second, second.http() as lead:
             await second.advance(30.0)  # the turn ends in herdr; no reply comes
             assert (await second.tool(lead, "fleet_poll", ticket=ticket))["status"] == "pending"
-            reads = [r for r in second.requests_to("pane.read")]
+            reads = list(second.requests_to("pane.read"))
             bridge = second.service.bridge
             turn = bridge.roster.inflight[sid]
             outcome = await second.run(bridge.reconcile_lost_boundary(sid, turn.token.token_id))
