@@ -41,7 +41,8 @@ async def test_a_member_is_stored_with_its_token_hash_never_the_token(
     """A spawned member's record holds the SHA-256 of its token; the token is nowhere stored."""
     sid = await fleet.spawn_ready()
     session = fleet.bridge.session(sid)
-    assert session is not None and session.pane_id is not None
+    assert session is not None
+    assert session.pane_id is not None
     token = fleet.control.env_of(session.pane_id)["FLEETD_TOKEN"]
     record = store.members[sid]
     assert record.token_hash == hashlib.sha256(token.encode()).hexdigest()
@@ -101,7 +102,8 @@ async def test_a_send_the_store_cannot_record_is_not_accepted(
     store.fail = True
     result = await fleet.call("fleet_send", target=sid, prompt="lost?")
     assert not result.ok
-    assert result.error is not None and result.error.code == "unavailable"
+    assert result.error is not None
+    assert result.error.code == "unavailable"
     assert fleet.control.calls_to("prompt") == []
     assert fleet.bridge.pending_for(sid) == []
 
@@ -189,5 +191,6 @@ async def test_a_stored_member_herdr_no_longer_lists_is_released_as_gone(
     polled = await second.ok("fleet_poll", ticket=ticket)
     assert polled["status"] == "failed"
     released = second.bridge.session(sid)
-    assert released is not None and released.released_cause == "gone"
+    assert released is not None
+    assert released.released_cause == "gone"
     assert sid not in store.members
