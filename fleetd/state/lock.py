@@ -1,7 +1,8 @@
 """One writer per instance: the lock a fleetd holds on its state store for its whole life.
 
 * **SQLite**: an OS file lock (``flock``, exclusive, non-blocking) on ``<store>.lock`` beside the
-  database file; the kernel lets go when the process ends, however it ends.
+  database file; the kernel lets go when the process ends, however it ends. An SQLite file is
+  one machine's: it has one writer whatever the instance name.
 * **PostgreSQL**: ``pg_try_advisory_lock`` on a key derived from the instance name, held by a
   connection kept open for the process's life; the server lets go when that connection closes.
 
@@ -141,5 +142,11 @@ class InstanceLock:
             self._fd = None
         if self._connection is not None:
             with contextlib.suppress(SQLAlchemyError):
+                self._connection.execute(
+                    text("SELECT pg_advisory_unlock(:key)"), {"key": lock_key(self._instance)}
+                )
+                self._connection.commit()
+            with contextlib.suppress(SQLAlchemyError):
+                self._connection.invalidate()  # never back to the pool holding a session lock
                 self._connection.close()
             self._connection = None
