@@ -104,6 +104,7 @@ def _serve(argv: list[str]) -> int:
     from fleetd.config import ConfigRef  # noqa: PLC0415
     from fleetd.config.fields import mask_url  # noqa: PLC0415
     from fleetd.errors import ConfigError, StateStoreError  # noqa: PLC0415
+    from fleetd.runtime import instance_name  # noqa: PLC0415
     from fleetd.state.opening import open_state  # noqa: PLC0415
 
     try:
@@ -116,6 +117,7 @@ def _serve(argv: list[str]) -> int:
         state = open_state(
             ref.current,
             deadline=lambda: ref.current.state.operation_timeout,
+            instance=instance_name(ref.current),
             discard=args.discard_state,
             now=SystemClock().now(),
         )
@@ -185,6 +187,7 @@ def configure_logging(level: str | int) -> None:
         handler.addFilter(_BrokerRecordFilter())
     for name in _BROKER_LOGGERS:
         logging.getLogger(name).setLevel(_BROKER_LEVEL)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # a migration's steps are noise
 
 
 async def serve(ref: ConfigRef, *, state: StateStore | None = None) -> None:

@@ -21,7 +21,7 @@ from prometheus_client import disable_created_metrics
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
 from fleetd.api.tools import ToolRegistry, ToolResult
-from fleetd.bridge.durable import DurableState
+from fleetd.bridge import DurableState
 from fleetd.bridge.git_worktrees import GitWorktrees
 from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.push import PushLoop

@@ -5,6 +5,7 @@ internal to it.
 """
 
 from fleetd.runtime.dependencies import DependencyCollector, DependencyView
+from fleetd.runtime.escalation import instance_name
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkObserver, LinkState
@@ -24,4 +25,5 @@ __all__ = [
     "LiveAgents",
     "Loop",
     "Scheduler",
+    "instance_name",
 ]

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 
 from fleetd.config import FleetdConfig
 from fleetd.config.fields import mask_url
-from fleetd.runtime.escalation import instance_name
 from fleetd.state.lock import InstanceLock
 from fleetd.state.sql import SqlStateStore
 
@@ -39,14 +38,16 @@ def open_state(
     config: FleetdConfig,
     *,
     deadline: Callable[[], timedelta],
+    instance: str,
     discard: bool,
     now: datetime,
 ) -> OpenedState:
-    """Open, migrate and lock the configured store (each operation bounded by ``deadline()``,
-    read anew: ``state.operationTimeoutMs`` is hot); with ``discard`` empty it first."""
+    """Open, migrate and take ``instance``'s writer lock on the configured store (each operation
+    bounded by ``deadline()``, read anew: ``state.operationTimeoutMs`` is hot); with ``discard``
+    empty it first."""
     url = config.state.url.get_secret_value()
     store = SqlStateStore(url, deadline=deadline)
-    lock = InstanceLock(store.engine, url, instance_name(config))
+    lock = InstanceLock(store.engine, url, instance)
     try:
         lock.acquire(now)
         if discard:

@@ -29,6 +29,7 @@ from fleetd.compose import Fleetd, build_service
 from fleetd.config import ConfigRef
 from fleetd.errors import HerdrError
 from fleetd.herdr.control import HerdrAgentControl
+from fleetd.runtime import instance_name
 from fleetd.sim.callback import FleetdCallbackBehaviour
 from fleetd.sim.harness import drive
 from fleetd.sim.scenario import parse_scenario
@@ -249,6 +250,7 @@ async def start_e2e(
     state = open_state(
         ref.current,
         deadline=lambda: ref.current.state.operation_timeout,
+        instance=instance_name(ref.current),
         discard=discard_state,
         now=clock.now(),
     )

@@ -29,6 +29,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "Bridge",
         "BridgeView",
         "Delivery",
+        "DurableState",
         "FakeWorktrees",
         "GitWorktrees",
         "ManifestShelf",
@@ -78,6 +79,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "Loop",
         "STALL_FLOOR_SECONDS",
         "Scheduler",
+        "instance_name",
     },
 }
 
