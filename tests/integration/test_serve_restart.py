@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ import httpx
 import psycopg
 import pytest
 
-from fleetd.state.records import Snapshot
+from fleetd.state.records import DeliveryState, Snapshot
 from fleetd.state.sql import SqlStateStore
 from tests.contract.journal_fixtures import postgres_reachable, require_postgres, schema_url
 from tests.integration.test_serve_process import (
@@ -286,3 +288,51 @@ def test_a_corrupt_store_stops_the_start_and_discard_state_starts_afresh(fleet: 
     output = broken.stdout.read().decode()
     assert f"state store error: {fleet.state_url}" in output
     assert "corrupt" in output
+
+
+def _kills() -> int:
+    """Kills in the random-kill test: a few in the suite; ``FLEETD_SOAK_KILLS`` for a soak."""
+    return int(os.environ.get("FLEETD_SOAK_KILLS", "5"))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
+def test_kill_9_at_random_moments_loses_nothing_and_types_nothing_twice(fleet: Fleet) -> None:
+    """Sends keep coming while fleetd is killed with SIGKILL at random moments and restarted:
+    no prompt is typed twice, and in the end every ticket has one outcome (done by the member's
+    reply, or, for a turn a kill left uncertain and so never typed again, failed when the lead
+    stops that member)."""
+    rng = random.Random(int(os.environ.get("FLEETD_SOAK_SEED", "7")))
+    fleet.start()
+    members = [fleet.ready_member(f"worker-{n}") for n in (1, 2)]
+    sent = 0
+    for _ in range(_kills()):
+        proc = fleet.serves[-1]
+        stop_at = time.monotonic() + rng.uniform(0.2, 1.5)
+        while time.monotonic() < stop_at:
+            with contextlib.suppress(httpx.HTTPError):
+                fleet.call("fleet_send", target=members[sent % 2], prompt=f"task {sent}")
+            sent += 1
+            time.sleep(rng.uniform(0.0, 0.2))
+        proc.kill()
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+        fleet.start()
+    tickets = [t.ticket_id for t in fleet.stored().tickets]
+
+    def settled() -> list[Any]:
+        return [t for t in fleet.stored().tickets if t.outcome == "pending"]
+
+    def blocked(pending: list[Any]) -> bool:
+        """Only turns a kill left uncertain, and the sends queued behind them, are pending."""
+        held = {t.target for t in pending if t.delivery is DeliveryState.UNCERTAIN}
+        return all(t.target in held for t in pending)
+
+    stuck = _poll_until(settled, blocked, limit=60)
+    assert blocked(stuck), stuck
+    typed = fleet.prompts()
+    assert set(typed.values()) <= {1}, typed
+    for target in sorted({t.target for t in stuck}):  # never typed again: the lead stops it
+        fleet.ok("fleet_stop", sessionId=target)
+    final = {t.ticket_id: t.outcome for t in fleet.stored().tickets}
+    assert set(final) == set(tickets)
+    assert "pending" not in final.values()
+    assert set(fleet.prompts().values()) <= {1}
