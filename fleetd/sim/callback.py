@@ -58,8 +58,8 @@ class FleetdCallbackBehaviour(ScriptedBehaviour):
         )
 
     async def deliver_reply(self, agent: SimAgent, text: str, answer: str) -> None:
-        """Call ``fleet_reply``; while fleetd cannot be reached at all (it is restarting), try
-        again every half second for a while, as a member's MCP client would."""
+        """Call ``fleet_reply``; while no answer comes back (fleetd is restarting), try again
+        every half second for a while, as a member's MCP client would."""
         endpoint = _endpoint(agent)
         if endpoint is None:
             return
@@ -72,7 +72,7 @@ class FleetdCallbackBehaviour(ScriptedBehaviour):
     async def _post(
         self, url: str, token: str, body: object, *, headers: dict[str, str] | None = None
     ) -> bool:
-        """POST once; False only when nothing reached fleetd (the connection was refused)."""
+        """POST once; False when no answer came back (fleetd down, or it died with the call)."""
         try:
             async with httpx.AsyncClient(timeout=self._timeout) as client:
                 response = await client.post(
@@ -80,12 +80,12 @@ class FleetdCallbackBehaviour(ScriptedBehaviour):
                     json=body,
                     headers={"Authorization": f"Bearer {token}", **(headers or {})},
                 )
-        except httpx.ConnectError:
-            _log.warning("simulated member could not reach fleetd: ConnectError")
-            return False
         except httpx.HTTPError as exc:
+            # no answer: fleetd is down or died with the call. The call is made again; a reply
+            # that did land meanwhile makes the next one a late reply (or a refusal), never a
+            # second result for its ticket.
             _log.warning("simulated member could not reach fleetd: %s", type(exc).__name__)
-            return True  # it may have arrived: never sent twice
+            return False
         if response.status_code >= 400:
             _log.warning("simulated member call answered %d", response.status_code)
         return True

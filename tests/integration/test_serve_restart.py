@@ -324,7 +324,7 @@ def test_kill_9_at_random_moments_loses_nothing_and_types_nothing_twice(fleet: F
     def blocked(pending: list[Any]) -> bool:
         """Only turns a kill left uncertain, and the sends queued behind them, are pending."""
         held = {t.target for t in pending if t.delivery is DeliveryState.UNCERTAIN}
-        return all(t.target in held for t in pending)
+        return all(t.target in held for t in pending)  # a typed turn ends with its reply
 
     stuck = _poll_until(settled, blocked, limit=60)
     assert blocked(stuck), stuck
