@@ -22,7 +22,9 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from alembic.util import CommandError
-from sqlalchemy import Engine, delete, event, insert, select
+from sqlalchemy import Engine, delete, event, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleetd.errors import FleetdError, JournalError, StateStoreError
@@ -134,29 +136,36 @@ class SqlStateStore:
         self._check()
         if not change:
             return
-        drop_members = {*change.drop_members, *(m.session_id for m in change.members)}
-        drop_tickets = {*change.drop_tickets, *(t.ticket_id for t in change.tickets)}
-        drop_turns = {*change.drop_turns, *(t.session_id for t in change.turns)}
         try:
             with self._engine.begin() as connection:
-                if drop_members:
+                if change.drop_members:
                     connection.execute(
-                        delete(_MEMBERS).where(_MEMBERS.c.session_id.in_(drop_members))
+                        delete(_MEMBERS).where(_MEMBERS.c.session_id.in_(change.drop_members))
                     )
-                if drop_tickets:
+                if change.drop_tickets:
                     connection.execute(
-                        delete(_TICKETS).where(_TICKETS.c.ticket_id.in_(drop_tickets))
+                        delete(_TICKETS).where(_TICKETS.c.ticket_id.in_(change.drop_tickets))
                     )
-                if drop_turns:
-                    connection.execute(delete(_TURNS).where(_TURNS.c.session_id.in_(drop_turns)))
-                if change.members:
-                    connection.execute(insert(_MEMBERS), [_row(m) for m in change.members])
-                if change.tickets:
-                    connection.execute(insert(_TICKETS), [_row(t) for t in change.tickets])
-                if change.turns:
-                    connection.execute(insert(_TURNS), [_row(t) for t in change.turns])
+                if change.drop_turns:
+                    connection.execute(
+                        delete(_TURNS).where(_TURNS.c.session_id.in_(change.drop_turns))
+                    )
+                for table, key, records in (
+                    (_MEMBERS, "session_id", change.members),
+                    (_TICKETS, "ticket_id", change.tickets),
+                    (_TURNS, "session_id", change.turns),
+                ):
+                    if records:
+                        connection.execute(self._upsert(table, key), [_row(r) for r in records])
         except SQLAlchemyError as exc:
             raise _error(exc, "write") from None
+
+    def _upsert(self, table: Any, key: str) -> Any:
+        """``INSERT ... ON CONFLICT (key) DO UPDATE``: a put replaces by key in one statement."""
+        insert_into = sqlite_insert if self._engine.dialect.name == "sqlite" else pg_insert
+        statement = insert_into(table)
+        columns = {c.name: statement.excluded[c.name] for c in table.columns if c.name != key}
+        return statement.on_conflict_do_update(index_elements=[key], set_=columns)
 
     def discard(self) -> None:
         self._check()
