@@ -193,5 +193,6 @@ def _ticket(record: TicketRecord) -> Ticket:
         resolved_at=record.resolved_at,
         turn=record.turn,
         seq=record.seq,
+        stored=True,
         counted=1 if record.outcome != "pending" else 0,
     )

@@ -8,7 +8,9 @@ a :class:`~fleetd.bridge.tasks.Ticket`) into the store's frozen records and writ
 * a prompt about to be typed is stored as ``uncertain`` (its prompt dropped), with the member's
   next turn and its token, before ``agent.prompt`` is called; herdr's answer then stores it
   ``typed``, or (nothing typed) ``queued`` again with its prompt. A crash between the two leaves
-  the turn uncertain: it is never typed again;
+  the turn uncertain: it is never typed again. A send typed at once, before ``fleet_send``
+  answers, is stored by this one write (one commit ahead of the prompt, not two): the lead hears
+  of the ticket only after it;
 * a ticket's end is stored before its result is handed on; an open turn's close, a member's
   release and an ended ticket's expiry drop their records.
 
@@ -83,12 +85,16 @@ class DurableState:
 
     # ------------------------------------------------------------ tickets
     def accepted(self, ticket: Ticket) -> None:
-        """A send was accepted; raises when it could not be stored (nothing is accepted)."""
+        """A send was accepted and waits in its queue; raises when it could not be stored
+        (nothing is accepted)."""
         self.store.apply(Change(tickets=(ticket_record(ticket),)))
+        ticket.stored = True
         self._crash("accepted")
 
     def ticket(self, ticket: Ticket) -> None:
         """A ticket was delivered, refused or ended."""
+        if not ticket.stored and ticket.delivered_at is None and ticket.terminal:
+            return  # ended before anything stored it (a send refused at acceptance)
         self._write(Change(tickets=(ticket_record(ticket),)), "ticket")
         if ticket.terminal:
             self._crash("ended")
@@ -129,6 +135,7 @@ class DurableState:
                 members=(member,) if member is not None else (),
             )
         )
+        ticket.stored = True
         self._crash("typing")
 
     def untyped(self, session: Session, ticket: Ticket) -> None:

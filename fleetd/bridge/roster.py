@@ -52,8 +52,14 @@ class SendQueue(deque[Ticket]):
         super().clear()
         self._changes.mark(self._session_id)
 
+    def withdraw(self, ticket: Ticket) -> None:
+        """Take ``ticket`` out (a send refused before it was accepted); absent, nothing."""
+        if ticket in self:
+            super().remove(ticket)
+            self._changes.mark(self._session_id)
+
     def _refused(self, *_args: Any) -> NoReturn:
-        raise TypeError("a send queue offers append, popleft and clear only")
+        raise TypeError("a send queue offers append, popleft, withdraw and clear only")
 
     appendleft = extend = extendleft = insert = pop = remove = rotate = _refused
     __setitem__ = __delitem__ = __iadd__ = _refused

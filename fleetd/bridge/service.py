@@ -229,17 +229,21 @@ class Bridge:
             now=self.clock.now(),
             nonce=secrets.token_hex(3),
         )
-        try:  # stored, prompt and all, before the lead hears it was accepted
-            self.durable.accepted(ticket)
-        except StateStoreError as exc:
-            self.tasks.cancel(ticket.ticket_id, reason="not_stored", now=self.clock.now())
-            raise UnavailableError(
-                "the state store cannot record the send right now; nothing was accepted",
-                hint={"retry": "send the task again"},
-            ) from exc
-        self.roster.queues[session.session_id].append(ticket)
+        queue = self.roster.queues[session.session_id]
+        queue.append(ticket)
         if session.state in (SessionState.READY, SessionState.DONE):
+            # typed at once: the write ahead of the prompt (uncertain) stores the send too
             await self.deliverer.inject_next(session)
+        if not ticket.stored:
+            try:  # it waits in the queue: stored, prompt and all, before the lead hears of it
+                self.durable.accepted(ticket)
+            except StateStoreError as exc:
+                queue.withdraw(ticket)
+                self.tasks.cancel(ticket.ticket_id, reason="not_stored", now=self.clock.now())
+                raise UnavailableError(
+                    "the state store cannot record the send right now; nothing was accepted",
+                    hint={"retry": "send the task again"},
+                ) from exc
         if wait and wait > 0:
             await self.wait_for(ticket, wait)
         return ticket

@@ -79,6 +79,7 @@ class Ticket:
     late_reply: bool = False  # a fleet_reply after the fallback resolved it was kept (once)
     counted: int = 0  # terminal outcomes the metric counted (the teardown invariant reads it)
     seq: int = 0  # order of acceptance across restarts (the state store's queue order)
+    stored: bool = False  # the state store holds it (set by the bridge's DurableState)
     _done: asyncio.Event | None = field(default=None, repr=False)  # made for a waiter only
 
     @property

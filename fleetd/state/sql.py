@@ -8,6 +8,15 @@ may lose the last commits. Every transaction is bounded by ``state.operationTime
 (:func:`~fleetd.journal.deadline.bound_operations`: ``busy_timeout`` on SQLite,
 ``statement_timeout``/``lock_timeout`` on PostgreSQL, a connect timeout).
 
+The writes are on the path of every prompt, so an SQLite file store writes through one
+:class:`SqliteWriter`: a ``sqlite3`` connection kept open for the store's life, its upserts
+prepared once, each change one ``BEGIN IMMEDIATE`` … ``COMMIT`` (no pool checkout, no statement
+compilation, no event hooks per write). It never checkpoints itself (``wal_autocheckpoint=0``):
+every :data:`CHECKPOINT_EVERY` commits a thread of its own, on a connection of its own, runs a
+``PASSIVE`` checkpoint (the one step that syncs the file), so no write waits behind one and the
+log stays bounded (``journal_size_limit``). Loads, migrations and the lock still go through the
+engine.
+
 Opening migrates the store to this build's head (its own revisions in ``migrations/state/``); a
 store written by a newer build, or a file that is not a database, is refused with
 :class:`~fleetd.errors.StateStoreError` naming why.
@@ -15,8 +24,12 @@ store written by a newer build, or a file that is not a database, is refused wit
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from alembic import command
@@ -28,8 +41,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleetd.errors import FleetdError, JournalError, StateStoreError
-from fleetd.journal.deadline import bound_operations
-from fleetd.journal.engine import journal_engine, translate
+from fleetd.journal.deadline import DATABASE_SHARE, bound_operations
+from fleetd.journal.engine import journal_engine, sqlite_path, translate
 from fleetd.journal.migrate import MIGRATIONS
 from fleetd.state.port import Change
 from fleetd.state.records import (
@@ -41,7 +54,20 @@ from fleetd.state.records import (
 )
 from fleetd.state.tables import MemberRow, TicketRow, TurnRow
 
-__all__ = ["SqlStateStore", "state_alembic_config", "state_engine"]
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "SqlStateStore",
+    "SqliteWriter",
+    "state_alembic_config",
+    "state_engine",
+]
+
+CHECKPOINT_EVERY = 200
+"""Commits between two checkpoints of an SQLite store (a few pages each: a log of a few MB)."""
+_WAL_LIMIT_BYTES = 16 * 1024 * 1024
+_DELETE_MEMBER = "DELETE FROM state_members WHERE session_id = ?"
+_DELETE_TICKET = "DELETE FROM state_tickets WHERE ticket_id = ?"
+_DELETE_TURN = "DELETE FROM state_turns WHERE session_id = ?"
 
 _MEMBERS = MemberRow.__table__  # type: ignore[attr-defined]
 _TICKETS = TicketRow.__table__  # type: ignore[attr-defined]
@@ -92,6 +118,14 @@ class SqlStateStore:
         self._engine = state_engine(url, deadline)
         self._closed = False
         self._migrate()
+        path = sqlite_path(url)
+        self._writer: SqliteWriter | None = None
+        if path is not None:
+            try:
+                self._writer = SqliteWriter(path, self._engine, deadline)
+            except sqlite3.Error as exc:
+                self._engine.dispose()
+                raise _error(exc, "open") from None
 
     @property
     def engine(self) -> Engine:
@@ -136,6 +170,12 @@ class SqlStateStore:
         self._check()
         if not change:
             return
+        if self._writer is not None:
+            try:
+                self._writer.apply(change)
+            except sqlite3.Error as exc:
+                raise _error(exc, "write") from None
+            return
         try:
             with self._engine.begin() as connection:
                 if change.drop_members:
@@ -178,6 +218,8 @@ class SqlStateStore:
 
     def close(self) -> None:
         self._closed = True
+        if self._writer is not None:
+            self._writer.close()
         self._engine.dispose()
 
     def _check(self) -> None:
@@ -187,3 +229,132 @@ class SqlStateStore:
 
 def _row(record: MemberRecord | TicketRecord | TurnRecord) -> dict[str, Any]:
     return {name: getattr(record, name) for name in record.__dataclass_fields__}
+
+
+class SqliteWriter:
+    """The one connection an SQLite file store writes through (WAL, ``synchronous=NORMAL``).
+
+    Each :meth:`apply` is one ``BEGIN IMMEDIATE`` transaction of prepared statements, its wait for
+    another writer's lock bounded by ``busy_timeout`` (the deadline's database share, set again
+    only when ``state.operationTimeoutMs`` changes). Values are bound through the tables' own
+    column types, so what the engine loads reads them back as written.
+    """
+
+    def __init__(self, path: Path, engine: Engine, deadline: Callable[[], timedelta]) -> None:
+        self._deadline = deadline
+        self._busy = -1
+        self._commits = 0
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
+            self._db.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT_BYTES}")
+        except sqlite3.Error:
+            self._db.close()
+            raise
+        self._checkpointer = _Checkpointer(path)
+        dialect = engine.dialect
+        self._upserts = {
+            name: _Upsert(table, key, dialect)
+            for name, table, key in (
+                ("members", _MEMBERS, "session_id"),
+                ("tickets", _TICKETS, "ticket_id"),
+                ("turns", _TURNS, "session_id"),
+            )
+        }
+
+    def apply(self, change: Change) -> None:
+        busy = max(1, int(self._deadline().total_seconds() * 1000 * DATABASE_SHARE))
+        db = self._db
+        if busy != self._busy:
+            db.execute(f"PRAGMA busy_timeout={busy}")
+            self._busy = busy
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, keys in (
+                (_DELETE_MEMBER, change.drop_members),
+                (_DELETE_TICKET, change.drop_tickets),
+                (_DELETE_TURN, change.drop_turns),
+            ):
+                if keys:
+                    db.executemany(sql, [(k,) for k in keys])
+            for name, records in (
+                ("members", change.members),
+                ("tickets", change.tickets),
+                ("turns", change.turns),
+            ):
+                if records:
+                    upsert = self._upserts[name]
+                    db.executemany(upsert.sql, [upsert.values(r) for r in records])
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        self._commits += 1
+        if self._commits % CHECKPOINT_EVERY == 0:
+            self._checkpointer.due.set()
+
+    def close(self) -> None:
+        self._checkpointer.stop()
+        self._db.close()
+
+
+class _Checkpointer:
+    """A daemon thread that checkpoints the store's log when told to (``PASSIVE``: it waits for
+    no reader or writer, and no writer waits for it)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self.due = threading.Event()
+        self._stopping = False
+        self.checkpoints = 0
+        self._thread = threading.Thread(
+            target=self._run, name="fleetd-state-checkpoint", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            while True:
+                self.due.wait()
+                self.due.clear()
+                if self._stopping:
+                    return
+                with contextlib.suppress(sqlite3.Error):  # the next one tries again
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    self.checkpoints += 1
+        finally:
+            db.close()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.due.set()
+        self._thread.join(timeout=5)
+
+
+class _Upsert:
+    """``INSERT ... ON CONFLICT (key) DO UPDATE`` for one table, with its columns' binders."""
+
+    def __init__(self, table: Any, key: str, dialect: Any) -> None:
+        statement = sqlite_insert(table)
+        statement = statement.on_conflict_do_update(
+            index_elements=[key],
+            set_={c.name: statement.excluded[c.name] for c in table.columns if c.name != key},
+        )
+        compiled = statement.compile(dialect=dialect, column_keys=[c.name for c in table.columns])
+        self.sql = str(compiled)  # qmark placeholders, in the order of positiontup
+        order = compiled.positiontup or ()
+        self._binders: Sequence[tuple[str, Callable[[Any], Any] | None]] = tuple(
+            (name, table.c[name].type.bind_processor(dialect)) for name in order
+        )
+
+    def values(self, record: MemberRecord | TicketRecord | TurnRecord) -> tuple[Any, ...]:
+        return tuple(
+            value if bind is None or value is None else bind(value)
+            for name, bind in self._binders
+            for value in (getattr(record, name),)
+        )

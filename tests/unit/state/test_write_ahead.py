@@ -81,6 +81,46 @@ async def test_a_prompt_is_stored_uncertain_before_it_is_typed_and_typed_after(
     assert store.members[sid].turn == 1
 
 
+async def test_a_send_typed_at_once_is_stored_by_one_write_ahead_of_its_prompt(
+    fleet: TestFleet, store: MemoryStateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A send to a member at its prompt is typed before fleet_send answers: one write stores it,
+    uncertain with its turn, before herdr is asked to type it (not a queued write, then another);
+    herdr's ok is the next write."""
+    sid = await fleet.spawn_ready()
+    before = store.writes
+    seen: list[tuple[int, DeliveryState]] = []
+    prompt = fleet.control.prompt
+
+    async def watched(target: str, text: str) -> AgentInfo:
+        [record] = store.tickets.values()
+        seen.append((store.writes - before, record.delivery))
+        return await prompt(target, text)
+
+    monkeypatch.setattr(fleet.control, "prompt", watched)
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="at once"))["ticket"]
+    assert seen == [(1, DeliveryState.UNCERTAIN)]
+    assert store.tickets[ticket].delivery is DeliveryState.TYPED
+    assert store.writes - before == 2
+
+
+async def test_a_send_the_store_refuses_at_its_prompt_is_not_accepted_nor_queued(
+    fleet: TestFleet, store: MemoryStateStore
+) -> None:
+    """A ready member, a store failing: the write ahead of the prompt is refused, so nothing is
+    typed, the send is not accepted, and no queued send is left behind for a later poll."""
+    sid = await fleet.spawn_ready()
+    store.fail = True
+    result = await fleet.call("fleet_send", target=sid, prompt="not typed")
+    assert result.error is not None
+    assert result.error.code == "unavailable"
+    store.fail = False
+    await fleet.poll()
+    assert fleet.control.calls_to("prompt") == []
+    assert fleet.bridge.pending_for(sid) == []
+    assert store.tickets == {}
+
+
 async def test_a_refused_prompt_is_queued_again_with_its_prompt(
     fleet: TestFleet, store: MemoryStateStore
 ) -> None:
