@@ -385,6 +385,7 @@ class Bridge:
             adopt_token=adopt_token,
             now=self.clock.now(),
         )
+        self.tasks.prune(self.clock.now())  # the store keeps only what the retention keeps
         return self.restored
 
     async def confirm_restored(self) -> None:

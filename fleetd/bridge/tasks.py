@@ -310,6 +310,11 @@ class TaskBook:
         self.on_change()
         return True
 
+    def prune(self, now: datetime) -> None:
+        """Forget the ended tickets past the count or the age now (a start does it once: what a
+        previous run stored under another retention, or failed to forget, goes here)."""
+        self._prune(now)
+
     def _prune(self, now: datetime) -> None:
         """Forget the oldest ended tickets past the count or the age."""
         retention = self.retention()
