@@ -17,6 +17,13 @@ every :data:`CHECKPOINT_EVERY` commits a thread of its own, on a connection of i
 log stays bounded (``journal_size_limit``). Loads, migrations and the lock still go through the
 engine.
 
+A PostgreSQL store's writes run on a thread of their own (:class:`BoundedWrites`), the caller
+waiting at most ``state.operationTimeoutMs``: a server that stops answering (where its own
+``statement_timeout`` cannot act) fails the write with ``timeout`` in time, its connection is cut,
+and for one more deadline every write fails at once (``unavailable``) so that the event loop, and
+the health loop on it, is held up once per deadline at most. A failed write is a write not made:
+the effect it was ahead of does not run.
+
 Opening migrates the store to this build's head (its own revisions in ``migrations/state/``); a
 store written by a newer build, or a file that is not a database, is refused with
 :class:`~fleetd.errors.StateStoreError` naming why.
@@ -24,9 +31,11 @@ store written by a newer build, or a file that is not a database, is refused wit
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -41,7 +50,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleetd.errors import FleetdError, JournalError, StateStoreError
-from fleetd.journal.deadline import DATABASE_SHARE, bound_operations
+from fleetd.journal.deadline import DATABASE_SHARE, OpenConnections, bound_operations
 from fleetd.journal.engine import journal_engine, sqlite_path, translate
 from fleetd.journal.migrate import MIGRATIONS
 from fleetd.state.port import Change
@@ -56,6 +65,7 @@ from fleetd.state.tables import MemberRow, TicketRow, TurnRow
 
 __all__ = [
     "CHECKPOINT_EVERY",
+    "BoundedWrites",
     "SqlStateStore",
     "SqliteWriter",
     "state_alembic_config",
@@ -117,6 +127,9 @@ class SqlStateStore:
     def __init__(self, url: str, *, deadline: Callable[[], timedelta]) -> None:
         self._engine = state_engine(url, deadline)
         self._closed = False
+        self._bounded: BoundedWrites | None = None
+        if self._engine.dialect.name != "sqlite":
+            self._bounded = BoundedWrites(self._engine, deadline)
         self._migrate()
         path = sqlite_path(url)
         self._writer: SqliteWriter | None = None
@@ -176,6 +189,12 @@ class SqlStateStore:
             except sqlite3.Error as exc:
                 raise _error(exc, "write") from None
             return
+        if self._bounded is not None:
+            self._bounded.run(lambda: self._write(change))
+            return
+        self._write(change)
+
+    def _write(self, change: Change) -> None:
         try:
             with self._engine.begin() as connection:
                 if change.drop_members:
@@ -220,6 +239,8 @@ class SqlStateStore:
         self._closed = True
         if self._writer is not None:
             self._writer.close()
+        if self._bounded is not None:
+            self._bounded.close()
         self._engine.dispose()
 
     def _check(self) -> None:
@@ -300,6 +321,41 @@ class SqliteWriter:
     def close(self) -> None:
         self._checkpointer.stop()
         self._db.close()
+
+
+class BoundedWrites:
+    """Writes on one thread of their own, each waited for at most the deadline.
+
+    A write that outlives its deadline fails with ``timeout``; every connection the engine holds
+    is cut (the stuck one fails at once and frees the thread), and writes fail at once with
+    ``unavailable`` for one more deadline before the store is tried again.
+    """
+
+    def __init__(self, engine: Engine, deadline: Callable[[], timedelta]) -> None:
+        self._deadline = deadline
+        self._open = OpenConnections(engine)
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="fleetd-state-write"
+        )
+        self._resume_at = 0.0
+        self.timeouts = 0
+
+    def run(self, write: Callable[[], None]) -> None:
+        if time.monotonic() < self._resume_at:
+            raise StateStoreError("write", "unavailable", detail="the last write timed out")
+        seconds = self._deadline().total_seconds()
+        future = self._pool.submit(write)
+        try:
+            future.result(timeout=seconds)
+        except concurrent.futures.TimeoutError:
+            self.timeouts += 1
+            self._open.cut()
+            self._resume_at = time.monotonic() + seconds
+            raise StateStoreError("write", "timeout") from None
+
+    def close(self) -> None:
+        self._open.cut()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class _Checkpointer:
