@@ -190,11 +190,13 @@ class SqlStateStore:
                 raise _error(exc, "write") from None
             return
         if self._bounded is not None:
-            self._bounded.run(lambda: self._write(change))
+            self._bounded.run(lambda abandoned: self._write(change, abandoned))
             return
-        self._write(change)
+        self._write(change, lambda: False)
 
-    def _write(self, change: Change) -> None:
+    def _write(self, change: Change, abandoned: Callable[[], bool]) -> None:
+        """One transaction; rolled back instead of committed when its caller gave up on it (a
+        write the bridge was told failed never lands later)."""
         try:
             with self._engine.begin() as connection:
                 if change.drop_members:
@@ -216,6 +218,8 @@ class SqlStateStore:
                 ):
                     if records:
                         connection.execute(self._upsert(table, key), [_row(r) for r in records])
+                if abandoned():
+                    raise StateStoreError("write", "timeout")  # rolls the transaction back
         except SQLAlchemyError as exc:
             raise _error(exc, "write") from None
 
@@ -326,9 +330,13 @@ class SqliteWriter:
 class BoundedWrites:
     """Writes on one thread of their own, each waited for at most the deadline.
 
-    A write that outlives its deadline fails with ``timeout``; every connection the engine holds
-    is cut (the stuck one fails at once and frees the thread), and writes fail at once with
-    ``unavailable`` for one more deadline before the store is tried again.
+    A write that outlives its deadline fails with ``timeout``; it is told so, and rolls back
+    instead of committing if it ever gets that far (on a connection the pool opened anew, say);
+    every connection the engine holds is cut (the stuck one fails at once and frees the thread),
+    and writes fail at once with ``unavailable`` for one more deadline before the store is tried
+    again. Only a commit already on the wire when the deadline passed can still land (as with any
+    deadline on a remote commit): the effect it was ahead of did not run, so at worst a restart
+    finds a prompt ``uncertain`` that was never typed, or a send queued that was refused.
     """
 
     def __init__(self, engine: Engine, deadline: Callable[[], timedelta]) -> None:
@@ -340,14 +348,18 @@ class BoundedWrites:
         self._resume_at = 0.0
         self.timeouts = 0
 
-    def run(self, write: Callable[[], None]) -> None:
+    def run(self, write: Callable[[Callable[[], bool]], None]) -> None:
+        """Run ``write`` on the writer thread; it is handed a test that says whether its caller
+        gave up, and must roll back rather than commit then."""
         if time.monotonic() < self._resume_at:
             raise StateStoreError("write", "unavailable", detail="the last write timed out")
         seconds = self._deadline().total_seconds()
-        future = self._pool.submit(write)
+        gave_up = threading.Event()
+        future = self._pool.submit(write, gave_up.is_set)
         try:
             future.result(timeout=seconds)
         except concurrent.futures.TimeoutError:
+            gave_up.set()  # before the cut: a retried connection never commits it later
             self.timeouts += 1
             self._open.cut()
             self._resume_at = time.monotonic() + seconds
