@@ -276,6 +276,8 @@ async def test_after_a_restart_without_capture_the_old_turn_is_never_repaired(
     async with start_e2e(tmp_path, overrides, agents=AGENTS) as first:
         async with first.http() as lead:
             lost = await lose_second_turn(first, lead, "m-lost-9")
+            # the crash comes before this run could repair the turn: its pane reads fail from here
+            ReadHold(failing=True).install(first)
             token = lost.token
         await first.run(first.crash())
         before = len(first.herdr_requests)
