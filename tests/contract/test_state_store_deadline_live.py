@@ -1,13 +1,17 @@
 """Every state store write has a deadline: a PostgreSQL server that stops answering fails the
 write in time (the effect it was ahead of does not run), later writes fail at once for one
 deadline so the event loop is not held on each, and the store writes again once the server
-answers. The frozen server is a proxy that accepts and never answers."""
+answers. The frozen server is a proxy that accepts and never answers. An SQLite store's writer
+waits for another writer's lock no longer than the deadline either."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +80,25 @@ async def test_a_frozen_postgres_fails_a_write_in_time_then_at_once_and_recovers
     finally:
         proxy.thaw()
         await asyncio.to_thread(store.close)
+
+
+def test_an_sqlite_write_waits_for_a_lock_no_longer_than_the_deadline(tmp_path: Path) -> None:
+    """Another connection holds the write lock: the store's write fails ``locked`` within its
+    deadline, writes nothing, and the next write after the lock is let go lands."""
+    path = tmp_path / "state.db"
+    store = SqlStateStore(f"sqlite:///{path}", deadline=lambda: DEADLINE)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        with pytest.raises(StateStoreError) as caught:
+            store.apply(_ticket(1))
+        took = time.monotonic() - started
+        assert caught.value.reason == "locked"
+        assert took < DEADLINE.total_seconds() + SLACK
+        holder.execute("ROLLBACK")
+        store.apply(_ticket(2))
+        assert [t.seq for t in store.load().tickets] == [2]
+    finally:
+        holder.close()
+        store.close()
