@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import socket
 from pathlib import Path
 from types import TracebackType
@@ -17,9 +16,10 @@ from types import TracebackType
 import httpx
 import pytest
 
+from fleetd.demo_alertmanager import alertmanager_binary as find_alertmanager
+
 __all__ = ["Alertmanager", "alertmanager_binary"]
 
-_NAMES = ("alertmanager", "prometheus-alertmanager")
 _START_LIMIT = 30.0
 
 _CONFIG = """\
@@ -41,10 +41,9 @@ receivers:
 
 def alertmanager_binary() -> str:
     """The Alertmanager executable; skips (fails under ``CI=true``) when there is none."""
-    for name in _NAMES:
-        found = shutil.which(name)
-        if found is not None:
-            return found
+    found = find_alertmanager()
+    if found is not None:
+        return found
     if os.environ.get("CI") == "true":
         pytest.fail("no alertmanager binary (Debian package prometheus-alertmanager); CI needs it")
     pytest.skip("no alertmanager binary (install Debian's prometheus-alertmanager)")
