@@ -23,6 +23,7 @@ import uvicorn
 
 if TYPE_CHECKING:
     from fleetd.config import ConfigRef
+    from fleetd.state.port import StateStore
 
 __all__ = ["main"]
 
@@ -92,19 +93,50 @@ def _serve(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="fleetd serve", description="run fleetd")
     parser.add_argument("--config", type=Path, default=None, help="config YAML (default: none)")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--discard-state",
+        action="store_true",
+        help="start afresh: forget the members, tickets and turns the state store holds",
+    )
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
 
     from fleetd.clock import SystemClock  # noqa: PLC0415
     from fleetd.config import ConfigRef  # noqa: PLC0415
-    from fleetd.errors import ConfigError  # noqa: PLC0415
+    from fleetd.config.fields import mask_url  # noqa: PLC0415
+    from fleetd.errors import ConfigError, StateStoreError  # noqa: PLC0415
+    from fleetd.runtime import instance_name  # noqa: PLC0415
+    from fleetd.state.opening import open_state  # noqa: PLC0415
 
     try:
         ref = ConfigRef.load(args.config, dict(os.environ), now=SystemClock().now())
-        asyncio.run(serve(ref))
     except ConfigError as exc:
         print(f"config error: {exc.key}: {exc.reason}", file=sys.stderr)
         return 2
+    url = ref.current.state.url.get_secret_value()
+    try:
+        state = open_state(
+            ref.current,
+            deadline=lambda: ref.current.state.operation_timeout,
+            instance=instance_name(ref.current),
+            discard=args.discard_state,
+            now=SystemClock().now(),
+        )
+    except StateStoreError as exc:
+        print(f"state store error: {mask_url(url)}: {exc}", file=sys.stderr)
+        if exc.reason in ("corrupt", "newer_schema"):
+            print(
+                "fleetd serve --discard-state starts afresh (what the store holds is lost)",
+                file=sys.stderr,
+            )
+        return 2
+    try:
+        asyncio.run(serve(ref, state=state.store))
+    except ConfigError as exc:
+        print(f"config error: {exc.key}: {exc.reason}", file=sys.stderr)
+        return 2
+    finally:
+        state.close()
     return 0
 
 
@@ -156,14 +188,15 @@ def configure_logging(level: str | int) -> None:
         handler.addFilter(_BrokerRecordFilter())
     for name in _BROKER_LOGGERS:
         logging.getLogger(name).setLevel(_BROKER_LEVEL)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # a migration's steps are noise
 
 
-async def serve(ref: ConfigRef) -> None:
+async def serve(ref: ConfigRef, *, state: StateStore | None = None) -> None:
     """Serve one fleetd until SIGINT/SIGTERM; SIGHUP asks for a config reload."""
     from fleetd.api.app import create_app  # noqa: PLC0415
     from fleetd.compose import build_service  # noqa: PLC0415
 
-    service = build_service(ref, environ=dict(os.environ))
+    service = build_service(ref, environ=dict(os.environ), state=state)
     app = create_app(service)
     api = ref.current.api
     server = _Server(

@@ -21,6 +21,7 @@ from prometheus_client import disable_created_metrics
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
 from fleetd.api.tools import ToolRegistry, ToolResult
+from fleetd.bridge import DurableState
 from fleetd.bridge.git_worktrees import GitWorktrees
 from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.push import PushLoop
@@ -62,6 +63,8 @@ from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
 from fleetd.runtime.scheduler import STALL_FLOOR_SECONDS, Loop, Scheduler
+from fleetd.state.memory import MemoryStateStore
+from fleetd.state.port import StateStore
 from fleetd.wiring import feed_metrics, lead_tokens, start_series
 
 __all__ = ["Fleetd", "build_inbox", "build_service"]
@@ -125,6 +128,7 @@ class Fleetd:
         except FleetdError as exc:
             _log.warning("run %s not recorded: %s", runs.current, exc)
         _log.info("run %s starts", runs.current)
+        await self.restore()
         await self.own_lead_keys()
         try:
             pong = await self.control.ping()
@@ -136,9 +140,24 @@ class Fleetd:
         self.scheduler.start()
         self.started = True
 
+    async def restore(self) -> None:
+        """Take back the members, tokens, tickets and open turns the state store holds."""
+        store = self.bridge.durable.store
+        snapshot = await asyncio.to_thread(store.load)
+        restored = self.bridge.restore(snapshot, adopt_token=self.authenticator.adopt_member)
+        if restored.members or restored.tickets:
+            _log.info(
+                "state store: %d members, %d tickets and %d open turns taken back",
+                restored.members,
+                restored.tickets,
+                restored.turns,
+            )
+
     async def observe_herdr(self) -> None:
-        """Match the marks of earlier runs (one ``agent.list`` while there are any), then list
-        herdr's agents for the fleet view unless a list this recent is known."""
+        """Match the members taken back from the state store and the marks of earlier runs (one
+        ``agent.list`` while there are any), then list herdr's agents for the fleet view unless a
+        list this recent is known."""
+        await self.bridge.confirm_restored()
         await self.bridge.orphans.check()
         older_than = timedelta(seconds=AGENTS_REFRESH_SECONDS)
         health = self.config.current.health
@@ -164,10 +183,18 @@ class Fleetd:
         self.bridge.stopping.set()
 
     async def stop(self) -> None:
-        """Stop the loops, release every live member (SHUTDOWN: stop, preserve, manifest; M4
-        §5.3) and close connections."""
+        """Stop the loops (the writes under way finish with them) and close connections. The
+        members keep running and the next start adopts them from the state store, unless
+        ``bridge.releaseOnStop`` asks to release every live member (SHUTDOWN: stop, preserve,
+        manifest; M4 §5.3)."""
         await self.scheduler.stop()
-        await self.bridge.release_all(ReleaseCause.SHUTDOWN)
+        if self.config.current.bridge.release_on_stop:
+            await self.bridge.release_all(ReleaseCause.SHUTDOWN)
+        elif self.bridge.live_members():
+            _log.info(
+                "stopping with %d members kept running: the next start adopts them",
+                len(self.bridge.live_members()),
+            )
         await self.bridge.flush_unpublished()  # a last try for what waits in memory
         held = self.bridge.unpublished
         if held:
@@ -222,12 +249,16 @@ def build_service(
     metrics: Metrics | None = None,
     catalog: ModelCatalog | None = None,
     journal: Journal | None = None,
+    state: StateStore | None = None,
 ) -> Fleetd:
     """Build one fleetd from its config; any port may be replaced (tests pass fakes).
 
     The journal defaults to ``journal.url`` (the SQLite file beside the config unless a PostgreSQL
     URL is configured); it connects, and applies its migrations, on first use. Each of its
     operations is bounded by ``journal.operationTimeoutMs`` (hot), on the system clock.
+
+    ``state`` is the bridge's state store; ``fleetd serve`` opens ``state.url`` (and its writer
+    lock) and passes it; without one the state is kept in memory only (a restart loses it).
     """
     clock = clock or SystemClock()
     # No *_created series: a scrape shows what fleetd counts, not when each child was made.
@@ -265,6 +296,7 @@ def build_service(
         revoke=authenticator.revoke,
         runs=runs,
         bench=models,  # placement, fleet_list and the heartbeat read one capacity view
+        durable=DurableState(state or MemoryStateStore(), environ=environ),
     )
     push = PushLoop(
         control=observed,

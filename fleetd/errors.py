@@ -71,6 +71,7 @@ __all__ = [
     "NoOpenTaskError",
     "PermissionDeniedError",
     "ProfileBenchedError",
+    "StateStoreError",
     "TargetNotFoundError",
     "TicketExpiredError",
     "ToolError",
@@ -343,6 +344,17 @@ class JournalSchemaError(JournalError):
 class JournalRefusedError(JournalError):
     """A record breaks the journal's rules (a second open incident for one key, a payload that
     could carry content); the transaction wrote nothing."""
+
+
+class StateStoreError(FleetdError):
+    """The bridge's state store could not do ``operation``; ``reason`` is a bounded word
+    (``unavailable``, ``corrupt``, ``newer_schema``, ``locked``, ``closed`` ...). Like a journal
+    error, ``str()`` shows only ``operation: reason``; the database's message is never kept."""
+
+    def __init__(self, operation: str, reason: str, *, detail: str | None = None) -> None:
+        super().__init__(f"{operation}: {reason}" + (f" ({detail})" if detail else ""))
+        self.operation = operation
+        self.reason = reason
 
 
 class IllegalTransitionError(FleetdError):

@@ -37,6 +37,7 @@ from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.port import ReplyInbox
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.port import Journal
+from fleetd.state.port import StateStore
 
 __all__ = [
     "LEAD_TOKEN",
@@ -140,6 +141,7 @@ def build_test_fleet(
     journal: Journal | None = None,
     check_views: bool = True,
     catalog: ModelCatalog | None = None,
+    state: StateStore | None = None,
 ) -> TestFleet:
     """A fleet on fakes, built by the production composition root.
 
@@ -147,7 +149,8 @@ def build_test_fleet(
     herdr (and the state directory) that outlived the first process. With ``check_views`` (the
     default; benchmarks turn it off) every member view the bridge hands out is checked against
     one built from nothing (:class:`CheckedMemberViews`), so every test run through a test fleet
-    also proves the kept views never go stale.
+    also proves the kept views never go stale. Pass the ``state`` store of an earlier fleet too
+    and the restarted one takes back what it held (call ``service.restore()``).
     """
     clock = FakeClock()
     env = {"T_LEAD": LEAD_TOKEN, "T_LEAD_B": LEAD_TOKEN + "-b", "T_OPERATOR": OPERATOR_TOKEN}
@@ -169,6 +172,7 @@ def build_test_fleet(
         worktrees=worktrees,
         journal=journal if journal is not None else InMemoryJournal(),
         catalog=catalog,
+        state=state,
     )
     if check_views:
         bridge = service.bridge

@@ -1,4 +1,8 @@
-"""Alembic environment of the incident journal; no ``alembic.ini`` is needed.
+"""Alembic environment of the incident journal and the state store; no ``alembic.ini``.
+
+``config.attributes["store"] == "state"`` migrates the bridge's state store: its revisions are in
+``state/`` and its version table is ``state_alembic_version``, so each store migrates only its
+own tables. Anything else is the journal (``versions/``, ``alembic_version``).
 
 The database comes from ``config.attributes``: an open ``connection`` (what fleetd passes), else a
 ``url``, else fleetd's own config (:func:`fleetd.journal.migrate.configured_url`). The engine is
@@ -16,8 +20,12 @@ from sqlalchemy import Connection
 from fleetd.journal.engine import journal_engine
 from fleetd.journal.migrate import configured_url
 from fleetd.journal.tables import METADATA
+from fleetd.state.tables import STATE_METADATA, VERSION_TABLE
 
 config = context.config
+_STATE = config.attributes.get("store") == "state"
+_METADATA = STATE_METADATA if _STATE else METADATA
+_VERSION_TABLE = VERSION_TABLE if _STATE else "alembic_version"
 
 
 def _url() -> str:
@@ -28,7 +36,8 @@ def _url() -> str:
 def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=METADATA,
+        target_metadata=_METADATA,
+        version_table=_VERSION_TABLE,
         render_as_batch=True,
         transactional_ddl=True,
         compare_type=True,
@@ -53,7 +62,11 @@ def _online() -> None:
 
 def _offline() -> None:
     context.configure(
-        url=_url(), target_metadata=METADATA, literal_binds=True, render_as_batch=True
+        url=_url(),
+        target_metadata=_METADATA,
+        version_table=_VERSION_TABLE,
+        literal_binds=True,
+        render_as_batch=True,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -3,9 +3,12 @@
 Three kinds of token reach fleetd: one per lead (configured; the values come from environment
 variables the config names), one operator token (read-only: the tool registry lets it call
 ``fleet_list`` and nothing else), and one per member, minted when the bridge spawns the member and
-revoked when the member's session ends. A member token begins with the id of the run that minted
-it (:mod:`fleetd.runs`): a token of a run that is over authenticates no one, but its caller is told
-that fleetd restarted instead of getting a bare "not recognised".
+revoked when the member's session ends. The state store keeps each member token's SHA-256 hash,
+so after a restart the token of an adopted member still works (:meth:`Authenticator.adopt_member`).
+A member token begins with the id of the run that minted it (:mod:`fleetd.runs`): a token of a run
+that is over and whose member was not adopted (its pane was gone, or the state was discarded)
+authenticates no one, but its caller is told that fleetd restarted instead of a bare "not
+recognised".
 
 Tokens are compared in constant time: the presented token is checked against *every* known token
 with :func:`hmac.compare_digest` on SHA-256 digests, with no early exit, so neither which token
@@ -139,6 +142,15 @@ class Authenticator:
         self._members[session_id] = identity
         self._member_digests[identity.digest] = caller
         return token
+
+    def adopt_member(self, session_id: str, member_name: str, token_hash: str) -> None:
+        """Accept again the token of a member a previous run minted, known by its stored SHA-256
+        hash (hex): a restart keeps the member's token working."""
+        caller = Caller(role=Role.MEMBER, name=member_name, session_id=session_id)
+        self.revoke(session_id)
+        identity = _Identity(digest=bytes.fromhex(token_hash), caller=caller)
+        self._members[session_id] = identity
+        self._member_digests[identity.digest] = caller
 
     def revoke(self, session_id: str) -> None:
         """Forget a member's token; unknown sessions are ignored."""

@@ -5,6 +5,7 @@ internal to it.
 """
 
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
+from fleetd.bridge.durable import DurableState
 from fleetd.bridge.git_worktrees import GitWorktrees
 from fleetd.bridge.manifests import ManifestShelf, PreservedWorktree, load_manifests
 from fleetd.bridge.marks import SESSIONS_DIR
@@ -29,6 +30,7 @@ __all__ = [
     "Bridge",
     "BridgeView",
     "Delivery",
+    "DurableState",
     "FakeWorktrees",
     "GitWorktrees",
     "ManifestShelf",

@@ -31,6 +31,7 @@ import secrets
 from collections.abc import Callable
 from datetime import timedelta
 
+from fleetd.bridge.durable import DurableState
 from fleetd.bridge.evidence import FatalScreenSeen
 from fleetd.bridge.lifecycle import TargetLifecycle
 from fleetd.bridge.mutes import MuteLog
@@ -47,7 +48,7 @@ from fleetd.bridge.tasks import Delivery, TaskBook, Ticket
 from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, InFlightTurn, TurnToken
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
-from fleetd.errors import ControlLinkError, HerdrError, TargetNotFoundError
+from fleetd.errors import ControlLinkError, HerdrError, StateStoreError, TargetNotFoundError
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo, AgentStatus
 from fleetd.metrics import Metrics
@@ -80,6 +81,7 @@ class Deliverer:
         lifecycle: TargetLifecycle,
         resolver: CompletionResolver,
         mutes: MuteLog,
+        durable: DurableState,
     ) -> None:
         self._control = control
         self._roster = roster
@@ -90,6 +92,7 @@ class Deliverer:
         self._lifecycle = lifecycle
         self._resolver = resolver
         self._mutes = mutes
+        self._durable = durable
         self._unreadable: dict[str, str] = {}  # session -> the error its lookup answers (live)
 
     async def poll_once(self) -> None:
@@ -147,6 +150,8 @@ class Deliverer:
             return
         if not status.at_prompt or self._roster.is_reconciling(session.session_id):
             return  # a resolver holds this turn: it is left alone until it lets go
+        if turn.restored:
+            return  # the turn spans a restart: only the member's reply resolves it (M4 §8)
         if turn.saw_working:
             if turn.boundary_at is None:
                 turn.boundary_at = now
@@ -216,17 +221,26 @@ class Deliverer:
                     return  # nothing was sent: stays at the head of the queue
             if not status.at_prompt:
                 return
+            token_id = f"turn-{secrets.token_hex(6)}"
+            try:  # stored as uncertain before anything is typed: a crash never types it again
+                self._durable.typing(session, ticket, token_id=token_id, now=self._clock.now())
+            except StateStoreError as exc:
+                _log.warning("session %s: send not typed, the state store refused (%s)", sid, exc)
+                return  # nothing was typed: stays at the head of the queue
             outcome, code = await self._prompt(session, ticket.prompt or "")
         finally:
             self._roster.delivering.discard(sid)
         if outcome is PromptOutcome.NOT_SENT:
+            self._durable.untyped(session, ticket)
             return  # nothing reached herdr: stays at the head of the queue
         if outcome is PromptOutcome.TARGET_LOST:
             await self._lifecycle.target_not_found(session, code)
         if outcome in (PromptOutcome.REFUSED, PromptOutcome.TARGET_LOST):
             self._refused(session, ticket, code)
+            self._durable.untyped(session, ticket)
             return
         if not queue or queue[0] is not ticket or ticket.terminal:
+            self._durable.turn_closed(sid)  # no turn opens for it
             return  # the send was cancelled while the prompt was in flight
         if outcome is PromptOutcome.UNCERTAIN:
             # herdr may have typed the prompt: typing it again could run the task twice, so the
@@ -238,7 +252,7 @@ class Deliverer:
         delivery = Delivery.UNCERTAIN if outcome is PromptOutcome.UNCERTAIN else Delivery.CONFIRMED
         self._tasks.mark_delivered(ticket, turn=session.turn, now=now, delivery=delivery)
         token = TurnToken(
-            token_id=f"turn-{secrets.token_hex(6)}",
+            token_id=token_id,
             session_id=sid,
             ticket_id=ticket.ticket_id,
             turn=session.turn,

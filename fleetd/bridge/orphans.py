@@ -95,14 +95,17 @@ class OrphanBook:
         manifest_root: Path,
         run: str,
         on_failure: Callable[[str], None],
+        known: Callable[[str], bool] = lambda _session_id: False,
     ) -> None:
         """``run`` is this run's id (its own marks are not orphans); ``on_failure`` hears of a
-        manifest that could not be written."""
+        manifest that could not be written; ``known`` tells a session the state store gave back
+        (adopted, never an orphan: only marks the store does not know are matched here)."""
         self._control = control
         self._clock = clock
         self._manifest_root = manifest_root
         self._run = run
         self._on_failure = on_failure
+        self._known = known
         self._unmatched: tuple[MemberMark, ...] | None = None  # None: marks not loaded yet
         self._orphans: dict[str, Orphan] = {}
 
@@ -131,7 +134,9 @@ class OrphanBook:
         if self._unmatched is None:
             marks = await asyncio.to_thread(load_marks, self._sessions)
             current = self._run
-            self._unmatched = tuple(m for m in marks if m.run != current)
+            self._unmatched = tuple(
+                m for m in marks if m.run != current and not self._known(m.session_id)
+            )
         if not self._unmatched and not self._orphans:
             return
         try:

@@ -192,6 +192,7 @@ class LostBoundaryRepair:
             ),
             ledger=turn.repair if turn is not None else RepairLedger(),
             now=self._clock.now(),
+            restored=turn is not None and turn.restored,
         )
 
     def _close_same_turn(self, session: Session, token: TurnToken) -> None:

@@ -19,7 +19,9 @@ stable the session is BUSY on the token's turn; two raw IDLE/DONE  RACE_LOST (ta
        else since; no reply being stored
 waiter the token's ticket is still pending (exact waiter)          ALREADY_RESOLVED (done),
                                                                    else STALE_TURN
-capture a delivery capture of this very token exists              REFUSED_NO_CAPTURE
+capture a delivery capture of this very token exists              REFUSED_NO_CAPTURE (detail
+                                                                   ``fleetd_restarted_during_turn``
+                                                                   for a turn a restart spans)
 base   repair is enabled for the agent kind; the capture was a    REFUSED_NO_BASELINE
        successful read with a recognised assistant marker,
        taken within :data:`BASELINE_DEADLINE` of delivery
@@ -122,6 +124,7 @@ class TurnFacts:
     baseline: BaselineFacts | None
     ledger: RepairLedger
     now: datetime
+    restored: bool = False  # the turn was opened by a run of fleetd before a restart
 
 
 def _quota(ledger: RepairLedger, now: datetime) -> Refusal | None:
@@ -162,6 +165,11 @@ def judge_turn(facts: TurnFacts) -> Refusal | None:
 
 def _baseline(facts: TurnFacts) -> Refusal | None:
     baseline = facts.baseline
+    if baseline is None and facts.restored:
+        # M4 §8: a post-restart baseline never authorises repair; the lead is told why
+        return Refusal(
+            result=RepairResult.REFUSED_NO_CAPTURE, detail="fleetd_restarted_during_turn"
+        )
     if baseline is None:
         return Refusal(result=RepairResult.REFUSED_NO_CAPTURE, detail="no_capture")
     if not baseline.same_token:

@@ -52,8 +52,14 @@ class SendQueue(deque[Ticket]):
         super().clear()
         self._changes.mark(self._session_id)
 
+    def withdraw(self, ticket: Ticket) -> None:
+        """Take ``ticket`` out (a send refused before it was accepted); absent, nothing."""
+        if ticket in self:
+            super().remove(ticket)
+            self._changes.mark(self._session_id)
+
     def _refused(self, *_args: Any) -> NoReturn:
-        raise TypeError("a send queue offers append, popleft and clear only")
+        raise TypeError("a send queue offers append, popleft, withdraw and clear only")
 
     appendleft = extend = extendleft = insert = pop = remove = rotate = _refused
     __setitem__ = __delitem__ = __iadd__ = _refused
@@ -63,11 +69,13 @@ class OpenTurns(dict[str, InFlightTurn]):
     """The open turn of each member, by session id. A turn put here is watched for its member,
     and every change marks the member in the roster's changes (its view reads the turn)."""
 
-    __slots__ = ("_changes",)
+    __slots__ = ("_changes", "on_close")
 
     def __init__(self, changes: Changes) -> None:
         super().__init__()
         self._changes = changes
+        #: told the session id of every turn closed (the state store drops its record)
+        self.on_close: Callable[[str], None] = lambda _session_id: None
 
     def __setitem__(self, session_id: str, turn: InFlightTurn) -> None:
         super().__setitem__(session_id, turn)
@@ -77,10 +85,15 @@ class OpenTurns(dict[str, InFlightTurn]):
     def __delitem__(self, session_id: str) -> None:
         super().__delitem__(session_id)
         self._changes.mark(session_id)
+        self.on_close(session_id)
 
     def pop(self, session_id: str, *default: Any) -> Any:
         self._changes.mark(session_id)
-        return super().pop(session_id, *default)
+        had = session_id in self
+        turn = super().pop(session_id, *default)
+        if had:
+            self.on_close(session_id)
+        return turn
 
     def _refused(self, *_args: Any, **_kwargs: Any) -> NoReturn:
         raise TypeError("open turns are set, deleted and popped one at a time")
@@ -105,6 +118,8 @@ class Roster:
     _names: dict[str, str] = field(default_factory=dict)  # live agent name -> session id
     _name_cursor: dict[str, int] = field(default_factory=dict)  # stem -> next number to try
     on_change: Callable[[], None] = field(default=lambda: None, repr=False)
+    #: told the session id of every member retired (the state store drops its record)
+    on_retire: Callable[[str], None] = field(default=lambda _session_id: None, repr=False)
 
     def __post_init__(self) -> None:
         self.changes = Changes(lambda: len(self.sessions) + _CHANGES_SLACK)
@@ -170,6 +185,7 @@ class Roster:
             del self._names[session.name]
         self._released_order.append(session.session_id)
         self.changes.mark(session.session_id)
+        self.on_retire(session.session_id)
         while len(self._released_order) > _RELEASED_KEPT:
             old = self._released_order.popleft()
             self.sessions.pop(old, None)

@@ -29,8 +29,10 @@ import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from fleetd.bridge.adopt import Restored, confirm, restore
 from fleetd.bridge.completion import TurnCompletion
 from fleetd.bridge.delivery import Deliverer
+from fleetd.bridge.durable import DurableState
 from fleetd.bridge.lifecycle import TargetLifecycle
 from fleetd.bridge.mutes import MuteEvent, MuteLog
 from fleetd.bridge.orphans import OrphanBook
@@ -49,7 +51,14 @@ from fleetd.bridge.work_product import measure_terminal_edges
 from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock, wait_event
 from fleetd.config import FleetdConfig
-from fleetd.errors import ConflictError, InvalidArgumentsError, UnknownTargetError
+from fleetd.errors import (
+    ConflictError,
+    HerdrError,
+    InvalidArgumentsError,
+    StateStoreError,
+    UnavailableError,
+    UnknownTargetError,
+)
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.outbox import LeadOutbox
@@ -58,6 +67,8 @@ from fleetd.inbox.records import InboxRecord
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs
+from fleetd.state.memory import MemoryStateStore
+from fleetd.state.records import Snapshot
 
 __all__ = ["Bridge", "MuteEvent", "RepairOutcome"]
 
@@ -83,6 +94,7 @@ class Bridge:
         revoke: Callable[[str], None] = lambda _session_id: None,
         runs: Runs | None = None,
         bench: ModelBench = NO_BENCH,
+        durable: DurableState | None = None,
     ) -> None:
         self.clock = clock
         self.control = control
@@ -94,13 +106,19 @@ class Bridge:
         self.lead_inboxes = lead_inboxes
         self.runs = runs or Runs()
         self.revision = Revision()  # every change the fleet view shows touches it
-        self.roster = Roster(on_change=self.revision.touch)
+        # what a restart needs is written here before the effects it causes (a fake by default)
+        self.durable = durable or DurableState(MemoryStateStore())
+        self.restored = Restored()
+        self.roster = Roster(on_change=self.revision.touch, on_retire=self.durable.retired)
+        self.roster.inflight.on_close = self.durable.turn_closed
         self.tasks = TaskBook(
             on_terminal=self._count_terminal,
             on_change=self.revision.touch,
             on_target=self.roster.changes.mark,
             run=self.runs.current,
             retention=self._retention,
+            on_write=self.durable.ticket,
+            on_forget=self.durable.forgotten,
         )
         self.mutes = MuteLog()
         self.outbox = LeadOutbox(lead_inboxes, inbox)
@@ -138,6 +156,7 @@ class Bridge:
             lifecycle=self.lifecycle,
             resolver=self.resolver,
             mutes=self.mutes,
+            durable=self.durable,
         )
         self.repair = LostBoundaryRepair(
             control=control,
@@ -161,6 +180,7 @@ class Bridge:
             manifest_root=manifest_root,
             run=self.runs.current,
             on_failure=self._note_failure,
+            known=lambda session_id: self.roster.get(session_id) is not None,
         )
         self.view = BridgeView(
             roster=self.roster,
@@ -209,9 +229,21 @@ class Bridge:
             now=self.clock.now(),
             nonce=secrets.token_hex(3),
         )
-        self.roster.queues[session.session_id].append(ticket)
+        queue = self.roster.queues[session.session_id]
+        queue.append(ticket)
         if session.state in (SessionState.READY, SessionState.DONE):
+            # typed at once: the write ahead of the prompt (uncertain) stores the send too
             await self.deliverer.inject_next(session)
+        if not ticket.stored:
+            try:  # it waits in the queue: stored, prompt and all, before the lead hears of it
+                self.durable.accepted(ticket)
+            except StateStoreError as exc:
+                queue.withdraw(ticket)
+                self.tasks.cancel(ticket.ticket_id, reason="not_stored", now=self.clock.now())
+                raise UnavailableError(
+                    "the state store cannot record the send right now; nothing was accepted",
+                    hint={"retry": "send the task again"},
+                ) from exc
         if wait and wait > 0:
             await self.wait_for(ticket, wait)
         return ticket
@@ -264,7 +296,10 @@ class Bridge:
         session = self.roster.get(session_id)
         if session is None or not session.live or session.state is SessionState.FAILED:
             return
+        first = not session.presence
         session.apply(SessionEvent.PRESENCE, self.clock.now())
+        if first and session.launched:
+            self.durable.member(session)
 
     # --------------------------------------------------------------- lookups
     def session(self, session_id: str) -> Session | None:
@@ -320,12 +355,53 @@ class Bridge:
         session_root: Path,
     ) -> Session:
         """Start one member (see :func:`~fleetd.bridge.spawn.spawn_member`)."""
-        return await spawn_member(
+
+        def mint(session_id: str, name: str) -> str:
+            token = mint_token(session_id, name)
+            self.durable.token_minted(session_id, token)  # its hash, never the token
+            return token
+
+        session = await spawn_member(
             self._spawn_parts,
             request,
-            mint_token=mint_token,
+            mint_token=mint,
             base_url=base_url,
             session_root=session_root,
+        )
+        self.durable.member(session)  # herdr started it: a restart adopts it from here on
+        return session
+
+    # --------------------------------------------------------------- restart
+    def restore(
+        self, snapshot: Snapshot, *, adopt_token: Callable[[str, str, str], None]
+    ) -> Restored:
+        """Take back what a previous run stored (see :mod:`~fleetd.bridge.adopt`)."""
+        for member in snapshot.members:
+            self.durable.adopt_hash(member.session_id, member.token_hash)
+        self.restored = restore(
+            snapshot,
+            roster=self.roster,
+            tasks=self.tasks,
+            adopt_token=adopt_token,
+            now=self.clock.now(),
+        )
+        self.tasks.prune(self.clock.now())  # the store keeps only what the retention keeps
+        return self.restored
+
+    async def confirm_restored(self) -> None:
+        """Match restored members against herdr's list once it answers; gone ones are released
+        as GONE (their pending tickets failed once). Nothing to do once matched."""
+        if not self.restored.unconfirmed:
+            return
+        try:
+            agents = await self.control.list_agents()
+        except HerdrError:
+            return  # nothing is decided without a list; the next check tries again
+        await confirm(
+            self.restored,
+            agents,
+            roster=self.roster,
+            gone=lambda session: self.lifecycle.target_not_found(session, "pane_not_found"),
         )
 
     # -------------------------------------------------------------- teardown

@@ -78,6 +78,8 @@ class Ticket:
     collected_sync: bool = False
     late_reply: bool = False  # a fleet_reply after the fallback resolved it was kept (once)
     counted: int = 0  # terminal outcomes the metric counted (the teardown invariant reads it)
+    seq: int = 0  # order of acceptance across restarts (the state store's queue order)
+    stored: bool = False  # the state store holds it (set by the bridge's DurableState)
     _done: asyncio.Event | None = field(default=None, repr=False)  # made for a waiter only
 
     @property
@@ -154,6 +156,11 @@ class TaskBook:
     on_target: Callable[[str], None] = lambda _target: None
     run: str = field(default_factory=new_run_id)
     retention: Callable[[], Retention] = Retention
+    #: told of every ticket delivered or ended (the state store records it before its effects)
+    on_write: Callable[[Ticket], None] = lambda _ticket: None
+    #: told the ids of ended tickets past the retention (the state store forgets them)
+    on_forget: Callable[[list[str]], None] = lambda _ids: None
+    seq_base: int = 0  # the highest sequence number a previous run stored
     _pending: dict[str, dict[str, Ticket]] = field(default_factory=dict)  # target -> id -> ticket
     _by_id: dict[str, Ticket] = field(default_factory=dict)  # pending and kept ended tickets
     _ended: OrderedDict[str, Ticket] = field(default_factory=OrderedDict)
@@ -168,6 +175,7 @@ class TaskBook:
             owner=owner,
             accepted_at=now,
             prompt=prompt,
+            seq=self.seq_base + self._issued,
         )
         self._by_id[ticket.ticket_id] = ticket
         self._pending.setdefault(target, {})[ticket.ticket_id] = ticket
@@ -175,6 +183,18 @@ class TaskBook:
         self._prune(now)
         self.on_change()
         return ticket
+
+    def restore(self, ticket: Ticket) -> None:
+        """Hold a ticket a previous run stored (pending or ended), as it was."""
+        self._by_id[ticket.ticket_id] = ticket
+        self.seq_base = max(self.seq_base, ticket.seq)
+        if ticket.terminal:
+            self._ended[ticket.ticket_id] = ticket
+        else:
+            self._pending.setdefault(ticket.target, {})[ticket.ticket_id] = ticket
+        if ticket.delivered_at is not None:
+            self._last_delivered[ticket.target] = ticket
+        self.on_target(ticket.target)
 
     def get(self, ticket_id: str) -> Ticket | None:
         return self._by_id.get(ticket_id)
@@ -230,6 +250,7 @@ class TaskBook:
         ticket.retry_at = None
         ticket.prompt = None
         self._last_delivered[ticket.target] = ticket
+        self.on_write(ticket)
         self.on_change()
 
     def resolve(self, ticket_id: str, *, content: str, source: ResultSource, now: datetime) -> bool:
@@ -280,6 +301,7 @@ class TaskBook:
         ticket.retry_at = None
         ticket.resolved_at = now
         ticket.prompt = None
+        self.on_write(ticket)  # stored before a waiter or the lead's inbox hears of it
         if ticket._done is not None:
             ticket._done.set()
         self.on_target(ticket.target)
@@ -288,11 +310,17 @@ class TaskBook:
         self.on_change()
         return True
 
+    def prune(self, now: datetime) -> None:
+        """Forget the ended tickets past the count or the age now (a start does it once: what a
+        previous run stored under another retention, or failed to forget, goes here)."""
+        self._prune(now)
+
     def _prune(self, now: datetime) -> None:
         """Forget the oldest ended tickets past the count or the age."""
         retention = self.retention()
         horizon = now - retention.keep_for
         ended = self._ended
+        forgotten: list[str] = []
         while ended:
             oldest = next(iter(ended.values()))
             resolved = oldest.resolved_at
@@ -300,4 +328,7 @@ class TaskBook:
                 break
             ended.popitem(last=False)
             del self._by_id[oldest.ticket_id]
+            forgotten.append(oldest.ticket_id)
             self.on_target(oldest.target)
+        if forgotten:
+            self.on_forget(forgotten)

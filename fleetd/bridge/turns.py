@@ -134,5 +134,7 @@ class InFlightTurn(Revised):
     saw_working: bool = False
     resubmitted: bool = False
     boundary_at: datetime | None = None
+    #: opened by an earlier run of fleetd: no baseline, no fallback, only the member's reply
+    restored: bool = False
     watch: BoundaryWatch = field(default_factory=BoundaryWatch)
     repair: RepairLedger = field(default_factory=RepairLedger)

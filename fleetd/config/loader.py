@@ -153,6 +153,7 @@ def parse_config(
         # Without a file the model's defaults live under ./var; with one, beside the file.
         raw.setdefault("worktrees", {}).setdefault("root", "worktrees")
         raw.setdefault("journal", {}).setdefault("url", None)
+        raw.setdefault("state", {}).setdefault("url", None)
     context = LoadContext(environ=environ, base_dir=base_dir)
     try:
         config = FleetdConfig.model_validate(raw, context=context, by_alias=True, by_name=False)

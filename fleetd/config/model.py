@@ -38,6 +38,7 @@ from fleetd.config.sections import (
     JournalConfig,
     LeadConfig,
     ProfileConfig,
+    StateConfig,
     WorktreesConfig,
 )
 
@@ -64,6 +65,7 @@ RESTART_KEYS: Final = frozenset(
         "inbox.backend",
         "journal.url",
         "journal.urlEnv",
+        "state.url",
     }
 )
 """Dotted keys whose change takes effect only after a restart; every other key is hot."""
@@ -343,6 +345,7 @@ class FleetdConfig(ConfigModel):
     bridge: BridgeConfig = BridgeConfig()
     inbox: InboxConfig = InboxConfig()
     journal: JournalConfig = JournalConfig()
+    state: StateConfig = StateConfig()
     health: HealthConfig = HealthConfig()
     providers: tuple[ProviderConfig, ...] = ()
     model_health: ModelHealthConfig = ModelHealthConfig()

@@ -32,6 +32,7 @@ from fleetd.config.fields import (
     AgentName,
     ConfigModel,
     EnvName,
+    StrictBool,
     StrictInt,
     floored,
     load_context,
@@ -51,11 +52,13 @@ __all__ = [
     "LeadConfig",
     "ProfileConfig",
     "PushConfig",
+    "StateConfig",
     "WorktreesConfig",
 ]
 
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 JOURNAL_FILE = "fleetd-journal.sqlite"
+STATE_FILE = "fleetd-state.db"
 NO_FILE_STATE_DIR = Path("var")
 MAX_CHARS = 1_000_000
 """Upper bound of a character limit (a prompt, a pane scrape)."""
@@ -207,6 +210,7 @@ class BridgeConfig(ConfigModel):
         StrictInt, Field(le=24 * HOUR), floored("bridge.ticketRetentionSeconds")
     ] = HOUR
     tickets_kept: Annotated[StrictInt, Field(le=1_000_000), floored("bridge.ticketsKept")] = 10_000
+    release_on_stop: StrictBool = False
     push: PushConfig = PushConfig()
 
     @property
@@ -301,6 +305,31 @@ def _journal_url(value: Any, info: ValidationInfo) -> Any:
 
 
 _journal_schemes = scheme_check("sqlite", "postgresql")
+
+
+def _state_url(value: Any, info: ValidationInfo) -> Any:
+    """``url`` as written, else (``null``) the SQLite file beside the config (``./var`` without
+    a file)."""
+    if value is not None:
+        return value
+    context = load_context(info)
+    base = context.base_dir if context is not None and context.base_dir is not None else None
+    return f"sqlite:///{(base or NO_FILE_STATE_DIR) / STATE_FILE}"
+
+
+class StateConfig(ConfigModel):
+    """Where the bridge's state store lives (what a restart needs: members, token hashes, tickets
+    and open turns) and how long one of its operations may take. After loading, ``url`` is always
+    concrete (SQLite or PostgreSQL) and prints masked."""
+
+    url: Annotated[SecretStr, BeforeValidator(_state_url), AfterValidator(_journal_schemes)] = (
+        Field(default=None, validate_default=True)
+    )
+    operation_timeout_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 2000
+
+    @property
+    def operation_timeout(self) -> timedelta:
+        return timedelta(milliseconds=self.operation_timeout_ms)
 
 
 class JournalConfig(ConfigModel):

@@ -5,6 +5,7 @@ internal to it.
 """
 
 from fleetd.runtime.dependencies import DependencyCollector, DependencyView
+from fleetd.runtime.escalation import instance_name
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.heap import freeze_startup_heap
@@ -26,4 +27,5 @@ __all__ = [
     "Loop",
     "Scheduler",
     "freeze_startup_heap",
+    "instance_name",
 ]

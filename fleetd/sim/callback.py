@@ -34,6 +34,10 @@ _INITIALIZE = {
 }
 
 
+REPLY_ATTEMPTS = 60
+REPLY_RETRY_SECONDS = 0.5
+
+
 class FleetdCallbackBehaviour(ScriptedBehaviour):
     """Scripted turns, plus presence and ``fleet_reply`` over fleetd's own API."""
 
@@ -54,15 +58,21 @@ class FleetdCallbackBehaviour(ScriptedBehaviour):
         )
 
     async def deliver_reply(self, agent: SimAgent, text: str, answer: str) -> None:
+        """Call ``fleet_reply``; while no answer comes back (fleetd is restarting), try again
+        every half second for a while, as a member's MCP client would."""
         endpoint = _endpoint(agent)
         if endpoint is None:
             return
         url, token = endpoint
-        await self._post(f"{url}/v1/tools/fleet_reply", token, {"content": answer})
+        for _ in range(REPLY_ATTEMPTS):
+            if await self._post(f"{url}/v1/tools/fleet_reply", token, {"content": answer}):
+                return
+            await agent.sleep(REPLY_RETRY_SECONDS)
 
     async def _post(
         self, url: str, token: str, body: object, *, headers: dict[str, str] | None = None
-    ) -> None:
+    ) -> bool:
+        """POST once; False when no answer came back (fleetd down, or it died with the call)."""
         try:
             async with httpx.AsyncClient(timeout=self._timeout) as client:
                 response = await client.post(
@@ -71,10 +81,14 @@ class FleetdCallbackBehaviour(ScriptedBehaviour):
                     headers={"Authorization": f"Bearer {token}", **(headers or {})},
                 )
         except httpx.HTTPError as exc:
+            # no answer: fleetd is down or died with the call. The call is made again; a reply
+            # that did land meanwhile makes the next one a late reply (or a refusal), never a
+            # second result for its ticket.
             _log.warning("simulated member could not reach fleetd: %s", type(exc).__name__)
-            return
+            return False
         if response.status_code >= 400:
             _log.warning("simulated member call answered %d", response.status_code)
+        return True
 
 
 def _endpoint(agent: SimAgent) -> tuple[str, str] | None:

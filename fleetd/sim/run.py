@@ -16,9 +16,10 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from fleetd.clock import SystemClock
 from fleetd.errors import ConfigError
@@ -51,17 +52,21 @@ async def run_sim(
     scenario_path: str | Path | None,
     *,
     ready: asyncio.Event | None = None,
+    prompt_log: Path | None = None,
 ) -> None:
     """Serve a simulated herdr on ``socket_path`` until cancelled.
 
     ``scenario_path`` is a YAML file or the name of a bundled scenario (``demo``, ``faults``);
     ``None`` starts an empty session. ``ready`` is set once the socket accepts connections.
+    ``prompt_log`` (a test aid) gets one line per ``agent.prompt`` received: the target and the
+    text, tab-separated, so a test in another process can count what was typed into each pane.
     """
     simulator = HerdrSimulator(
         socket_path,
         _resolve(scenario_path),
         clock=SystemClock(),
         behaviour=FleetdCallbackBehaviour(),
+        tap=_prompt_tap(prompt_log) if prompt_log is not None else None,
     )
     await simulator.start()
     if ready is not None:
@@ -72,12 +77,30 @@ async def run_sim(
         await simulator.stop()
 
 
+def _prompt_tap(path: Path) -> Callable[[str, dict[str, Any]], None]:
+    def tap(kind: str, frame: dict[str, Any]) -> None:
+        if kind != "request" or frame.get("method") != "agent.prompt":
+            return
+        params = frame.get("params") or {}
+        text = str(params.get("text", "")).replace("\t", " ").replace("\n", " ")
+        with path.open("a", encoding="utf-8") as log:
+            log.write(f"{params.get('target')}\t{text}\n")
+
+    return tap
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``fleetd sim``: parse ``--socket`` and ``--scenario`` and serve until interrupted."""
     parser = argparse.ArgumentParser(prog="fleetd sim", description="simulated herdr socket")
     parser.add_argument("--socket", required=True, help="Unix socket path to listen on")
     parser.add_argument(
         "--scenario", default="demo", help="scenario YAML file or bundled name (default: demo)"
+    )
+    parser.add_argument(
+        "--prompt-log",
+        type=Path,
+        default=None,
+        help="append one line per agent.prompt received (target, text): a test aid",
     )
     args = parser.parse_args(argv)
     try:
@@ -88,7 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     async def serve() -> None:
         ready = asyncio.Event()
-        server = asyncio.ensure_future(run_sim(args.socket, args.scenario, ready=ready))
+        server = asyncio.ensure_future(
+            run_sim(args.socket, args.scenario, ready=ready, prompt_log=args.prompt_log)
+        )
         announce = asyncio.ensure_future(_announce(ready, args.socket))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -29,10 +29,12 @@ from fleetd.compose import Fleetd, build_service
 from fleetd.config import ConfigRef
 from fleetd.errors import HerdrError
 from fleetd.herdr.control import HerdrAgentControl
+from fleetd.runtime import instance_name
 from fleetd.sim.callback import FleetdCallbackBehaviour
 from fleetd.sim.harness import drive
 from fleetd.sim.scenario import parse_scenario
 from fleetd.sim.server import HerdrSimulator
+from fleetd.state.opening import OpenedState, open_state
 
 T = TypeVar("T")
 LEAD_TOKEN = "e2e-lead-token-0001"
@@ -79,6 +81,7 @@ class E2EFleet:
     server: _Server
     serving: asyncio.Task[None]
     config_path: Path
+    state: OpenedState  # the state store (fleetd-state.db beside the config) and its lock
     requests: list[dict[str, Any]] = field(default_factory=list)  # herdr requests, in order
 
     @property
@@ -94,12 +97,15 @@ class E2EFleet:
         """A clean stop, as SIGTERM asks for one: uvicorn's lifespan stops the service."""
         self.server.should_exit = True
         await asyncio.wait_for(self.serving, timeout=15)  # uvicorn shuts down on real time
+        self.state.close()  # the process ends: its store connections and its lock go
 
     async def crash(self) -> None:
         """The process dies: the API and the loops end, and nothing is released or failed."""
         self.server.force_exit = True  # uvicorn then skips the lifespan shutdown
-        await self.stop()
+        self.server.should_exit = True
+        await asyncio.wait_for(self.serving, timeout=15)
         await self.service.scheduler.stop()
+        self.state.close()  # what was committed stays; the lock goes with the process
 
     async def run(self, aw: Awaitable[T], *, max_seconds: float = 120.0) -> T:
         return await drive(self.clock, aw, max_seconds=max_seconds)
@@ -181,6 +187,7 @@ async def start_e2e(
     agents: dict[str, Any] | None = None,
     leads: tuple[str, ...] = ("lead",),
     restart_of: E2EFleet | None = None,
+    discard_state: bool = False,
 ) -> AsyncIterator[E2EFleet]:
     """Simulator + fleetd on uvicorn; ``overrides`` replace top-level config sections, ``agents``
     adds scenario profiles by agent-name pattern (applied after the default ones), ``leads``
@@ -189,7 +196,9 @@ async def start_e2e(
 
     ``restart_of`` starts a new fleetd on the herdr, clock, port and state that an earlier one
     (stopped or crashed) left; the simulator then stays up for the earlier fleet to stop. Every
-    request the simulator receives is kept in ``herdr_requests`` (across a restart too).
+    request the simulator receives is kept in ``herdr_requests`` (across a restart too). The state
+    store is the SQLite file beside the config, opened and locked as ``fleetd serve`` does;
+    ``discard_state`` starts afresh as ``fleetd serve --discard-state`` does.
     """
     if restart_of is None:
         clock = FakeClock()
@@ -238,7 +247,14 @@ async def start_e2e(
     config_path.write_text(yaml.safe_dump(document), encoding="utf-8")
     ref = ConfigRef.load(config_path, env, now=clock.now())  # as `fleetd serve` does: warnings log
     control = HerdrAgentControl.for_socket(socket_path, clock=clock, request_timeout=2.0)
-    service = build_service(ref, environ=env, clock=clock, control=control)
+    state = open_state(
+        ref.current,
+        deadline=lambda: ref.current.state.operation_timeout,
+        instance=instance_name(ref.current),
+        discard=discard_state,
+        now=clock.now(),
+    )
+    service = build_service(ref, environ=env, clock=clock, control=control, state=state.store)
     app = create_app(service)
     server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
     serving = asyncio.create_task(server.serve())
@@ -258,6 +274,7 @@ async def start_e2e(
         server=server,
         serving=serving,
         config_path=config_path,
+        state=state,
         requests=requests,
     )
     try:
@@ -265,5 +282,6 @@ async def start_e2e(
     finally:
         if not serving.done():
             await fleet.stop()
+        fleet.state.close()
         if restart_of is None:
             await simulator.stop()

@@ -37,10 +37,14 @@ async def _call(e2e: E2EFleet, token: str, tool: str, **args: Any) -> tuple[int,
     return response.status_code, body
 
 
+RELEASE_ON_STOP = {"bridge": {"releaseOnStop": True}}
+
+
 async def test_clean_stop_releases_members_with_the_shutdown_cause(tmp_path: Path) -> None:
-    """SIGTERM's path stops each member, keeps its worktree, writes a SHUTDOWN manifest, and
-    fails a pending ticket exactly once; the next run lists the worktrees and finds no orphan."""
-    async with start_e2e(tmp_path) as e2e:
+    """With bridge.releaseOnStop, SIGTERM's path stops each member, keeps its worktree, writes a
+    SHUTDOWN manifest, and fails a pending ticket exactly once; the next run lists the worktrees
+    and finds no orphan and no member to adopt."""
+    async with start_e2e(tmp_path, RELEASE_ON_STOP) as e2e:
         async with e2e.http() as lead:
             busy = await _ready_member(e2e, lead, name="busy-1")
             idle = await _ready_member(e2e, lead, profile="codex", name="idle-1")
@@ -66,7 +70,10 @@ async def test_clean_stop_releases_members_with_the_shutdown_cause(tmp_path: Pat
         assert (polled.outcome.value, polled.reason) == ("failed", "shutdown")
         assert sample(e2e.service.metrics.tickets_total, outcome="failed", source="none") == 1
 
-        async with start_e2e(tmp_path, restart_of=e2e) as second, second.http() as lead:
+        async with (
+            start_e2e(tmp_path, RELEASE_ON_STOP, restart_of=e2e) as second,
+            second.http() as lead,
+        ):
             listed = await second.tool(lead, "fleet_list")
             assert listed["members"] == []
             assert {(p["sessionId"], p["cause"]) for p in listed["preservedWorktrees"]} == {
@@ -75,9 +82,10 @@ async def test_clean_stop_releases_members_with_the_shutdown_cause(tmp_path: Pat
             }
 
 
-async def test_after_a_crash_members_are_orphaned_counted_and_stoppable(tmp_path: Path) -> None:
-    """A member of a crashed run is found at start, holds its maxLoad slot, shows as orphaned,
-    and its lead stops it by pane id; its worktree is preserved and nothing is replayed."""
+async def test_after_a_crash_with_the_state_discarded_members_are_orphaned(tmp_path: Path) -> None:
+    """A member of a crashed run whose state was discarded (``--discard-state``) is found at
+    start by its mark, holds its maxLoad slot, shows as orphaned, and its lead stops it by pane
+    id; its worktree is preserved and nothing is replayed."""
     async with start_e2e(tmp_path, CAPPED) as first:
         async with first.http() as lead:
             sid = await _ready_member(first, lead, name="worker-1")
@@ -88,7 +96,10 @@ async def test_after_a_crash_members_are_orphaned_counted_and_stoppable(tmp_path
         assert agent is not None
         prompts = agent.turns
 
-        async with start_e2e(tmp_path, CAPPED, restart_of=first) as second, second.http() as lead:
+        async with (
+            start_e2e(tmp_path, CAPPED, restart_of=first, discard_state=True) as second,
+            second.http() as lead,
+        ):
             listed = await second.tool(lead, "fleet_list")
             [row] = listed["members"]
             assert (row["sessionId"], row["state"], row["paneId"]) == (sid, "orphaned", pane)
@@ -121,9 +132,10 @@ async def test_after_a_crash_members_are_orphaned_counted_and_stoppable(tmp_path
             await _ready_member(second, lead, name="worker-2")
 
 
-async def test_tickets_and_tokens_of_a_previous_run_say_fleetd_restarted(tmp_path: Path) -> None:
-    """After a restart a lead's old ticket is unknown_ticket with a restart hint, and a member's
-    old token is refused with a message that says the same, not a bare 401."""
+async def test_tickets_and_tokens_of_a_discarded_run_say_fleetd_restarted(tmp_path: Path) -> None:
+    """After a restart with ``--discard-state`` a lead's old ticket is unknown_ticket with a
+    restart hint, and a member's old token is refused with a message that says the same, not a
+    bare 401."""
     async with start_e2e(tmp_path) as first:
         async with first.http() as lead:
             sid = await _ready_member(first, lead, name="worker-1")
@@ -135,7 +147,7 @@ async def test_tickets_and_tokens_of_a_previous_run_say_fleetd_restarted(tmp_pat
         old_token = agent.env["FLEETD_TOKEN"]
         await first.run(first.crash())
 
-        async with start_e2e(tmp_path, restart_of=first) as second:
+        async with start_e2e(tmp_path, restart_of=first, discard_state=True) as second:
             status, body = await _call(second, LEAD_TOKEN, "fleet_poll", ticket=ticket)
             assert status == 404
             error = body["error"]

@@ -260,8 +260,8 @@ existing:
 def test_sigterm_lets_a_long_synchronous_send_go_and_stops_promptly(
     fleet_processes: tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]],
 ) -> None:
-    """A lead waiting 600 s in fleet_send gets its ticket back at SIGTERM; fleetd exits 0 at once
-    and the ticket fails once with the shutdown cause (nothing replayed)."""
+    """A lead waiting 600 s in fleet_send gets its ticket back at SIGTERM (still pending: the
+    member keeps running and the next start adopts it); fleetd exits 0 at once."""
     base, sim, serve = fleet_processes
     _wait_for_line(serve, b"listening on")
     for proc in (serve, sim):

@@ -51,6 +51,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "bridge.promptRetryBaseMs": 250,
     "bridge.ticketRetentionSeconds": 3600,
     "bridge.ticketsKept": 10000,
+    "bridge.releaseOnStop": False,
     "bridge.push.maxNudgesPerItem": 3,
     "bridge.push.heartbeatIntervalSeconds": 600,
     "bridge.push.heartbeatMax": 3,
@@ -61,6 +62,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "journal.urlEnv": None,
     "journal.operationTimeoutMs": 5000,
     "journal.retentionDays": 30,
+    "state.operationTimeoutMs": 2000,
     "health.enabled": False,
     "health.snapshotIntervalSeconds": 30,
     "health.workingSuspectAfterSeconds": 600,
@@ -81,7 +83,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "modelHealth.probeIntervalSeconds": 300,
     "modelHealth.requestTimeoutMs": 10_000,
 }
-SECRET_KEYS = {"inbox.amqp.url", "journal.url"}
+SECRET_KEYS = {"inbox.amqp.url", "journal.url", "state.url"}
 
 
 def test_defaults_without_a_file() -> None:
@@ -105,6 +107,7 @@ def test_paths_default_beside_the_config_file(tmp_path: Path) -> None:
     assert config.worktrees.root == tmp_path / "worktrees"
     assert config.worktrees.default_repo == tmp_path / "repo"
     assert config.journal.url.get_secret_value() == f"sqlite:///{tmp_path}/fleetd-journal.sqlite"
+    assert config.state.url.get_secret_value() == f"sqlite:///{tmp_path}/fleetd-state.db"
 
 
 def test_absolute_paths_are_kept(tmp_path: Path) -> None:

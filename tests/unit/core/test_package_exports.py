@@ -30,6 +30,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "Bridge",
         "BridgeView",
         "Delivery",
+        "DurableState",
         "FakeWorktrees",
         "GitWorktrees",
         "ManifestShelf",
@@ -80,6 +81,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "STALL_FLOOR_SECONDS",
         "Scheduler",
         "freeze_startup_heap",
+        "instance_name",
     },
 }
 

@@ -1,0 +1,198 @@
+"""A restart of fleetd carries on: what the state store holds is the bridge's again.
+
+At start :func:`restore` rebuilds, from the state store's :class:`~fleetd.state.records.Snapshot`,
+
+* every stored member as a live session with its token (by hash: the member's token still
+  works), its turn count and its presence; a member with an open turn is BUSY on it;
+* every stored ticket with its real outcome (``fleet_poll(ticket)`` answers tickets of before the
+  restart), queued sends back in their member's queue in acceptance order (never typed before, so
+  delivering them is not a replay);
+* every open turn, marked ``restored``: it has no delivery baseline, so it is resolved only by the
+  member's own ``fleet_reply``. No fallback reads its pane and lost-boundary repair refuses it
+  with the detail ``fleetd_restarted_during_turn``, which the lead's incident carries (M4 §8: a
+  post-restart baseline never authorises repair). The ticket stays pending meanwhile.
+
+A pending ticket whose member is not stored, or that was typed with no open turn left to answer
+it, fails once (``fleetd_restarted``). Then :func:`confirm` matches the restored members against
+herdr's first successful ``agent.list``: a member whose pane is still listed under its name is
+a member again; one whose pane is gone is released as GONE, its pending tickets failed once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from fleetd.bridge.roster import Roster
+from fleetd.bridge.sessions import Session, SessionState
+from fleetd.bridge.tasks import Delivery, ResultSource, TaskBook, Ticket, TicketOutcome
+from fleetd.bridge.turns import InFlightTurn, TurnToken
+from fleetd.bridge.worktrees import Worktree
+from fleetd.herdr.model import AgentInfo
+from fleetd.state.records import DeliveryState, MemberRecord, Snapshot, TicketRecord
+
+__all__ = ["Restored", "confirm", "restore"]
+
+_log = logging.getLogger("fleetd.bridge")
+
+RESTART_REASON = "fleetd_restarted"
+_RESTART_HINT = (
+    "fleetd restarted after this task was typed and no turn was left open to answer it; nothing "
+    "was typed again. Ask the member with fleet_status, and send the task again if needed."
+)
+
+
+@dataclass(slots=True)
+class Restored:
+    """What :func:`restore` rebuilt; ``unconfirmed`` waits for herdr's list."""
+
+    members: int = 0
+    tickets: int = 0
+    turns: int = 0
+    unconfirmed: set[str] = field(default_factory=set)
+
+
+def restore(
+    snapshot: Snapshot,
+    *,
+    roster: Roster,
+    tasks: TaskBook,
+    adopt_token: Callable[[str, str, str], None],
+    now: datetime,
+) -> Restored:
+    """Rebuild the bridge's sessions, tickets and open turns from ``snapshot``."""
+    restored = Restored()
+    tickets = {record.ticket_id: record for record in snapshot.tickets}
+    turns = {
+        turn.session_id: turn
+        for turn in snapshot.turns
+        if (ticket := tickets.get(turn.ticket_id)) is not None and ticket.outcome == "pending"
+    }
+    for member in snapshot.members:
+        turn = turns.get(member.session_id)
+        session = _session(member, busy_on=turn.turn if turn is not None else None, now=now)
+        roster.add(session)
+        adopt_token(member.session_id, member.name, member.token_hash)
+        restored.members += 1
+        restored.unconfirmed.add(member.session_id)
+        if turn is not None:
+            token = TurnToken(
+                token_id=turn.token_id,
+                session_id=turn.session_id,
+                ticket_id=turn.ticket_id,
+                turn=turn.turn,
+            )
+            roster.issue(token)
+            roster.inflight[member.session_id] = InFlightTurn(
+                token=token, delivered_at=turn.delivered_at, resubmitted=True, restored=True
+            )
+            restored.turns += 1
+    ended = sorted(
+        (r for r in snapshot.tickets if r.outcome != "pending"),
+        key=lambda r: (r.resolved_at or r.accepted_at, r.seq),
+    )
+    pending = [r for r in snapshot.tickets if r.outcome == "pending"]
+    for record in [*ended, *pending]:
+        tasks.restore(_ticket(record))
+        restored.tickets += 1
+    for record in pending:
+        held = tasks.get(record.ticket_id)
+        assert held is not None
+        queue = roster.queues.get(record.target)
+        if queue is None:
+            tasks.fail(record.ticket_id, reason="target_gone", now=now)
+        elif record.delivery is DeliveryState.QUEUED:
+            queue.append(held)
+        else:
+            open_turn = roster.inflight.get(record.target)
+            if open_turn is None or open_turn.token.ticket_id != record.ticket_id:
+                tasks.fail(record.ticket_id, reason=RESTART_REASON, now=now, hint=_RESTART_HINT)
+    return restored
+
+
+async def confirm(
+    restored: Restored,
+    agents: Iterable[AgentInfo],
+    *,
+    roster: Roster,
+    gone: Callable[[Session], Awaitable[None]],
+) -> None:
+    """Match the restored members against one ``agent.list``: gone ones are released (GONE)."""
+    listed = {(agent.pane_id, agent.name) for agent in agents}
+    waiting, restored.unconfirmed = restored.unconfirmed, set()
+    for session_id in sorted(waiting):
+        session = roster.get(session_id)
+        if session is None or not session.live:
+            continue
+        if (session.pane_id, session.name) in listed:
+            _log.info("member %s (%s) adopted after a restart", session_id, session.name)
+            continue
+        _log.warning("member %s (%s): its pane is gone after a restart", session_id, session.name)
+        await gone(session)
+
+
+def _session(member: MemberRecord, *, busy_on: int | None, now: datetime) -> Session:
+    if busy_on is not None:
+        state, turn = SessionState.BUSY, busy_on
+    elif member.presence:
+        state, turn = (SessionState.DONE if member.turn else SessionState.READY), member.turn
+    else:
+        state, turn = SessionState.SPAWNING, member.turn
+    worktree = None
+    if member.worktree_path and member.worktree_repo and member.worktree_branch:
+        worktree = Worktree(
+            repo=Path(member.worktree_repo),
+            path=Path(member.worktree_path),
+            branch=member.worktree_branch,
+            base_ref=member.worktree_ref or "HEAD",
+            base_commit=member.worktree_base or "0" * 40,
+        )
+    return Session(
+        session_id=member.session_id,
+        name=member.name,
+        profile=member.profile,
+        kind=member.kind,
+        role=member.role,
+        owner=member.owner,
+        created_at=member.created_at,
+        pane_id=member.pane_id,
+        terminal_id=member.terminal_id,
+        worktree=worktree,
+        state=state,
+        launched=True,
+        presence=member.presence,
+        presence_at=now if member.presence else None,
+        turn=turn,
+        state_since=now,
+    )
+
+
+def _ticket(record: TicketRecord) -> Ticket:
+    delivery = {
+        DeliveryState.QUEUED: None,
+        DeliveryState.UNCERTAIN: Delivery.UNCERTAIN,
+        DeliveryState.TYPED: Delivery.CONFIRMED,
+    }[record.delivery]
+    return Ticket(
+        ticket_id=record.ticket_id,
+        target=record.target,
+        owner=record.owner,
+        accepted_at=record.accepted_at,
+        prompt=record.prompt,
+        outcome=TicketOutcome(record.outcome),
+        source=ResultSource(record.source) if record.source else None,
+        content=record.content,
+        reason=record.reason,
+        hint=record.hint,
+        delivery=delivery,
+        refusals=record.refusals,
+        delivered_at=record.delivered_at,
+        resolved_at=record.resolved_at,
+        turn=record.turn,
+        seq=record.seq,
+        stored=True,
+        counted=1 if record.outcome != "pending" else 0,
+    )

@@ -1,0 +1,207 @@
+"""The state store's contract, the same cases on the in-memory fake, SQLite and PostgreSQL: one
+atomic write per change, puts replace by key, a load gives back what was written in acceptance
+order, and ``discard`` forgets it all. SQLite and PostgreSQL also refuse a second writer of one
+instance (naming the holder) and a store this build cannot read."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from fleetd.errors import StateStoreError
+from fleetd.state.lock import InstanceLock
+from fleetd.state.memory import MemoryStateStore
+from fleetd.state.port import Change, StateStore
+from fleetd.state.records import DeliveryState, MemberRecord, TicketRecord, TurnRecord
+from fleetd.state.sql import SqlStateStore
+from fleetd.state.tables import VERSION_TABLE
+
+pytest_plugins = ["tests.contract.journal_fixtures"]
+
+NOW = datetime(2026, 12, 5, 6, 0, tzinfo=UTC)
+DEADLINE = timedelta(seconds=2)
+
+
+def _member(sid: str = "s-1", turn: int = 0) -> MemberRecord:
+    return MemberRecord(
+        session_id=sid,
+        name=f"m-{sid}",
+        profile="sonnet",
+        kind="claude",
+        role=None,
+        owner="lead",
+        created_at=NOW,
+        pane_id="p1",
+        terminal_id="t1",
+        token_hash="ab" * 32,
+        presence=True,
+        turn=turn,
+    )
+
+
+def _ticket(tid: str, seq: int, **changes: object) -> TicketRecord:
+    values: dict[str, object] = {
+        "ticket_id": tid,
+        "target": "s-1",
+        "owner": "lead",
+        "accepted_at": NOW,
+        "seq": seq,
+        "prompt": "do it",
+    }
+    values.update(changes)
+    return TicketRecord(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+def make_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[], StateStore]]:
+    """A factory of stores on one backend (each call opens the same database anew)."""
+    opened: list[StateStore] = []
+    if request.param == "memory":
+        shared = MemoryStateStore()
+        yield lambda: shared
+        return
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'state.db'}"
+    else:
+        url = request.getfixturevalue("journal_pg_url")
+
+    def make() -> StateStore:
+        store = SqlStateStore(url, deadline=lambda: DEADLINE)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def test_a_load_gives_back_what_was_written_in_acceptance_order(
+    make_store: Callable[[], StateStore],
+) -> None:
+    """Members, tickets (by seq) and turns written are what a fresh open loads."""
+    store = make_store()
+    store.apply(Change(members=(_member(),), tickets=(_ticket("t2", 2), _ticket("t1", 1))))
+    store.apply(
+        Change(
+            turns=(
+                TurnRecord(
+                    session_id="s-1", token_id="turn-1", ticket_id="t1", turn=1, delivered_at=NOW
+                ),
+            )
+        )
+    )
+    loaded = make_store().load()
+    assert loaded.members == (_member(),)
+    assert [t.ticket_id for t in loaded.tickets] == ["t1", "t2"]
+    assert loaded.tickets[0] == _ticket("t1", 1)
+    assert [t.token_id for t in loaded.turns] == ["turn-1"]
+
+
+def test_a_put_replaces_by_key_and_drops_forget(make_store: Callable[[], StateStore]) -> None:
+    """Writing a ticket again replaces it (uncertain, no prompt); drops remove records."""
+    store = make_store()
+    store.apply(Change(members=(_member(),), tickets=(_ticket("t1", 1),)))
+    uncertain = _ticket(
+        "t1", 1, prompt=None, delivery=DeliveryState.UNCERTAIN, turn=1, delivered_at=NOW
+    )
+    store.apply(Change(tickets=(uncertain,), members=(_member(turn=1),)))
+    loaded = store.load()
+    assert loaded.tickets == (uncertain,)
+    assert loaded.members[0].turn == 1
+    store.apply(Change(drop_members=("s-1",), drop_tickets=("t1",)))
+    assert (store.load().members, store.load().tickets) == ((), ())
+
+
+def test_discard_forgets_everything(make_store: Callable[[], StateStore]) -> None:
+    """``discard`` (``--discard-state``) leaves an empty store."""
+    store = make_store()
+    store.apply(Change(members=(_member(),), tickets=(_ticket("t1", 1),)))
+    store.discard()
+    loaded = make_store().load()
+    assert (loaded.members, loaded.tickets, loaded.turns) == ((), (), ())
+
+
+def test_a_ticket_record_never_holds_a_prompt_once_typed() -> None:
+    """The record itself refuses a prompt beside a delivery other than queued."""
+    with pytest.raises(ValueError, match="prompt"):
+        _ticket("t1", 1, delivery=DeliveryState.TYPED)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    url: str = request.getfixturevalue("journal_pg_url")
+    return url
+
+
+def test_a_second_writer_of_one_instance_is_refused_naming_the_holder(store_url: str) -> None:
+    """While one process holds the instance's lock, a second is refused with the holder's pid
+    and host; once the first lets go, the second gets it. On PostgreSQL another instance name is
+    free meanwhile (an SQLite file has one writer whatever the name)."""
+    first_store = SqlStateStore(store_url, deadline=lambda: DEADLINE)
+    second_store = SqlStateStore(store_url, deadline=lambda: DEADLINE)
+    first = InstanceLock(first_store.engine, store_url, "alpha")
+    second = InstanceLock(second_store.engine, store_url, "alpha")
+    other = InstanceLock(second_store.engine, store_url, "beta")
+    try:
+        first.acquire(NOW)
+        with pytest.raises(StateStoreError) as refused:
+            second.acquire(NOW)
+        assert refused.value.reason == "held"
+        assert "pid" in str(refused.value)
+        assert "alpha" in str(refused.value)
+        if not store_url.startswith("sqlite"):
+            other.acquire(NOW)
+        first.release()
+        second.acquire(NOW)
+    finally:
+        for lock in (first, second, other):
+            lock.release()
+        first_store.close()
+        second_store.close()
+
+
+def test_a_store_of_a_newer_build_is_refused(store_url: str) -> None:
+    """A version table naming a revision this build does not ship: newer_schema, never a
+    downgrade."""
+    SqlStateStore(store_url, deadline=lambda: DEADLINE).close()
+    if store_url.startswith("sqlite"):
+        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+            db.execute(f"UPDATE {VERSION_TABLE} SET version_num = 's9999'")
+    else:
+        schema_store = SqlStateStore(store_url, deadline=lambda: DEADLINE)
+        with schema_store.engine.begin() as connection:
+            connection.exec_driver_sql(f"UPDATE {VERSION_TABLE} SET version_num = 's9999'")
+        schema_store.close()
+    with pytest.raises(StateStoreError) as refused:
+        SqlStateStore(store_url, deadline=lambda: DEADLINE)
+    assert refused.value.reason == "newer_schema"
+
+
+def test_a_file_that_is_not_a_database_is_refused_as_corrupt(tmp_path: Path) -> None:
+    """Garbage where the SQLite store should be: a clear ``corrupt`` refusal."""
+    path = tmp_path / "state.db"
+    path.write_bytes(b"this is not an sqlite database at all" * 200)
+    with pytest.raises(StateStoreError) as refused:
+        SqlStateStore(f"sqlite:///{path}", deadline=lambda: DEADLINE)
+    assert refused.value.reason == "corrupt"
+
+
+def test_the_sqlite_store_is_owner_only(tmp_path: Path) -> None:
+    """The SQLite file is created 0600."""
+    path = tmp_path / "sub" / "state.db"
+    SqlStateStore(f"sqlite:///{path}", deadline=lambda: DEADLINE).close()
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_psycopg_is_the_postgresql_driver() -> None:
+    """The PostgreSQL store goes through psycopg 3, as the journal does."""
+    assert psycopg.__version__.startswith("3.")

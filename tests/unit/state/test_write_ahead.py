@@ -1,0 +1,236 @@
+"""The bridge writes what a restart needs to its state store before the effect it causes, and a
+fleet restarted on that store takes it back (the bridge on fakes, the in-memory store)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from fleetd.errors import HerdrError
+from fleetd.herdr.model import AgentInfo, AgentStatus
+from fleetd.state.memory import MemoryStateStore
+from fleetd.state.records import DeliveryState
+from fleetd.testing import TestFleet, build_test_fleet
+
+
+@pytest.fixture
+def store() -> MemoryStateStore:
+    return MemoryStateStore()
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path, store: MemoryStateStore) -> TestFleet:
+    built = build_test_fleet(tmp_path, state=store)
+    await built.service.own_lead_keys()
+    return built
+
+
+async def _restart(tmp_path: Path, first: TestFleet, store: MemoryStateStore) -> TestFleet:
+    second = build_test_fleet(tmp_path, control=first.control, state=store)
+    await second.service.restore()
+    await second.service.own_lead_keys()
+    await second.bridge.confirm_restored()
+    return second
+
+
+async def test_a_member_is_stored_with_its_token_hash_never_the_token(
+    fleet: TestFleet, store: MemoryStateStore
+) -> None:
+    """A spawned member's record holds the SHA-256 of its token; the token is nowhere stored."""
+    sid = await fleet.spawn_ready()
+    session = fleet.bridge.session(sid)
+    assert session is not None
+    assert session.pane_id is not None
+    token = fleet.control.env_of(session.pane_id)["FLEETD_TOKEN"]
+    record = store.members[sid]
+    assert record.token_hash == hashlib.sha256(token.encode()).hexdigest()
+    assert record.presence is True
+    assert token not in repr(store.load())
+
+
+async def test_a_prompt_is_stored_uncertain_before_it_is_typed_and_typed_after(
+    fleet: TestFleet, store: MemoryStateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fleet_send stores the prompt before it answers; when herdr is asked to type it the store
+    already says uncertain, without the prompt, with the turn it opens; herdr's ok makes it
+    typed."""
+    sid = await fleet.spawn_ready()
+    seen: list[tuple[DeliveryState, str | None, bool]] = []
+    prompt = fleet.control.prompt
+
+    async def watched(target: str, text: str) -> AgentInfo:
+        [record] = store.tickets.values()
+        seen.append((record.delivery, record.prompt, sid in store.turns))
+        return await prompt(target, text)
+
+    monkeypatch.setattr(fleet.control, "prompt", watched)
+    fleet.set_status(sid, AgentStatus.WORKING)  # not at its prompt: the send waits, stored
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="the task"))["ticket"]
+    assert (store.tickets[ticket].delivery, store.tickets[ticket].prompt) == (
+        DeliveryState.QUEUED,
+        "the task",
+    )
+    fleet.set_status(sid, AgentStatus.IDLE)
+    await fleet.poll()
+    assert seen == [(DeliveryState.UNCERTAIN, None, True)]
+    stored = store.tickets[ticket]
+    assert (stored.delivery, stored.prompt, stored.turn) == (DeliveryState.TYPED, None, 1)
+    assert store.turns[sid].ticket_id == ticket
+    assert store.members[sid].turn == 1
+
+
+async def test_a_send_typed_at_once_is_stored_by_one_write_ahead_of_its_prompt(
+    fleet: TestFleet, store: MemoryStateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A send to a member at its prompt is typed before fleet_send answers: one write stores it,
+    uncertain with its turn, before herdr is asked to type it (not a queued write, then another);
+    herdr's ok is the next write."""
+    sid = await fleet.spawn_ready()
+    before = store.writes
+    seen: list[tuple[int, DeliveryState]] = []
+    prompt = fleet.control.prompt
+
+    async def watched(target: str, text: str) -> AgentInfo:
+        [record] = store.tickets.values()
+        seen.append((store.writes - before, record.delivery))
+        return await prompt(target, text)
+
+    monkeypatch.setattr(fleet.control, "prompt", watched)
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="at once"))["ticket"]
+    assert seen == [(1, DeliveryState.UNCERTAIN)]
+    assert store.tickets[ticket].delivery is DeliveryState.TYPED
+    assert store.writes - before == 2
+
+
+async def test_a_send_the_store_refuses_at_its_prompt_is_not_accepted_nor_queued(
+    fleet: TestFleet, store: MemoryStateStore
+) -> None:
+    """A ready member, a store failing: the write ahead of the prompt is refused, so nothing is
+    typed, the send is not accepted, and no queued send is left behind for a later poll."""
+    sid = await fleet.spawn_ready()
+    store.fail = True
+    result = await fleet.call("fleet_send", target=sid, prompt="not typed")
+    assert result.error is not None
+    assert result.error.code == "unavailable"
+    store.fail = False
+    await fleet.poll()
+    assert fleet.control.calls_to("prompt") == []
+    assert fleet.bridge.pending_for(sid) == []
+    assert store.tickets == {}
+
+
+async def test_a_refused_prompt_is_queued_again_with_its_prompt(
+    fleet: TestFleet, store: MemoryStateStore
+) -> None:
+    """herdr refused before typing: the store holds the ticket queued with its prompt, no turn."""
+    sid = await fleet.spawn_ready()
+    fleet.control.fail("prompt", HerdrError("agent_blocked", "blocked"))
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="again"))["ticket"]
+    stored = store.tickets[ticket]
+    assert (stored.delivery, stored.prompt, stored.refusals) == (DeliveryState.QUEUED, "again", 1)
+    assert sid not in store.turns
+    assert store.members[sid].turn == 0
+
+
+async def test_a_send_the_store_cannot_record_is_not_accepted(
+    fleet: TestFleet, store: MemoryStateStore
+) -> None:
+    """With the store failing, fleet_send answers unavailable and nothing is typed."""
+    sid = await fleet.spawn_ready()
+    store.fail = True
+    result = await fleet.call("fleet_send", target=sid, prompt="lost?")
+    assert not result.ok
+    assert result.error is not None
+    assert result.error.code == "unavailable"
+    assert fleet.control.calls_to("prompt") == []
+    assert fleet.bridge.pending_for(sid) == []
+
+
+async def test_an_ended_ticket_is_stored_and_a_release_drops_the_member(
+    fleet: TestFleet, store: MemoryStateStore
+) -> None:
+    """A reply stores the ticket's outcome and closes the turn; fleet_stop drops the member."""
+    sid = await fleet.spawn_ready()
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="work"))["ticket"]
+    await fleet.ok("fleet_reply", fleet.member(sid), content="answer")
+    stored = store.tickets[ticket]
+    assert (stored.outcome, stored.content, stored.source) == ("done", "answer", "reply")
+    assert sid not in store.turns
+    await fleet.ok("fleet_stop", sessionId=sid)
+    assert sid not in store.members
+
+
+async def test_a_restart_adopts_the_member_its_token_and_its_open_turn(
+    tmp_path: Path, fleet: TestFleet, store: MemoryStateStore
+) -> None:
+    """After a restart on the same store the member is live and BUSY on its turn, its old token
+    authenticates, its reply resolves the ticket of before the restart, and the queued send
+    behind it is typed once, after it."""
+    sid = await fleet.spawn_ready()
+    first = (await fleet.ok("fleet_send", target=sid, prompt="one"))["ticket"]
+    fleet.set_status(sid, AgentStatus.WORKING)
+    queued = (await fleet.ok("fleet_send", target=sid, prompt="two"))["ticket"]
+    member = fleet.member(sid)
+
+    second = await _restart(tmp_path, fleet, store)
+    status = await second.ok("fleet_status", sessionId=sid)
+    assert (status["state"], status["queued"]) == ("busy", 1)
+    assert second.member(sid) == member
+    await second.ok("fleet_reply", second.member(sid), content="first answer")
+    polled = await second.ok("fleet_poll", ticket=first)
+    assert (polled["status"], polled["content"]) == ("done", "first answer")
+    second.set_status(sid, AgentStatus.IDLE)
+    await second.poll()
+    assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["one", "two"]
+    assert (await second.ok("fleet_poll", ticket=queued))["status"] == "pending"
+
+
+async def test_a_turn_stored_uncertain_is_never_typed_again(
+    tmp_path: Path, fleet: TestFleet, store: MemoryStateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between the uncertain write and herdr's answer: the restarted fleet holds the turn
+    open as uncertain and types nothing; a boundary passes without a reply and the ticket stays
+    pending (nothing is read from the pane for it)."""
+    sid = await fleet.spawn_ready()
+
+    async def crash(_target: str, _text: str) -> AgentInfo:
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(fleet.control, "prompt", crash)
+    await fleet.call("fleet_send", target=sid, prompt="once")  # fleetd "dies" inside the call
+    [ticket] = store.tickets
+    assert store.tickets[ticket].delivery is DeliveryState.UNCERTAIN
+    monkeypatch.undo()
+
+    second = await _restart(tmp_path, fleet, store)
+    polled = await second.ok("fleet_poll", ticket=ticket)
+    assert (polled["status"], polled["delivery"]) == ("pending", "uncertain")
+    for status in (AgentStatus.WORKING, AgentStatus.IDLE):
+        second.set_status(sid, status)
+        for _ in range(12):
+            await second.poll(0.5)
+    assert fleet.control.calls_to("prompt") == []
+    assert fleet.control.calls_to("read") == []
+    assert (await second.ok("fleet_poll", ticket=ticket))["status"] == "pending"
+
+
+async def test_a_stored_member_herdr_no_longer_lists_is_released_as_gone(
+    tmp_path: Path, fleet: TestFleet, store: MemoryStateStore
+) -> None:
+    """The pane went while fleetd was down: at start the member is released as GONE, its pending
+    ticket fails once and its record leaves the store."""
+    sid = await fleet.spawn_ready()
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="work"))["ticket"]
+    session = fleet.bridge.session(sid)
+    assert session is not None
+    fleet.control.remove(session.name)
+
+    second = await _restart(tmp_path, fleet, store)
+    polled = await second.ok("fleet_poll", ticket=ticket)
+    assert polled["status"] == "failed"
+    released = second.bridge.session(sid)
+    assert released is not None
+    assert released.released_cause == "gone"
+    assert sid not in store.members
