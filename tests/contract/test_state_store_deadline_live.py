@@ -60,6 +60,8 @@ async def _failed_write(store: SqlStateStore, n: int) -> tuple[str, float]:
 async def test_a_frozen_postgres_fails_a_write_in_time_then_at_once_and_recovers(
     journal_pg_base: str, journal_pg_schema: str, proxy: FrozenProxy
 ) -> None:
+    """A PostgreSQL state store whose server stops answering fails a write within its deadline,
+    fails the next ones at once (nothing waited on), and writes again once the server answers."""
     assert journal_pg_base.startswith(f"postgresql://postgres@{PG_HOST}:{PG_PORT}/")
     url = proxied_url(proxy.port, journal_pg_schema)
     store = await asyncio.to_thread(SqlStateStore, url, deadline=lambda: DEADLINE)
