@@ -100,11 +100,15 @@ class E2EFleet:
         self.state.close()  # the process ends: its store connections and its lock go
 
     async def crash(self) -> None:
-        """The process dies: the API and the loops end, and nothing is released or failed."""
+        """The process dies: the loops and the API end, and nothing is released or failed.
+
+        The loops are cancelled first, before anything awaits: uvicorn's shutdown takes real time
+        while the fake clock moves, and loops left running would go on deciding for the dead
+        process (a turn ending in herdr meanwhile would be settled by a fleetd that is gone)."""
         self.server.force_exit = True  # uvicorn then skips the lifespan shutdown
         self.server.should_exit = True
-        await asyncio.wait_for(self.serving, timeout=15)
         await self.service.scheduler.stop()
+        await asyncio.wait_for(self.serving, timeout=15)
         self.state.close()  # what was committed stays; the lock goes with the process
 
     async def run(self, aw: Awaitable[T], *, max_seconds: float = 120.0) -> T:
