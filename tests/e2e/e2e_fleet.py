@@ -102,11 +102,18 @@ class E2EFleet:
     async def crash(self) -> None:
         """The process dies: the loops and the API end, and nothing is released or failed.
 
-        The loops are cancelled first, before anything awaits: uvicorn's shutdown takes real time
-        while the fake clock moves, and loops left running would go on deciding for the dead
-        process (a turn ending in herdr meanwhile would be settled by a fleetd that is gone)."""
+        Await it directly, not under :meth:`run`: no simulated time passes while the process
+        dies. Listeners, open connections and loops all end before anything awaits: uvicorn's
+        shutdown takes real time, and a fleetd left answering or deciding meanwhile would act
+        for a dead process (a member's reply taken, a turn settled)."""
         self.server.force_exit = True  # uvicorn then skips the lifespan shutdown
         self.server.should_exit = True
+        for listener in self.server.servers:  # no new connection from here on
+            listener.close()
+        for connection in list(self.server.server_state.connections):
+            transport = getattr(connection, "transport", None)
+            if transport is not None:  # an open connection dies with the process
+                transport.abort()
         await self.service.scheduler.stop()
         await asyncio.wait_for(self.serving, timeout=15)
         self.state.close()  # what was committed stays; the lock goes with the process

@@ -91,7 +91,7 @@ async def test_after_a_crash_with_the_state_discarded_members_are_orphaned(tmp_p
             sid = await _ready_member(first, lead, name="worker-1")
             await first.tool(lead, "fleet_send", target=sid, prompt="long task")
         pane = first.service.bridge.roster.get(sid).pane_id  # type: ignore[union-attr]
-        await first.run(first.crash())
+        await first.crash()
         agent = _agent(first, "worker-1")
         assert agent is not None
         prompts = agent.turns
@@ -145,7 +145,7 @@ async def test_tickets_and_tokens_of_a_discarded_run_say_fleetd_restarted(tmp_pa
         agent = _agent(first, "worker-1")
         assert agent is not None
         old_token = agent.env["FLEETD_TOKEN"]
-        await first.run(first.crash())
+        await first.crash()
 
         async with start_e2e(tmp_path, restart_of=first, discard_state=True) as second:
             status, body = await _call(second, LEAD_TOKEN, "fleet_poll", ticket=ticket)

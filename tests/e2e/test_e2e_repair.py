@@ -282,7 +282,7 @@ async def test_after_a_restart_without_capture_the_old_turn_is_never_repaired(
             # the crash comes before this run could repair the turn: its pane reads fail from here
             ReadHold(failing=True).install(first)
             token = lost.token
-        await first.run(first.crash())
+        await first.crash()
         before = len(first.herdr_requests)
         async with (
             start_e2e(tmp_path, overrides, restart_of=first) as second,

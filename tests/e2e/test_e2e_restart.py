@@ -71,7 +71,7 @@ async def test_after_a_crash_a_member_is_adopted_and_its_reply_lands_on_its_tick
                 (m["sessionId"], m["name"])
                 for m in (await first.tool(lead, "fleet_list"))["members"]
             ]
-        await first.run(first.crash())
+        await first.crash()
 
         async with start_e2e(tmp_path, restart_of=first) as second, second.http() as lead:
             listed = await second.tool(lead, "fleet_list")
@@ -120,7 +120,7 @@ async def test_a_member_whose_pane_went_while_fleetd_was_down_is_released_as_gon
         finished = await _ended(first, done)
         async with first.http() as lead:
             pending = (await first.tool(lead, "fleet_send", target=sid, prompt="long"))["ticket"]
-        await first.run(first.crash())
+        await first.crash()
         agent = _agent(first, "long-leaver")
         first.simulator.world.close_pane(agent.pane_id)
 
@@ -147,7 +147,7 @@ async def test_a_turn_spanning_a_restart_without_a_reply_is_never_reconstructed(
             sid = await _ready_member(first, lead, "hush-1")
             ticket = (await first.tool(lead, "fleet_send", target=sid, prompt="hush"))["ticket"]
             await first.until(lambda: _agent(first, "hush-1").turns == 1)
-        await first.run(first.crash())
+        await first.crash()
 
         async with start_e2e(tmp_path, restart_of=first) as second, second.http() as lead:
             await second.advance(30.0)  # the turn ends in herdr; no reply comes
