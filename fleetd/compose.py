@@ -38,10 +38,10 @@ from fleetd.herdr.control import AgentControl
 from fleetd.identity import Caller, Role
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
-from fleetd.journal.health import watch_journal
 from fleetd.journal.port import Journal
 from fleetd.journal.retention import RETENTION_PASS_SECONDS, JournalRetention
 from fleetd.journal.sql import SqlJournal
+from fleetd.journal.watch import watch_journal
 from fleetd.metrics import Metrics
 from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
 from fleetd.notify.http import HttpWebhookSender

@@ -147,7 +147,7 @@ class Metrics:
             ["mode", "status"],
             registry=r,
         )
-        # the incident journal; fed by fleetd.journal.health.JournalWatch
+        # the incident journal; fed by fleetd.journal.watch.JournalWatch
         self.journal_up = Gauge(
             "fleetd_journal_up",
             "1 while the incident journal answers; 0 from a failed operation until one succeeds.",

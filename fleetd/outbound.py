@@ -39,7 +39,7 @@ from fleetd.journal.port import Journal
 from fleetd.metrics import Metrics
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.sink import resolve_sink
-from fleetd.notify.sink_health import SinkStatus
+from fleetd.notify.sink_status import SinkStatus
 from fleetd.notify.worker import SinkWorker
 from fleetd.runtime import DependencyCollector, DependencyView
 

@@ -18,9 +18,9 @@ from fleetd.health.incidents import Route
 from fleetd.health.states import STATE_SPECS, LeadState
 from fleetd.herdr.control import AgentControl
 from fleetd.inbox.codec import DecodeReason
-from fleetd.journal.records import EventType
+from fleetd.journal.values import EventType
 from fleetd.metrics import LabelSets, Metrics
-from fleetd.notify.retry import OutcomeReason
+from fleetd.notify.core.retry import OutcomeReason
 from fleetd.notify.worker import PAYLOAD_REFUSED
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
