@@ -16,8 +16,8 @@ demo: $(STAMP)
 	$(BIN)/fleetd demo
 
 # The pure cores' own tests must reach every branch of fleetd/health, fleetd/resilience and the
-# human-leg policy, fleetd/notify/policy.py (see [tool.coverage] in pyproject.toml). Only that run is traced: tracing the whole suite slows it
-# by about half.
+# human-leg policy, fleetd/notify/core/policy.py (see [tool.coverage] in pyproject.toml). Only
+# that run is traced: tracing the whole suite slows it by about half.
 PURE_TESTS := tests/unit/health tests/unit/resilience tests/unit/notify/test_notify_policy.py
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PURE_TESTS) --cov

@@ -44,9 +44,9 @@ from sqlalchemy import Engine, insert, text
 from fleetd.health.incidents import Incident, IncidentKey, incident_id
 from fleetd.health.states import MemberState, Scope, spec_of
 from fleetd.journal.engine import journal_engine
-from fleetd.journal.records import EventType, IncidentChange, NewEvent, idempotency_key
 from fleetd.journal.sql import SqlJournal
 from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
+from fleetd.journal.values import EventType, IncidentChange, NewEvent, idempotency_key
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 HISTORY = 100_000

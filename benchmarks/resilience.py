@@ -12,7 +12,7 @@ done; the outcome of each dial is fixed by the scenario. Scenarios, on a pool of
   give up without dialing, with probes as cooldowns end;
 * flapping, eight endpoints — every endpoint fails one dial in three (blind), so breakers open,
   probe and close throughout and calls walk down the list;
-* webhook, primary 503 — the webhook sink's own path (:mod:`fleetd.notify.failover`): each dial
+* webhook, primary 503 — the webhook sink's own path (:mod:`fleetd.notify.core.failover`): each dial
   answers an HTTP outcome that is classified into the sweep, and the event's fate is decided when
   it ends. The primary answers 503 (it opens, is skipped, probed, and fails again), the second
   receiver takes the event.
@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from fleetd.notify.failover import Dialed, SweepResult, decide, outcome_of
-from fleetd.notify.retry import AttemptOutcome
+from fleetd.notify.core.failover import Dialed, SweepResult, after_sweep, outcome_of
+from fleetd.notify.core.retry import PostResult
 from fleetd.resilience import (
     ErrorClass,
     FailoverBudget,
@@ -58,8 +58,8 @@ TIMEOUT = Outcome(error=ErrorClass.TIMEOUT)
 Dial = Callable[[int, int], Outcome]
 """(call number, endpoint index) -> the outcome of that dial."""
 LATENCY = timedelta(milliseconds=12)
-HTTP_OK = AttemptOutcome(status=200)
-HTTP_BUSY = AttemptOutcome(status=503)
+HTTP_OK = PostResult(status=200)
+HTTP_BUSY = PostResult(status=503)
 
 
 def one_call(pool: Pool, now: datetime, dial: Dial, n: int) -> Pool:
@@ -88,7 +88,7 @@ def webhook_call(pool: Pool, now: datetime, dial: Dial, n: int) -> Pool:
         pool, sweep, settled = settle(pool, sweep, step, outcome, now)
         if settled is not Settled.NEXT:
             break
-    decide(
+    after_sweep(
         SweepResult(dialed=tuple(dialed), retry_at=sweep.retry_at), failures=1, draw=0.5, now=now
     )
     return pool

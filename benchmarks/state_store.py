@@ -47,9 +47,9 @@ from fleetd.compose import build_service
 from fleetd.config import ConfigRef
 from fleetd.herdr.model import AgentInfo, AgentStatus
 from fleetd.identity import Caller, Role
+from fleetd.state.facts import DeliveryState, MemberRecord, TicketRecord, TurnRecord
 from fleetd.state.memory import MemoryStateStore
 from fleetd.state.port import Change, StateStore
-from fleetd.state.records import DeliveryState, MemberRecord, TicketRecord, TurnRecord
 from fleetd.state.sql import SqlStateStore
 from fleetd.testing import TestFleet, build_test_fleet
 

@@ -7,7 +7,7 @@ dispatcher hands an incident routed to a person to the escalation shell
 :meth:`~fleetd.runtime.escalation.Escalation.step` (the human-leg policy's ``open`` recorded in
 the SQLite journal fleetd embeds by default, a file in a temporary directory) and then the
 delivery worker (:class:`fleetd.notify.worker.SinkWorker`) with the httpx sender, to the demo
-receiver (:mod:`fleetd.notify.receiver`, which verifies every signature) on 127.0.0.1:
+receiver (:mod:`fleetd.demo.receiver`, which verifies every signature) on 127.0.0.1:
 
 * **fake clock** — an incident handed over at ``T`` is received after exactly one pass of the
   loop, at ``T`` on the fake clock: the first attempt waits for nothing but the next pass;
@@ -40,15 +40,15 @@ import psycopg
 
 from fleetd.clock import Clock, FakeClock, SystemClock
 from fleetd.config import FleetdConfig, NotificationMode
+from fleetd.demo.receiver import RunningReceiver, WebhookReceiver, start_receiver
 from fleetd.health.incidents import Assignment, Incident, IncidentKey, Route, RoutingReason
 from fleetd.health.incidents import incident_id as make_incident_id
 from fleetd.health.states import MemberState, Scope, spec_of
 from fleetd.journal.port import Journal
 from fleetd.journal.sql import SqlJournal
 from fleetd.metrics import Metrics
+from fleetd.notify.core.signing import WebhookSecret
 from fleetd.notify.http import HttpWebhookSender
-from fleetd.notify.receiver import RunningReceiver, WebhookReceiver, start_receiver
-from fleetd.notify.signing import WebhookSecret
 from fleetd.notify.sink import SinkTarget
 from fleetd.notify.worker import SinkWorker
 from fleetd.runtime.escalation import Escalation
@@ -230,7 +230,7 @@ async def main(postgres: str | None) -> int:
         looped = await in_real_time(urls[1], loop=True)
         direct = await in_real_time(urls[2], loop=False)
     kind = "PostgreSQL" if postgres else "SQLite (the embedded default)"
-    print(f"journal: {kind}; receiver: fleetd.notify.receiver on 127.0.0.1")
+    print(f"journal: {kind}; receiver: fleetd.demo.receiver on 127.0.0.1")
     print(f"fake clock: hand-off to first attempt in {passes} pass, {fake_seconds:.3f} s")
     print(describe(f"real time, a pass every {PASS_INTERVAL} s", looped))
     print(describe("real time, a pass right after the hand-off", direct))

@@ -84,7 +84,7 @@ def _sim(argv: list[str]) -> int:
 
 
 def _demo(argv: list[str]) -> int:
-    from fleetd.demo import main as demo_main  # noqa: PLC0415
+    from fleetd.demo.show import main as demo_main  # noqa: PLC0415
 
     return demo_main(argv)
 

@@ -14,7 +14,8 @@ share counters. Labels are bounded enums or configured names — never ids, URLs
 Every labelled series exists from the start: the composition root hands
 :meth:`Metrics.initialise` each one's label sets (every combination of its bounded values;
 configured names as the config stands, again after a reload —
-:func:`fleetd.wiring.start_series`), so a first event is a step from 0 that ``increase()`` sees,
+:func:`fleetd.compose.series.start_series`), so a first event is a step from 0 that ``increase()``
+sees,
 not a series that appears already at 1. A gauge rebuilt from live state at each refresh is
 :meth:`Metrics.reset` first, which puts its initial label sets back at 0.
 """
@@ -147,7 +148,7 @@ class Metrics:
             ["mode", "status"],
             registry=r,
         )
-        # the incident journal; fed by fleetd.journal.health.JournalWatch
+        # the incident journal; fed by fleetd.journal.watch.JournalWatch
         self.journal_up = Gauge(
             "fleetd_journal_up",
             "1 while the incident journal answers; 0 from a failed operation until one succeeds.",

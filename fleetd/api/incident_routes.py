@@ -40,7 +40,7 @@ from fleetd.api.service import IncidentService
 from fleetd.api.tools import Caller, Role, ToolFailure, ToolResult, failure_from_error
 from fleetd.errors import AuthError, JournalError
 from fleetd.health.incidents import INCIDENT_ID_PATTERN
-from fleetd.journal.records import EventState, EventType, StoredEvent, StoredIncident
+from fleetd.journal.values import EventState, EventType, StoredEvent, StoredIncident
 from fleetd.notify.desk import IncidentListing
 
 __all__ = [

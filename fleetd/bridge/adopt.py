@@ -1,6 +1,6 @@
 """A restart of fleetd carries on: what the state store holds is the bridge's again.
 
-At start :func:`restore` rebuilds, from the state store's :class:`~fleetd.state.records.Snapshot`,
+At start :func:`restore` rebuilds, from the state store's :class:`~fleetd.state.facts.Snapshot`,
 
 * every stored member as a live session with its token (by hash: the member's token still
   works), its turn count and its presence; a member with an open turn is BUSY on it;
@@ -32,7 +32,7 @@ from fleetd.bridge.tasks import Delivery, ResultSource, TaskBook, Ticket, Ticket
 from fleetd.bridge.turns import InFlightTurn, TurnToken
 from fleetd.bridge.worktrees import Worktree
 from fleetd.herdr.model import AgentInfo
-from fleetd.state.records import DeliveryState, MemberRecord, Snapshot, TicketRecord
+from fleetd.state.facts import DeliveryState, MemberRecord, Snapshot, TicketRecord
 
 __all__ = ["Restored", "confirm", "restore"]
 

@@ -35,8 +35,8 @@ from typing import Final
 from fleetd.bridge.sessions import Session
 from fleetd.bridge.tasks import Delivery, Ticket
 from fleetd.errors import StateStoreError
+from fleetd.state.facts import DeliveryState, MemberRecord, TicketRecord, TurnRecord
 from fleetd.state.port import Change, StateStore
-from fleetd.state.records import DeliveryState, MemberRecord, TicketRecord, TurnRecord
 
 __all__ = ["CRASH_ENV", "CRASH_POINTS", "DurableState", "token_hash"]
 

@@ -67,8 +67,8 @@ from fleetd.inbox.records import InboxRecord
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs
+from fleetd.state.facts import Snapshot
 from fleetd.state.memory import MemoryStateStore
-from fleetd.state.records import Snapshot
 
 __all__ = ["Bridge", "MuteEvent", "RepairOutcome"]
 

@@ -2,7 +2,8 @@
 
 The secret is written ``whsec_<base64>`` (Standard Webhooks); the key is the decoded bytes, at
 least :data:`MIN_SECRET_BYTES`. It lives in ``config/`` because the config checks it when it is
-loaded; :mod:`fleetd.notify.signing` signs with it. Its ``repr`` and ``str`` never show the bytes,
+loaded; :mod:`fleetd.notify.core.signing` signs with it. Its ``repr`` and ``str`` never show the
+bytes,
 and no error repeats the text.
 
 Pure: standard library only.

@@ -7,6 +7,6 @@ aio-pika's types and errors in ``amqp_edge``, and the quarantine lane for entrie
 decode in ``quarantine``), ``seen`` (the bounded first-id-wins dedup both adapters use),
 ``failures`` (one operator-visible record per bad entry), ``registry`` (``LeadInboxRegistry``)
 and ``outbox`` (``LeadOutbox``, which holds, flushes and drains the records of leads). The
-adapter is chosen in the composition root (:func:`fleetd.outbound.build_inbox`). This package module
+adapter is chosen in the composition root (:func:`fleetd.compose.build_inbox`). This package module
 imports nothing on purpose, so the pure modules load without the AMQP client or the event loop.
 """

@@ -4,7 +4,7 @@ M4 §10.3: an owner-only journal beside the active config (or a PostgreSQL datab
 incidents, routing, delivered revisions, retry state and resolutions, so a restart neither loses
 an incident nor sends a person the same event twice. It stores no pane text, prompt, reply, path
 or secret: only ids, stable codes, counts, times and the outbound payload, which
-:func:`fleetd.journal.records.check_payload` bounds before anything is written.
+:func:`fleetd.journal.values.check_payload` bounds before anything is written.
 
 Modules: ``records`` (values, enums, the idempotency key, the payload bound; pure), ``port`` (the
 ``Journal`` protocol), ``memory`` and ``memory_rows`` (``InMemoryJournal``, the fake), ``tables``

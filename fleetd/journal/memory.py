@@ -26,7 +26,7 @@ from fleetd.journal.port import (
     DEFAULT_RECENT_LIMIT,
     Journal,
 )
-from fleetd.journal.records import (
+from fleetd.journal.values import (
     AttemptOutcome,
     Claim,
     EventState,

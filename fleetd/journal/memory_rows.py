@@ -2,7 +2,7 @@
 
 :class:`EventEntry` and :class:`AttemptEntry` hold what the ``outbound_events`` and
 ``delivery_attempts`` tables hold; :func:`stored_incident` turns an incident change with its
-entries into the :class:`~fleetd.journal.records.StoredIncident` the SQL adapter would return
+entries into the :class:`~fleetd.journal.values.StoredIncident` the SQL adapter would return
 (evidence dropped, routing rebuilt), so the fake and the databases answer alike.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fleetd.health.incidents import ResolveReason
-from fleetd.journal.records import (
+from fleetd.journal.values import (
     AttemptOutcome,
     EventState,
     EventType,

@@ -14,7 +14,7 @@ transaction; nothing is sent from there. A delivery loop claims due attempts wit
 does not, and write nothing). Delivery is at least once; receivers dedupe on the idempotency key.
 
 Every method may raise :class:`~fleetd.errors.JournalError`; callers keep detecting and report
-notification coverage as degraded (see :class:`~fleetd.journal.health.JournalWatch`, given to
+notification coverage as degraded (see :class:`~fleetd.journal.watch.JournalWatch`, given to
 :meth:`Journal.observe`). Times
 are timezone-aware; ``now`` is always passed in.
 """
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from fleetd.journal.records import (
+from fleetd.journal.values import (
     Claim,
     IncidentChange,
     JournalSnapshot,

@@ -18,7 +18,8 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
 
 from fleetd.health.audience import FLEET_WIDE_SCOPES, SELF_SCOPES
-from fleetd.journal.records import (
+from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
+from fleetd.journal.values import (
     AttemptOutcome,
     EventState,
     EventType,
@@ -26,7 +27,6 @@ from fleetd.journal.records import (
     RecordedEvent,
     idempotency_key,
 )
-from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
 
 __all__ = [
     "add_events",

@@ -25,7 +25,8 @@ from fleetd.health.states import (
     Scope,
     Severity,
 )
-from fleetd.journal.records import (
+from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
+from fleetd.journal.values import (
     EventState,
     EventType,
     Routing,
@@ -33,7 +34,6 @@ from fleetd.journal.records import (
     StoredIncident,
     assignment_of,
 )
-from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
 
 __all__ = ["incident_key", "make_key", "stored_incidents"]
 

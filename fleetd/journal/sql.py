@@ -46,7 +46,8 @@ from fleetd.journal.port import (
     DEFAULT_RECENT_LIMIT,
     Journal,
 )
-from fleetd.journal.records import (
+from fleetd.journal.store import SqlStore
+from fleetd.journal.values import (
     AttemptOutcome,
     Claim,
     IncidentChange,
@@ -56,7 +57,6 @@ from fleetd.journal.records import (
     RecordedEvent,
     StoredIncident,
 )
-from fleetd.journal.store import SqlStore
 from fleetd.observe import Around, direct, observed
 
 __all__ = ["SqlJournal"]

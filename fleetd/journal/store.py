@@ -30,7 +30,9 @@ from fleetd.journal.queries import (
     recent_rows,
     unsettled_ids,
 )
-from fleetd.journal.records import (
+from fleetd.journal.rows import incident_key, stored_incidents
+from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
+from fleetd.journal.values import (
     AttemptOutcome,
     Claim,
     EventState,
@@ -45,8 +47,6 @@ from fleetd.journal.records import (
     check_code,
     check_event,
 )
-from fleetd.journal.rows import incident_key, stored_incidents
-from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
 
 __all__ = ["SqlStore"]
 

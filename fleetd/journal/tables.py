@@ -12,7 +12,7 @@ Database rules the adapters rely on:
   cause_fingerprint)``; ``uq_incidents_key_generation``: a generation of a key is stored once.
 * ``uq_outbound_events_revision`` and the unique ``idempotency_key``: one event per revision.
 * ``uq_delivery_attempts_outstanding``: at most one outstanding attempt (``outcome IS NULL``) per
-  event; ``lease_token`` fences a lease (see :class:`~fleetd.journal.records.Claim`).
+  event; ``lease_token`` fences a lease (see :class:`~fleetd.journal.values.Claim`).
 * ``sink_generation`` on a permanently failed attempt names the target that refused it (a keyed
   hash, never the URL), so a config change re-arms exactly the events another target refused.
 
@@ -47,7 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
-from fleetd.journal.records import MAX_TEXT
+from fleetd.journal.values import MAX_TEXT
 
 __all__ = ["METADATA", "AttemptRow", "EventRow", "IncidentRow", "UtcDateTime"]
 

@@ -15,7 +15,7 @@ receiver URL is the Alertmanager's base URL, e.g. ``http://alertmanager:9093``; 
   An open alert has none: Alertmanager keeps it firing for its ``resolve_timeout`` (default five
   minutes) after each post, so the human-leg policy records a ``reminder`` — a re-post of the
   same alert — every ``health.notifications.alertmanagerRepostSeconds`` (default 60) while the
-  incident is open (:func:`fleetd.notify.policy.plan`'s ``refresh``).
+  incident is open (:func:`fleetd.notify.core.policy.plan`'s ``refresh``).
 
 Every value comes from the closed v1 payload (:mod:`fleetd.notify.payload`): ids, enum values
 and names in a narrow grammar, never free text. The same event gives the same bytes at every

@@ -6,7 +6,8 @@
   ``routing.recipient``); nobody else asks (the API refuses members).
 * :meth:`IncidentDesk.replay` — a person asks for a permanently failed event to be tried again
   (§10.4 "until config changes or a person requests replay"). Which events come back is the
-  human-leg policy's decision (:mod:`fleetd.notify.policy`: a resolved incident's ``open`` never
+  human-leg policy's decision (:mod:`fleetd.notify.core.policy`: a resolved incident's ``open``
+  never
   does, its ``resolved`` does), carried out by the ``replay`` callable the composition root hands
   in; the delivery worker's next pass sends them. Refusals come back as values (``found``,
   ``rearmed``), never as exceptions; a journal failure does raise
@@ -23,7 +24,7 @@ from typing import Final, Protocol
 
 from fleetd.identity import Caller, Role
 from fleetd.journal.port import DEFAULT_RECENT_LIMIT, Journal
-from fleetd.journal.records import StoredIncident
+from fleetd.journal.values import StoredIncident
 
 __all__ = ["RESOLVED_WINDOW", "IncidentDesk", "IncidentListing", "Replay", "ReplayResult"]
 

@@ -14,10 +14,12 @@ One :meth:`~HttpWebhookSender.send` is one attempt:
   the request), and neither httpx nor httpcore logs the request: the URL is a secret
   (:mod:`fleetd.http_client`);
 * httpx's exceptions are translated here, once, into a
-  :class:`~fleetd.notify.retry.TransportFailure` class; their text, which may hold the URL, goes
+  :class:`~fleetd.notify.core.retry.TransportFailure` class; their text, which may hold the URL,
+  goes
   nowhere.
 
-What to do with the outcome is :func:`fleetd.notify.retry.next_step`'s business, not this module's.
+What to do with the outcome is :func:`fleetd.notify.core.retry.next_step`'s business, not this
+module's.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ import httpx
 
 from fleetd.clock import Clock, DeadlineExceededError, within
 from fleetd.http_client import outbound_client
+from fleetd.notify.core.retry import PostResult, TransportFailure
 from fleetd.notify.request import USER_AGENT, WebhookRequest
-from fleetd.notify.retry import AttemptOutcome, TransportFailure
 from fleetd.resilience.retry_after import parse_retry_after
 
 __all__ = ["HttpWebhookSender", "WebhookSender"]
@@ -39,7 +41,7 @@ __all__ = ["HttpWebhookSender", "WebhookSender"]
 class WebhookSender(Protocol):
     """Makes one delivery attempt of a signed webhook request."""
 
-    async def send(self, request: WebhookRequest, *, limit: timedelta) -> AttemptOutcome:
+    async def send(self, request: WebhookRequest, *, limit: timedelta) -> PostResult:
         """POST ``request`` once within ``limit``; the outcome, never an exception."""
         ...
 
@@ -55,16 +57,16 @@ class HttpWebhookSender:
         self._clock = clock
         self._client = client or outbound_client(USER_AGENT)
 
-    async def send(self, request: WebhookRequest, *, limit: timedelta) -> AttemptOutcome:
+    async def send(self, request: WebhookRequest, *, limit: timedelta) -> PostResult:
         seconds = limit.total_seconds()
         if seconds <= 0:
             raise ValueError("the request limit must be positive")
         try:
             return await within(self._clock, self._post(request, seconds), seconds)
         except DeadlineExceededError:
-            return AttemptOutcome(failure=TransportFailure.TIMEOUT)
+            return PostResult(failure=TransportFailure.TIMEOUT)
 
-    async def _post(self, request: WebhookRequest, seconds: float) -> AttemptOutcome:
+    async def _post(self, request: WebhookRequest, seconds: float) -> PostResult:
         try:
             async with self._client.stream(
                 "POST",
@@ -73,16 +75,16 @@ class HttpWebhookSender:
                 headers=dict(request.headers),
                 timeout=httpx.Timeout(seconds),
             ) as response:
-                return AttemptOutcome(
+                return PostResult(
                     status=response.status_code,
                     retry_after=parse_retry_after(response.headers.get("retry-after")),
                 )
         except httpx.TimeoutException:
-            return AttemptOutcome(failure=TransportFailure.TIMEOUT)
+            return PostResult(failure=TransportFailure.TIMEOUT)
         except (httpx.InvalidURL, httpx.UnsupportedProtocol):
-            return AttemptOutcome(failure=TransportFailure.INVALID_URL)
+            return PostResult(failure=TransportFailure.INVALID_URL)
         except httpx.HTTPError:  # connect, read, write, protocol: the link failed
-            return AttemptOutcome(failure=TransportFailure.NETWORK)
+            return PostResult(failure=TransportFailure.NETWORK)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -13,8 +13,8 @@ same way for every ``health.notifications.mode``; only two things depend on the 
   keeps its standing (no breaker strike, no failover, never disabled). A webhook's 400 stays a
   receiver's verdict (``http_4xx``), as it always was.
 
-Every other status reads the same everywhere (:mod:`fleetd.notify.retry`,
-:mod:`fleetd.notify.failover`): 2xx delivered; 429, 5xx and link failures retried (with
+Every other status reads the same everywhere (:mod:`fleetd.notify.core.retry`,
+:mod:`fleetd.notify.core.failover`): 2xx delivered; 429, 5xx and link failures retried (with
 ``Retry-After``) and failed over; 410 disables that receiver; other 4xx permanent.
 
 Pure: values in, a request out.
@@ -27,10 +27,10 @@ from typing import Final
 
 from fleetd.config import NotificationMode
 from fleetd.notify.alertmanager import alerts_url, encode_alerts
+from fleetd.notify.core.signing import WebhookSecret
 from fleetd.notify.pagerduty import enqueue_body
 from fleetd.notify.payload import IncidentEvent, encode_event
 from fleetd.notify.request import CONTENT_TYPE, USER_AGENT, WebhookRequest, signed_request
-from fleetd.notify.signing import WebhookSecret
 from fleetd.notify.slack import message_body
 
 __all__ = ["BUG_STATUSES", "build_request", "our_bug"]

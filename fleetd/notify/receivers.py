@@ -11,7 +11,7 @@ event is one bounded failover sweep (:func:`~fleetd.resilience.next_attempt` /
   primary's cooldown has passed, the next attempt is its one half-open probe, and when that is
   answered every later attempt goes back to it;
 * **failover** — a failover-class failure (refused, reset, timeout, 5xx, a throttle; see
-  :mod:`fleetd.notify.failover`) moves the *same* attempt to the next receiver: same body, same
+  :mod:`fleetd.notify.core.failover`) moves the *same* attempt to the next receiver: same body, same
   ``webhook-id``, signed anew for that dial. Each receiver is dialed at most once per attempt,
   and none after the attempt's deadline (the claim's lease less one request limit);
 * **no failover** — 401/403, 408, other 4xx: the attempt ends on that receiver, and the retry
@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from fleetd.clock import Clock
-from fleetd.notify.failover import Dialed, SweepResult, outcome_of
-from fleetd.notify.retry import AttemptOutcome
+from fleetd.notify.core.failover import Dialed, SweepResult, outcome_of
+from fleetd.notify.core.retry import PostResult
 from fleetd.resilience import (
     BreakerPolicy,
     BreakerState,
@@ -61,7 +61,7 @@ __all__ = ["ReceiverReport", "Receivers", "Send"]
 
 _log = logging.getLogger("fleetd.notify")
 
-Send = Callable[[int, str], Awaitable[AttemptOutcome]]
+Send = Callable[[int, str], Awaitable[PostResult]]
 """Dial receiver ``index`` at ``url`` once with the event (signed for this dial)."""
 
 

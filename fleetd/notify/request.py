@@ -19,8 +19,8 @@ from datetime import datetime
 from typing import Final
 
 from fleetd.model.events import EventType
+from fleetd.notify.core.signing import WebhookSecret, signature_headers
 from fleetd.notify.payload import IncidentEvent, encode_event
-from fleetd.notify.signing import WebhookSecret, signature_headers
 
 __all__ = [
     "CONTENT_TYPE",

@@ -30,7 +30,7 @@ from datetime import timedelta
 from fleetd.config import NotificationMode, NotificationsConfig
 from fleetd.config.model import PAGERDUTY_EVENTS_URL
 from fleetd.errors import ConfigError
-from fleetd.notify.signing import WebhookSecret
+from fleetd.notify.core.signing import WebhookSecret
 
 __all__ = ["SinkTarget", "resolve_sink"]
 

@@ -6,7 +6,7 @@ bug" are the kind's (:mod:`fleetd.notify.kinds`); everything below is shared.
 The escalation shell (:mod:`fleetd.runtime.escalation`) records an incident change and its
 outbound events in one journal transaction and sends nothing; the worker only delivers. Which
 events exist — ``open``, reminders, ``resolved``, cancellations and re-arms after a config change
-or a replay — is :mod:`fleetd.notify.policy`'s decision, carried out by that shell just before
+or a replay — is :mod:`fleetd.notify.core.policy`'s decision, carried out by that shell just before
 each pass, in the same ``webhook`` loop, which calls :meth:`SinkWorker.step` every few seconds.
 One pass:
 
@@ -20,7 +20,8 @@ One pass:
    its receiver until a new target generation or a replay); each dial re-signs the stored
    body at the current time under the event's idempotency key (``webhook-id`` =
    ``Idempotency-Key`` = ``eventId``) and is bounded by ``requestTimeoutMs``. The attempt ends
-   as **complete**, **reschedule** (the next attempt at :func:`~fleetd.notify.failover.decide`'s
+   as **complete**, **reschedule** (the next attempt at
+   :func:`~fleetd.notify.core.failover.after_sweep`'s
    time, drawn with ``draw()``) or **fail** (permanent, naming the target). An outcome is
    recorded only while the lease holds; a lease too short for another request is given back
    unsent, and so is an attempt that every breaker refused. A delivery is recorded even when
@@ -30,7 +31,7 @@ One pass:
    breaker is open, passes claim nothing until a cooldown lets exactly one probe through; while
    none is closed, a pass claims one event (the probe). The target is taken anew each pass: a
    reload that changes the list swaps it between passes (a repointed receiver starts afresh).
-4. **Health and metrics.** :attr:`SinkWorker.health` (:mod:`fleetd.notify.sink_health`) and the
+4. **Health and metrics.** :attr:`SinkWorker.health` (:mod:`fleetd.notify.sink_status`) and the
    §10.6 series: attempts by event and outcome, queue depth, last success, capability.
 
 A journal failure never escapes a pass: it is logged, the pass ends early, the status says
@@ -50,16 +51,16 @@ from typing import Final, TypeVar
 from fleetd.clock import Clock
 from fleetd.errors import ConfigError, JournalError
 from fleetd.journal.port import DEFAULT_CLAIM_LIMIT, Journal
-from fleetd.journal.records import Claim
+from fleetd.journal.values import Claim
 from fleetd.metrics import Metrics
-from fleetd.notify.failover import decide
+from fleetd.notify.core.failover import after_sweep
+from fleetd.notify.core.retry import OutcomeReason, PostResult, RetryDecision, Verdict, classify
 from fleetd.notify.http import WebhookSender
 from fleetd.notify.kinds import build_request, our_bug
 from fleetd.notify.receivers import ReceiverReport, Receivers
 from fleetd.notify.request import stored_event
-from fleetd.notify.retry import AttemptOutcome, OutcomeReason, RetryDecision, Verdict, classify
 from fleetd.notify.sink import SinkTarget
-from fleetd.notify.sink_health import SinkFacts, SinkHealth, judge
+from fleetd.notify.sink_status import SinkFacts, SinkHealth, judge
 from fleetd.resilience.breaker import BreakerPolicy
 
 __all__ = ["LEASE_MARGIN", "PAYLOAD_REFUSED", "PassReport", "SinkWorker"]
@@ -246,7 +247,7 @@ class SinkWorker:
                 report.failed += 1
             return
 
-        async def dial(index: int, url: str) -> AttemptOutcome:
+        async def dial(index: int, url: str) -> PostResult:
             request = build_request(
                 event,
                 kind=target.kind,
@@ -266,7 +267,7 @@ class SinkWorker:
                 report.released += 1
             return
         draw = self._draw() if classify(outcome) is Verdict.RETRY else 0.0
-        decision = decide(swept, failures=claim.attempt, draw=draw, now=done)
+        decision = after_sweep(swept, failures=claim.attempt, draw=draw, now=done)
         assert decision is not None
         if decision.verdict is Verdict.PERMANENT and our_bug(target.kind, outcome.status):
             decision = RetryDecision(verdict=Verdict.PERMANENT, reason=OutcomeReason.PAYLOAD_BUG)
@@ -334,7 +335,7 @@ class SinkWorker:
 
     async def _call(self, call: Awaitable[T]) -> T | None:
         """The journal's answer, or ``None`` (the pass carries on). The outage is reported once,
-        where the journal is observed (:class:`~fleetd.journal.health.JournalWatch`); a pass
+        where the journal is observed (:class:`~fleetd.journal.watch.JournalWatch`); a pass
         notes each failure at DEBUG only."""
         try:
             return await call

@@ -5,7 +5,7 @@ one chokepoint in these state machines (RFC 0018; Vak 15 Reliability; Model heal
 
 * :mod:`~fleetd.resilience.classify` — what a failure means (fail over? strike the breaker?);
 * :mod:`~fleetd.resilience.breaker` — closed → open → half-open, exactly one probe at a time;
-* :mod:`~fleetd.resilience.health` — reachability, EWMA latency, rolling error rate, last error;
+* :mod:`~fleetd.resilience.endpoint` — reachability, EWMA latency, rolling error rate, last error;
 * :mod:`~fleetd.resilience.failover` — ordered endpoints with sticky primary, one bounded sweep;
 * :mod:`~fleetd.resilience.budget` — the failover budget of one call, capped doubling;
 * :mod:`~fleetd.resilience.retry_after` — the one ``Retry-After`` reader (seconds or HTTP-date);
@@ -37,6 +37,7 @@ from fleetd.resilience.catalog import (
     stated_context_window,
 )
 from fleetd.resilience.classify import TRAITS, ErrorClass, Outcome, Traits, classify_status
+from fleetd.resilience.endpoint import EndpointHealth, HealthPolicy
 from fleetd.resilience.failover import (
     Endpoint,
     GiveUp,
@@ -48,7 +49,6 @@ from fleetd.resilience.failover import (
     next_attempt,
     settle,
 )
-from fleetd.resilience.health import EndpointHealth, HealthPolicy
 from fleetd.resilience.models import (
     PROBE_FLOOR,
     Availability,

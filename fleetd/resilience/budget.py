@@ -7,7 +7,7 @@
 
 Each attempt's own watchdog is its adapter's (``requestTimeoutMs``, the AMQP connect and operation
 timeouts, each applied with :func:`fleetd.clock.within` or ``asyncio.timeout``); the webhook's
-retry schedule is :mod:`fleetd.notify.retry`'s, and a ``Retry-After`` is read by
+retry schedule is :mod:`fleetd.notify.core.retry`'s, and a ``Retry-After`` is read by
 :mod:`fleetd.resilience.retry_after`.
 """
 

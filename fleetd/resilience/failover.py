@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A :class:`Pool` is the ordered list of one dependency's endpoints (primary first), each with its
 :class:`~fleetd.resilience.breaker.Breaker` and
-:class:`~fleetd.resilience.health.EndpointHealth`. :meth:`Pool.pick` hands out the lowest-index
+:class:`~fleetd.resilience.endpoint.EndpointHealth`. :meth:`Pool.pick` hands out the lowest-index
 endpoint whose breaker admits a dial. That one rule is the whole sticky-primary policy (RFC 0018
 §3.3): while the primary is open the fallback serves; once the primary's cooldown passes, the next
 call probes it; when the probe is answered the primary's breaker closes and every later call
@@ -38,7 +38,7 @@ from enum import StrEnum
 from fleetd.resilience.breaker import Breaker, BreakerPolicy, BreakerState, Permit
 from fleetd.resilience.budget import FailoverBudget
 from fleetd.resilience.classify import TRAITS, ErrorClass, Outcome
-from fleetd.resilience.health import EndpointHealth, HealthPolicy
+from fleetd.resilience.endpoint import EndpointHealth, HealthPolicy
 
 __all__ = [
     "Endpoint",

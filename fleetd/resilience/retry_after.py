@@ -14,7 +14,7 @@ recipient to accept (``Sun, 06 Nov 1994 08:49:37 GMT``, the obsolete RFC 850 for
   the model catalog).
 
 What a wait *means* stays with the caller: the webhook never waits less than its jittered
-backoff (:func:`fleetd.notify.retry.next_step`), and the catalog probe never probes before its
+backoff (:func:`fleetd.notify.core.retry.next_step`), and the catalog probe never probes before its
 floor. Pure: standard library only (its own HTTP-date reader: ``email.utils`` would import
 ``random`` and ``socket``), no clock, no I/O.
 """

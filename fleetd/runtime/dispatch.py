@@ -47,8 +47,8 @@ from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import ReadSource
 from fleetd.metrics import Metrics
 from fleetd.runtime.escalation import Escalation
+from fleetd.runtime.lead_records import health_record, superseded_record
 from fleetd.runtime.pane_excerpts import PaneExcerpts
-from fleetd.runtime.records import health_record, superseded_record
 from fleetd.screens import digest, match_fatal, parse_agent_kind
 
 __all__ = ["PASSIVE_NO_SINK", "WEBHOOK_QUEUED", "EffectDispatcher", "RoutingNote"]

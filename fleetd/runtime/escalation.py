@@ -1,6 +1,7 @@
 """``Escalation``: incidents into the journal, and the human leg carried out (M4 §10.1–§10.4).
 
-Health decides where an incident goes; :mod:`fleetd.notify.policy` decides what a person is told
+Health decides where an incident goes; :mod:`fleetd.notify.core.policy` decides what a person is
+told
 about it. This shell only carries both out, in its own pass, so the health tick never waits on
 the journal:
 
@@ -35,10 +36,10 @@ from fleetd.config import FleetdConfig
 from fleetd.errors import JournalError, JournalRefusedError
 from fleetd.health.incidents import Incident, ResolveReason
 from fleetd.journal.port import Journal
-from fleetd.journal.records import IncidentChange, NewEvent, StoredIncident
+from fleetd.journal.values import IncidentChange, NewEvent, StoredIncident
 from fleetd.model.events import EventType
+from fleetd.notify.core.policy import EMPTY, HumanPlan, Leg, leg_of, plan
 from fleetd.notify.payload import CoverageStatus, encode_event, event_from_incident
-from fleetd.notify.policy import EMPTY, HumanPlan, Leg, leg_of, plan
 
 __all__ = ["MAX_OWED", "SWEEP", "TOLD_WINDOW", "Escalation", "instance_name"]
 

@@ -35,8 +35,8 @@ from fleetd.health.incidents import Route
 from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState
 from fleetd.herdr.control import AgentControl
-from fleetd.journal.health import JournalWatch
 from fleetd.journal.port import Journal
+from fleetd.journal.watch import JournalWatch
 from fleetd.metrics import Metrics
 from fleetd.notify.payload import CoverageStatus
 from fleetd.runtime import health_views

@@ -2,8 +2,10 @@
 
 The simulator draws its own screens — animated: a turn's progress frames, ticking timers, the
 pane's directory, answers wrapped to the pane — but every marker, status cue and fatal message
-comes from :mod:`fleetd.screens.vocabulary`, the vocabulary the screen tests' composed screens
-(:mod:`fleetd.screens.compose`) draw too. So end-to-end runs exercise fleetd's pane-reading code
+comes from :mod:`fleetd.screens.drawing.vocabulary`, the vocabulary the screen tests' composed
+screens
+(:mod:`fleetd.screens.drawing.compose`) draw too. So end-to-end runs exercise fleetd's pane-reading
+code
 (assistant-block extraction, fatal-signature matching, progress digests) on the same words:
 
 * Claude Code (Linux glyphs): ``❯ prompt``, ``● Tool(...)`` + ``  ⎿  ...``, ``● answer`` with
@@ -27,7 +29,7 @@ from __future__ import annotations
 import textwrap
 
 from fleetd.screens import AgentKind, parse_agent_kind
-from fleetd.screens.vocabulary import (
+from fleetd.screens.drawing.vocabulary import (
     CLAUDE,
     CODEX,
     ERROR_EXAMPLES,

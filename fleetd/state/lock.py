@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from fleetd.errors import StateStoreError
 from fleetd.journal.engine import FILE_MODE, sqlite_path
-from fleetd.state.records import InstanceHolder
+from fleetd.state.facts import InstanceHolder
 from fleetd.state.tables import InstanceRow
 
 __all__ = ["InstanceLock", "lock_key"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from fleetd.errors import StateStoreError
+from fleetd.state.facts import MemberRecord, Snapshot, TicketRecord, TurnRecord
 from fleetd.state.port import Change
-from fleetd.state.records import MemberRecord, Snapshot, TicketRecord, TurnRecord
 
 __all__ = ["MemoryStateStore"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from fleetd.state.records import MemberRecord, Snapshot, TicketRecord, TurnRecord
+from fleetd.state.facts import MemberRecord, Snapshot, TicketRecord, TurnRecord
 
 __all__ = ["Change", "StateStore"]
 

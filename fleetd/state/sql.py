@@ -53,14 +53,14 @@ from fleetd.errors import FleetdError, JournalError, StateStoreError
 from fleetd.journal.deadline import DATABASE_SHARE, OpenConnections, bound_operations
 from fleetd.journal.engine import journal_engine, sqlite_path, translate
 from fleetd.journal.migrate import MIGRATIONS
-from fleetd.state.port import Change
-from fleetd.state.records import (
+from fleetd.state.facts import (
     DeliveryState,
     MemberRecord,
     Snapshot,
     TicketRecord,
     TurnRecord,
 )
+from fleetd.state.port import Change
 from fleetd.state.tables import MemberRow, TicketRow, TurnRow
 
 __all__ = [

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from fleetd.health.audience import lead_may_see
 from fleetd.health.states import ControlLinkState, InboxState, LeadState, MemberState, Scope
-from fleetd.journal.records import IncidentChange, Routing
+from fleetd.journal.values import IncidentChange, Routing
 from tests.contract.journal_cases import T0, make_incident
 
 if TYPE_CHECKING:

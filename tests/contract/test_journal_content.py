@@ -22,8 +22,8 @@ from sqlalchemy import Engine, MetaData, select
 from fleetd.errors import JournalRefusedError
 from fleetd.health.incidents import ResolveReason
 from fleetd.journal.engine import journal_engine
-from fleetd.journal.records import EventType, IncidentChange, NewEvent, Routing
 from fleetd.journal.sql import SqlJournal
+from fleetd.journal.values import EventType, IncidentChange, NewEvent, Routing
 from tests.contract.journal_cases import T0, make_incident
 
 pytest_plugins = ["tests.contract.journal_fixtures"]

@@ -11,7 +11,7 @@ import pytest
 from fleetd.errors import JournalRefusedError
 from fleetd.health.incidents import ResolveReason, RoutingReason
 from fleetd.health.states import LeadState, Severity
-from fleetd.journal.records import (
+from fleetd.journal.values import (
     EventState,
     EventType,
     IncidentChange,

@@ -19,9 +19,9 @@ from fleetd.config.loader import parse_config
 from fleetd.errors import JournalUnavailableError
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.inbox.memory import InMemoryInbox
-from fleetd.journal.health import JournalStatus, watch_journal
-from fleetd.journal.records import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
+from fleetd.journal.values import EventType, IncidentChange, NewEvent
+from fleetd.journal.watch import JournalStatus, watch_journal
 from fleetd.testing import sample_document
 from tests.contract.frozen_proxy import FrozenProxy
 from tests.contract.journal_cases import T0, make_incident

@@ -20,9 +20,9 @@ from fleetd.config.loader import parse_config
 from fleetd.errors import JournalSchemaError, JournalUnavailableError
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.inbox.memory import InMemoryInbox
-from fleetd.journal.health import OPERATIONS
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.sql import SqlJournal
+from fleetd.journal.watch import OPERATIONS
 from fleetd.testing import build_test_fleet, sample_document
 
 pytest_plugins = ["tests.contract.journal_fixtures"]

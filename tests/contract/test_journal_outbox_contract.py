@@ -13,7 +13,7 @@ import pytest
 
 from fleetd.errors import JournalRefusedError
 from fleetd.health.incidents import ResolveReason
-from fleetd.journal.records import EventState, EventType, IncidentChange, NewEvent, Routing
+from fleetd.journal.values import EventState, EventType, IncidentChange, NewEvent, Routing
 
 if TYPE_CHECKING:
     from tests.contract.journal_fixtures import JournalKit

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from fleetd.health.incidents import ResolveReason
-from fleetd.journal.records import Claim, EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
+from fleetd.journal.values import Claim, EventType, IncidentChange, NewEvent
 from tests.contract.journal_cases import T0, make_incident
 
 pytest_plugins = ["tests.contract.journal_fixtures"]

@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import event
 
 from fleetd.health.incidents import ResolveReason
-from fleetd.journal.records import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
+from fleetd.journal.values import EventType, IncidentChange, NewEvent
 from tests.contract.journal_cases import T0, make_incident
 
 LEASE = timedelta(seconds=30)

@@ -12,7 +12,7 @@ import pytest
 
 from fleetd.errors import JournalRefusedError
 from fleetd.health.incidents import ResolveReason
-from fleetd.journal.records import EventState, EventType, IncidentChange, NewEvent
+from fleetd.journal.values import EventState, EventType, IncidentChange, NewEvent
 
 if TYPE_CHECKING:
     from tests.contract.journal_fixtures import JournalKit

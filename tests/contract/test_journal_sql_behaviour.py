@@ -22,9 +22,9 @@ from sqlalchemy import event
 from fleetd.clock import FakeClock
 from fleetd.errors import JournalSchemaError, JournalUnavailableError
 from fleetd.journal import store
-from fleetd.journal.health import JournalStatus, watch_journal
-from fleetd.journal.records import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
+from fleetd.journal.values import EventType, IncidentChange, NewEvent
+from fleetd.journal.watch import JournalStatus, watch_journal
 from tests.contract.journal_cases import T0, make_incident
 
 CONTRACT = Path(__file__).resolve().parent
@@ -91,7 +91,7 @@ _KILLED_WRITER = """
 import asyncio, sys
 sys.path.insert(0, {contract!r})
 from tests.contract.journal_cases import T0, make_incident
-from fleetd.journal.records import EventType, IncidentChange, NewEvent
+from fleetd.journal.values import EventType, IncidentChange, NewEvent
 from fleetd.journal.sql import SqlJournal
 import fleetd.journal.store as store
 

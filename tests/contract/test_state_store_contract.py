@@ -14,10 +14,10 @@ import psycopg
 import pytest
 
 from fleetd.errors import StateStoreError
+from fleetd.state.facts import DeliveryState, MemberRecord, TicketRecord, TurnRecord
 from fleetd.state.lock import InstanceLock
 from fleetd.state.memory import MemoryStateStore
 from fleetd.state.port import Change, StateStore
-from fleetd.state.records import DeliveryState, MemberRecord, TicketRecord, TurnRecord
 from fleetd.state.sql import SqlStateStore
 from fleetd.state.tables import VERSION_TABLE
 

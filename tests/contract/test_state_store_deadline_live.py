@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from fleetd.errors import StateStoreError
+from fleetd.state.facts import TicketRecord
 from fleetd.state.port import Change
-from fleetd.state.records import TicketRecord
 from fleetd.state.sql import SqlStateStore
 from tests.contract.frozen_proxy import FrozenProxy
 from tests.contract.test_journal_deadline_live import PG_HOST, PG_PORT, proxied_url

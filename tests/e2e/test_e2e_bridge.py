@@ -19,7 +19,7 @@ from tests.metric_samples import sample
 
 
 def _state(e2e: E2EFleet, session_id: str) -> SessionState | None:
-    session = e2e.service.bridge.roster.get(session_id)
+    session = e2e.service.bridge.session(session_id)
     return None if session is None else session.state
 
 
@@ -39,8 +39,8 @@ async def test_spawn_presence_send_reply_poll_over_http(e2e: E2EFleet) -> None:
         assert (sync["status"], sync["source"]) == ("done", "reply")
         assert sync["content"] == "Finished task one."
         ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="task two"))["ticket"]
-        tickets = e2e.service.bridge.tasks
-        await e2e.until(lambda: tickets.get(ticket) is not None and tickets.get(ticket).terminal)  # type: ignore[union-attr]
+        bridge = e2e.service.bridge
+        await e2e.until(lambda: (t := bridge.ticket(ticket)) is not None and t.terminal)
         polled = await e2e.tool(lead, "fleet_poll", ticket=ticket)
         assert (polled["status"], polled["content"]) == ("done", "Finished task two.")
         inbox = await e2e.tool(lead, "fleet_poll")
@@ -86,8 +86,8 @@ async def test_pane_that_exits_fails_every_ticket(e2e: E2EFleet) -> None:
         first = (await e2e.tool(lead, "fleet_send", target=sid, prompt="first"))["ticket"]
         await e2e.advance(1.0)
         second = (await e2e.tool(lead, "fleet_send", target=sid, prompt="second"))["ticket"]
-        tasks = e2e.service.bridge.tasks
-        await e2e.until(lambda: all(tasks.get(t).terminal for t in (first, second)))  # type: ignore[union-attr]
+        bridge = e2e.service.bridge
+        await e2e.until(lambda: all(bridge.ticket(t).terminal for t in (first, second)))  # type: ignore[union-attr]
         for ticket in (first, second):
             polled = await e2e.tool(lead, "fleet_poll", ticket=ticket)
             assert (polled["status"], polled["reason"]) == ("failed", "gone")
@@ -155,4 +155,4 @@ async def test_a_spawn_herdr_never_answers_logs_its_cause(
     [logged] = [r.getMessage() for r in caplog.records if "rolled back" in r.getMessage()]
     failed = "the link to herdr failed at workspace.create: timeout (request_timeout)"
     assert logged.endswith(failed)
-    assert not e2e.service.bridge.roster.live()
+    assert not e2e.service.bridge.live_members()

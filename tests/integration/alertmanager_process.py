@@ -16,7 +16,7 @@ from types import TracebackType
 import httpx
 import pytest
 
-from fleetd.demo_alertmanager import alertmanager_binary as find_alertmanager
+from fleetd.demo.alertmanager import alertmanager_binary as find_alertmanager
 
 __all__ = ["Alertmanager", "alertmanager_binary"]
 

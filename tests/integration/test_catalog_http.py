@@ -11,9 +11,9 @@ from fleetd.catalog import http as catalog_http
 from fleetd.catalog.http import HttpModelCatalog
 from fleetd.catalog.port import CatalogTarget
 from fleetd.clock import FakeClock, SystemClock
+from fleetd.notify.core.retry import server_wait
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.request import WebhookRequest
-from fleetd.notify.retry import server_wait
 from fleetd.resilience import ErrorClass
 from tests.integration.hook_server import HookServer, Reply
 

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from fleetd import demo_alertmanager
-from fleetd.demo import run_demo
+from fleetd.demo import alertmanager as demo_alertmanager
+from fleetd.demo.show import run_demo
 from tests.integration.alertmanager_process import alertmanager_binary
 
 

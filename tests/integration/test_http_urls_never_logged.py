@@ -12,8 +12,8 @@ from fleetd.catalog.http import HttpModelCatalog
 from fleetd.catalog.port import CatalogTarget
 from fleetd.clock import FakeClock
 from fleetd.journal.memory import InMemoryJournal
+from fleetd.notify.core.retry import MAX_DELAY
 from fleetd.notify.http import HttpWebhookSender
-from fleetd.notify.retry import MAX_DELAY
 from tests.contract.journal_cases import T0
 from tests.integration.hook_server import HookServer, Reply
 from tests.unit.notify.sink_kit import human_incident, make_worker, open_incident, target

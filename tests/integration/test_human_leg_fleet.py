@@ -16,7 +16,7 @@ from fleetd.api.app import create_app
 from fleetd.errors import JournalUnavailableError
 from fleetd.herdr.model import AgentStatus
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import JournalSnapshot, StoredIncident
+from fleetd.journal.values import JournalSnapshot, StoredIncident
 from fleetd.testing import OPERATOR_TOKEN, TestFleet
 from tests.integration.hook_server import HookServer, Reply
 from tests.integration.test_notify_sink_fleet import webhook_fleet

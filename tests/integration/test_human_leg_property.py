@@ -19,8 +19,8 @@ from fleetd.errors import JournalUnavailableError
 from fleetd.health.incidents import Assignment, Incident, ResolveReason, Route, RoutingReason
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.metrics import Metrics
+from fleetd.notify.core.retry import PostResult
 from fleetd.notify.request import WebhookRequest
-from fleetd.notify.retry import AttemptOutcome
 from fleetd.notify.sink import SinkTarget
 from fleetd.notify.worker import SinkWorker
 from fleetd.runtime.escalation import Escalation
@@ -96,7 +96,7 @@ class World:
         return target(f"http://127.0.0.1:9/hooks/{self.receivers}")
 
     # -- the receiver -----------------------------------------------------------------
-    async def send(self, request: WebhookRequest, *, limit: timedelta) -> AttemptOutcome:
+    async def send(self, request: WebhookRequest, *, limit: timedelta) -> PostResult:
         kind = json.loads(request.body)["eventType"]
         stored = self.journal._incidents[self.incident.id]  # what the journal held at the send
         if stored.resolved_at is not None and kind != "resolved":
@@ -106,9 +106,9 @@ class World:
             await self._resolve()  # the resolution lands while this request is out
         if self.refuse:
             self.refuse -= 1
-            return AttemptOutcome(status=404)
+            return PostResult(status=404)
         self.told.append((kind, request.event_id))
-        return AttemptOutcome(status=200)
+        return PostResult(status=200)
 
     async def aclose(self) -> None:
         return None

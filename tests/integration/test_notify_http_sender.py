@@ -14,17 +14,17 @@ import standardwebhooks
 from fleetd.clock import FakeClock, SystemClock
 from fleetd.health.states import Certainty, Scope, Severity
 from fleetd.model.events import EventType
-from fleetd.notify.http import HttpWebhookSender
-from fleetd.notify.payload import CoverageStatus, IncidentEvent, build_event
-from fleetd.notify.request import WebhookRequest, prepare_request
-from fleetd.notify.retry import (
-    AttemptOutcome,
+from fleetd.notify.core.retry import (
+    PostResult,
     TransportFailure,
     Verdict,
     classify,
     next_step,
 )
-from fleetd.notify.signing import WebhookSecret
+from fleetd.notify.core.signing import WebhookSecret
+from fleetd.notify.http import HttpWebhookSender
+from fleetd.notify.payload import CoverageStatus, IncidentEvent, build_event
+from fleetd.notify.request import WebhookRequest, prepare_request
 from tests.integration.hook_server import HookServer, Reply
 
 SECRET_TEXT = "whsec_" + base64.b64encode(bytes(range(100, 132))).decode()
@@ -76,7 +76,7 @@ async def test_a_delivered_post_carries_the_signed_body(
     """200 delivers; the receiver got one POST whose signature the reference library accepts."""
     request = request_to(server.url)
     outcome = await sender.send(request, limit=LIMIT)
-    assert outcome == AttemptOutcome(status=200)
+    assert outcome == PostResult(status=200)
     assert classify(outcome) is Verdict.DELIVERED
     [received] = server.received
     assert (received.method, received.path) == ("POST", "/hooks/fleetd")
@@ -91,24 +91,24 @@ async def test_a_delivered_post_carries_the_signed_body(
 @pytest.mark.parametrize(
     ("reply", "outcome", "verdict"),
     [
-        (Reply(status=204), AttemptOutcome(status=204), Verdict.DELIVERED),
-        (Reply(status=408), AttemptOutcome(status=408), Verdict.RETRY),
+        (Reply(status=204), PostResult(status=204), Verdict.DELIVERED),
+        (Reply(status=408), PostResult(status=408), Verdict.RETRY),
         (
             Reply(status=429, headers={"Retry-After": "120"}),
-            AttemptOutcome(status=429, retry_after=timedelta(seconds=120)),
+            PostResult(status=429, retry_after=timedelta(seconds=120)),
             Verdict.RETRY,
         ),
         (
             Reply(status=503, headers={"Retry-After": "Sat, 15 Aug 2026 09:40:00 GMT"}),
-            AttemptOutcome(status=503, retry_after=datetime(2026, 8, 15, 9, 40, tzinfo=UTC)),
+            PostResult(status=503, retry_after=datetime(2026, 8, 15, 9, 40, tzinfo=UTC)),
             Verdict.RETRY,
         ),
-        (Reply(status=500), AttemptOutcome(status=500), Verdict.RETRY),
-        (Reply(status=400), AttemptOutcome(status=400), Verdict.PERMANENT),
-        (Reply(status=401), AttemptOutcome(status=401), Verdict.PERMANENT),
+        (Reply(status=500), PostResult(status=500), Verdict.RETRY),
+        (Reply(status=400), PostResult(status=400), Verdict.PERMANENT),
+        (Reply(status=401), PostResult(status=401), Verdict.PERMANENT),
         (
             Reply(status=307, headers={"Location": "http://127.0.0.1:1/elsewhere"}),
-            AttemptOutcome(status=307),
+            PostResult(status=307),
             Verdict.PERMANENT,
         ),
     ],
@@ -117,7 +117,7 @@ async def test_each_status_comes_back_as_an_outcome(
     server: HookServer,
     sender: HttpWebhookSender,
     reply: Reply,
-    outcome: AttemptOutcome,
+    outcome: PostResult,
     verdict: Verdict,
 ) -> None:
     """Status and Retry-After are all that return; a redirect is reported, not followed."""
@@ -132,8 +132,8 @@ async def test_the_response_body_is_ignored(server: HookServer, sender: HttpWebh
     """A body that tries to instruct fleetd changes nothing: the outcome is the status alone."""
     instructions = b'{"action": "replay", "restartLead": true, "url": "http://evil"}' * 20_000
     server.answer(Reply(status=200, body=instructions), Reply(status=500, body=instructions))
-    assert await sender.send(request_to(server.url), limit=LIMIT) == AttemptOutcome(status=200)
-    assert await sender.send(request_to(server.url), limit=LIMIT) == AttemptOutcome(status=500)
+    assert await sender.send(request_to(server.url), limit=LIMIT) == PostResult(status=200)
+    assert await sender.send(request_to(server.url), limit=LIMIT) == PostResult(status=500)
 
 
 async def test_a_hanging_receiver_times_out_on_the_injected_clock(server: HookServer) -> None:
@@ -149,7 +149,7 @@ async def test_a_hanging_receiver_times_out_on_the_injected_clock(server: HookSe
         await asyncio.sleep(0)
         assert not attempt.done()
         clock.advance(0.001)
-        assert await attempt == AttemptOutcome(failure=TransportFailure.TIMEOUT)
+        assert await attempt == PostResult(failure=TransportFailure.TIMEOUT)
         assert clock.sleepers == 0
     finally:
         await sender.aclose()
@@ -161,7 +161,7 @@ async def test_a_reset_connection_is_a_network_failure(
     """A TCP reset before any answer is retryable network loss, without the error's text."""
     server.answer(Reply(reset=True))
     outcome = await sender.send(request_to(server.url), limit=LIMIT)
-    assert outcome == AttemptOutcome(failure=TransportFailure.NETWORK)
+    assert outcome == PostResult(failure=TransportFailure.NETWORK)
     assert classify(outcome) is Verdict.RETRY
 
 
@@ -171,7 +171,7 @@ async def test_a_refused_connection_is_a_network_failure(sender: HttpWebhookSend
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     outcome = await sender.send(request_to(f"http://127.0.0.1:{port}/x"), limit=LIMIT)
-    assert outcome == AttemptOutcome(failure=TransportFailure.NETWORK)
+    assert outcome == PostResult(failure=TransportFailure.NETWORK)
     assert str(port) not in repr(outcome)
 
 
@@ -179,7 +179,7 @@ async def test_a_refused_connection_is_a_network_failure(sender: HttpWebhookSend
 async def test_an_unusable_url_is_permanent(sender: HttpWebhookSender, url: str) -> None:
     """A URL that cannot be requested is permanent until the config changes."""
     outcome = await sender.send(request_to(url), limit=LIMIT)
-    assert outcome == AttemptOutcome(failure=TransportFailure.INVALID_URL)
+    assert outcome == PostResult(failure=TransportFailure.INVALID_URL)
     assert classify(outcome) is Verdict.PERMANENT
 
 

@@ -20,9 +20,9 @@ from fleetd.api.app import create_app
 from fleetd.clock import FakeClock
 from fleetd.health.incidents import Incident, ResolveReason
 from fleetd.journal.port import Journal
-from fleetd.journal.records import EventState, EventType, IncidentChange, NewEvent
-from fleetd.notify.retry import AttemptOutcome
-from fleetd.notify.signing import HEADER_ID
+from fleetd.journal.values import EventState, EventType, IncidentChange, NewEvent
+from fleetd.notify.core.retry import PostResult
+from fleetd.notify.core.signing import HEADER_ID
 from fleetd.testing import OPERATOR_TOKEN, build_test_fleet, sample_document
 from tests.contract.journal_cases import T0
 from tests.unit.notify.sink_kit import (
@@ -68,7 +68,7 @@ async def _open_failed_then_resolved(journal: Journal) -> tuple[Incident, Script
     """A person's ``open`` refused for good (404), then the incident resolved: nobody was told."""
     incident = human_incident()
     change = await open_incident(journal, incident, at=T0)
-    sender = ScriptedSender(AttemptOutcome(status=404))
+    sender = ScriptedSender(PostResult(status=404))
     worker = make_worker(journal, sender, _clock())
     assert (await worker.step()).failed == 1
     await _resolve(journal, change, at=T0 + timedelta(minutes=1), resolved_event=False)
@@ -79,7 +79,7 @@ async def _resolved_failed(journal: Journal) -> tuple[Incident, ScriptedSender]:
     """A person got ``open``; the incident resolved; its ``resolved`` was refused for good."""
     incident = human_incident()
     change = await open_incident(journal, incident, at=T0)
-    sender = ScriptedSender(AttemptOutcome(status=200), AttemptOutcome(status=404))
+    sender = ScriptedSender(PostResult(status=200), PostResult(status=404))
     worker = make_worker(journal, sender, _clock())
     assert (await worker.step()).delivered == 1
     await _resolve(journal, change, at=T0 + timedelta(minutes=1), resolved_event=True)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from fleetd.clock import SystemClock
+from fleetd.demo.receiver import WebhookReceiver, start_receiver
 from fleetd.health.states import Certainty, Scope, Severity
 from fleetd.model.events import EventType
+from fleetd.notify.core.retry import PostResult, Verdict, classify
+from fleetd.notify.core.signing import WebhookSecret
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.payload import CoverageStatus, build_event
-from fleetd.notify.receiver import WebhookReceiver, start_receiver
 from fleetd.notify.request import prepare_request
-from fleetd.notify.retry import AttemptOutcome, Verdict, classify
-from fleetd.notify.signing import WebhookSecret
 
 SECRET = WebhookSecret(bytes(range(40, 72)))
 LIMIT = timedelta(seconds=10)
@@ -44,7 +44,7 @@ async def test_the_sender_reaches_the_demo_receiver() -> None:
     try:
         for _ in range(2):
             request = prepare_request(EVENT, url=running.url, secret=SECRET, now=clock.now())
-            assert await sender.send(request, limit=LIMIT) == AttemptOutcome(status=200)
+            assert await sender.send(request, limit=LIMIT) == PostResult(status=200)
     finally:
         await sender.aclose()
         await running.stop()
@@ -68,6 +68,6 @@ async def test_a_wrong_secret_is_a_permanent_refusal() -> None:
     finally:
         await sender.aclose()
         await running.stop()
-    assert outcome == AttemptOutcome(status=401)
+    assert outcome == PostResult(status=401)
     assert classify(outcome) is Verdict.PERMANENT
     assert lines == ["refused no_matching_signature"]

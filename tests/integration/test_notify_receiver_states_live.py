@@ -17,7 +17,7 @@ import pytest
 
 from fleetd.api.app import create_app
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import EventState
+from fleetd.journal.values import EventState
 from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
 from tests.integration.hook_server import HookServer, Reply
 from tests.unit.notify.sink_kit import human_incident, open_incident

@@ -35,8 +35,8 @@ import standardwebhooks
 
 from fleetd.clock import SystemClock
 from fleetd.herdr.client import HerdrSocketClient
-from fleetd.journal.records import EventState, EventType
 from fleetd.journal.sql import SqlJournal
+from fleetd.journal.values import EventState, EventType
 
 pytest_plugins = ["tests.contract.journal_fixtures"]
 

@@ -14,11 +14,11 @@ import pytest
 
 from fleetd.clock import FakeClock
 from fleetd.health.incidents import Assignment, ResolveReason, Route, RoutingReason
-from fleetd.journal.records import EventState, IncidentChange
 from fleetd.journal.sql import SqlJournal
+from fleetd.journal.values import EventState, IncidentChange
+from fleetd.notify.core.retry import PostResult
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.request import WebhookRequest
-from fleetd.notify.retry import AttemptOutcome
 from tests.contract.journal_cases import T0
 from tests.integration.hook_server import HookServer, Reply
 from tests.unit.notify.sink_kit import (
@@ -108,7 +108,7 @@ class CountingSender:
         self.inner = inner
         self.sent: list[str] = []
 
-    async def send(self, request: WebhookRequest, *, limit: timedelta) -> AttemptOutcome:
+    async def send(self, request: WebhookRequest, *, limit: timedelta) -> PostResult:
         self.sent.append(request.event_id)
         await asyncio.sleep(0)  # let the other worker's pass run between claims
         return await self.inner.send(request, limit=limit)

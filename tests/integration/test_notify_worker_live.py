@@ -16,9 +16,9 @@ import pytest
 from fleetd.clock import FakeClock
 from fleetd.compose import WEBHOOK_PASS_SECONDS
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import EventState, StoredEvent
+from fleetd.journal.values import EventState, StoredEvent
+from fleetd.notify.core.retry import MAX_DELAY
 from fleetd.notify.http import HttpWebhookSender
-from fleetd.notify.retry import MAX_DELAY
 from fleetd.notify.sink import SinkTarget
 from fleetd.notify.worker import SinkWorker
 from tests.contract.journal_cases import T0

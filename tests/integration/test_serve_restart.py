@@ -26,7 +26,7 @@ import httpx
 import psycopg
 import pytest
 
-from fleetd.state.records import DeliveryState, Snapshot
+from fleetd.state.facts import DeliveryState, Snapshot
 from fleetd.state.sql import SqlStateStore
 from tests.contract.journal_fixtures import postgres_reachable, require_postgres, schema_url
 from tests.integration.test_serve_process import (

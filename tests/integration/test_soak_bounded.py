@@ -196,5 +196,5 @@ async def _run(soak: Soak) -> None:
         await soak.round(number)
     after = soak.held()
     assert soak.done == TASKS
-    assert soak.fleet.bridge.tasks.expired("t1-000000-" + soak.fleet.service.run) is True
+    assert soak.fleet.bridge.ticket_expired("t1-000000-" + soak.fleet.service.run) is True
     assert _grown(baseline, after) == {}, (baseline, after)

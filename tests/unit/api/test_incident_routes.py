@@ -16,8 +16,8 @@ from fleetd.api.incident_routes import IncidentListAnswer, ReplayAnswerEnvelope
 from fleetd.errors import JournalUnavailableError
 from fleetd.health.incidents import Assignment, ResolveReason, Route, RoutingReason
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import IncidentChange, Routing
-from fleetd.notify.retry import AttemptOutcome
+from fleetd.journal.values import IncidentChange, Routing
+from fleetd.notify.core.retry import PostResult
 from fleetd.testing import (
     LEAD_TOKEN,
     OPERATOR_TOKEN,
@@ -72,7 +72,7 @@ async def seed(fleet: TestFleet, journal: InMemoryJournal) -> dict[str, str]:
     now = fleet.clock.now()
     person = human_incident("sess_person")
     await open_incident(journal, person, at=now)
-    sender = ScriptedSender(AttemptOutcome(status=404))
+    sender = ScriptedSender(PostResult(status=404))
     await make_worker(journal, sender, fleet.clock).step()
     owned = human_incident("sess_owned").routed(
         Assignment(route=Route.LEAD, recipient="lead", reason=RoutingReason.OWNER, generation=1)

@@ -14,7 +14,7 @@ from fleetd.config.fields import ConfigModel
 from fleetd.config.keys import section_of
 from fleetd.health.floors import MAX_PANE_READS_PER_TICK, TWO_SNAPSHOTS
 from fleetd.health.settings import TEARDOWN_GRACE
-from fleetd.notify.retry import BACKOFF_BASE, BACKOFF_FACTOR, MAX_DELAY, backoff_ceiling
+from fleetd.notify.core.retry import BACKOFF_BASE, BACKOFF_FACTOR, MAX_DELAY, backoff_ceiling
 from fleetd.notify.worker import LEASE_MARGIN
 from fleetd.runtime.pane_excerpts import EXCERPT_MAX_AGE
 from fleetd.screens.excerpt import PANE_EXCERPT_CHARS

@@ -20,10 +20,10 @@ from fleetd.errors import (
     JournalUnavailableError,
 )
 from fleetd.journal.engine import translate
-from fleetd.journal.health import OPERATIONS, JournalHealth, JournalStatus, JournalWatch
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.port import Journal
-from fleetd.journal.records import Claim, EventType, IncidentChange
+from fleetd.journal.values import Claim, EventType, IncidentChange
+from fleetd.journal.watch import OPERATIONS, JournalHealth, JournalStatus, JournalWatch
 from fleetd.metrics import Metrics
 from tests.contract.journal_cases import make_incident
 

@@ -8,9 +8,9 @@ import pytest
 
 from fleetd.errors import JournalRefusedError
 from fleetd.health.states import Certainty, Scope, Severity
-from fleetd.journal import records
+from fleetd.journal import values as records
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import EventType, IncidentChange, NewEvent
+from fleetd.journal.values import EventType, IncidentChange, NewEvent
 from fleetd.model import events as keys
 from fleetd.notify.payload import CoverageStatus, build_event
 from tests.contract.journal_cases import T0, make_incident

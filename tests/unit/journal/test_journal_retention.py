@@ -19,8 +19,8 @@ from fleetd.health.incidents import ResolveReason
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import IncidentChange
 from fleetd.journal.retention import JournalRetention
+from fleetd.journal.values import IncidentChange
 from fleetd.testing import sample_document
 from tests.contract.journal_cases import make_incident
 

@@ -22,13 +22,13 @@ from fleetd.errors import ConfigError
 from fleetd.health.incidents import Assignment, Incident, Route, RoutingReason
 from fleetd.health.states import ControlLinkState, Scope
 from fleetd.journal.port import Journal
-from fleetd.journal.records import EventType, IncidentChange, NewEvent
+from fleetd.journal.values import EventType, IncidentChange, NewEvent
 from fleetd.metrics import Metrics
+from fleetd.notify.core.retry import PostResult
+from fleetd.notify.core.signing import WebhookSecret
 from fleetd.notify.http import WebhookSender
 from fleetd.notify.payload import CoverageStatus, event_from_incident
 from fleetd.notify.request import WebhookRequest
-from fleetd.notify.retry import AttemptOutcome
-from fleetd.notify.signing import WebhookSecret
 from fleetd.notify.sink import SinkTarget
 from fleetd.notify.worker import PassReport, SinkWorker
 from fleetd.runtime.escalation import Escalation
@@ -104,21 +104,21 @@ class ScriptedSender:
     """A :class:`WebhookSender` that answers from a script (200 when it runs out) and keeps every
     request; ``during`` runs inside each send (to move a fake clock or change the journal)."""
 
-    def __init__(self, *outcomes: AttemptOutcome) -> None:
-        self.outcomes: deque[AttemptOutcome] = deque(outcomes)
+    def __init__(self, *outcomes: PostResult) -> None:
+        self.outcomes: deque[PostResult] = deque(outcomes)
         self.requests: list[WebhookRequest] = []
         self.during: Callable[[WebhookRequest], Any] | None = None
 
-    def answer(self, *outcomes: AttemptOutcome) -> None:
+    def answer(self, *outcomes: PostResult) -> None:
         self.outcomes.extend(outcomes)
 
-    async def send(self, request: WebhookRequest, *, limit: timedelta) -> AttemptOutcome:
+    async def send(self, request: WebhookRequest, *, limit: timedelta) -> PostResult:
         self.requests.append(request)
         if self.during is not None:
             result = self.during(request)
             if hasattr(result, "__await__"):
                 await result
-        return self.outcomes.popleft() if self.outcomes else AttemptOutcome(status=200)
+        return self.outcomes.popleft() if self.outcomes else PostResult(status=200)
 
     async def aclose(self) -> None:
         return None
@@ -128,23 +128,23 @@ class RoutedSender:
     """A :class:`WebhookSender` whose answers depend on the URL: each receiver's own script
     (200 when it runs out); ``requests`` keeps every request in order."""
 
-    def __init__(self, scripts: Mapping[str, Iterable[AttemptOutcome]] | None = None) -> None:
-        self.scripts: dict[str, deque[AttemptOutcome]] = {
+    def __init__(self, scripts: Mapping[str, Iterable[PostResult]] | None = None) -> None:
+        self.scripts: dict[str, deque[PostResult]] = {
             url: deque(outcomes) for url, outcomes in (scripts or {}).items()
         }
         self.requests: list[WebhookRequest] = []
 
-    def answer(self, url: str, *outcomes: AttemptOutcome) -> None:
+    def answer(self, url: str, *outcomes: PostResult) -> None:
         self.scripts.setdefault(url, deque()).extend(outcomes)
 
     def to(self, url: str) -> list[WebhookRequest]:
         """The requests sent to ``url``."""
         return [request for request in self.requests if request.url == url]
 
-    async def send(self, request: WebhookRequest, *, limit: timedelta) -> AttemptOutcome:
+    async def send(self, request: WebhookRequest, *, limit: timedelta) -> PostResult:
         self.requests.append(request)
         script = self.scripts.get(request.url)
-        return script.popleft() if script else AttemptOutcome(status=200)
+        return script.popleft() if script else PostResult(status=200)
 
     async def aclose(self) -> None:
         return None

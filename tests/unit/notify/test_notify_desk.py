@@ -9,7 +9,7 @@ import pytest
 
 from fleetd.identity import Caller, Role
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import IncidentChange
+from fleetd.journal.values import IncidentChange
 from fleetd.notify.desk import RESOLVED_WINDOW, IncidentDesk
 from tests.contract.journal_cases import T0
 from tests.unit.notify.sink_kit import human_incident

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetd.notify.failover import Dialed, SweepResult, decide, error_class, outcome_of
-from fleetd.notify.retry import (
+from fleetd.notify.core.failover import Dialed, SweepResult, after_sweep, error_class, outcome_of
+from fleetd.notify.core.retry import (
     MAX_DELAY,
-    AttemptOutcome,
     OutcomeReason,
+    PostResult,
     RetryAfter,
     TransportFailure,
     Verdict,
@@ -26,12 +26,12 @@ S = timedelta(seconds=1)
 E = ErrorClass
 
 
-def status(code: int, retry_after: RetryAfter | None = None) -> AttemptOutcome:
-    return AttemptOutcome(status=code, retry_after=retry_after)
+def status(code: int, retry_after: RetryAfter | None = None) -> PostResult:
+    return PostResult(status=code, retry_after=retry_after)
 
 
-def failed(failure: TransportFailure) -> AttemptOutcome:
-    return AttemptOutcome(failure=failure)
+def failed(failure: TransportFailure) -> PostResult:
+    return PostResult(failure=failure)
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def failed(failure: TransportFailure) -> AttemptOutcome:
     ],
 )
 def test_each_dial_outcome_has_one_class(
-    attempt: AttemptOutcome, error: ErrorClass | None, failover: bool, strike: bool
+    attempt: PostResult, error: ErrorClass | None, failover: bool, strike: bool
 ) -> None:
     """Blind failures fail over and strike; a throttle or a 410 fails over and never strikes;
     auth and request errors (408 among them) end the attempt on that receiver."""
@@ -80,7 +80,7 @@ def test_a_throttle_carries_the_wait_it_asked_for_and_nothing_else_does() -> Non
     assert outcome_of(status(200), latency=-S, now=NOW).latency == timedelta(0)
 
 
-def swept(*attempts: AttemptOutcome, retry_at: datetime | None = None) -> SweepResult:
+def swept(*attempts: PostResult, retry_at: datetime | None = None) -> SweepResult:
     return SweepResult(
         dialed=tuple(Dialed(i, a) for i, a in enumerate(attempts)), retry_at=retry_at
     )
@@ -138,7 +138,7 @@ def test_the_last_dial_decides_and_the_latest_advised_wait_stands(
     its end is
     retried after the drawn wait (draw 0.5 of 5 s), or the latest wait a receiver asked for when
     that is longer, capped at 15 minutes."""
-    decision = decide(result, failures=1, draw=0.5, now=NOW)
+    decision = after_sweep(result, failures=1, draw=0.5, now=NOW)
     assert decision is not None
     assert (decision.verdict, decision.reason, decision.delay) == (verdict, reason, delay)
     if delay is not None:
@@ -147,7 +147,7 @@ def test_the_last_dial_decides_and_the_latest_advised_wait_stands(
 
 def test_a_sweep_that_dialed_nothing_has_no_fate() -> None:
     """Every breaker refused: nothing to decide (the attempt is given back unsent)."""
-    assert decide(SweepResult(), failures=1, draw=0.5, now=NOW) is None
+    assert after_sweep(SweepResult(), failures=1, draw=0.5, now=NOW) is None
     assert SweepResult().last is None
     assert SweepResult().receiver is None
     assert swept(status(503), status(200)).receiver == 1
@@ -171,7 +171,7 @@ ATTEMPTS = st.one_of(
     draw=st.floats(min_value=0.0, max_value=1.0),
 )
 def test_the_fate_is_the_last_dials_and_no_wait_exceeds_the_cap(
-    attempts: list[AttemptOutcome],
+    attempts: list[PostResult],
     asked: timedelta | None,
     failures: int,
     draw: float,
@@ -180,7 +180,9 @@ def test_the_fate_is_the_last_dials_and_no_wait_exceeds_the_cap(
     dial's when all were), a retry waits between zero and 15 minutes, and never less than a
     receiver asked for (up to that cap)."""
     retry_at = None if asked is None else NOW + asked
-    decision = decide(swept(*attempts, retry_at=retry_at), failures=failures, draw=draw, now=NOW)
+    decision = after_sweep(
+        swept(*attempts, retry_at=retry_at), failures=failures, draw=draw, now=NOW
+    )
     assert decision is not None
     deciding = [a for a in attempts if a.status != 410] or attempts
     assert decision.verdict is classify(deciding[-1])
@@ -195,7 +197,7 @@ def test_the_fate_is_the_last_dials_and_no_wait_exceeds_the_cap(
 
 
 @given(attempt=ATTEMPTS)
-def test_only_blind_failures_strike(attempt: AttemptOutcome) -> None:
+def test_only_blind_failures_strike(attempt: PostResult) -> None:
     """A dial strikes its receiver's breaker exactly when it got no answer or a 5xx, except a
     503/529 that names its wait; a 429 never strikes."""
     code = attempt.status

@@ -8,9 +8,9 @@ import httpx
 import pytest
 
 from fleetd.clock import FakeClock
+from fleetd.notify.core.retry import PostResult, TransportFailure
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.request import WebhookRequest
-from fleetd.notify.retry import AttemptOutcome, TransportFailure
 
 SECRET_URL = "https://hooks.example.com/services/T000/B000/XXXX"
 REQUEST = WebhookRequest(event_id="evt_1", url=SECRET_URL, body=b"{}", headers={})
@@ -46,7 +46,7 @@ async def test_httpx_errors_become_outcome_classes(
         outcome = await sender.send(REQUEST, limit=timedelta(seconds=5))
     finally:
         await sender.aclose()
-    assert outcome == AttemptOutcome(failure=failure)
+    assert outcome == PostResult(failure=failure)
     assert "hooks.example.com" not in repr(outcome)
 
 
@@ -59,6 +59,6 @@ async def test_an_unreadable_retry_after_is_dropped() -> None:
     client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
     sender = HttpWebhookSender(clock=FakeClock(), client=client)
     try:
-        assert await sender.send(REQUEST, limit=timedelta(seconds=5)) == AttemptOutcome(status=429)
+        assert await sender.send(REQUEST, limit=timedelta(seconds=5)) == PostResult(status=429)
     finally:
         await sender.aclose()

@@ -19,10 +19,10 @@ from fleetd.journal.memory import InMemoryJournal
 from fleetd.metrics import Metrics
 from fleetd.model.events import EventType
 from fleetd.notify.alertmanager import ALERTNAME, alerts_url
+from fleetd.notify.core.retry import PostResult
 from fleetd.notify.kinds import build_request, our_bug
 from fleetd.notify.pagerduty import SEVERITIES
 from fleetd.notify.payload import IncidentEvent
-from fleetd.notify.retry import AttemptOutcome
 from fleetd.notify.sink import SinkTarget
 from tests.unit.notify.sink_kit import (
     INSTANCE,
@@ -198,7 +198,7 @@ async def test_the_worker_fails_a_slack_400_as_its_own_bug_at_error(
     clock = FakeClock(T0)
     journal = InMemoryJournal()
     await open_incident(journal, human_incident(), at=T0)
-    sender = ScriptedSender(AttemptOutcome(status=400))
+    sender = ScriptedSender(PostResult(status=400))
     metrics = Metrics()
     sink = SinkTarget(urls=(URL,), limit=LIMIT, kind=NotificationMode.SLACK)
     worker = make_worker(journal, sender, clock, sink=sink, metrics=metrics)
@@ -226,13 +226,13 @@ async def test_the_worker_retries_a_pagerduty_429_with_its_retry_after() -> None
     clock = FakeClock(T0)
     journal = InMemoryJournal()
     await open_incident(journal, human_incident(), at=T0)
-    sender = ScriptedSender(AttemptOutcome(status=429, retry_after=timedelta(seconds=30)))
+    sender = ScriptedSender(PostResult(status=429, retry_after=timedelta(seconds=30)))
     sink = SinkTarget(urls=(URL,), limit=LIMIT, kind=NotificationMode.PAGERDUTY, routing_key=KEY)
     worker = make_worker(journal, sender, clock, sink=sink, draws=[0.0])
     assert (await worker.step()).retried == 1
     clock.advance(29)
     assert (await worker.step()).claimed == 0
     clock.advance(2)
-    sender.answer(AttemptOutcome(status=202))
+    sender.answer(PostResult(status=202))
     assert (await worker.step()).delivered == 1
     assert [json.loads(r.body)["event_action"] for r in sender.requests] == ["trigger", "trigger"]

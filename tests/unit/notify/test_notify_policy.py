@@ -9,9 +9,9 @@ import pytest
 
 from fleetd.health.incidents import Assignment, Incident, Route, RoutingReason
 from fleetd.health.states import Severity
-from fleetd.journal.records import EventState, StoredEvent
+from fleetd.journal.values import EventState, StoredEvent
 from fleetd.model.events import EventType
-from fleetd.notify.policy import EMPTY, HumanPlan, Leg, leg_of, plan
+from fleetd.notify.core.policy import EMPTY, HumanPlan, Leg, leg_of, plan
 from tests.blocked_imports import run_blocked
 from tests.contract.journal_cases import make_incident
 
@@ -295,7 +295,7 @@ def test_the_policy_decides_with_io_clock_and_adapters_blocked() -> None:
     snippet = """
 from datetime import UTC, datetime, timedelta
 from fleetd.health.incidents import Route
-from fleetd.notify.policy import Leg, plan
+from fleetd.notify.core.policy import Leg, plan
 now = datetime(2026, 1, 1, tzinfo=UTC)
 leg = Leg(route=Route.HUMAN, critical=True, resolved=False)
 decided = plan(leg, notify=True, receivers="snk_a", repeat=timedelta(hours=1), now=now)

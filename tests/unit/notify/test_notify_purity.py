@@ -1,18 +1,20 @@
-"""The webhook policy modules are pure: standard value modules only, no clock, I/O or randomness."""
+"""The human leg's core (``fleetd/notify/core``) is pure: standard value modules only, no clock,
+I/O or randomness. Every module in that folder is checked, so one added there is too."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-import fleetd.notify
+import fleetd.notify.core
 from tests.blocked_imports import run_blocked
 
-PACKAGE = Path(fleetd.notify.__file__).parent
-PURE = ("retry", "signing", "failover")
+PACKAGE = Path(fleetd.notify.core.__file__).parent
+PURE = tuple(sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"))
 FLEETD_ALLOWED = {
+    "policy": {"fleetd.health.incidents", "fleetd.health.states", "fleetd.model.events"},
     "retry": {"fleetd.resilience.retry_after"},
-    "failover": {"fleetd.notify.retry", "fleetd.resilience"},
+    "failover": {"fleetd.notify.core.retry", "fleetd.resilience"},
     "signing": {"fleetd.config.secrets"},
 }
 """The pure fleetd modules a pure module may build on."""
@@ -39,7 +41,9 @@ def _trees() -> list[tuple[str, ast.Module]]:
 
 def test_pure_modules_import_only_standard_value_modules() -> None:
     """retry imports only the pure Retry-After reader; signing only the config's pure secret
-    value; failover only the pure retry table and the pure resilience package."""
+    value; failover only the pure retry table and the pure resilience package; policy only
+    health's incident values and the event types."""
+    assert PURE == ("failover", "policy", "retry", "signing")
     for name, tree in _trees():
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -71,13 +75,13 @@ def test_pure_modules_work_with_io_modules_blocked() -> None:
     snippet = """
 from datetime import UTC, datetime
 from fleetd.model.events import idempotency_key
-from fleetd.notify.retry import AttemptOutcome, next_step
-from fleetd.notify.signing import WebhookSecret, signature_headers, verify
-from fleetd.notify.failover import Dialed, SweepResult, decide
+from fleetd.notify.core.retry import PostResult, next_step
+from fleetd.notify.core.signing import WebhookSecret, signature_headers, verify
+from fleetd.notify.core.failover import Dialed, SweepResult, after_sweep
 now = datetime(2026, 1, 1, tzinfo=UTC)
-decision = next_step(AttemptOutcome(status=503), failures=2, draw=0.5, now=now)
-swept = SweepResult(dialed=(Dialed(0, AttemptOutcome(status=503)),))
-assert decide(swept, failures=2, draw=0.5, now=now) == decision
+decision = next_step(PostResult(status=503), failures=2, draw=0.5, now=now)
+swept = SweepResult(dialed=(Dialed(0, PostResult(status=503)),))
+assert after_sweep(swept, failures=2, draw=0.5, now=now) == decision
 key = idempotency_key("inc_1", "open", 1)
 secret = WebhookSecret(bytes(32))
 headers = signature_headers(secret, msg_id=key, now=now, body=b"{}")

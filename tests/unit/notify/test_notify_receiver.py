@@ -11,12 +11,12 @@ import httpx
 import pytest
 
 from fleetd.clock import FakeClock
+from fleetd.demo.receiver import MAX_BODY_BYTES, WebhookReceiver, create_receiver_app, main
 from fleetd.health.states import Certainty, Scope, Severity
 from fleetd.model.events import EventType
+from fleetd.notify.core.signing import WebhookSecret
 from fleetd.notify.payload import CoverageStatus, IncidentEvent, build_event, encode_event
-from fleetd.notify.receiver import MAX_BODY_BYTES, WebhookReceiver, create_receiver_app, main
 from fleetd.notify.request import WebhookRequest, prepare_request, signed_request
-from fleetd.notify.signing import WebhookSecret
 
 SECRET = WebhookSecret(bytes(range(32)))
 T0 = datetime(2026, 8, 15, 9, 30, tzinfo=UTC)

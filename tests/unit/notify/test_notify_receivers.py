@@ -10,32 +10,32 @@ from datetime import timedelta
 import pytest
 
 from fleetd.clock import FakeClock
+from fleetd.notify.core.retry import PostResult, TransportFailure
 from fleetd.notify.receivers import Receivers
-from fleetd.notify.retry import AttemptOutcome, TransportFailure
 from fleetd.resilience import BreakerState, ErrorClass
 from tests.contract.journal_cases import T0
 
 URLS = ("http://a.invalid/h", "http://b.invalid/h", "http://c.invalid/h")
-OK = AttemptOutcome(status=200)
-BUSY = AttemptOutcome(status=503)
-LATER = AttemptOutcome(status=429, retry_after=timedelta(seconds=30))
-GONE = AttemptOutcome(status=404)
-REFUSED = AttemptOutcome(failure=TransportFailure.NETWORK)
-RETIRED = AttemptOutcome(status=410)
+OK = PostResult(status=200)
+BUSY = PostResult(status=503)
+LATER = PostResult(status=429, retry_after=timedelta(seconds=30))
+GONE = PostResult(status=404)
+REFUSED = PostResult(failure=TransportFailure.NETWORK)
+RETIRED = PostResult(status=410)
 FAR = T0 + timedelta(hours=1)
 
 
 class Script:
     """Answers each URL from its own queue (200 when it runs out) and keeps the dial order."""
 
-    def __init__(self, **answers: list[AttemptOutcome]) -> None:
+    def __init__(self, **answers: list[PostResult]) -> None:
         self.answers = {
             url: deque(answers.get(name, [])) for name, url in zip("abc", URLS, strict=True)
         }
         self.dialed: list[int] = []
         self.gate: asyncio.Event | None = None
 
-    async def send(self, index: int, url: str) -> AttemptOutcome:
+    async def send(self, index: int, url: str) -> PostResult:
         self.dialed.append(index)
         if self.gate is not None:
             await self.gate.wait()
@@ -200,7 +200,7 @@ async def test_no_dial_starts_at_or_after_the_deadline() -> None:
     script = Script(a=[BUSY])
     assert (await chosen.sweep(script.send, deadline=T0)).dialed == ()
 
-    async def slow(index: int, url: str) -> AttemptOutcome:
+    async def slow(index: int, url: str) -> PostResult:
         clock.advance(10)
         return await script.send(index, url)
 

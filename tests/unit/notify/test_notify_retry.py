@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetd.notify.retry import (
+from fleetd.notify.core.retry import (
     BACKOFF_BASE,
     MAX_DELAY,
-    AttemptOutcome,
     OutcomeReason,
+    PostResult,
     RetryDecision,
     TransportFailure,
     Verdict,
@@ -29,12 +29,12 @@ NOW = datetime(2026, 8, 15, 9, 30, tzinfo=UTC)
 S = timedelta(seconds=1)
 
 
-def status(code: int, retry_after: timedelta | datetime | None = None) -> AttemptOutcome:
-    return AttemptOutcome(status=code, retry_after=retry_after)
+def status(code: int, retry_after: timedelta | datetime | None = None) -> PostResult:
+    return PostResult(status=code, retry_after=retry_after)
 
 
-def failed(failure: TransportFailure) -> AttemptOutcome:
-    return AttemptOutcome(failure=failure)
+def failed(failure: TransportFailure) -> PostResult:
+    return PostResult(failure=failure)
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,7 @@ def failed(failure: TransportFailure) -> AttemptOutcome:
         (failed(TransportFailure.INVALID_URL), Verdict.PERMANENT, OutcomeReason.INVALID_URL),
     ],
 )
-def test_classification_table(outcome: AttemptOutcome, verdict: Verdict, reason: str) -> None:
+def test_classification_table(outcome: PostResult, verdict: Verdict, reason: str) -> None:
     """2xx delivers; network, timeout, 408, 429 and 5xx retry; every other answer is permanent."""
     assert classify(outcome) is verdict
     assert reason_of(outcome) == reason
@@ -264,7 +264,7 @@ def test_every_retry_waits_between_zero_and_the_cap(
         (failed(TransportFailure.INVALID_URL), False),
     ],
 )
-def test_only_blind_failures_count_for_a_breaker(outcome: AttemptOutcome, blind: bool) -> None:
+def test_only_blind_failures_count_for_a_breaker(outcome: PostResult, blind: bool) -> None:
     """Network loss, timeouts and 5xx without a stated wait are blind; "try later" is not."""
     assert is_blind(outcome) is blind
 
@@ -283,7 +283,7 @@ def test_only_blind_failures_count_for_a_breaker(outcome: AttemptOutcome, blind:
 def test_an_impossible_outcome_is_refused(fields: dict[str, object]) -> None:
     """An outcome has a status or a failure, a real status, and an aware Retry-After date."""
     with pytest.raises(ValueError, match=r"\w"):
-        AttemptOutcome(**fields)  # type: ignore[arg-type]
+        PostResult(**fields)  # type: ignore[arg-type]
 
 
 def test_now_must_be_aware() -> None:

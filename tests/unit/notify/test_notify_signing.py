@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from fleetd.clock import SystemClock
 from fleetd.model.events import EVENT_ID_PATTERN, EventType, idempotency_key
-from fleetd.notify.signing import (
+from fleetd.notify.core.signing import (
     HEADER_ID,
     HEADER_IDEMPOTENCY_KEY,
     HEADER_SIGNATURE,

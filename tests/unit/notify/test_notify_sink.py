@@ -10,7 +10,7 @@ import pytest
 
 from fleetd.config import NotificationMode, NotificationsConfig
 from fleetd.errors import ConfigError
-from fleetd.notify.signing import WebhookSecret
+from fleetd.notify.core.signing import WebhookSecret
 from fleetd.notify.sink import SinkTarget, resolve_sink
 
 SECRET_TEXT = "whsec_" + "QUFB" * 8

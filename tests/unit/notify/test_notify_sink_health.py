@@ -7,10 +7,10 @@ from typing import TypedDict
 
 import pytest
 
-from fleetd.journal.records import EventType
+from fleetd.journal.values import EventType
 from fleetd.model.events import idempotency_key
 from fleetd.notify.request import stored_body
-from fleetd.notify.sink_health import (
+from fleetd.notify.sink_status import (
     FAILING_AFTER,
     SinkFacts,
     SinkHealth,

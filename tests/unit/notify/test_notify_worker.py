@@ -17,11 +17,11 @@ from fleetd.errors import ConfigError, JournalUnavailableError
 from fleetd.health.incidents import ResolveReason
 from fleetd.health.states import Severity
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import EventState, EventType, IncidentChange, NewEvent, StoredEvent
+from fleetd.journal.values import EventState, EventType, IncidentChange, NewEvent, StoredEvent
 from fleetd.metrics import Metrics
-from fleetd.notify.retry import AttemptOutcome, TransportFailure
-from fleetd.notify.signing import HEADER_ID, HEADER_IDEMPOTENCY_KEY
-from fleetd.notify.sink_health import SinkReason, SinkStatus
+from fleetd.notify.core.retry import PostResult, TransportFailure
+from fleetd.notify.core.signing import HEADER_ID, HEADER_IDEMPOTENCY_KEY
+from fleetd.notify.sink_status import SinkReason, SinkStatus
 from fleetd.notify.worker import LEASE_MARGIN
 from tests.contract.journal_cases import T0
 from tests.unit.notify.sink_kit import (
@@ -109,9 +109,7 @@ async def test_disabled_mode_claims_nothing_and_resumes_when_enabled() -> None:
 async def test_a_retryable_failure_waits_a_drawn_backoff_with_the_same_key() -> None:
     """503 then timeout: waits of draw x 5 s and draw x 15 s; every attempt has the same id."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
-    sender = ScriptedSender(
-        AttemptOutcome(status=503), AttemptOutcome(failure=TransportFailure.TIMEOUT)
-    )
+    sender = ScriptedSender(PostResult(status=503), PostResult(failure=TransportFailure.TIMEOUT))
     worker = make_worker(journal, sender, clock, draws=[0.5, 0.2])
     incident = human_incident()
     await open_incident(journal, incident, at=T0)
@@ -137,7 +135,7 @@ async def test_a_permanent_refusal_waits_for_another_target() -> None:
     """404: failed and not sent again; the same target after a restart keeps it failed; a restart
     with a new target re-arms it at once."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
-    sender = ScriptedSender(AttemptOutcome(status=404))
+    sender = ScriptedSender(PostResult(status=404))
     leg = make_leg(journal, sender, clock)
     incident = human_incident()
     leg.escalation.note(incident)
@@ -163,7 +161,7 @@ async def test_a_config_change_while_running_re_arms() -> None:
     """The webhook loop notices the target's generation change between passes: the refused
     event goes out again, to the new target, in the next pass."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
-    sender = ScriptedSender(AttemptOutcome(status=410))
+    sender = ScriptedSender(PostResult(status=410))
     current = {"target": target()}
     leg = make_leg(journal, sender, clock, sink=lambda: current["target"])
     leg.escalation.note(human_incident())
@@ -183,7 +181,7 @@ async def test_a_new_target_generation_re_enables_a_receiver_a_410_disabled() ->
     secret (a new generation, no list change) give it back: the next event goes to it."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
     primary, second = "http://127.0.0.1:9/a", "http://127.0.0.1:9/b"
-    sender = RoutedSender({primary: [AttemptOutcome(status=410)]})
+    sender = RoutedSender({primary: [PostResult(status=410)]})
     current = {"target": target(primary, second)}
     worker = make_worker(journal, sender, clock, sink=lambda: current["target"])
     for subject in ("sess_1", "sess_2"):
@@ -261,7 +259,7 @@ async def test_no_reminder_while_an_event_is_pending_or_for_a_warning() -> None:
     leg.escalation.note(critical)
     leg.escalation.note(warning)
     assert (await leg.step()).delivered == 2
-    sender.answer(*[AttemptOutcome(status=503)] * 50)
+    sender.answer(*[PostResult(status=503)] * 50)
     for _ in range(6):
         clock.advance(REPEAT.total_seconds())
         await leg.step()
@@ -366,7 +364,7 @@ async def test_blind_failures_open_the_breaker_and_one_probe_closes_it() -> None
     open), nothing claimed during the cooldown,
     then one claim probes and its success closes the breaker."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
-    network = AttemptOutcome(failure=TransportFailure.NETWORK)
+    network = PostResult(failure=TransportFailure.NETWORK)
     sender = ScriptedSender(network, network, network)
     worker = make_worker(journal, sender, clock, draws=[0.0] * 3)
     for n in range(4):
@@ -389,7 +387,7 @@ async def test_failing_attempts_and_a_failing_journal_degrade_the_sink() -> None
     """Answered 5xx with Retry-After never open the breaker but three in a row are
     attempts_failing; a journal that fails is journal_failing; a delivery clears both."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
-    busy = AttemptOutcome(status=503, retry_after=timedelta(seconds=1))
+    busy = PostResult(status=503, retry_after=timedelta(seconds=1))
     sender = ScriptedSender(busy, busy, busy)
     worker = make_worker(journal, sender, clock)
     await open_incident(journal, human_incident(), at=T0)
@@ -453,7 +451,7 @@ async def test_metrics_count_attempts_by_event_and_bounded_outcome() -> None:
     or address enters the exposition."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
     metrics = Metrics()
-    sender = ScriptedSender(AttemptOutcome(status=429), AttemptOutcome(status=200))
+    sender = ScriptedSender(PostResult(status=429), PostResult(status=200))
     worker = make_worker(journal, sender, clock, metrics=metrics, draws=[0.0])
     await open_incident(journal, human_incident(), at=T0)
     await worker.step()
@@ -477,7 +475,7 @@ async def test_a_refused_reminder_is_not_followed_by_one_every_sweep() -> None:
     incident = human_incident()
     leg.escalation.note(incident)
     await leg.step()
-    sender.answer(*[AttemptOutcome(status=404)] * 100)
+    sender.answer(*[PostResult(status=404)] * 100)
     clock.advance(REPEAT.total_seconds())
     for _ in range(10):
         await leg.step()

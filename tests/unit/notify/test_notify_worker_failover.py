@@ -8,12 +8,12 @@ from datetime import timedelta
 
 from fleetd.clock import FakeClock
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import EventState
+from fleetd.journal.values import EventState
+from fleetd.notify.core.retry import PostResult, TransportFailure
+from fleetd.notify.core.signing import HEADER_ID
 from fleetd.notify.request import WebhookRequest
-from fleetd.notify.retry import AttemptOutcome, TransportFailure
-from fleetd.notify.signing import HEADER_ID
 from fleetd.notify.sink import SinkTarget
-from fleetd.notify.sink_health import SinkReason, SinkStatus
+from fleetd.notify.sink_status import SinkReason, SinkStatus
 from fleetd.resilience import BreakerState
 from tests.contract.journal_cases import T0
 from tests.unit.notify.sink_kit import (
@@ -27,8 +27,8 @@ from tests.unit.notify.sink_kit import (
 )
 
 PRIMARY, SECOND, THIRD = (f"http://127.0.0.1:9/hooks/{n}" for n in ("a", "b", "c"))
-BUSY = AttemptOutcome(status=503)
-REFUSED = AttemptOutcome(failure=TransportFailure.NETWORK)
+BUSY = PostResult(status=503)
+REFUSED = PostResult(failure=TransportFailure.NETWORK)
 
 
 async def test_a_failed_primary_hands_the_same_attempt_to_the_second() -> None:
@@ -56,7 +56,7 @@ async def test_a_request_error_is_permanent_and_never_fails_over() -> None:
     """404 from the primary: failed for the event, named by the list's generation; the second
     receiver is never asked."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
-    sender = RoutedSender({PRIMARY: [AttemptOutcome(status=404)]})
+    sender = RoutedSender({PRIMARY: [PostResult(status=404)]})
     sink = target(PRIMARY, SECOND)
     incident = human_incident()
     await open_incident(journal, incident, at=T0)
@@ -113,7 +113,7 @@ async def test_a_reload_swaps_the_list_between_passes() -> None:
     its open breaker, the new one starts closed and takes the event; the list's new generation
     re-arms the event the old list refused."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
-    sender = RoutedSender({PRIMARY: [REFUSED] * 3, SECOND: [AttemptOutcome(status=404)]})
+    sender = RoutedSender({PRIMARY: [REFUSED] * 3, SECOND: [PostResult(status=404)]})
     current: dict[str, SinkTarget] = {"target": target(PRIMARY, SECOND)}
     leg = make_leg(journal, sender, clock, sink=lambda: current["target"], draws=[0.0] * 3)
     worker = leg.worker
@@ -160,10 +160,10 @@ async def test_slow_receivers_leave_the_lease_enough_time_for_the_last() -> None
     after the whole limit still let the third take the event in the same attempt."""
     journal, clock = InMemoryJournal(), FakeClock(T0)
     limit = timedelta(seconds=30)
-    timeout = AttemptOutcome(failure=TransportFailure.TIMEOUT)
+    timeout = PostResult(failure=TransportFailure.TIMEOUT)
 
     class Slow(RoutedSender):
-        async def send(self, request: WebhookRequest, *, limit: timedelta) -> AttemptOutcome:
+        async def send(self, request: WebhookRequest, *, limit: timedelta) -> PostResult:
             if request.url != THIRD:
                 clock.advance(limit.total_seconds())
             return await super().send(request, limit=limit)

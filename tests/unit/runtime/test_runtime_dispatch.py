@@ -33,7 +33,7 @@ from fleetd.health.incidents import Assignment, Incident, IncidentKey, ResolveRe
 from fleetd.health.pane_budget import ProbeReason
 from fleetd.health.snapshot import ProbeSource
 from fleetd.health.states import Certainty, MemberState, Scope, Severity
-from fleetd.runtime.records import health_record
+from fleetd.runtime.lead_records import health_record
 from fleetd.testing import build_test_fleet, sample_document
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

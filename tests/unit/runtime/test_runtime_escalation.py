@@ -18,7 +18,7 @@ from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord
 from fleetd.journal.memory import InMemoryJournal
-from fleetd.journal.records import EventState, EventType
+from fleetd.journal.values import EventState, EventType
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
 
 SCHEMA = json.loads(

@@ -22,7 +22,7 @@ from fleetd.herdr.fake import FakeAgentControl
 from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
-from fleetd.runtime.records import superseded_record
+from fleetd.runtime.lead_records import superseded_record
 from fleetd.testing import build_test_fleet, sample_document
 from tests.metric_samples import sample
 

@@ -10,7 +10,7 @@ from fleetd.health.effects import RequestLostBoundaryRepair
 from fleetd.health.incidents import Assignment, Incident, IncidentKey, Route, RoutingReason
 from fleetd.health.states import Certainty, MemberState, Scope, Severity
 from fleetd.runtime.health_views import incident_row
-from fleetd.runtime.records import health_record, health_summary
+from fleetd.runtime.lead_records import health_record, health_summary
 from fleetd.testing import build_test_fleet, sample_document
 from tests.metric_samples import sample
 

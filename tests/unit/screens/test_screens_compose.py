@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleetd.screens import AgentKind, parse_agent_kind
-from fleetd.screens.compose import (
+from fleetd.screens.drawing.compose import (
     compose_blocked_screen,
     compose_error_screen,
     compose_finished_screen,

@@ -17,7 +17,7 @@ from fleetd.screens import (
     parse_agent_kind,
     repair_supported,
 )
-from fleetd.screens.compose import (
+from fleetd.screens.drawing.compose import (
     compose_blocked_screen,
     compose_finished_screen,
     compose_idle_screen,

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetd.screens import AgentKind, FatalSignature, match_fatal, parse_agent_kind, signature_ids
-from fleetd.screens.compose import (
+from fleetd.screens.drawing.compose import (
     compose_blocked_screen,
     compose_error_screen,
     compose_finished_screen,

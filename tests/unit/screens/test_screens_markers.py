@@ -19,7 +19,7 @@ from fleetd.screens import (
     extract_assistant_block,
     render_fallback,
 )
-from fleetd.screens.compose import compose_finished_screen, compose_idle_screen
+from fleetd.screens.drawing.compose import compose_finished_screen, compose_idle_screen
 
 REASONS = {
     FallbackReason.COMPLETION_FALLBACK: COMPLETION_FALLBACK_MARKER,

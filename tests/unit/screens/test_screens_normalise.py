@@ -9,7 +9,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fleetd.screens import AgentKind
-from fleetd.screens.compose import (
+from fleetd.screens.drawing.compose import (
     compose_finished_screen,
     compose_retrying_screen,
     compose_working_screen,

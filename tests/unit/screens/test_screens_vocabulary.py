@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from fleetd.screens import AgentKind, extract_assistant_block, match_fatal, signature_ids
-from fleetd.screens.compose import (
+from fleetd.screens.drawing.compose import (
     compose_blocked_screen,
     compose_error_screen,
     compose_finished_screen,
     compose_working_screen,
 )
-from fleetd.screens.vocabulary import (
+from fleetd.screens.drawing.vocabulary import (
     CLAUDE,
     CODEX,
     CUES,

@@ -1,6 +1,7 @@
 """Simulated screens look like the real TUIs: fleetd's own screen reader understands them.
 
-They speak the vocabulary the composed test screens speak (:mod:`fleetd.screens.vocabulary`): the
+They speak the vocabulary the composed test screens speak
+(:mod:`fleetd.screens.drawing.vocabulary`): the
 same status cues, and every fatal signature of the kind, by id or by its SCREENS.md name.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from fleetd.screens import AgentKind, digest, extract_assistant_block, match_fatal, signature_ids
-from fleetd.screens.vocabulary import CUES, SCREENS_NAMES
+from fleetd.screens.drawing.vocabulary import CUES, SCREENS_NAMES
 from fleetd.sim import screens
 
 KINDS = ["claude", "codex", "opencode"]

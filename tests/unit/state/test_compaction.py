@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from fleetd.herdr.model import AgentStatus
+from fleetd.state.facts import DeliveryState, TicketRecord
 from fleetd.state.memory import MemoryStateStore
 from fleetd.state.port import Change
-from fleetd.state.records import DeliveryState, TicketRecord
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
 
 KEPT = 1000  # bridge.ticketsKept's floor

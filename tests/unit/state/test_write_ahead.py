@@ -10,8 +10,8 @@ import pytest
 
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentInfo, AgentStatus
+from fleetd.state.facts import DeliveryState
 from fleetd.state.memory import MemoryStateStore
-from fleetd.state.records import DeliveryState
 from fleetd.testing import TestFleet, build_test_fleet
 
 

@@ -1,6 +1,6 @@
 """Transport retry for one webhook event (M4 §10.4): classify an attempt, then wait or stop.
 
-Theory of operation. The sender makes one POST and reports an :class:`AttemptOutcome`: the HTTP
+Theory of operation. The sender makes one POST and reports an :class:`PostResult`: the HTTP
 status (and a parsed ``Retry-After``), or a :class:`TransportFailure` class — never exception
 text. :func:`next_step` turns that outcome into a :class:`RetryDecision`:
 
@@ -48,8 +48,8 @@ __all__ = [
     "BACKOFF_BASE",
     "BACKOFF_FACTOR",
     "MAX_DELAY",
-    "AttemptOutcome",
     "OutcomeReason",
+    "PostResult",
     "RetryAfter",
     "RetryDecision",
     "TransportFailure",
@@ -111,7 +111,7 @@ class OutcomeReason(StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AttemptOutcome:
+class PostResult:
     """The result of one POST: exactly one of ``status`` and ``failure``.
 
     ``retry_after`` is the response's parsed ``Retry-After`` (``None`` when absent or unreadable);
@@ -145,7 +145,7 @@ class RetryDecision:
     honoured_retry_after: bool = False
 
 
-def reason_of(outcome: AttemptOutcome) -> OutcomeReason:
+def reason_of(outcome: PostResult) -> OutcomeReason:
     """The bounded name of ``outcome``."""
     if outcome.failure is not None:
         return OutcomeReason(outcome.failure.value)
@@ -181,12 +181,12 @@ _VERDICTS: Final = {
 }
 
 
-def classify(outcome: AttemptOutcome) -> Verdict:
+def classify(outcome: PostResult) -> Verdict:
     """Delivered (2xx), retryable (network, timeout, 408, 429, 5xx) or permanent (the rest)."""
     return _VERDICTS[reason_of(outcome)]
 
 
-def is_blind(outcome: AttemptOutcome) -> bool:
+def is_blind(outcome: PostResult) -> bool:
     """Whether a breaker should count ``outcome`` as a failure: network loss, a timeout, or a
     5xx without ``Retry-After``. A 408/429, or a 5xx naming its wait, is the receiver saying
     "later", not a dead endpoint."""
@@ -220,9 +220,7 @@ def server_wait(retry_after: RetryAfter, now: datetime) -> timedelta:
     return retry_after_delay(retry_after, now, cap=MAX_DELAY)
 
 
-def next_step(
-    outcome: AttemptOutcome, *, failures: int, draw: float, now: datetime
-) -> RetryDecision:
+def next_step(outcome: PostResult, *, failures: int, draw: float, now: datetime) -> RetryDecision:
     """Decide after an attempt. ``failures`` counts the event's failed attempts including this
     one when it failed (ignored when it was delivered); ``draw`` is a uniform number in
     ``[0, 1]`` for the jitter. A retry waits the drawn backoff, or the server's ``Retry-After``

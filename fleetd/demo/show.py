@@ -10,10 +10,10 @@ the incident moves to the second lead, a healthy peer, whose collected health re
 with the routing (reason, recipient, generation). Last, the second lead dies too: with no healthy
 lead left, the incidents go to a person, and a local webhook receiver verifies and prints each
 signed event — ``open``, then ``resolved`` once the second lead is started again
-(:mod:`fleetd.demo_webhook`). When an Alertmanager binary is on the PATH, a last act switches
+(:mod:`fleetd.demo.webhook`). When an Alertmanager binary is on the PATH, a last act switches
 the config file to ``health.notifications.mode: alertmanager`` (hot), loses the second lead
 again and prints what a real Alertmanager reports, firing then resolved
-(:mod:`fleetd.demo_alertmanager`); without one, a line says how to see it. The live fleet page's
+(:mod:`fleetd.demo.alertmanager`); without one, a line says how to see it. The live fleet page's
 URL and the ``fleetd top`` line are printed at the start: open the page in a browser and sign in
 with the operator token to watch all this happen. Then it keeps serving until Ctrl-C (or exits
 at once with ``--once``).
@@ -42,13 +42,13 @@ from typing import Any
 import httpx
 import uvicorn
 
-from fleetd import demo_alertmanager
 from fleetd.api.app import create_app
 from fleetd.clock import Clock, FakeClock, SystemClock
 from fleetd.compose import build_service
 from fleetd.config import ConfigRef
 from fleetd.config.model import NotificationMode
-from fleetd.demo_webhook import DemoSink, human_act, start_demo_sink
+from fleetd.demo import alertmanager as demo_alertmanager
+from fleetd.demo.webhook import DemoSink, human_act, start_demo_sink
 from fleetd.sim.callback import FleetdCallbackBehaviour
 from fleetd.sim.harness import drive
 from fleetd.sim.run import bundled_scenario
@@ -217,7 +217,7 @@ async def _alertmanager_act(
     say: Callable[[str], None],
 ) -> None:
     """The last act with Alertmanager: the config file switched to alertmanager mode, reloaded
-    as ``fleetd serve`` reloads it, then :func:`fleetd.demo_alertmanager.alertmanager_act`."""
+    as ``fleetd serve`` reloads it, then :func:`fleetd.demo.alertmanager.alertmanager_act`."""
 
     async def switch() -> None:
         health = document["health"]

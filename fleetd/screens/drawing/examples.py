@@ -1,7 +1,8 @@
 """One example message per fatal signature, worded as the agent prints it; SCREENS.md's names.
 
-The fatal part of :mod:`fleetd.screens.vocabulary` (import it from there). Both drawers render
-these — :func:`fleetd.screens.compose.compose_error_screen` and the simulator's
+The fatal part of :mod:`fleetd.screens.drawing.vocabulary` (import it from there). Both drawers
+render
+these — :func:`fleetd.screens.drawing.compose.compose_error_screen` and the simulator's
 :func:`fleetd.sim.screens.errored` — and the tests check that each one matches its own signature and
 no other. The texts follow the literals recorded in ``shared/agents/SCREENS.md``; times, ids and
 request ids are made up.

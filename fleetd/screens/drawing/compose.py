@@ -8,7 +8,8 @@ drawn once, at a fixed size, with the answer's lines kept as given.
 
 The herdr simulator does not draw with these: its agents show animated screens (progress frames,
 timers, the pane's directory, answers wrapped to the pane) from :mod:`fleetd.sim.screens`. Both
-take every marker, status cue and error message from :mod:`fleetd.screens.vocabulary`, so the two
+take every marker, status cue and error message from :mod:`fleetd.screens.drawing.vocabulary`, so
+the two
 draw one vocabulary. For ``OTHER`` kinds there is no agent chrome: the screen is plain text and
 nothing on it is ever recognised.
 """
@@ -18,8 +19,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable
 
-from fleetd.screens.kinds import AgentKind
-from fleetd.screens.vocabulary import (
+from fleetd.screens.drawing.vocabulary import (
     CLAUDE,
     CODEX,
     ERROR_EXAMPLES,
@@ -27,6 +27,7 @@ from fleetd.screens.vocabulary import (
     SPINNER_GLYPHS,
     SPINNER_VERBS,
 )
+from fleetd.screens.kinds import AgentKind
 
 __all__ = [
     "DEFAULT_PROMPT",

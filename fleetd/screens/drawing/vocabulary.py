@@ -1,7 +1,8 @@
 """The words and glyphs each agent TUI draws: one vocabulary for everything that draws a screen.
 
 Two things draw agent screens, and both take every marker, status cue and error message from
-here: :mod:`fleetd.screens.compose` (fixed shapes the screen-reading tests read back) and the
+here: :mod:`fleetd.screens.drawing.compose` (fixed shapes the screen-reading tests read back) and
+the
 herdr simulator's :mod:`fleetd.sim.screens` (animated screens its agents show). The readers
 (:mod:`.claude`, :mod:`.codex`, :mod:`.opencode`, :mod:`.signatures`) do not use this module: they
 are pinned by the recorded fixtures under ``tests/fixtures/screens``, so a word changed here that
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fleetd.screens.examples import ERROR_EXAMPLES, SCREENS_NAMES
+from fleetd.screens.drawing.examples import ERROR_EXAMPLES, SCREENS_NAMES
 from fleetd.screens.kinds import AgentKind
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 An attempt to deliver one event is one failover sweep over the receivers
 (:class:`~fleetd.notify.receivers.Receivers`): each dial's
-:class:`~fleetd.notify.retry.AttemptOutcome` is translated once into the resilience vocabulary
+:class:`~fleetd.notify.core.retry.PostResult` is translated once into the resilience vocabulary
 (:func:`outcome_of`), which decides whether the sweep moves on and whether the receiver's breaker
 counts a strike::
 
@@ -22,13 +22,14 @@ attempt goes on to the next receiver.
 
 When the sweep ends, :func:`decide` gives the event's fate from its deciding dial — the last one
 that was not a 410 (a 410 speaks for its receiver, not for the event), or the 410 itself when
-every dial was one — with the transport retry table of :mod:`fleetd.notify.retry` (delivered,
+every dial was one — with the transport retry table of :mod:`fleetd.notify.core.retry` (delivered,
 retry after a drawn or advised wait, or permanent until the config changes or a replay): a 4xx is
 permanent for the event on the receiver that said it, a 408 is retried later (not failed over), a
 sweep that failed over to the end is retried, and one that found every receiver gone is permanent
 (``http_410``).
 The wait honours the latest Retry-After any receiver in the sweep gave, within
-:data:`~fleetd.notify.retry.MAX_DELAY`, so a throttled primary is not asked again before it said.
+:data:`~fleetd.notify.core.retry.MAX_DELAY`, so a throttled primary is not asked again before it
+said.
 A sweep that dialed nothing (every breaker refused) has no fate: the attempt is given back unsent.
 
 Pure: no clock (``now`` is an argument), no randomness (the draw is), no I/O.
@@ -39,9 +40,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from fleetd.notify.retry import (
+from fleetd.notify.core.retry import (
     MAX_DELAY,
-    AttemptOutcome,
+    PostResult,
     RetryDecision,
     TransportFailure,
     Verdict,
@@ -50,7 +51,7 @@ from fleetd.notify.retry import (
 )
 from fleetd.resilience import ErrorClass, Outcome, classify_status
 
-__all__ = ["Dialed", "SweepResult", "decide", "error_class", "outcome_of"]
+__all__ = ["Dialed", "SweepResult", "after_sweep", "error_class", "outcome_of"]
 
 _GONE = 410
 
@@ -61,7 +62,7 @@ _TRANSPORT_CLASSES = {
 }
 
 
-def error_class(attempt: AttemptOutcome) -> ErrorClass | None:
+def error_class(attempt: PostResult) -> ErrorClass | None:
     """The resilience class of one dial's outcome (``None``: delivered)."""
     if attempt.failure is not None:
         return _TRANSPORT_CLASSES[attempt.failure]
@@ -69,7 +70,7 @@ def error_class(attempt: AttemptOutcome) -> ErrorClass | None:
     return classify_status(attempt.status, retry_after=attempt.retry_after is not None)
 
 
-def outcome_of(attempt: AttemptOutcome, *, latency: timedelta, now: datetime) -> Outcome:
+def outcome_of(attempt: PostResult, *, latency: timedelta, now: datetime) -> Outcome:
     """One dial as the breaker and the health record see it, at ``now`` (when it ended)."""
     error = error_class(attempt)
     advised = None
@@ -83,7 +84,7 @@ class Dialed:
     """One dial of a sweep: the receiver's index and how it ended."""
 
     index: int
-    outcome: AttemptOutcome
+    outcome: PostResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +104,7 @@ class SweepResult:
         return self.dialed[-1] if self.dialed else None
 
     @property
-    def last(self) -> AttemptOutcome | None:
+    def last(self) -> PostResult | None:
         """The deciding dial's outcome (``None``: nothing was dialed)."""
         deciding = self.deciding
         return None if deciding is None else deciding.outcome
@@ -115,7 +116,7 @@ class SweepResult:
         return None if deciding is None else deciding.index
 
 
-def decide(
+def after_sweep(
     result: SweepResult, *, failures: int, draw: float, now: datetime
 ) -> RetryDecision | None:
     """The event's fate after the sweep at ``now``; ``None`` when nothing was dialed.

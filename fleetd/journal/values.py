@@ -108,7 +108,7 @@ class IncidentChange:
     ``routing`` defaults to the incident's own owner and recipient. ``resolved_at`` and
     ``resolve_reason`` go together. ``cancel`` names revisions of this incident's earlier events
     that must never go out: each one still pending or failed is cancelled with its outstanding
-    attempt (what the human-leg policy, :mod:`fleetd.notify.policy`, decided).
+    attempt (what the human-leg policy, :mod:`fleetd.notify.core.policy`, decided).
     """
 
     incident: Incident

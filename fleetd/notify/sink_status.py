@@ -34,7 +34,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Final
 
-from fleetd.notify.retry import OutcomeReason
+from fleetd.notify.core.retry import OutcomeReason
 from fleetd.resilience.breaker import BreakerState
 
 __all__ = ["FAILING_AFTER", "SinkFacts", "SinkHealth", "SinkReason", "SinkStatus", "judge"]

@@ -1,7 +1,7 @@
 """A local webhook receiver: verifies each request the Standard Webhooks way and prints the event.
 
 For ``make demo`` and tests, and as a reference for whoever writes the real receiver. It uses
-fleetd's own verification (:func:`fleetd.notify.signing.verify`), reads the body as a v1
+fleetd's own verification (:func:`fleetd.notify.core.signing.verify`), reads the body as a v1
 :class:`~fleetd.notify.payload.IncidentEvent`, drops duplicates on ``webhook-id`` (delivery is at
 least once) and prints one line per request::
 
@@ -13,7 +13,7 @@ Answers: 200 for an event (new or duplicate), 401 for a signature that does not 
 a signed body that is not a v1 event (or whose ``eventId`` is not its ``webhook-id``), 413 past
 :data:`MAX_BODY_BYTES`. From a shell::
 
-    FLEETD_WEBHOOK_SECRET=whsec_... python -m fleetd.notify.receiver --port 8799
+    FLEETD_WEBHOOK_SECRET=whsec_... python -m fleetd.demo.receiver --port 8799
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from starlette.routing import Route
 
 from fleetd.clock import Clock, SystemClock
 from fleetd.model.events import EventType
+from fleetd.notify.core.signing import DEFAULT_TOLERANCE, Verification, WebhookSecret, verify
 from fleetd.notify.payload import IncidentEvent
-from fleetd.notify.signing import DEFAULT_TOLERANCE, Verification, WebhookSecret, verify
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -191,7 +191,7 @@ async def start_receiver(
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Run a printing receiver until interrupted; 2 when the secret is missing or malformed."""
-    parser = argparse.ArgumentParser(prog="python -m fleetd.notify.receiver")
+    parser = argparse.ArgumentParser(prog="python -m fleetd.demo.receiver")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--secret-env", default=DEFAULT_SECRET_ENV, help="variable with whsec_...")

@@ -1,11 +1,10 @@
-"""Wiring the composition root hands off: the metrics fed from the running parts, every labelled
-series' label sets from the start, and the leads' tokens read from the environment."""
+"""The metrics side: the series fed from the running parts at each scrape, and every labelled
+series' label sets from the start (so a first event is a step from 0)."""
 
 from __future__ import annotations
 
 import itertools
-import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from fleetd import errors
 from fleetd.api.tools import INTERNAL_ERROR_CODE, ToolRegistry, ToolResult
@@ -18,14 +17,14 @@ from fleetd.health.incidents import Route
 from fleetd.health.states import STATE_SPECS, LeadState
 from fleetd.herdr.control import AgentControl
 from fleetd.inbox.codec import DecodeReason
-from fleetd.journal.records import EventType
+from fleetd.journal.values import EventType
 from fleetd.metrics import LabelSets, Metrics
-from fleetd.notify.retry import OutcomeReason
+from fleetd.notify.core.retry import OutcomeReason
 from fleetd.notify.worker import PAYLOAD_REFUSED
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
 
-__all__ = ["feed_metrics", "lead_tokens", "series_label_sets", "start_series"]
+__all__ = ["feed_metrics", "series_label_sets", "start_series"]
 
 # Label values counted as plain words where they happen (LinkObserver, the dispatcher, the
 # health views' coverage); listed here so that their series exist from the start.
@@ -33,8 +32,6 @@ _HERDR_OUTCOMES = ("ok", "error", "link_failed")
 _INCIDENT_EVENTS = ("opened", "updated", "resolved", "reassigned")
 _PANE_READ_OUTCOMES = ("ok", "failed")
 _COVERAGE_STATUSES = ("off", "partial", "full", "degraded")
-
-_log = logging.getLogger("fleetd")
 
 
 def feed_metrics(
@@ -159,14 +156,3 @@ def start_series(metrics: Metrics, *, registry: ToolRegistry, settings: FleetdCo
     """Create every labelled series at 0 (at start, and again after a reload: new leads and
     profiles get theirs)."""
     metrics.initialise(series_label_sets(metrics, tools=registry.names(), settings=settings))
-
-
-def lead_tokens(settings: FleetdConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    tokens = {}
-    for lead in settings.leads:
-        token = environ.get(lead.token_env)
-        if token:
-            tokens[lead.name] = token
-        else:
-            _log.warning("lead %s has no token: %s is not set", lead.name, lead.token_env)
-    return tokens

@@ -1,6 +1,6 @@
 """The demo's third act: no lead can act, a person is told by webhook, then told it is over.
 
-A local receiver (:mod:`fleetd.notify.receiver`) verifies every request's Standard Webhooks
+A local receiver (:mod:`fleetd.demo.receiver`) verifies every request's Standard Webhooks
 signature with the demo's secret and prints each event. With both leads gone, the incidents no
 lead can act on are routed to a person and their ``open`` events arrive; when the second lead is
 started again by hand, its own incident resolves and the ``resolved`` event follows.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetd.clock import Clock
-from fleetd.notify.receiver import RunningReceiver, WebhookReceiver, start_receiver
-from fleetd.notify.signing import WebhookSecret
+from fleetd.demo.receiver import RunningReceiver, WebhookReceiver, start_receiver
+from fleetd.notify.core.signing import WebhookSecret
 from fleetd.sim.server import HerdrSimulator
 
 __all__ = ["DemoSink", "human_act", "start_demo_sink"]
