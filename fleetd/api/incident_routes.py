@@ -32,7 +32,7 @@ from fastapi import FastAPI, Security
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from fleetd.api.auth import BEARER_SCHEME, Authenticator, bearer_challenge
 from fleetd.api.envelope import ToolFailureAnswer
@@ -212,8 +212,9 @@ def listing_result(listing: IncidentListing) -> IncidentList:
     )
 
 
-def _ok(result: BaseModel) -> JSONResponse:
-    return JSONResponse({"ok": True, "result": result.model_dump(mode="json", by_alias=True)})
+def _ok(answer: BaseModel) -> Response:
+    """An answer envelope model as the response body."""
+    return Response(answer.model_dump_json(by_alias=True), media_type="application/json")
 
 
 def _refuse(
@@ -278,7 +279,7 @@ def install_incident_routes(
         "owns or receives, those about itself, the fleet-wide ones).",
         dependencies=[Security(BEARER_SCHEME)],
     )
-    async def list_incidents(request: Request) -> JSONResponse:
+    async def list_incidents(request: Request) -> Response:
         caller = caller_of(request)
         if isinstance(caller, JSONResponse):
             return caller
@@ -288,7 +289,7 @@ def install_incident_routes(
             listing = await service.incidents(caller)
         except JournalError as exc:
             return _unavailable(exc)
-        return _ok(listing_result(listing))
+        return _ok(IncidentListAnswer(ok=True, result=listing_result(listing)))
 
     @app.post(
         REPLAY_PATH,
@@ -303,7 +304,7 @@ def install_incident_routes(
         dependencies=[Security(BEARER_SCHEME)],
         openapi_extra={"parameters": [_ID_PARAMETER]},
     )
-    async def replay(request: Request) -> JSONResponse:
+    async def replay(request: Request) -> Response:
         caller = caller_of(request)
         if isinstance(caller, JSONResponse):
             return caller
@@ -326,4 +327,8 @@ def install_incident_routes(
                 f"incident {incident_id} has no permanently failed event to replay",
                 409,
             )
-        return _ok(ReplayAnswer(incident_id=incident_id, rearmed=result.rearmed))
+        return _ok(
+            ReplayAnswerEnvelope(
+                ok=True, result=ReplayAnswer(incident_id=incident_id, rearmed=result.rearmed)
+            )
+        )

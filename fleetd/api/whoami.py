@@ -22,7 +22,7 @@ from typing import Any, Literal
 from fastapi import FastAPI, Security
 from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from fleetd.api.auth import BEARER_SCHEME, Authenticator, bearer_challenge
 from fleetd.api.envelope import ToolFailureAnswer
@@ -94,7 +94,7 @@ def install_whoami(app: FastAPI, authenticator: Authenticator) -> None:
         "lead.",
         dependencies=[Security(BEARER_SCHEME)],
     )
-    async def whoami(request: Request) -> JSONResponse:
+    async def whoami(request: Request) -> Response:
         header = request.headers.get("authorization")
         try:
             caller = authenticator.authenticate(header)
@@ -110,6 +110,5 @@ def install_whoami(app: FastAPI, authenticator: Authenticator) -> None:
             return _refuse(
                 "forbidden", "a member's token: only the operator and the leads read the fleet", 403
             )
-        return JSONResponse(
-            {"ok": True, "result": result.model_dump(mode="json")}, headers=_NO_STORE
-        )
+        answer = WhoamiAnswer(ok=True, result=result)
+        return Response(answer.model_dump_json(), media_type="application/json", headers=_NO_STORE)

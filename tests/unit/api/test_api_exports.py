@@ -15,6 +15,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "ContactHook",
         "ResultHook",
         "Role",
+        "ToolAnswer",
         "ToolFailure",
         "ToolParams",
         "ToolRegistry",
