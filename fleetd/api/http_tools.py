@@ -35,12 +35,9 @@ version, a ``wait`` outside 0–60, or a ``wait`` above 0 without ``sinceVersion
 ``invalid_arguments`` (422, as ``/openapi.json`` says); ``wait=0`` alone asks for no wait and
 answers at once.
 
-``/openapi.json`` is FastAPI's own: every registered tool is its own route,
-``POST /v1/tools/<tool>`` (:class:`RegistryRoute`), declared with the tool's params model as its
-body, its success envelope (:func:`~fleetd.api.envelope.success_model`) as its answer, every error
-status above with :class:`~fleetd.api.envelope.ToolFailureAnswer`, and the bearer scheme; and
-``GET /v1/fleet`` declares its query (``sinceVersion``, ``wait``) and ``If-None-Match``. The
-declarations only document: a request is served by this module's handler (bounded body, the
+``/openapi.json`` is FastAPI's own: every registered tool is its own FastAPI route, and
+``GET /v1/fleet`` one with its query, declared from the tool's models
+(:mod:`fleetd.api.tool_routes`) and served by this module's handlers (bounded body, the
 registry's four gates, the answers above), never by FastAPI's own parsing, so the refusals keep
 their codes and hints. A name that is not a tool reaches the generic ``/v1/tools/{name}`` route
 (not in the document) and gets ``unknown_tool``.
@@ -48,41 +45,34 @@ their codes and hints. A name that is not a tool reaches the generic ``/v1/tools
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import math
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from fastapi import Body, FastAPI, Header, Query, Security
-from fastapi.routing import APIRoute
+from fastapi import FastAPI
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fleetd.api.auth import BEARER_SCHEME, Authenticator, bearer_challenge
-from fleetd.api.envelope import ToolFailureAnswer, success_model
-from fleetd.api.tools import (
-    Caller,
-    ToolFailure,
-    ToolRegistry,
-    ToolResult,
-    ToolSpec,
-    failure_from_error,
+from fleetd.api.auth import Authenticator, bearer_challenge
+from fleetd.api.tool_routes import (
+    FLEET_QUERY_SCHEMA,
+    MAX_FLEET_WAIT_SECONDS,
+    Handler,
+    fleet_route,
+    tool_route,
 )
+from fleetd.api.tools import Caller, ToolFailure, ToolRegistry, ToolResult, failure_from_error
 from fleetd.errors import AuthError
 
 __all__ = [
     "DEFAULT_TOOL_BODY_LIMIT",
-    "ERROR_STATUSES",
     "FLEET_PATH",
-    "FLEET_QUERY_SCHEMA",
-    "MAX_FLEET_WAIT_SECONDS",
     "TOOLS_PATH",
     "FleetVersions",
-    "RegistryRoute",
     "VersionedFleet",
     "install_tool_routes",
 ]
@@ -93,65 +83,6 @@ DEFAULT_TOOL_BODY_LIMIT = 1024 * 1024
 TOOLS_PATH = "/v1/tools/{name}"
 FLEET_PATH = "/v1/fleet"
 _FLEET_TOOL = "fleet_list"
-
-#: The longest ``GET /v1/fleet?sinceVersion=N&wait=S`` holds its caller.
-MAX_FLEET_WAIT_SECONDS = 60.0
-_MAX_VERSION = 10**18 - 1
-_SINCE_VERSION = (
-    "the viewVersion the caller has; with wait, the answer waits while the view is still that "
-    "version"
-)
-_WAIT = (
-    "seconds to wait for a version other than sinceVersion; above 0 it needs sinceVersion "
-    "(else 422); a stopping fleetd answers at once"
-)
-
-#: The query of ``GET /v1/fleet`` as the ``invalid_arguments`` hint repeats it (the route
-#: declares the same bounds and descriptions to ``/openapi.json``).
-FLEET_QUERY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "sinceVersion": {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": _MAX_VERSION,
-            "description": _SINCE_VERSION,
-        },
-        "wait": {
-            "type": "number",
-            "minimum": 0,
-            "maximum": MAX_FLEET_WAIT_SECONDS,
-            "description": _WAIT,
-        },
-    },
-}
-
-#: Every error status of a tool call over HTTP, as the table above gives them.
-ERROR_STATUSES: dict[int, str] = {
-    400: "the body is not JSON, or not a JSON object (invalid_body)",
-    401: "missing or unknown bearer token (unauthenticated)",
-    403: "the caller's role may not call the tool (forbidden)",
-    404: "no such tool, target or ticket (unknown_tool, unknown_target, unknown_ticket, "
-    "ticket_expired)",
-    409: "the session's state or capacity refuses the call (conflict, capacity_exceeded, "
-    "profile_benched, ...)",
-    413: "the body is larger than the limit (body_too_large)",
-    422: "the arguments do not match the tool's schema (invalid_arguments)",
-    500: "the tool failed inside fleetd (internal_error; no exception text)",
-    503: "a dependency (herdr, the inbox) cannot be reached now (unavailable, ...)",
-}
-# GET /v1/fleet reads no body and names its tool: no 400, 404 or 413; 422 is a bad query.
-_FLEET_STATUSES = (401, 403, 409, 422, 500, 503)
-_FLEET_QUERY_REFUSED = (
-    "the query is refused (invalid_arguments): sinceVersion is not a version, wait is outside "
-    "0-60, or wait is above 0 without sinceVersion"
-)
-_ETAG = {
-    "ETag": {
-        "description": "names this view: its run of fleetd, its viewVersion and the caller's scope",
-        "schema": {"type": "string"},
-    }
-}
 
 
 def _answer(outcome: ToolResult, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -353,132 +284,6 @@ def _invalid_body(message: str) -> ToolFailure:
     )
 
 
-Handler = Callable[[Request], Coroutine[Any, Any, Response]]
-
-
-class RegistryRoute(APIRoute):
-    """A FastAPI route that FastAPI documents and this module serves.
-
-    Its endpoint's signature declares the body, query and headers for ``/openapi.json``;
-    ``serve`` answers every request instead of FastAPI's parsing (whose refusals are not the
-    envelope's). The endpoint itself is never called.
-    """
-
-    def __init__(self, path: str, endpoint: Callable[..., Any], *, serve: Handler, **kw: Any):
-        self._serve = serve
-        super().__init__(path, endpoint, **kw)
-
-    def get_route_handler(self) -> Handler:
-        return self._serve
-
-
-def _never_called(**_: Any) -> None:
-    raise AssertionError("a RegistryRoute is served by its handler")  # pragma: no cover
-
-
-def _declaring(*parameters: inspect.Parameter) -> Callable[..., Any]:
-    """An endpoint whose signature declares ``parameters`` (and the bearer scheme)."""
-
-    def endpoint(**kwargs: Any) -> None:
-        _never_called(**kwargs)
-
-    bearer = inspect.Parameter(
-        "credentials", inspect.Parameter.KEYWORD_ONLY, default=Security(BEARER_SCHEME)
-    )
-    endpoint.__signature__ = inspect.Signature([*parameters, bearer])  # type: ignore[attr-defined]
-    return endpoint
-
-
-def _answers(spec: ToolSpec[Any], statuses: tuple[int, ...]) -> dict[int | str, dict[str, Any]]:
-    answers: dict[int | str, dict[str, Any]] = {
-        status: {"model": ToolFailureAnswer, "description": ERROR_STATUSES[status]}
-        for status in statuses
-    }
-    answers[401]["headers"] = {
-        "WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}
-    }
-    return answers
-
-
-def _tool_route(spec: ToolSpec[Any], serve: Handler) -> RegistryRoute:
-    """``POST /v1/tools/<tool>``: the params model as the body, the answers the tool gives."""
-    arguments = inspect.Parameter(
-        "arguments", inspect.Parameter.KEYWORD_ONLY, annotation=spec.params, default=Body()
-    )
-    return RegistryRoute(
-        TOOLS_PATH.replace("{name}", spec.name),
-        _declaring(arguments),
-        serve=serve,
-        methods=["POST"],
-        response_model=success_model(spec),
-        response_description="ok",
-        responses=_answers(spec, tuple(ERROR_STATUSES)),
-        operation_id=spec.name,
-        summary=spec.name,
-        description=f"{spec.description}\n\nCallers: {', '.join(sorted(spec.roles))}.",
-        tags=["tools"],
-    )
-
-
-def _fleet_route(spec: ToolSpec[Any], serve: Handler) -> RegistryRoute:
-    """``GET /v1/fleet``: ``fleet_list`` with its long-poll query, ``ETag`` and ``304``."""
-    query = FLEET_QUERY_SCHEMA["properties"]
-    declared = [
-        inspect.Parameter(
-            "sinceVersion",
-            inspect.Parameter.KEYWORD_ONLY,
-            annotation=int,
-            default=Query(
-                None,
-                ge=query["sinceVersion"]["minimum"],
-                le=query["sinceVersion"]["maximum"],
-                description=query["sinceVersion"]["description"],
-            ),
-        ),
-        inspect.Parameter(
-            "wait",
-            inspect.Parameter.KEYWORD_ONLY,
-            annotation=float,
-            default=Query(
-                None,
-                ge=query["wait"]["minimum"],
-                le=query["wait"]["maximum"],
-                description=query["wait"]["description"],
-            ),
-        ),
-        inspect.Parameter(
-            "if_none_match",
-            inspect.Parameter.KEYWORD_ONLY,
-            annotation=str,
-            default=Header(
-                None,
-                alias="If-None-Match",
-                description="an ETag of an earlier answer: 304 while the view is unchanged",
-            ),
-        ),
-    ]
-    answers = _answers(spec, _FLEET_STATUSES)
-    answers[422] = {**answers[422], "description": _FLEET_QUERY_REFUSED}
-    answers[200] = {"headers": _ETAG}
-    answers[304] = {
-        "description": "not modified: If-None-Match names the current view (no body)",
-        "headers": _ETAG,
-    }
-    return RegistryRoute(
-        FLEET_PATH,
-        _declaring(*declared),
-        serve=serve,
-        methods=["GET"],
-        response_model=success_model(spec),
-        response_description="ok",
-        responses=answers,
-        operation_id=spec.name + "_get",
-        summary=spec.name,
-        description=f"{spec.description}\n\nCallers: {', '.join(sorted(spec.roles))}.",
-        tags=["tools"],
-    )
-
-
 def install_tool_routes(
     app: FastAPI,
     registry: ToolRegistry,
@@ -498,9 +303,9 @@ def install_tool_routes(
         raise ValueError("max_body_bytes must be positive")
     routes = _ToolRoutes(registry, authenticator, max_body_bytes, fleet, run)
     for spec in registry.specs():
-        app.router.routes.append(_tool_route(spec, routes.tool(spec.name)))
+        app.router.routes.append(tool_route(spec, routes.tool(spec.name)))
     app.router.routes.append(Route(TOOLS_PATH, endpoint=routes.call_tool, methods=["POST"]))
     if _FLEET_TOOL in registry.names():
-        app.router.routes.append(_fleet_route(registry.get(_FLEET_TOOL), routes.fleet))
+        app.router.routes.append(fleet_route(registry.get(_FLEET_TOOL), routes.fleet))
     else:
         app.router.routes.append(Route(FLEET_PATH, endpoint=routes.fleet, methods=["GET"]))

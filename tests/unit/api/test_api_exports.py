@@ -6,7 +6,7 @@ from types import ModuleType
 
 import pytest
 
-from fleetd.api import auth, envelope, http_tools, mcp_server, schemas, tools
+from fleetd.api import auth, envelope, http_tools, mcp_server, schemas, tool_routes, tools
 
 EXPORTS: dict[ModuleType, set[str]] = {
     tools: {
@@ -31,16 +31,21 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "output_schema",
         "success_model",
     },
+    tool_routes: {
+        "ERROR_STATUSES",
+        "FLEET_QUERY_SCHEMA",
+        "MAX_FLEET_WAIT_SECONDS",
+        "Handler",
+        "RegistryRoute",
+        "fleet_route",
+        "tool_route",
+    },
     auth: {"BEARER_SCHEME", "OPERATOR_NAME", "Authenticator", "bearer_challenge", "bearer_token"},
     http_tools: {
         "DEFAULT_TOOL_BODY_LIMIT",
-        "ERROR_STATUSES",
         "FLEET_PATH",
-        "FLEET_QUERY_SCHEMA",
-        "MAX_FLEET_WAIT_SECONDS",
         "TOOLS_PATH",
         "FleetVersions",
-        "RegistryRoute",
         "VersionedFleet",
         "install_tool_routes",
     },

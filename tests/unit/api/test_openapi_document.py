@@ -14,7 +14,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from fleetd.api.app import create_app
 from fleetd.api.envelope import ToolFailureAnswer
-from fleetd.api.http_tools import ERROR_STATUSES
+from fleetd.api.tool_routes import ERROR_STATUSES
 from fleetd.testing import build_test_fleet
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "contracts" / "api"
