@@ -9,7 +9,8 @@
 * :mod:`fleetd.herdr.client` — :class:`HerdrSocketClient`, the asyncio adapter, with its
   deadlines on the injected clock (:mod:`~fleetd.herdr.deadline`);
 * :mod:`fleetd.herdr.control` — the :class:`AgentControl` port and :class:`HerdrAgentControl`;
-* :mod:`fleetd.herdr.fake` — :class:`FakeAgentControl` for tests of the core.
+* :mod:`fleetd.herdr.fake` — :class:`~fleetd.herdr.fake.FakeAgentControl`, the port's fake for
+  tests (and :mod:`fleetd.testing`); not imported here, so the service never loads it.
 
 herdr's pushed events, the typed wrapper per herdr method and the ``events.subscribe``
 connection are used only by the tests and the simulator, so they live there:
@@ -24,7 +25,6 @@ from fleetd.herdr.calls import PromptWait
 from fleetd.herdr.client import HerdrSocketClient
 from fleetd.herdr.control import AgentControl, HerdrAgentControl
 from fleetd.herdr.discovery import resolve_socket_path
-from fleetd.herdr.fake import FakeAgentControl
 from fleetd.herdr.model import (
     AgentInfo,
     AgentStarted,
@@ -45,7 +45,6 @@ __all__ = [
     "AgentInfo",
     "AgentStarted",
     "AgentStatus",
-    "FakeAgentControl",
     "HerdrAgentControl",
     "HerdrSocketClient",
     "PaneInfo",

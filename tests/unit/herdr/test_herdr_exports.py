@@ -13,7 +13,6 @@ def test_herdr_public_names() -> None:
         "AgentInfo",
         "AgentStarted",
         "AgentStatus",
-        "FakeAgentControl",
         "HerdrAgentControl",
         "HerdrSocketClient",
         "PaneInfo",
