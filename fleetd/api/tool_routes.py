@@ -117,15 +117,11 @@ class RegistryRoute(APIRoute):
         return self._serve
 
 
-def _never_called(**_: Any) -> None:
-    raise AssertionError("a RegistryRoute is served by its handler")  # pragma: no cover
-
-
 def _declaring(*parameters: inspect.Parameter) -> Callable[..., Any]:
     """An endpoint whose signature declares ``parameters`` (and the bearer scheme)."""
 
-    def endpoint(**kwargs: Any) -> None:
-        _never_called(**kwargs)
+    def endpoint(**_: Any) -> None:
+        raise AssertionError("a RegistryRoute is served by its handler")  # pragma: no cover
 
     bearer = inspect.Parameter(
         "credentials", inspect.Parameter.KEYWORD_ONLY, default=Security(BEARER_SCHEME)
@@ -134,7 +130,8 @@ def _declaring(*parameters: inspect.Parameter) -> Callable[..., Any]:
     return endpoint
 
 
-def _answers(spec: ToolSpec[Any], statuses: tuple[int, ...]) -> dict[int | str, dict[str, Any]]:
+def _answers(statuses: tuple[int, ...]) -> dict[int | str, dict[str, Any]]:
+    """Each error status with the failure envelope; a 401 also with its challenge."""
     answers: dict[int | str, dict[str, Any]] = {
         status: {"model": ToolFailureAnswer, "description": ERROR_STATUSES[status]}
         for status in statuses
@@ -157,7 +154,7 @@ def tool_route(spec: ToolSpec[Any], serve: Handler) -> RegistryRoute:
         methods=["POST"],
         response_model=success_model(spec),
         response_description="ok",
-        responses=_answers(spec, tuple(ERROR_STATUSES)),
+        responses=_answers(tuple(ERROR_STATUSES)),
         operation_id=spec.name,
         summary=spec.name,
         description=f"{spec.description}\n\nCallers: {', '.join(sorted(spec.roles))}.",
@@ -202,7 +199,7 @@ def fleet_route(spec: ToolSpec[Any], serve: Handler) -> RegistryRoute:
             ),
         ),
     ]
-    answers = _answers(spec, _FLEET_STATUSES)
+    answers = _answers(_FLEET_STATUSES)
     answers[422] = {**answers[422], "description": _FLEET_QUERY_REFUSED}
     answers[200] = {"headers": _ETAG}
     answers[304] = {
