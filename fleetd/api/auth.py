@@ -24,13 +24,29 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from fastapi.security import HTTPBearer
+
 from fleetd.api.tools import Caller, Role
 from fleetd.errors import AuthError, ConfigError
 from fleetd.runs import new_run_id, run_of_token
 
-__all__ = ["OPERATOR_NAME", "Authenticator", "bearer_challenge", "bearer_token"]
+__all__ = [
+    "BEARER_SCHEME",
+    "OPERATOR_NAME",
+    "Authenticator",
+    "bearer_challenge",
+    "bearer_token",
+]
 
 OPERATOR_NAME = "operator"
+
+#: How ``/openapi.json`` names the bearer scheme (``components.securitySchemes.bearer``): the
+#: routes declare it; :class:`Authenticator` checks the token (the scheme never refuses).
+BEARER_SCHEME = HTTPBearer(
+    scheme_name="bearer",
+    description="a lead's, the operator's or a member's token (FLEETD_TOKEN)",
+    auto_error=False,
+)
 _MEMBER_TOKEN_BYTES = 32
 _PREVIOUS_RUN = (
     "this member token was issued by a previous run of fleetd: fleetd restarted, the session it "

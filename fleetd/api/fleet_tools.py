@@ -16,13 +16,15 @@ from pydantic_core import PydanticCustomError
 
 from fleetd.api.results import (
     FleetListResult,
+    InboxDrainResult,
+    InboxMessage,
     PollResult,
     ReleaseResult,
     ReplyResult,
     SessionRow,
     TicketResult,
 )
-from fleetd.api.tools import Caller, Role, ToolParams, ToolRegistry, ToolSpec
+from fleetd.api.tools import Caller, Role, ToolAnswer, ToolParams, ToolRegistry, ToolSpec
 from fleetd.bridge.backlog import member_backlogs, read_lead_stats
 from fleetd.bridge.release import stop_cause
 from fleetd.bridge.service import Bridge
@@ -146,7 +148,7 @@ def register_fleet_tools(
                 answer["modelHealth"] = flag
         return answer
 
-    async def fleet_poll(caller: Caller, p: PollParams) -> dict[str, Any]:
+    async def fleet_poll(caller: Caller, p: PollParams) -> ToolAnswer:
         if p.ticket is not None:
             ticket = bridge.ticket(p.ticket)
             if ticket is None or ticket.owner != caller.name:
@@ -156,7 +158,7 @@ def register_fleet_tools(
         if key != caller.name:
             raise PermissionDeniedError("a lead may drain only its own inbox")
         records = await bridge.drain_inbox(key)
-        return {"inbox": key, "messages": [_message(r) for r in records]}
+        return InboxDrainResult(inbox=key, messages=[_message(r) for r in records])
 
     async def fleet_status(caller: Caller, p: StatusParams) -> dict[str, Any]:
         session = bridge.find_owned(caller.name, p.session_id, released=True)
@@ -315,24 +317,24 @@ def _unknown_ticket(bridge: Bridge, ticket: str) -> UnknownTicketError:
     return UnknownTicketError(f"no ticket {ticket!r} for this lead in this run of fleetd")
 
 
-def _message(record: InboxRecord) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "msgId": record.msg_id,
-        "kind": record.kind.value,
-        "target": record.target,
-        "content": record.content,
-    }
+def _message(record: InboxRecord) -> InboxMessage:
+    """One drained record as the answer shows it: a field with nothing to say is absent."""
     optional = {
-        "createdAtEpochMillis": record.created_at_epoch_millis,
+        "created_at_epoch_millis": record.created_at_epoch_millis,
         "ticket": record.ticket,
-        "source": record.source.value if record.source else None,
-        "severity": record.severity.value if record.severity else None,
+        "source": record.source,
+        "severity": record.severity,
         "state": record.state,
-        "subjectTerminal": record.subject_terminal,
-        "suggestedToolCalls": list(record.suggested_tool_calls)
+        "subject_terminal": record.subject_terminal,
+        "suggested_tool_calls": list(record.suggested_tool_calls)
         if record.suggested_tool_calls
         else None,
         "evidence": dict(record.evidence) if record.evidence else None,
     }
-    message.update({k: v for k, v in optional.items() if v is not None})
-    return message
+    return InboxMessage(
+        msg_id=record.msg_id,
+        kind=record.kind,
+        target=record.target,
+        content=record.content,
+        **{name: value for name, value in optional.items() if value is not None},
+    )

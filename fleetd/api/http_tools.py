@@ -34,6 +34,13 @@ seconds (60), and a stopping fleetd answers every waiter at once; another versio
 version, a ``wait`` outside 0–60, or a ``wait`` above 0 without ``sinceVersion`` is
 ``invalid_arguments`` (422, as ``/openapi.json`` says); ``wait=0`` alone asks for no wait and
 answers at once.
+
+``/openapi.json`` is FastAPI's own: every registered tool is its own FastAPI route, and
+``GET /v1/fleet`` one with its query, declared from the tool's models
+(:mod:`fleetd.api.tool_routes`) and served by this module's handlers (bounded body, the
+registry's four gates, the answers above), never by FastAPI's own parsing, so the refusals keep
+their codes and hints. A name that is not a tool reaches the generic ``/v1/tools/{name}`` route
+(not in the document) and gets ``unknown_tool``.
 """
 
 from __future__ import annotations
@@ -51,7 +58,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fleetd.api.auth import Authenticator, bearer_challenge
-from fleetd.api.openapi import FLEET_QUERY_SCHEMA, MAX_FLEET_WAIT_SECONDS, install_tool_openapi
+from fleetd.api.tool_routes import (
+    FLEET_QUERY_SCHEMA,
+    MAX_FLEET_WAIT_SECONDS,
+    Handler,
+    fleet_route,
+    tool_route,
+)
 from fleetd.api.tools import Caller, ToolFailure, ToolRegistry, ToolResult, failure_from_error
 from fleetd.errors import AuthError
 
@@ -188,7 +201,19 @@ class _ToolRoutes:
             challenge = bearer_challenge(presented=bool(header))
             return _refuse(failure_from_error(error), {"WWW-Authenticate": challenge})
 
+    def tool(self, name: str) -> Handler:
+        """The handler of ``POST /v1/tools/<name>`` for one tool."""
+
+        async def call(request: Request) -> Response:
+            return await self._call(request, name)
+
+        return call
+
     async def call_tool(self, request: Request) -> Response:
+        """``POST /v1/tools/{name}`` for a name no tool route took: the registry refuses it."""
+        return await self._call(request, str(request.path_params["name"]))
+
+    async def _call(self, request: Request, name: str) -> Response:
         caller = self._caller(request)
         if isinstance(caller, JSONResponse):
             return caller
@@ -199,7 +224,6 @@ class _ToolRoutes:
             return Response(status_code=400)
         if isinstance(args, ToolFailure):
             return _refuse(args)
-        name = str(request.path_params["name"])
         return _answer(await self._registry.call(caller, name, args))
 
     async def fleet(self, request: Request) -> Response:
@@ -269,7 +293,7 @@ def install_tool_routes(
     fleet: FleetVersions | None = None,
     run: str = "r0",
 ) -> None:
-    """Add ``POST /v1/tools/{name}`` and ``GET /v1/fleet`` to ``app`` and its ``/openapi.json``.
+    """Add ``POST /v1/tools/<tool>`` for every tool, and ``GET /v1/fleet``, to ``app``.
 
     With ``fleet``, ``GET /v1/fleet`` answers from its versions (``ETag`` values name ``run``, the
     run of fleetd, so a restarted fleetd's version 1 is not its predecessor's); without, each
@@ -278,8 +302,10 @@ def install_tool_routes(
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
     routes = _ToolRoutes(registry, authenticator, max_body_bytes, fleet, run)
+    for spec in registry.specs():
+        app.router.routes.append(tool_route(spec, routes.tool(spec.name)))
     app.router.routes.append(Route(TOOLS_PATH, endpoint=routes.call_tool, methods=["POST"]))
-    app.router.routes.append(Route(FLEET_PATH, endpoint=routes.fleet, methods=["GET"]))
-    install_tool_openapi(
-        app, registry, tools_path=TOOLS_PATH, fleet_path=FLEET_PATH, fleet_tool=_FLEET_TOOL
-    )
+    if _FLEET_TOOL in registry.names():
+        app.router.routes.append(fleet_route(registry.get(_FLEET_TOOL), routes.fleet))
+    else:
+        app.router.routes.append(Route(FLEET_PATH, endpoint=routes.fleet, methods=["GET"]))

@@ -28,14 +28,14 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Security
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
-from fleetd.api.auth import Authenticator, bearer_challenge
-from fleetd.api.openapi import FAILURE_PREFIX
+from fleetd.api.auth import BEARER_SCHEME, Authenticator, bearer_challenge
+from fleetd.api.envelope import ToolFailureAnswer
 from fleetd.api.service import IncidentService
 from fleetd.api.tools import Caller, Role, ToolFailure, ToolResult, failure_from_error
 from fleetd.errors import AuthError, JournalError
@@ -212,8 +212,9 @@ def listing_result(listing: IncidentListing) -> IncidentList:
     )
 
 
-def _ok(result: BaseModel) -> JSONResponse:
-    return JSONResponse({"ok": True, "result": result.model_dump(mode="json", by_alias=True)})
+def _ok(answer: BaseModel) -> Response:
+    """An answer envelope model as the response body."""
+    return Response(answer.model_dump_json(by_alias=True), media_type="application/json")
 
 
 def _refuse(
@@ -232,9 +233,9 @@ def _unavailable(exc: JournalError) -> JSONResponse:
 
 
 def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    failure = {"application/json": {"schema": {"$ref": f"#/components/schemas/{FAILURE_PREFIX}"}}}
     answers: dict[int | str, dict[str, Any]] = {
-        status: {"description": _STATUSES[status], "content": failure} for status in statuses
+        status: {"description": _STATUSES[status], "model": ToolFailureAnswer}
+        for status in statuses
     }
     answers[401]["headers"] = {
         "WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}
@@ -242,7 +243,6 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return answers
 
 
-_SECURED: dict[str, Any] = {"security": [{"bearer": []}]}
 _ID_PARAMETER: dict[str, Any] = {
     "name": "incident_id",
     "in": "path",
@@ -277,9 +277,9 @@ def install_incident_routes(
         description="Routing and delivery state of every open incident and of those resolved "
         "in the last 24 hours. Callers: operator, lead (what fleet_list shows it: incidents it "
         "owns or receives, those about itself, the fleet-wide ones).",
-        openapi_extra=_SECURED,
+        dependencies=[Security(BEARER_SCHEME)],
     )
-    async def list_incidents(request: Request) -> JSONResponse:
+    async def list_incidents(request: Request) -> Response:
         caller = caller_of(request)
         if isinstance(caller, JSONResponse):
             return caller
@@ -289,7 +289,7 @@ def install_incident_routes(
             listing = await service.incidents(caller)
         except JournalError as exc:
             return _unavailable(exc)
-        return _ok(listing_result(listing))
+        return _ok(IncidentListAnswer(ok=True, result=listing_result(listing)))
 
     @app.post(
         REPLAY_PATH,
@@ -301,9 +301,10 @@ def install_incident_routes(
         summary="replay an incident's permanently failed events",
         description="Every permanently failed event of the incident gets a new attempt, due "
         "now; the next delivery pass sends it with the same webhook-id. Callers: operator.",
-        openapi_extra={**_SECURED, "parameters": [_ID_PARAMETER]},
+        dependencies=[Security(BEARER_SCHEME)],
+        openapi_extra={"parameters": [_ID_PARAMETER]},
     )
-    async def replay(request: Request) -> JSONResponse:
+    async def replay(request: Request) -> Response:
         caller = caller_of(request)
         if isinstance(caller, JSONResponse):
             return caller
@@ -326,4 +327,8 @@ def install_incident_routes(
                 f"incident {incident_id} has no permanently failed event to replay",
                 409,
             )
-        return _ok(ReplayAnswer(incident_id=incident_id, rearmed=result.rearmed))
+        return _ok(
+            ReplayAnswerEnvelope(
+                ok=True, result=ReplayAnswer(incident_id=incident_id, rearmed=result.rearmed)
+            )
+        )

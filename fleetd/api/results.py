@@ -68,6 +68,7 @@ class _Result(BaseModel):
         extra="forbid",
         frozen=True,
         alias_generator=to_camel,
+        validate_by_name=True,
         json_schema_extra=_absent_has_no_default,
     )
 

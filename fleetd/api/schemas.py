@@ -7,8 +7,8 @@ edited: :func:`export_schemas` writes them from a registry, and :func:`schema_dr
 :func:`assert_schemas_match` tell a test when the registry and the files disagree, so a change to a
 tool's parameters cannot land without its contract.
 
-Other files in the directory (the hand-written envelope schema ``tool-result.v1.schema.json``, a
-README) are left alone.
+``tool-result.v1.schema.json``, the answer envelope every tool shares, is generated too, from
+:mod:`fleetd.api.envelope`'s models. Other files in the directory (a README) are left alone.
 
 From a shell, with a function that builds the registry (no arguments)::
 
@@ -24,9 +24,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fleetd.api.envelope import ENVELOPE_HEADER, envelope_schema
 from fleetd.api.tools import ToolRegistry
 
 __all__ = [
+    "ENVELOPE_FILE",
     "JSON_SCHEMA_DIALECT",
     "assert_schemas_match",
     "export_schemas",
@@ -37,6 +39,7 @@ __all__ = [
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _PARAMS_SUFFIX = ".params.schema.json"
 _RESULT_SUFFIX = ".result.schema.json"
+ENVELOPE_FILE = "tool-result.v1.schema.json"
 
 
 def _dump(schema: dict[str, Any]) -> str:
@@ -45,7 +48,7 @@ def _dump(schema: dict[str, Any]) -> str:
 
 def render_schemas(registry: ToolRegistry) -> dict[str, str]:
     """File name -> file text for every contract file ``registry`` implies."""
-    files: dict[str, str] = {}
+    files = {ENVELOPE_FILE: _dump({**ENVELOPE_HEADER, **envelope_schema()})}
     for spec in registry.specs():
         files[spec.name + _PARAMS_SUFFIX] = _dump(spec.params_schema())
         if spec.result is not None:
@@ -60,7 +63,7 @@ def _generated(directory: Path) -> set[str]:
     return {
         path.name
         for path in directory.iterdir()
-        if path.name.endswith((_PARAMS_SUFFIX, _RESULT_SUFFIX))
+        if path.name.endswith((_PARAMS_SUFFIX, _RESULT_SUFFIX)) or path.name == ENVELOPE_FILE
     }
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "ContactHook",
     "ResultHook",
     "Role",
+    "ToolAnswer",
     "ToolFailure",
     "ToolParams",
     "ToolRegistry",
@@ -78,7 +79,10 @@ class ToolParams(BaseModel):
 
 P = TypeVar("P", bound=BaseModel)
 
-ToolHandler = Callable[[Caller, P], Awaitable[dict[str, Any]]]
+#: What a handler answers: its result model, built (the answer is that model's wire JSON, only
+#: the fields it was given), or a JSON object another part of fleetd built.
+ToolAnswer = BaseModel | Mapping[str, Any]
+ToolHandler = Callable[[Caller, P], Awaitable[ToolAnswer]]
 ContactHook = Callable[[Caller], Awaitable[None]]
 ResultHook = Callable[[str | None, "ToolResult"], None]
 
@@ -88,10 +92,12 @@ class ToolSpec(Generic[P]):
     """One fleet tool: its name, what it does, its params model, who may call it, and its handler.
 
     ``result`` optionally names a model the handler's output must satisfy; it is what
-    ``contracts/api/<name>.result.schema.json`` is generated from. Validation only checks: the
-    caller receives the handler's output unchanged, and an output outside the model is logged as
-    a contract breach, never turned into a failure — the handler's work is done and may have had
-    effects (a send accepted, a reply stored) that a caller told "failed" could repeat.
+    ``contracts/api/<name>.result.schema.json`` is generated from. A handler that builds its
+    answer as a model answers that model's wire JSON (camelCase, the fields it was given).
+    Validation only checks: the caller receives the handler's output unchanged, and an output
+    outside the model is logged as a contract breach, never turned into a failure — the handler's
+    work is done and may have had effects (a send accepted, a reply stored) that a caller told
+    "failed" could repeat.
 
     ``read_only``, ``destructive`` and ``idempotent`` say what a call does to the fleet, for
     clients that ask (MCP's tool annotations): a read-only tool changes nothing any other caller
@@ -247,7 +253,7 @@ class ToolRegistry:
             logger.info("%s refused for a %s caller: %s", shown, caller.role, error.code)
             return ToolResult.failure(failure_from_error(error))
         try:
-            output = await spec.handler(caller, params)
+            output = _wire(await spec.handler(caller, params))
         except ToolError as error:
             logger.info("tool %s failed for a %s caller: %s", name, caller.role, error.code)
             return ToolResult.failure(_handler_failure(spec, error))
@@ -273,7 +279,15 @@ class ToolRegistry:
 RESULT_BREACH = "tool %s answered outside its result contract at %s"
 
 
-def _check_result(spec: ToolSpec[Any], output: dict[str, Any]) -> None:
+def _wire(answer: ToolAnswer) -> Mapping[str, Any]:
+    """A handler's answer as the JSON object it stands for."""
+    if isinstance(answer, BaseModel):
+        document: dict[str, Any] = answer.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return document
+    return answer
+
+
+def _check_result(spec: ToolSpec[Any], output: Mapping[str, Any]) -> None:
     """Check ``output`` against the tool's result model; a breach is logged (field paths only)."""
     if spec.result is None:
         return

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Security
 from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
-from fleetd.api.auth import Authenticator, bearer_challenge
-from fleetd.api.openapi import FAILURE_PREFIX
+from fleetd.api.auth import BEARER_SCHEME, Authenticator, bearer_challenge
+from fleetd.api.envelope import ToolFailureAnswer
 from fleetd.api.tools import Role, ToolFailure, ToolResult, failure_from_error
 from fleetd.errors import AuthError
 
@@ -68,9 +68,8 @@ def _refuse(
 
 
 def _responses() -> dict[int | str, dict[str, Any]]:
-    failure = {"application/json": {"schema": {"$ref": f"#/components/schemas/{FAILURE_PREFIX}"}}}
     answers: dict[int | str, dict[str, Any]] = {
-        status: {"description": description, "content": failure}
+        status: {"description": description, "model": ToolFailureAnswer}
         for status, description in _STATUSES.items()
     }
     answers[401]["headers"] = {
@@ -93,9 +92,9 @@ def install_whoami(app: FastAPI, authenticator: Authenticator) -> None:
         description="The role of the token's caller, operator or lead, and a lead's name: what "
         "fleet_list and GET /v1/incidents show it (a lead: its own part). Callers: operator, "
         "lead.",
-        openapi_extra={"security": [{"bearer": []}]},
+        dependencies=[Security(BEARER_SCHEME)],
     )
-    async def whoami(request: Request) -> JSONResponse:
+    async def whoami(request: Request) -> Response:
         header = request.headers.get("authorization")
         try:
             caller = authenticator.authenticate(header)
@@ -111,6 +110,5 @@ def install_whoami(app: FastAPI, authenticator: Authenticator) -> None:
             return _refuse(
                 "forbidden", "a member's token: only the operator and the leads read the fleet", 403
             )
-        return JSONResponse(
-            {"ok": True, "result": result.model_dump(mode="json")}, headers=_NO_STORE
-        )
+        answer = WhoamiAnswer(ok=True, result=result)
+        return Response(answer.model_dump_json(), media_type="application/json", headers=_NO_STORE)

@@ -1,16 +1,20 @@
 """herdr: the terminal-native agent multiplexer fleetd drives, and fleetd's side of its socket.
 
-* :mod:`fleetd.herdr.protocol` — pure frames: requests, responses, error classification, typed
-  results (:mod:`~fleetd.herdr.model`) and pushed events (:mod:`~fleetd.herdr.events`);
+* :mod:`fleetd.herdr.protocol` — pure frames: requests, responses, error classification and
+  typed results (:mod:`~fleetd.herdr.model`);
 * :mod:`fleetd.herdr.calls` — one builder per herdr method;
 * :mod:`fleetd.herdr.rules` — herdr's input rules (agent names, kinds, start timeouts, keys)
   that fleetd, its fake and the simulator share;
 * :mod:`fleetd.herdr.discovery` — where the socket is;
 * :mod:`fleetd.herdr.client` — :class:`HerdrSocketClient`, the asyncio adapter, with its
   deadlines on the injected clock (:mod:`~fleetd.herdr.deadline`);
-* :mod:`fleetd.herdr.stream` — the long-lived ``events.subscribe`` connection, with reconnect;
 * :mod:`fleetd.herdr.control` — the :class:`AgentControl` port and :class:`HerdrAgentControl`;
-* :mod:`fleetd.herdr.fake` — :class:`FakeAgentControl` for tests of the core.
+* :mod:`fleetd.herdr.fake` — :class:`~fleetd.herdr.fake.FakeAgentControl`, the port's fake for
+  tests (and :mod:`fleetd.testing`); not imported here, so the service never loads it.
+
+herdr's pushed events, the typed wrapper per herdr method and the ``events.subscribe``
+connection are used only by the tests and the simulator, so they live there:
+:mod:`fleetd.sim.events`, :mod:`fleetd.sim.client` and :mod:`fleetd.sim.event_stream`.
 
 Importing this package opens nothing and starts nothing.
 """
@@ -21,8 +25,6 @@ from fleetd.herdr.calls import PromptWait
 from fleetd.herdr.client import HerdrSocketClient
 from fleetd.herdr.control import AgentControl, HerdrAgentControl
 from fleetd.herdr.discovery import resolve_socket_path
-from fleetd.herdr.events import AgentStatusChanged, Event, HerdrEvent, Subscription
-from fleetd.herdr.fake import FakeAgentControl
 from fleetd.herdr.model import (
     AgentInfo,
     AgentStarted,
@@ -43,11 +45,7 @@ __all__ = [
     "AgentInfo",
     "AgentStarted",
     "AgentStatus",
-    "AgentStatusChanged",
-    "Event",
-    "FakeAgentControl",
     "HerdrAgentControl",
-    "HerdrEvent",
     "HerdrSocketClient",
     "PaneInfo",
     "Pong",
@@ -57,7 +55,6 @@ __all__ = [
     "ReadSource",
     "SessionSnapshot",
     "SplitDirection",
-    "Subscription",
     "TabCreated",
     "WorkspaceCreated",
     "resolve_socket_path",

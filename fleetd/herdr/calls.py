@@ -11,9 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleetd.errors import InvalidResponseError
 from fleetd.herdr.agent_list import AgentListDecoder
-from fleetd.herdr.events import Subscription
 from fleetd.herdr.model import (
     AgentInfo,
     AgentStarted,
@@ -43,7 +41,6 @@ __all__ = [
     "agent_send_keys",
     "agent_start",
     "agent_wait",
-    "events_subscribe",
     "pane_close",
     "pane_get",
     "pane_list",
@@ -102,11 +99,6 @@ def _snapshot(result: Wire) -> SessionSnapshot:
 
 def _process_info(result: Wire) -> ProcessInfo:
     return ProcessInfo.from_wire(obj(result, "process_info"))
-
-
-def _subscription_started(result: Wire) -> None:
-    if result.get("type") != "subscription_started":
-        raise InvalidResponseError("invalid_response", "expected subscription_started")
 
 
 def _drop_none(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -268,11 +260,3 @@ def agent_wait(
 ) -> Call[AgentInfo]:
     params = _drop_none({"target": target, "until": _statuses(until), "timeout_ms": timeout_ms})
     return Call(method="agent.wait", params=params, parse=_agent)
-
-
-def events_subscribe(subscriptions: Iterable[Subscription]) -> Call[None]:
-    """The subscribe request; its parser accepts only the ``subscription_started`` ack."""
-    wire = [s.to_wire() for s in subscriptions]
-    return Call(
-        method="events.subscribe", params={"subscriptions": wire}, parse=_subscription_started
-    )

@@ -37,13 +37,6 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from fleetd.errors import ControlLinkError, HerdrError, InvalidResponseError, TargetNotFoundError
-from fleetd.herdr.events import (
-    AgentStatusChanged,
-    Event,
-    HerdrEvent,
-    Subscription,
-    parse_event,
-)
 from fleetd.herdr.model import (
     AgentInfo,
     AgentStarted,
@@ -69,11 +62,8 @@ __all__ = [
     "AgentInfo",
     "AgentStarted",
     "AgentStatus",
-    "AgentStatusChanged",
     "Call",
-    "Event",
     "ForegroundProcess",
-    "HerdrEvent",
     "PaneInfo",
     "Pong",
     "ProcessInfo",
@@ -81,16 +71,15 @@ __all__ = [
     "ReadSource",
     "SessionSnapshot",
     "SplitDirection",
-    "Subscription",
     "TabCreated",
     "TabInfo",
     "WorkspaceCreated",
     "WorkspaceInfo",
     "decode_frame",
     "decode_response",
-    "decode_stream_line",
     "encode_request",
     "error_for",
+    "raise_error_frame",
 ]
 
 PROTOCOL_VERSION = 20
@@ -137,7 +126,8 @@ def decode_frame(line: bytes | str, *, method: str = "") -> Wire:
     return frame
 
 
-def _raise_error(frame: Wire, method: str) -> None:
+def raise_error_frame(frame: Wire, method: str) -> None:
+    """Raise the classified error an ``{"error": {code, message}}`` frame carries."""
     body = frame.get("error")
     if isinstance(body, Mapping):
         code = body.get("code")
@@ -163,24 +153,11 @@ def decode_response(line: bytes | str, *, request_id: str, method: str) -> Wire:
         derived = isinstance(echoed, str) and echoed.startswith(f"{request_id}:")
         if echoed not in (request_id, "") and not derived:
             raise ControlLinkError("invalid_response", "answer id mismatch", method=method)
-        _raise_error(frame, method)
+        raise_error_frame(frame, method)
     result = frame.get("result")
     if echoed != request_id or not isinstance(result, Mapping):
         raise ControlLinkError("invalid_response", "not a response to this request", method=method)
     return result
-
-
-def decode_stream_line(line: bytes | str, *, method: str = "events.subscribe") -> Event | None:
-    """One line after a subscription ack: an event, or ``None`` for a frame to skip.
-
-    An error frame on the stream (``events_lost``, ``server_unavailable``) is raised classified.
-    """
-    frame = decode_frame(line, method=method)
-    if "error" in frame:
-        _raise_error(frame, method)
-    if "event" not in frame:
-        return None
-    return parse_event(frame)
 
 
 def _no_result(result: Wire) -> None:

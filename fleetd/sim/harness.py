@@ -5,7 +5,7 @@
 event loop (``asyncio.sleep(0)``), which is enough for local Unix-socket I/O to flow: no real
 time passes and nothing sleeps. :class:`SimHarness` starts a :class:`HerdrSimulator` on a
 short socket path (``AF_UNIX`` paths are limited to ~100 bytes), gives a
-:class:`~fleetd.herdr.client.HerdrSocketClient` on the same clock, and cleans both up.
+:class:`~fleetd.sim.client.SimClient` on the same clock, and cleans both up.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from fleetd.clock import FakeClock
-from fleetd.herdr.client import HerdrSocketClient
 from fleetd.sim.agent import AgentBehaviour
+from fleetd.sim.client import SimClient
 from fleetd.sim.scenario import Scenario
 from fleetd.sim.server import FrameTap, HerdrSimulator
 
@@ -87,7 +87,7 @@ class SimHarness:
         self.sim = HerdrSimulator(
             self.socket_path, scenario, clock=self.clock, behaviour=behaviour, tap=tap
         )
-        self.client = HerdrSocketClient(
+        self.client = SimClient(
             self.socket_path,
             clock=self.clock,
             request_timeout=request_timeout,

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from fleetd.errors import HerdrError
-from fleetd.herdr.events import GLOBAL_KINDS
+from fleetd.sim.events import GLOBAL_KINDS
 from fleetd.sim.pane_methods import read_pane
 from fleetd.sim.requests import Params
 from fleetd.sim.state import JsonObject

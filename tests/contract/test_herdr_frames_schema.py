@@ -17,8 +17,8 @@ import pytest
 
 from fleetd.errors import HerdrError
 from fleetd.herdr.calls import PromptWait
-from fleetd.herdr.events import GLOBAL_KINDS, Subscription
 from fleetd.herdr.model import AgentStatus, ReadSource, SplitDirection
+from fleetd.sim.events import GLOBAL_KINDS, Subscription
 from fleetd.sim.harness import SimHarness
 from fleetd.sim.scenario import Fault, parse_scenario
 from tests.contract.herdr_schema import herdr_schema

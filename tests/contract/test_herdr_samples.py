@@ -11,9 +11,9 @@ import pytest
 
 from fleetd.errors import HerdrError, TargetNotFoundError
 from fleetd.herdr import calls
-from fleetd.herdr.events import Subscription
 from fleetd.herdr.model import AgentStatus, ReadSource, SplitDirection
-from fleetd.herdr.protocol import Call, decode_response, decode_stream_line
+from fleetd.herdr.protocol import Call, decode_response
+from fleetd.sim.events import Subscription, decode_stream_line, events_subscribe
 from tests.contract.herdr_schema import REPO, herdr_schema
 
 pytestmark = pytest.mark.herdr_schema
@@ -69,7 +69,7 @@ REQUEST_BUILDERS: dict[str, Callable[[], Call[Any]]] = {
     "pane.send_keys": lambda: calls.pane_send_keys("w2:p1", ["esc"]),
     "agent.send_keys": lambda: calls.agent_send_keys("m1", ["ctrl+c"]),
     "pane.process_info": lambda: calls.pane_process_info("w2:p1"),
-    "events.subscribe": lambda: calls.events_subscribe(
+    "events.subscribe": lambda: events_subscribe(
         [
             Subscription.lifecycle("pane.exited"),
             Subscription.lifecycle("pane.closed"),

@@ -1,4 +1,4 @@
-"""HerdrSocketClient against the simulator over a real Unix socket, every method."""
+"""SimClient (the herdr socket client and its typed wrappers) on the simulator, every method."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from fleetd.errors import ControlLinkError, TargetNotFoundError
-from fleetd.herdr.events import AgentStatusChanged, Event, HerdrEvent, Subscription
 from fleetd.herdr.model import AgentStatus
+from fleetd.sim.events import AgentStatusChanged, Event, HerdrEvent, Subscription
 from fleetd.sim.harness import SimHarness
 from fleetd.sim.scenario import parse_scenario
 from fleetd.sim.server import HerdrSimulator

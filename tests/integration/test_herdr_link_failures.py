@@ -17,8 +17,9 @@ import pytest
 
 from fleetd.clock import FakeClock, SystemClock
 from fleetd.errors import ControlLinkError, LinkCause
-from fleetd.herdr.client import HerdrSocketClient, link_cause
+from fleetd.herdr.client import link_cause
 from fleetd.herdr.model import AgentStatus
+from fleetd.sim.client import SimClient
 from fleetd.sim.harness import SimHarness, drive
 from fleetd.sim.scenario import parse_scenario
 
@@ -46,7 +47,7 @@ async def raw_server(path: Path, respond: Responder) -> AsyncIterator[None]:
 
 async def test_missing_socket_is_a_link_error(short_dir: Path) -> None:
     """No socket file: connect_failed at once."""
-    client = HerdrSocketClient(short_dir / "none.sock", clock=FakeClock(), request_timeout=1)
+    client = SimClient(short_dir / "none.sock", clock=FakeClock(), request_timeout=1)
     with pytest.raises(ControlLinkError) as info:
         await client.ping()
     assert info.value.code == "connect_failed"
@@ -60,7 +61,7 @@ async def test_stale_socket_file_is_a_link_error(short_dir: Path) -> None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(path))
     sock.close()
-    client = HerdrSocketClient(path, clock=FakeClock(), request_timeout=1)
+    client = SimClient(path, clock=FakeClock(), request_timeout=1)
     with pytest.raises(ControlLinkError) as info:
         await client.agent_list()
     assert info.value.code == "connect_failed"
@@ -92,7 +93,7 @@ async def test_killing_a_simulator_process_mid_call_fails_the_call(short_dir: Pa
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), timeout=20)
         assert b"listening" in line
-        client = HerdrSocketClient(path, clock=SystemClock(), request_timeout=2)
+        client = SimClient(path, clock=SystemClock(), request_timeout=2)
         assert (await client.agent_get("lead")).name == "lead"
         pending = asyncio.ensure_future(client.agent_wait("lead", [AgentStatus.BLOCKED]))
         await asyncio.wait({pending}, timeout=0.3)
@@ -169,7 +170,7 @@ async def test_server_that_is_not_herdr_is_a_link_error(
     class tells the two apart."""
     path = short_dir / "raw.sock"
     async with raw_server(path, respond):
-        client = HerdrSocketClient(path, clock=FakeClock(), request_timeout=1)
+        client = SimClient(path, clock=FakeClock(), request_timeout=1)
         with pytest.raises(ControlLinkError) as info:
             await client.ping()
         assert info.value.code == code
@@ -189,7 +190,7 @@ async def test_deadline_runs_on_the_injected_clock(short_dir: Path) -> None:
 
     clock = FakeClock()
     async with raw_server(path, silent):
-        client = HerdrSocketClient(path, clock=clock, request_timeout=1.5)
+        client = SimClient(path, clock=clock, request_timeout=1.5)
         with pytest.raises(ControlLinkError) as info:
             await drive(clock, client.ping(), step=0.5)
         assert info.value.code == "request_timeout"
@@ -216,7 +217,7 @@ async def test_unknown_status_and_fields_over_the_wire(short_dir: Path) -> None:
         writer.close()
 
     async with raw_server(path, newer):
-        client = HerdrSocketClient(path, clock=FakeClock(), request_timeout=1)
+        client = SimClient(path, clock=FakeClock(), request_timeout=1)
         (agent,) = await client.agent_list()
     assert agent.agent_status is AgentStatus.UNKNOWN
     assert not agent.agent_status.at_prompt
@@ -235,7 +236,7 @@ async def test_a_live_request_limit_is_read_at_each_call(short_dir: Path) -> Non
     limit = [1.0]
     clock = FakeClock()
     async with raw_server(path, silent):
-        client = HerdrSocketClient(path, clock=clock, request_timeout=lambda: limit[0])
+        client = SimClient(path, clock=clock, request_timeout=lambda: limit[0])
         with pytest.raises(ControlLinkError):
             await drive(clock, client.ping(), step=0.5)
         assert clock.monotonic() == pytest.approx(1.0)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from fleetd.clock import SystemClock
-from fleetd.herdr.client import HerdrSocketClient
 from fleetd.sim import main, run_sim
+from fleetd.sim.client import SimClient
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ async def test_run_sim_serves_the_bundled_demo_until_cancelled(short_dir: Path) 
     ready = asyncio.Event()
     server = asyncio.ensure_future(run_sim(path, "demo", ready=ready))
     await asyncio.wait_for(ready.wait(), timeout=10)
-    client = HerdrSocketClient(path, clock=SystemClock(), request_timeout=2)
+    client = SimClient(path, clock=SystemClock(), request_timeout=2)
     names = sorted(a.name or "" for a in await client.agent_list())
     assert names == ["lead", "lead-b"]
     server.cancel()
@@ -47,7 +47,7 @@ async def test_run_sim_accepts_a_scenario_file(short_dir: Path) -> None:
     server = asyncio.ensure_future(run_sim(path, scenario, ready=ready))
     try:
         await asyncio.wait_for(ready.wait(), timeout=10)
-        client = HerdrSocketClient(path, clock=SystemClock(), request_timeout=2)
+        client = SimClient(path, clock=SystemClock(), request_timeout=2)
         assert (await client.agent_get("solo")).agent == "opencode"
     finally:
         server.cancel()

@@ -8,8 +8,8 @@ import tempfile
 from pathlib import Path
 
 from fleetd.clock import SystemClock
-from fleetd.herdr.client import HerdrSocketClient
-from fleetd.herdr.events import Subscription
+from fleetd.sim.client import SimClient
+from fleetd.sim.events import Subscription
 
 
 async def test_malformed_event_is_skipped_and_the_stream_goes_on() -> None:
@@ -36,7 +36,7 @@ async def test_malformed_event_is_skipped_and_the_stream_goes_on() -> None:
         handled.set()
 
     server = await asyncio.start_unix_server(serve, path=str(path))
-    client = HerdrSocketClient(path, clock=SystemClock(), request_timeout=5)
+    client = SimClient(path, clock=SystemClock(), request_timeout=5)
     stream = client.events_subscribe([Subscription.status_changes("w1:p1")], max_attempts=0)
     try:
         event = await asyncio.wait_for(anext(aiter(stream)), 5)

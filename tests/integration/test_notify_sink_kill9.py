@@ -34,9 +34,9 @@ import pytest
 import standardwebhooks
 
 from fleetd.clock import SystemClock
-from fleetd.herdr.client import HerdrSocketClient
 from fleetd.journal.sql import SqlJournal
 from fleetd.journal.values import EventState, EventType
+from fleetd.sim.client import SimClient
 
 pytest_plugins = ["tests.contract.journal_fixtures"]
 
@@ -154,7 +154,7 @@ async def test_serve_killed_mid_delivery_delivers_each_event_once_after_restart(
     await processes.start(
         "-m", "fleetd", "sim", "--socket", str(sock), "--scenario", str(scenario), name="sim"
     )
-    herdr = HerdrSocketClient(sock, clock=SystemClock(), request_timeout=5)
+    herdr = SimClient(sock, clock=SystemClock(), request_timeout=5)
 
     async def listed() -> Any:
         try:

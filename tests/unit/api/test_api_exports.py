@@ -6,7 +6,7 @@ from types import ModuleType
 
 import pytest
 
-from fleetd.api import auth, envelope, http_tools, mcp_server, schemas, tools
+from fleetd.api import auth, envelope, http_tools, mcp_server, schemas, tool_routes, tools
 
 EXPORTS: dict[ModuleType, set[str]] = {
     tools: {
@@ -15,6 +15,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "ContactHook",
         "ResultHook",
         "Role",
+        "ToolAnswer",
         "ToolFailure",
         "ToolParams",
         "ToolRegistry",
@@ -22,8 +23,24 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "ToolSpec",
         "failure_from_error",
     },
-    envelope: {"FAILURE_DEFS", "FAILURE_ENVELOPE", "closed_object", "output_schema"},
-    auth: {"OPERATOR_NAME", "Authenticator", "bearer_challenge", "bearer_token"},
+    envelope: {
+        "ENVELOPE_HEADER",
+        "ToolErrorBody",
+        "ToolFailureAnswer",
+        "envelope_schema",
+        "output_schema",
+        "success_model",
+    },
+    tool_routes: {
+        "ERROR_STATUSES",
+        "FLEET_QUERY_SCHEMA",
+        "MAX_FLEET_WAIT_SECONDS",
+        "Handler",
+        "RegistryRoute",
+        "fleet_route",
+        "tool_route",
+    },
+    auth: {"BEARER_SCHEME", "OPERATOR_NAME", "Authenticator", "bearer_challenge", "bearer_token"},
     http_tools: {
         "DEFAULT_TOOL_BODY_LIMIT",
         "FLEET_PATH",
@@ -40,6 +57,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "install_mcp",
     },
     schemas: {
+        "ENVELOPE_FILE",
         "JSON_SCHEMA_DIALECT",
         "assert_schemas_match",
         "export_schemas",

@@ -8,15 +8,18 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
+from jsonschema import Draft202012Validator
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from fleetd.api.app import create_app
-from fleetd.api.openapi import ERROR_STATUSES, FAILURE_PREFIX
-from fleetd.api.schemas import JSON_SCHEMA_DIALECT
+from fleetd.api.envelope import ToolFailureAnswer
+from fleetd.api.tool_routes import ERROR_STATUSES
 from fleetd.testing import build_test_fleet
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "contracts" / "api"
 COMPONENTS = "#/components/schemas/"
+FAILURE = {"$ref": COMPONENTS + "ToolFailureAnswer"}
 
 
 @pytest.fixture
@@ -35,32 +38,56 @@ def _tools() -> list[str]:
     return sorted(p.name.removesuffix(".params.schema.json") for p in CONTRACTS.glob("*.params.*"))
 
 
-def _rebuilt(document: dict[str, Any], name: str) -> dict[str, Any]:
-    """Component ``name`` with the components beside it folded back into ``$defs``."""
-    schemas = document["components"]["schemas"]
-    prefix = name + "."
+def _inlined(value: Any, lookup: dict[str, Any], prefix: str) -> Any:
+    """``value`` with every ``$ref`` under ``prefix`` replaced by what it names, recursively."""
+    if isinstance(value, dict):
+        ref = value.get("$ref")
+        if isinstance(ref, str) and ref.startswith(prefix):
+            rest = {k: v for k, v in value.items() if k != "$ref"}
+            named = _inlined(lookup[ref.removeprefix(prefix)], lookup, prefix)
+            return {**named, **_inlined(rest, lookup, prefix)}
+        return {key: _inlined(item, lookup, prefix) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_inlined(item, lookup, prefix) for item in value]
+    return value
 
-    def back(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {
-                key: "#/$defs/" + item.removeprefix(COMPONENTS + prefix)
-                if key == "$ref"
-                else back(item)
-                for key, item in value.items()
-            }
-        if isinstance(value, list):
-            return [back(item) for item in value]
-        return value
 
-    rebuilt = back(schemas[name])
-    defs = {k.removeprefix(prefix): back(v) for k, v in schemas.items() if k.startswith(prefix)}
-    if defs:
-        rebuilt["$defs"] = defs
-    return {"$schema": JSON_SCHEMA_DIALECT, **rebuilt}
+def _from_document(document: dict[str, Any], schema: dict[str, Any]) -> Any:
+    """A schema of the document with its component references inlined."""
+    return _inlined(schema, document["components"]["schemas"], COMPONENTS)
+
+
+def _without_null_defaults(value: Any) -> Any:
+    """``value`` without ``"default": null`` annotations: FastAPI encodes its document without
+    nulls, and a default only annotates (it validates nothing)."""
+    if isinstance(value, dict):
+        return {
+            key: _without_null_defaults(item)
+            for key, item in value.items()
+            if not (key == "default" and item is None)
+        }
+    if isinstance(value, list):
+        return [_without_null_defaults(item) for item in value]
+    return value
+
+
+def _from_contract(name: str) -> Any:
+    """A contract file's schema with its ``$defs`` references inlined, as the document has it."""
+    schema = _contract(name)
+    defs = schema.pop("$defs", {})
+    schema.pop("$schema")
+    return _without_null_defaults(_inlined(schema, defs, "#/$defs/"))
 
 
 def _contract(name: str) -> Any:
     return json.loads((CONTRACTS / name).read_text(encoding="utf-8"))
+
+
+def test_the_document_is_fastapis_own(tmp_path: Path) -> None:
+    """No hand-assembled document: /openapi.json is FastAPI's generator, unpatched."""
+    app = create_app(build_test_fleet(tmp_path).service)
+    assert type(app).openapi is FastAPI.openapi
+    assert "openapi" not in vars(app)
 
 
 def test_every_tool_has_an_operation_with_bearer_auth_and_every_error_status(
@@ -75,21 +102,21 @@ def test_every_tool_has_an_operation_with_bearer_auth_and_every_error_status(
     }
     for tool in _tools():
         operation = document["paths"][f"/v1/tools/{tool}"]["post"]
+        assert operation["operationId"] == tool
         assert operation["security"] == [{"bearer": []}], tool
-        body = operation["requestBody"]["content"]["application/json"]["schema"]
-        assert body == {"$ref": f"{COMPONENTS}{tool}.params"}, tool
+        assert operation["requestBody"]["required"] is True, tool
         statuses = {int(code) for code in operation["responses"]} - {200}
         assert statuses == set(ERROR_STATUSES), tool
         for status in statuses:
             content = operation["responses"][str(status)]["content"]["application/json"]
-            assert content["schema"] == {"$ref": COMPONENTS + FAILURE_PREFIX}, (tool, status)
-        ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
-        assert ok["properties"]["result"] == {"$ref": f"{COMPONENTS}{tool}.result"}, tool
+            assert content["schema"] == FAILURE, (tool, status)
     fleet = document["paths"]["/v1/fleet"]["get"]
     assert fleet["security"] == [{"bearer": []}]
     assert "requestBody" not in fleet
-    ok = fleet["responses"]["200"]["content"]["application/json"]["schema"]
-    assert ok["properties"]["result"] == {"$ref": f"{COMPONENTS}fleet_list.result"}
+    assert {p["name"] for p in fleet["parameters"]} == {"sinceVersion", "wait", "If-None-Match"}
+    assert set(fleet["responses"]) == {"200", "304", "401", "403", "409", "422", "500", "503"}
+    assert "ETag" in fleet["responses"]["200"]["headers"]
+    assert "/v1/tools/{name}" not in document["paths"]
 
 
 def test_probes_stay_open_and_name_their_media_types(document: dict[str, Any]) -> None:
@@ -105,22 +132,87 @@ def test_probes_stay_open_and_name_their_media_types(document: dict[str, Any]) -
 
 
 @pytest.mark.parametrize("tool", _tools())
-@pytest.mark.parametrize("kind", ["params", "result"])
-def test_each_tool_schema_in_the_document_is_its_contract_file(
-    document: dict[str, Any], tool: str, kind: str
+def test_each_tool_params_schema_in_the_document_is_its_contract_file(
+    document: dict[str, Any], tool: str
 ) -> None:
-    """The request and result schemas are contracts/api/<tool>.<kind>.schema.json, unchanged."""
-    assert _rebuilt(document, f"{tool}.{kind}") == _contract(f"{tool}.{kind}.schema.json")
+    """The request body of POST /v1/tools/<tool> is contracts/api/<tool>.params.schema.json."""
+    operation = document["paths"][f"/v1/tools/{tool}"]["post"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert _from_document(document, body) == _from_contract(f"{tool}.params.schema.json")
 
 
-def test_the_failure_envelope_is_the_failure_branch_of_tool_result_v1(
-    document: dict[str, Any],
+@pytest.mark.parametrize("tool", _tools())
+def test_each_tool_result_schema_in_the_document_is_its_contract_file(
+    document: dict[str, Any], tool: str
 ) -> None:
-    """Every error status answers the failure branch of tool-result.v1.schema.json."""
-    envelope = _contract("tool-result.v1.schema.json")
-    failure = _rebuilt(document, FAILURE_PREFIX)
-    assert failure.pop("$defs") == envelope["$defs"]
-    assert failure == {"$schema": JSON_SCHEMA_DIALECT, **envelope["oneOf"][1]}
+    """The 200 answer of POST /v1/tools/<tool> is ``{"ok": true, "result": <the contract file>}``
+    (and GET /v1/fleet's that of fleet_list)."""
+    paths = [(f"/v1/tools/{tool}", "post")]
+    if tool == "fleet_list":
+        paths.append(("/v1/fleet", "get"))
+    for path, method in paths:
+        ok = document["paths"][path][method]["responses"]["200"]["content"]["application/json"]
+        answer = _from_document(document, ok["schema"])
+        assert answer["required"] == ["ok", "result"]
+        assert answer["additionalProperties"] is False
+        assert answer["properties"]["ok"]["const"] is True
+        assert answer["properties"]["result"] == _from_contract(f"{tool}.result.schema.json")
+
+
+FAILURES: list[Any] = [
+    {"ok": False, "error": {"code": "conflict", "message": "m"}},
+    {"ok": False, "error": {"code": "unknown_tool", "message": "m", "hint": {"tools": ["a"]}}},
+    {"ok": False, "error": {"code": "body_too_large", "message": "m", "hint": {"maxBytes": 9}}},
+    {"ok": False, "error": {"code": "invalid_body", "message": "m", "hint": {"expected": "x"}}},
+    {
+        "ok": False,
+        "error": {
+            "code": "invalid_arguments",
+            "message": "m",
+            "hint": {"schema": {}, "errors": [{"path": "", "type": "t", "message": "m"}]},
+        },
+    },
+    {
+        "ok": False,
+        "error": {
+            "code": "profile_benched",
+            "message": "m",
+            "hint": {
+                "profile": "p",
+                "model": "m",
+                "provider": None,
+                "reason": "model_unavailable",
+                "benchedUntil": "2026-01-01T00:00:00Z",
+                "retryAfterSeconds": 3,
+                "profiles": [],
+            },
+        },
+    },
+    {"ok": False, "error": {"code": "unknown_target", "message": "m", "hint": [1]}},
+    {"ok": True},
+    {"ok": False},
+    {"ok": False, "error": {"code": "forbidden", "message": "m", "hint": {"ask": "x"}}},
+    {"ok": False, "error": {"code": "unknown_tool", "message": "m"}},
+    {"ok": False, "error": {"code": "unknown_tool", "message": "m", "hint": {"tools": 1}}},
+    {"ok": False, "error": {"code": "invalid_arguments", "message": "m", "hint": {}}},
+    {"ok": False, "error": {"code": "body_too_large", "message": "m", "hint": {"maxBytes": 0}}},
+    {"ok": False, "error": {"code": "invalid_body", "message": "m", "hint": {}}},
+    {"ok": False, "error": {"code": "profile_benched", "message": "m", "hint": {"profile": "p"}}},
+    {"ok": False, "error": {"code": "Bad Code", "message": "m"}},
+    {"ok": False, "error": {"code": "conflict", "message": ""}},
+    {"ok": False, "error": {"code": "conflict", "message": "m", "extra": 1}},
+]
+
+
+def test_the_failure_model_accepts_what_tool_result_v1_accepts(document: dict[str, Any]) -> None:
+    """Every error status answers ToolFailureAnswer, which accepts and refuses the same answers
+    as the failure branch of contracts/api/tool-result.v1.schema.json."""
+    contract = _contract("tool-result.v1.schema.json")
+    branch = Draft202012Validator({**contract["oneOf"][1], "$defs": contract["$defs"]})
+    generated = Draft202012Validator(_from_document(document, FAILURE))
+    model = Draft202012Validator(ToolFailureAnswer.model_json_schema())
+    verdicts = [(branch.is_valid(d), generated.is_valid(d), model.is_valid(d)) for d in FAILURES]
+    assert verdicts == [(ok, ok, ok) for ok in [True] * 7 + [False] * 12]
 
 
 def test_the_served_document_is_valid_openapi_3_1(document: dict[str, Any]) -> None:

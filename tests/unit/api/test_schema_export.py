@@ -30,6 +30,7 @@ def test_export_writes_one_params_file_per_tool_and_declared_results(
     assert names == sorted(
         [f"{name}.params.schema.json" for name in registry.names()]
         + ["bad_shape.result.schema.json", "fleet_list.result.schema.json"]
+        + ["tool-result.v1.schema.json"]
     )
     echo = json.loads((tmp_path / "echo.params.schema.json").read_text())
     assert echo.pop("$schema") == JSON_SCHEMA_DIALECT
@@ -95,14 +96,16 @@ def test_drift_names_missing_changed_and_stale_files(
 def test_export_removes_stale_tool_files_and_keeps_others(
     registry: ToolRegistry, tmp_path: Path
 ) -> None:
-    """Re-exporting deletes files of vanished tools but never hand-written neighbours."""
+    """Re-exporting deletes files of vanished tools, rewrites the envelope from its models, and
+    never touches hand-written neighbours."""
     (tmp_path / "fleet_gone.params.schema.json").write_text("{}\n")
     (tmp_path / "tool-result.v1.schema.json").write_text("{}\n")
     (tmp_path / "README.md").write_text("notes\n")
     export_schemas(registry, tmp_path)
     assert not (tmp_path / "fleet_gone.params.schema.json").exists()
-    assert (tmp_path / "tool-result.v1.schema.json").read_text() == "{}\n"
-    assert (tmp_path / "README.md").exists()
+    envelope = json.loads((tmp_path / "tool-result.v1.schema.json").read_text())
+    assert envelope["$id"] == "tool-result.v1.schema.json"
+    assert (tmp_path / "README.md").read_text() == "notes\n"
     assert schema_drift(registry, tmp_path) == []
 
 

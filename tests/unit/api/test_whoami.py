@@ -10,7 +10,6 @@ from typing import Any
 import httpx
 
 from fleetd.api.app import create_app
-from fleetd.api.openapi import FAILURE_PREFIX
 from fleetd.api.whoami import WHOAMI_PATH, WhoamiAnswer
 from fleetd.testing import LEAD_TOKEN, OPERATOR_TOKEN, TestFleet, build_test_fleet
 
@@ -75,7 +74,7 @@ async def test_whoami_is_in_the_openapi_document_with_its_answers(tmp_path: Path
     assert operation["security"] == [{"bearer": []}]
     responses = operation["responses"]
     assert set(responses) == {"200", "401", "403"}
-    failure = {"$ref": f"#/components/schemas/{FAILURE_PREFIX}"}
+    failure = {"$ref": "#/components/schemas/ToolFailureAnswer"}
     for status in ("401", "403"):
         assert responses[status]["content"]["application/json"]["schema"] == failure
     assert "WWW-Authenticate" in responses["401"]["headers"]

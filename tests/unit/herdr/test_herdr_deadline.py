@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from fleetd.clock import FakeClock
 from fleetd.errors import ControlLinkError
 from fleetd.herdr.deadline import bounded
-from fleetd.herdr.stream import reconnect_delay
+from fleetd.sim.event_stream import reconnect_delay
 
 
 async def test_work_that_finishes_first_returns_its_value() -> None:

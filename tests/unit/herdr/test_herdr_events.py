@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleetd.herdr.events import AgentStatusChanged, HerdrEvent, Subscription, parse_event
 from fleetd.herdr.model import AgentStatus
+from fleetd.sim.events import AgentStatusChanged, HerdrEvent, Subscription, parse_event
 
 
 def test_global_event_uses_snake_case_name_and_tagged_data() -> None:

@@ -13,10 +13,10 @@ from fleetd.herdr import calls
 from fleetd.herdr.protocol import (
     Call,
     decode_response,
-    decode_stream_line,
     encode_request,
     error_for,
 )
+from fleetd.sim.events import decode_stream_line
 
 
 def test_request_line_is_one_compact_json_object_with_string_id_and_params() -> None:

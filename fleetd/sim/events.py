@@ -1,4 +1,8 @@
-"""Subscriptions fleetd asks herdr for, and the events herdr pushes back.
+"""herdr's subscriptions and the events it pushes back: the simulator's and the tests' side.
+
+fleetd itself never subscribes (its status poller and health tick read herdr, and the snapshot is
+authoritative), so this module lives with the simulator: the simulator pushes these frames, the
+tests read them back through :class:`~fleetd.sim.client.SimClient`.
 
 herdr pushes two shapes on an ``events.subscribe`` connection, both without an ``id``:
 
@@ -10,16 +14,19 @@ herdr pushes two shapes on an ``events.subscribe`` connection, both without an `
 
 :func:`parse_event` turns either into a typed value; kinds it does not know become a generic
 :class:`HerdrEvent` (forward compatible). Events only trigger an early re-poll in fleetd: the
-snapshot stays authoritative. Pure: no I/O.
+snapshot stays authoritative. :func:`events_subscribe` is the request,
+:func:`decode_stream_line` reads one line after its ack. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fleetd.errors import InvalidResponseError
 from fleetd.herdr.model import AgentStatus, Wire, opt_str, req_str
+from fleetd.herdr.protocol import Call, decode_frame, raise_error_frame
 
 __all__ = [
     "GLOBAL_KINDS",
@@ -28,6 +35,8 @@ __all__ = [
     "Event",
     "HerdrEvent",
     "Subscription",
+    "decode_stream_line",
+    "events_subscribe",
     "parse_event",
 ]
 
@@ -168,3 +177,29 @@ def parse_event(frame: Wire) -> Event:
         agent=opt_str(data, "agent"),
         agent_status=None if status is None else AgentStatus.parse(status),
     )
+
+
+def _subscription_started(result: Wire) -> None:
+    if result.get("type") != "subscription_started":
+        raise InvalidResponseError("invalid_response", "expected subscription_started")
+
+
+def events_subscribe(subscriptions: Iterable[Subscription]) -> Call[None]:
+    """The subscribe request; its parser accepts only the ``subscription_started`` ack."""
+    wire = [s.to_wire() for s in subscriptions]
+    return Call(
+        method="events.subscribe", params={"subscriptions": wire}, parse=_subscription_started
+    )
+
+
+def decode_stream_line(line: bytes | str, *, method: str = "events.subscribe") -> Event | None:
+    """One line after a subscription ack: an event, or ``None`` for a frame to skip.
+
+    An error frame on the stream (``events_lost``, ``server_unavailable``) is raised classified.
+    """
+    frame = decode_frame(line, method=method)
+    if "error" in frame:
+        raise_error_frame(frame, method)
+    if "event" not in frame:
+        return None
+    return parse_event(frame)

@@ -19,8 +19,8 @@ from typing import Protocol
 from fleetd.clock import Clock
 from fleetd.errors import ControlLinkError, HerdrError
 from fleetd.herdr.deadline import bounded
-from fleetd.herdr.events import Event
-from fleetd.herdr.protocol import Call, decode_stream_line
+from fleetd.herdr.protocol import Call
+from fleetd.sim.events import Event, decode_stream_line
 
 __all__ = ["Connector", "EventStream", "reconnect_delay"]
 
