@@ -20,6 +20,7 @@ from fleetd.health.states import (
     ControlLinkState,
     HealthStateName,
     InboxState,
+    InstanceState,
     LeadState,
     MemberState,
     Scope,
@@ -28,12 +29,13 @@ from fleetd.health.states import (
 from fleetd.journal.records import (
     EventState,
     EventType,
+    InstanceRecord,
     Routing,
     StoredEvent,
     StoredIncident,
     assignment_of,
 )
-from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
+from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow, InstanceRow
 
 __all__ = ["incident_key", "make_key", "stored_incidents"]
 
@@ -41,7 +43,7 @@ E = TypeVar("E", bound=StrEnum)
 
 _STATES: dict[str, HealthStateName] = {
     state.value: state
-    for kind in (MemberState, ControlLinkState, LeadState, InboxState)
+    for kind in (MemberState, ControlLinkState, LeadState, InboxState, InstanceState)
     for state in kind
 }
 
@@ -134,4 +136,19 @@ def _incident(row: IncidentRow, events: tuple[StoredEvent, ...]) -> StoredIncide
         resolved_at=row.resolved_at,
         resolve_reason=_parse(ResolveReason, row.resolve_reason) if row.resolve_reason else None,
         events=events,
+        instance=row.instance,
+    )
+
+
+def instance_record(row: InstanceRow) -> InstanceRecord:
+    """The value of one ``instances`` row."""
+    return InstanceRecord(
+        instance=row.instance,
+        host=row.host,
+        version=row.version,
+        started_at=row.started_at,
+        last_seen=row.last_seen,
+        leads=tuple(str(lead) for lead in row.leads),
+        coverage=row.coverage,
+        summary=row.summary,
     )
