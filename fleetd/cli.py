@@ -248,7 +248,7 @@ async def wait_as_standby(ref: ConfigRef, state: OpenedState) -> bool:
     :func:`standby_poll` seconds; ``True`` once it holds the lock (then :func:`serve` binds
     ``api.port``, which the dead holder's members call), ``False`` when SIGTERM/SIGINT ends the
     wait first."""
-    from fleetd.api.standby import StandbyHolder, create_standby_app  # noqa: PLC0415
+    from fleetd.api import StandbyHolder, create_standby_app  # noqa: PLC0415
     from fleetd.clock import SystemClock  # noqa: PLC0415
 
     log = logging.getLogger("fleetd")

@@ -59,6 +59,7 @@ from fleetd.outbound import (
 from fleetd.runs import Runs, remember_run
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
+from fleetd.runtime.instances import InstanceWatch
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -110,6 +111,7 @@ class Fleetd:
     sink: SinkWorker  # delivers the journal's outbound events to the webhook
     sender: HttpWebhookSender
     retention: JournalRetention  # deletes resolved history past journal.retentionDays
+    instances: InstanceWatch  # this instance's journal row; INSTANCE_DOWN for the others
     started: bool = False
 
     @property
@@ -397,6 +399,13 @@ def build_service(
         retention=JournalRetention(
             journal, retention=lambda: config.current.journal.retention, clock=clock
         ),
+        instances=InstanceWatch(
+            journal=journal,
+            escalation=escalation,
+            settings=lambda: config.current,
+            run=runs.current,
+            started_at=clock.now(),
+        ),
     )
     _schedule(service)
     return service
@@ -462,6 +471,11 @@ def _schedule(service: Fleetd) -> None:
     service.scheduler.add(
         Loop(name="health", step=settled(service.health.tick), interval=service.health.interval)
     )
+
+    async def renew() -> None:
+        await service.instances.step(service.clock.now())
+
+    service.scheduler.add(Loop(name="instances", step=renew, interval=service.health.interval))
     service.scheduler.add(
         Loop(
             name="herdr-agents",

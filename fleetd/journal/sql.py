@@ -183,9 +183,11 @@ class SqlJournal:
     ) -> JournalSnapshot:
         return await self._run(self._store.load_open, told_since, instance)
 
+    @observed
     async def renew_instance(self, record: InstanceRecord) -> None:
         await self._run(self._store.renew_instance, record)
 
+    @observed
     async def instances(self, *, limit: int = MAX_INSTANCES) -> tuple[InstanceRecord, ...]:
         return await self._run(self._store.instances, limit)
 
