@@ -23,6 +23,7 @@ import uvicorn
 
 if TYPE_CHECKING:
     from fleetd.config import ConfigRef
+    from fleetd.state.opening import OpenedState
     from fleetd.state.port import StateStore
 
 __all__ = ["main"]
@@ -98,6 +99,11 @@ def _serve(argv: list[str]) -> int:
         action="store_true",
         help="start afresh: forget the members, tickets and turns the state store holds",
     )
+    parser.add_argument(
+        "--standby",
+        action="store_true",
+        help="while another fleetd holds this instance, wait and take over when it dies",
+    )
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
 
@@ -114,6 +120,13 @@ def _serve(argv: list[str]) -> int:
         print(f"config error: {exc.key}: {exc.reason}", file=sys.stderr)
         return 2
     url = ref.current.state.url.get_secret_value()
+    standby = args.standby or ref.current.state.standby
+    if standby and args.discard_state:
+        print(
+            "--discard-state and a standby together would discard the store on take-over",
+            file=sys.stderr,
+        )
+        return 2
     try:
         state = open_state(
             ref.current,
@@ -121,6 +134,7 @@ def _serve(argv: list[str]) -> int:
             instance=instance_name(ref.current),
             discard=args.discard_state,
             now=SystemClock().now(),
+            standby=standby,
         )
     except StateStoreError as exc:
         print(f"state store error: {mask_url(url)}: {exc}", file=sys.stderr)
@@ -131,7 +145,11 @@ def _serve(argv: list[str]) -> int:
             )
         return 2
     try:
-        asyncio.run(serve(ref, state=state.store))
+        if state.active or asyncio.run(wait_as_standby(ref, state)):
+            asyncio.run(serve(ref, state=state.store))
+    except StateStoreError as exc:
+        print(f"state store error: {mask_url(url)}: {exc}", file=sys.stderr)
+        return 2
     except ConfigError as exc:
         print(f"config error: {exc.key}: {exc.reason}", file=sys.stderr)
         return 2
@@ -217,6 +235,89 @@ async def serve(ref: ConfigRef, *, state: StateStore | None = None) -> None:
             loop.add_signal_handler(stop, server.request_exit)
     await server.serve()
     logging.getLogger("fleetd").info("stopped")
+
+
+def standby_poll(ref: ConfigRef) -> float:
+    """Seconds between a standby's tries of the lock: a sixth of the snapshot interval (hot), so
+    a take-over (a try, then a start) fits in two intervals with room for the start."""
+    return ref.current.health.snapshot_interval.total_seconds() / 6
+
+
+async def wait_as_standby(ref: ConfigRef, state: OpenedState) -> bool:
+    """Serve the standby's answers on ``api.standbyPort`` and try the instance's lock every
+    :func:`standby_poll` seconds; ``True`` once it holds the lock (then :func:`serve` binds
+    ``api.port``, which the dead holder's members call), ``False`` when SIGTERM/SIGINT ends the
+    wait first."""
+    from fleetd.api import StandbyHolder, create_standby_app  # noqa: PLC0415
+    from fleetd.clock import SystemClock  # noqa: PLC0415
+
+    log = logging.getLogger("fleetd")
+    clock = SystemClock()
+    holder: StandbyHolder | None = None
+
+    def refresh() -> None:
+        nonlocal holder
+        found = state.lock.holder()
+        holder = (
+            StandbyHolder(pid=found.pid, host=found.host, started_at=found.started_at)
+            if found is not None
+            else None
+        )
+
+    await asyncio.to_thread(refresh)
+    api = ref.current.api
+    server = _StandbyServer(
+        uvicorn.Config(
+            create_standby_app(state.lock.instance, lambda: holder),
+            host=api.host,
+            port=api.standby_listen_port,
+            log_level="warning",
+            lifespan="off",
+        )
+    )
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError):
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(stop, stopping.set)
+    serving = asyncio.create_task(server.serve())
+    held_by = f"pid {holder.pid} on {holder.host}" if holder is not None else "another process"
+    log.info(
+        "standby on http://%s:%s: instance %r is held by %s; trying its lock every %.1f s",
+        api.host,
+        api.standby_listen_port,
+        state.lock.instance,
+        held_by,
+        standby_poll(ref),
+    )
+    taken = False
+    try:
+        while not stopping.is_set():
+            taken = await asyncio.to_thread(state.take_over, clock.now())
+            if taken:
+                break
+            await asyncio.to_thread(refresh)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), timeout=standby_poll(ref))
+    finally:
+        server.should_exit = True
+        await serving
+        with contextlib.suppress(NotImplementedError):
+            for stop in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(stop)
+    if taken:
+        log.warning("took over instance %r: loading the state store", state.lock.instance)
+    else:
+        log.info("standby stopped before taking over")
+    return taken
+
+
+class _StandbyServer(uvicorn.Server):
+    """uvicorn for the standby's answers; the wait owns the signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 #: How long a stop waits for open requests (sync waiters are let go at once; this bounds the rest).

@@ -8,13 +8,16 @@ internal to it. Who is calling (``Caller``, ``Role``) is a domain value: import 
 from fleetd.api.app import create_app
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
+from fleetd.api.standby import StandbyHolder, create_standby_app
 from fleetd.api.tools import INTERNAL_ERROR_CODE, ToolRegistry, ToolResult
 
 __all__ = [
     "INTERNAL_ERROR_CODE",
     "Authenticator",
+    "StandbyHolder",
     "ToolRegistry",
     "ToolResult",
     "create_app",
+    "create_standby_app",
     "register_fleet_tools",
 ]

@@ -41,6 +41,7 @@ from fleetd.notify.desk import IncidentDesk
 from fleetd.runs import Runs
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
+from fleetd.runtime.instances import InstanceWatch
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -192,6 +193,13 @@ def build_service(
         sender=sender,
         retention=JournalRetention(
             journal, retention=lambda: config.current.journal.retention, clock=clock
+        ),
+        instances=InstanceWatch(
+            journal=journal,
+            escalation=escalation,
+            settings=lambda: config.current,
+            run=runs.current,
+            started_at=clock.now(),
         ),
     )
     schedule(service)

@@ -78,6 +78,11 @@ def schedule(service: Fleetd) -> None:
     service.scheduler.add(
         Loop(name="health", step=settled(service.health.tick), interval=service.health.interval)
     )
+
+    async def renew() -> None:
+        await service.instances.step(service.clock.now())
+
+    service.scheduler.add(Loop(name="instances", step=renew, interval=service.health.interval))
     service.scheduler.add(
         Loop(
             name="herdr-agents",

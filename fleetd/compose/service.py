@@ -33,6 +33,7 @@ from fleetd.notify.worker import SinkWorker
 from fleetd.runs import remember_run
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
+from fleetd.runtime.instances import InstanceWatch
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.monitor import FleetHealthMonitor
 from fleetd.runtime.scheduler import Scheduler
@@ -71,6 +72,7 @@ class Fleetd:
     sink: SinkWorker  # delivers the journal's outbound events to the webhook
     sender: HttpWebhookSender
     retention: JournalRetention  # deletes resolved history past journal.retentionDays
+    instances: InstanceWatch  # this instance's journal row; INSTANCE_DOWN for the others
     started: bool = False
 
     @property

@@ -59,6 +59,7 @@ RESTART_KEYS: Final = frozenset(
         "api.host",
         "api.port",
         "api.publicUrl",
+        "api.standbyPort",
         "herdr.socketPath",
         "herdr.statusPollIntervalMs",
         "worktrees.root",
@@ -66,6 +67,7 @@ RESTART_KEYS: Final = frozenset(
         "journal.url",
         "journal.urlEnv",
         "state.url",
+        "state.standby",
     }
 )
 """Dotted keys whose change takes effect only after a restart; every other key is hot."""

@@ -121,6 +121,15 @@ class ApiConfig(ConfigModel):
     port: Annotated[StrictInt, Field(ge=0, le=65535)] = 8765
     public_url: Annotated[str | None, AfterValidator(scheme_check("http", "https"))] = None
     max_prompt_chars: Annotated[StrictInt, Field(ge=1, le=MAX_CHARS)] = 100_000
+    standby_port: Annotated[StrictInt | None, Field(ge=0, le=65535)] = None
+
+    @property
+    def standby_listen_port(self) -> int:
+        """Where a standby answers while it waits: ``standbyPort``, else the port after ``port``
+        (``port`` 0 picks any). Once it takes over it serves on ``port``."""
+        if self.standby_port is not None:
+            return self.standby_port
+        return self.port + 1 if 0 < self.port < 65535 else 0
 
     @property
     def base_url(self) -> str:
@@ -326,6 +335,7 @@ class StateConfig(ConfigModel):
         Field(default=None, validate_default=True)
     )
     operation_timeout_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 2000
+    standby: StrictBool = False  # ``fleetd serve --standby``: wait for a held lock, then take over
 
     @property
     def operation_timeout(self) -> timedelta:

@@ -5,7 +5,8 @@ A lead sees an incident
 * that it owns or holds (the incident's owner or its recipient lead),
 * that is about itself (a lead-scope incident whose subject it is: its own ``LEAD_UNREACHABLE``
   while a peer or a person holds it — the lead learns from it once it is back), or
-* that is fleet-wide (the control link, a profile's model): it bears on every lead's work.
+* that is fleet-wide (the control link, a profile's model, a fleetd instance that is down): it
+  bears on every lead's work.
 
 Nothing else: another lead's members, and incidents about another lead that it does not hold,
 stay out of its view. The operator sees every incident; who is the operator is the caller's role,
@@ -28,7 +29,7 @@ __all__ = ["FLEET_WIDE_SCOPES", "SELF_SCOPES", "lead_may_see"]
 SELF_SCOPES: Final = frozenset({Scope.LEAD})
 """Scopes whose subject is a lead: the lead it names sees it."""
 
-FLEET_WIDE_SCOPES: Final = frozenset({Scope.CONTROL_LINK, Scope.PROFILE})
+FLEET_WIDE_SCOPES: Final = frozenset({Scope.CONTROL_LINK, Scope.PROFILE, Scope.INSTANCE})
 """Scopes that bear on every lead: every lead sees them."""
 
 

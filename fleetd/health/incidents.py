@@ -84,6 +84,7 @@ class RoutingReason(StrEnum):
     HUMAN_CONTROL_LINK_DOWN = "human_control_link_down"
     HUMAN_NO_HEALTHY_LEAD = "human_no_healthy_lead"
     HUMAN_PUBLICATION_FAILED = "human_publication_failed"
+    HUMAN_INSTANCE_DOWN = "human_instance_down"  # a fleetd instance stopped renewing (issue 24)
 
 
 @fact

@@ -158,11 +158,14 @@ class _Plan:
 _TO_OWNER = _Plan(_Kind.OWNER, _R.OWNER)
 _LINK_DOWN = _Plan(_Kind.HUMAN, _R.HUMAN_CONTROL_LINK_DOWN)
 _NO_OWNER = _Plan(_Kind.HUMAN, _R.HUMAN_NO_OWNER)
+_INSTANCE_DOWN = _Plan(_Kind.HUMAN, _R.HUMAN_INSTANCE_DOWN)
 
 
 def _plan(incident: Incident, leads: Mapping[str, LeadFacts], unpublishable: bool) -> _Plan:
     key = incident.key
     scope, owner = key.scope, incident.owner_lead
+    if scope is Scope.INSTANCE:
+        return _INSTANCE_DOWN  # no lead can act on a fleetd that is gone
     if owner is not None and not unpublishable:
         facts = leads.get(owner)
         if facts is not None and facts.healthy and scope is not Scope.CONTROL_LINK:

@@ -32,6 +32,7 @@ __all__ = [
     "ControlLinkState",
     "HealthStateName",
     "InboxState",
+    "InstanceState",
     "LeadState",
     "MemberState",
     "Scope",
@@ -87,7 +88,13 @@ class InboxState(StrEnum):
     held for a newer build (unsupported version)."""
 
 
-HealthStateName = MemberState | ControlLinkState | LeadState | InboxState
+class InstanceState(StrEnum):
+    """A fleetd instance sharing a PostgreSQL journal with others (issue 24)."""
+
+    INSTANCE_DOWN = "INSTANCE_DOWN"
+
+
+HealthStateName = MemberState | ControlLinkState | LeadState | InboxState | InstanceState
 """Any classification value."""
 
 
@@ -116,6 +123,7 @@ class Scope(StrEnum):
     CONTROL_LINK = "control_link"
     INBOX = "inbox"
     PROFILE = "profile"
+    INSTANCE = "instance"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,6 +225,10 @@ STATE_SPECS: Final = MappingProxyType(
         # inbox keys
         InboxState.INBOX_DECODE_FAILED: StateSpec(
             scope=Scope.INBOX, rank=7, severity=_W, certainty=_CE, opens_incident=True
+        ),
+        # fleetd instances: one stopped renewing its row (or lost its database)
+        InstanceState.INSTANCE_DOWN: StateSpec(
+            scope=Scope.INSTANCE, rank=1, severity=_C, certainty=_ST, opens_incident=True
         ),
     }
 )

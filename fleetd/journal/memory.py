@@ -11,6 +11,7 @@ for tests of a journal that is down.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -27,11 +28,13 @@ from fleetd.journal.port import (
     Journal,
 )
 from fleetd.journal.values import (
+    MAX_INSTANCES,
     AttemptOutcome,
     Claim,
     EventState,
     EventType,
     IncidentChange,
+    InstanceRecord,
     JournalSnapshot,
     JournalStats,
     NewEvent,
@@ -40,6 +43,7 @@ from fleetd.journal.values import (
     check_change,
     check_code,
     check_event,
+    check_instance,
     idempotency_key,
 )
 from fleetd.observe import Around, direct, observed
@@ -58,6 +62,7 @@ class InMemoryJournal:
         self._events: dict[int, EventEntry] = {}
         self._attempts: dict[int, AttemptEntry] = {}
         self._ids = 0
+        self._instances: dict[str, InstanceRecord] = {}
         self.fail_with: JournalError | None = None
 
     def _next_id(self) -> int:
@@ -81,6 +86,9 @@ class InMemoryJournal:
             check_event(event)
         self._check_conflicts(change)
         incident_id = change.incident.id
+        first = self._incidents.get(incident_id)
+        if first is not None:  # the instance that inserted it stays its owner
+            change = dataclasses.replace(change, instance=first.instance)
         self._incidents[incident_id] = change
         self._cancel(incident_id, change.cancel)
         return self._add_events(incident_id, events, now)
@@ -188,11 +196,14 @@ class InMemoryJournal:
         )
 
     @observed
-    async def load_open(self, *, told_since: datetime | None = None) -> JournalSnapshot:
+    async def load_open(
+        self, *, told_since: datetime | None = None, instance: str | None = None
+    ) -> JournalSnapshot:
         self._check_up()
-        changes = sorted(
+        every = sorted(
             self._incidents.values(), key=lambda c: (c.incident.opened_at, c.incident.id)
         )
+        changes = [c for c in every if instance is None or c.instance in (None, instance)]
         opened = [c for c in changes if c.resolved_at is None]
         pending = [
             c
@@ -207,8 +218,21 @@ class InMemoryJournal:
             open_incidents=tuple(self._stored(c) for c in opened),
             pending_resolutions=tuple(self._stored(c) for c in pending),
             generations=generations,
-            generation_floor=max((c.incident.generation for c in changes), default=0),
+            generation_floor=max((c.incident.generation for c in every), default=0),
         )
+
+    @observed
+    async def renew_instance(self, record: InstanceRecord) -> None:
+        self._check_up()
+        check_instance(record)
+        self._instances[record.instance] = record
+
+    @observed
+    async def instances(self, *, limit: int = MAX_INSTANCES) -> tuple[InstanceRecord, ...]:
+        self._check_up()
+        rows = sorted(self._instances.values(), key=lambda r: r.instance)
+        rows.sort(key=lambda r: r.last_seen, reverse=True)
+        return tuple(rows[:limit])
 
     @observed
     async def recent(

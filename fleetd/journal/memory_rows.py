@@ -95,4 +95,5 @@ def stored_incident(
         resolved_at=change.resolved_at,
         resolve_reason=ResolveReason(change.resolve_reason) if change.resolve_reason else None,
         events=tuple(stored_event(e, kept) for e in sorted(events, key=lambda e: e.revision)),
+        instance=change.instance,
     )

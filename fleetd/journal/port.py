@@ -26,8 +26,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from fleetd.journal.values import (
+    MAX_INSTANCES,
     Claim,
     IncidentChange,
+    InstanceRecord,
     JournalSnapshot,
     JournalStats,
     NewEvent,
@@ -84,11 +86,25 @@ class Journal(Protocol):
         """One incident with its routing, resolution and events, or ``None``."""
         ...
 
-    async def load_open(self, *, told_since: datetime | None = None) -> JournalSnapshot:
+    async def load_open(
+        self, *, told_since: datetime | None = None, instance: str | None = None
+    ) -> JournalSnapshot:
         """What a restart needs: open incidents, resolved ones whose human leg is unsettled (an
         event pending or failed; with ``told_since``, also one delivered since then with no
         ``resolved`` event), the latest generation of their keys, and a floor above every other
-        stored generation. Its cost follows the open set, not the history kept."""
+        stored generation. Its cost follows the open set, not the history kept. With
+        ``instance``, only the incidents that instance opened (and those recorded without an
+        instance, before several shared a journal)."""
+        ...
+
+    async def renew_instance(self, record: InstanceRecord) -> None:
+        """Insert or replace the row of ``record.instance`` (its renewal every snapshot
+        interval). Refused as :meth:`record` refuses: text out of bounds, a naive time, a
+        summary larger than :data:`~fleetd.journal.values.MAX_SUMMARY_BYTES`."""
+        ...
+
+    async def instances(self, *, limit: int = MAX_INSTANCES) -> tuple[InstanceRecord, ...]:
+        """The instance rows, latest renewal first, at most ``limit``."""
         ...
 
     async def recent(

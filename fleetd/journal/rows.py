@@ -20,15 +20,17 @@ from fleetd.health.states import (
     ControlLinkState,
     HealthStateName,
     InboxState,
+    InstanceState,
     LeadState,
     MemberState,
     Scope,
     Severity,
 )
-from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
+from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow, InstanceRow
 from fleetd.journal.values import (
     EventState,
     EventType,
+    InstanceRecord,
     Routing,
     StoredEvent,
     StoredIncident,
@@ -41,7 +43,7 @@ E = TypeVar("E", bound=StrEnum)
 
 _STATES: dict[str, HealthStateName] = {
     state.value: state
-    for kind in (MemberState, ControlLinkState, LeadState, InboxState)
+    for kind in (MemberState, ControlLinkState, LeadState, InboxState, InstanceState)
     for state in kind
 }
 
@@ -134,4 +136,19 @@ def _incident(row: IncidentRow, events: tuple[StoredEvent, ...]) -> StoredIncide
         resolved_at=row.resolved_at,
         resolve_reason=_parse(ResolveReason, row.resolve_reason) if row.resolve_reason else None,
         events=events,
+        instance=row.instance,
+    )
+
+
+def instance_record(row: InstanceRow) -> InstanceRecord:
+    """The value of one ``instances`` row."""
+    return InstanceRecord(
+        instance=row.instance,
+        host=row.host,
+        version=row.version,
+        started_at=row.started_at,
+        last_seen=row.last_seen,
+        leads=tuple(str(lead) for lead in row.leads),
+        coverage=row.coverage,
+        summary=row.summary,
     )

@@ -48,9 +48,11 @@ from fleetd.journal.port import (
 )
 from fleetd.journal.store import SqlStore
 from fleetd.journal.values import (
+    MAX_INSTANCES,
     AttemptOutcome,
     Claim,
     IncidentChange,
+    InstanceRecord,
     JournalSnapshot,
     JournalStats,
     NewEvent,
@@ -176,8 +178,18 @@ class SqlJournal:
         return await self._run(self._store.recent, resolved_since, limit, involving)
 
     @observed
-    async def load_open(self, *, told_since: datetime | None = None) -> JournalSnapshot:
-        return await self._run(self._store.load_open, told_since)
+    async def load_open(
+        self, *, told_since: datetime | None = None, instance: str | None = None
+    ) -> JournalSnapshot:
+        return await self._run(self._store.load_open, told_since, instance)
+
+    @observed
+    async def renew_instance(self, record: InstanceRecord) -> None:
+        await self._run(self._store.renew_instance, record)
+
+    @observed
+    async def instances(self, *, limit: int = MAX_INSTANCES) -> tuple[InstanceRecord, ...]:
+        return await self._run(self._store.instances, limit)
 
     @observed
     async def claim_due(

@@ -30,14 +30,15 @@ from fleetd.journal.queries import (
     recent_rows,
     unsettled_ids,
 )
-from fleetd.journal.rows import incident_key, stored_incidents
-from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow
+from fleetd.journal.rows import incident_key, instance_record, stored_incidents
+from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow, InstanceRow
 from fleetd.journal.values import (
     AttemptOutcome,
     Claim,
     EventState,
     EventType,
     IncidentChange,
+    InstanceRecord,
     JournalSnapshot,
     JournalStats,
     NewEvent,
@@ -46,6 +47,7 @@ from fleetd.journal.values import (
     check_change,
     check_code,
     check_event,
+    check_instance,
 )
 
 __all__ = ["SqlStore"]
@@ -130,6 +132,7 @@ class SqlStore:
                 certainty=incident.certainty.value,
                 opened_at=incident.opened_at,
                 updated_at=now,
+                instance=change.instance,
             )
         elif incident_key(row) != key or row.generation != incident.generation:
             raise JournalRefusedError("record", "incident_key_changed")
@@ -159,11 +162,18 @@ class SqlStore:
         with self.transaction("recent") as session:
             return stored_incidents(session, recent_rows(session, resolved_since, limit, involving))
 
-    def load_open(self, told_since: datetime | None = None) -> JournalSnapshot:
+    def load_open(
+        self, told_since: datetime | None = None, instance: str | None = None
+    ) -> JournalSnapshot:
+        owned = (
+            or_(col(IncidentRow.instance).is_(None), col(IncidentRow.instance) == instance)
+            if instance is not None
+            else col(IncidentRow.id).is_not(None)
+        )
         with self.transaction("load") as session:
             opened = session.exec(
                 select(IncidentRow)
-                .where(col(IncidentRow.resolved_at).is_(None))
+                .where(col(IncidentRow.resolved_at).is_(None), owned)
                 .order_by(col(IncidentRow.opened_at), col(IncidentRow.id))
             ).all()
             resolving = session.exec(
@@ -171,6 +181,7 @@ class SqlStore:
                 .where(
                     col(IncidentRow.resolved_at).is_not(None),
                     col(IncidentRow.id).in_(unsettled_ids(told_since)),
+                    owned,
                 )
                 .order_by(col(IncidentRow.opened_at), col(IncidentRow.id))
             ).all()
@@ -187,6 +198,38 @@ class SqlStore:
                 generations=generations,
                 generation_floor=floor or 0,
             )
+
+    def renew_instance(self, record: InstanceRecord) -> None:
+        check_instance(record)
+        with self.transaction("instance") as session:
+            row = session.get(InstanceRow, record.instance, with_for_update=True)
+            if row is None:
+                row = InstanceRow(
+                    instance=record.instance,
+                    host=record.host,
+                    version=record.version,
+                    started_at=record.started_at,
+                    last_seen=record.last_seen,
+                    leads=[],
+                    coverage=record.coverage,
+                )
+            row.host = record.host
+            row.version = record.version
+            row.started_at = record.started_at
+            row.last_seen = record.last_seen
+            row.leads = list(record.leads)
+            row.coverage = record.coverage
+            row.summary = dict(record.summary) if record.summary is not None else None
+            session.add(row)
+
+    def instances(self, limit: int) -> tuple[InstanceRecord, ...]:
+        with self.transaction("instances") as session:
+            rows = session.exec(
+                select(InstanceRow)
+                .order_by(col(InstanceRow.last_seen).desc(), col(InstanceRow.instance))
+                .limit(limit)
+            ).all()
+            return tuple(instance_record(row) for row in rows)
 
     def claim_due(
         self, owner: str, now: datetime, lease: timedelta, limit: int

@@ -1,4 +1,5 @@
-"""The journal's SQLModel tables: ``incidents``, ``outbound_events``, ``delivery_attempts``.
+"""The journal's SQLModel tables: ``incidents``, ``outbound_events``, ``delivery_attempts``, and
+``instances`` (one row per fleetd instance sharing the journal, renewed every snapshot interval).
 
 Every column is an id, a stable code, a count, a time or the bounded outbound payload; nothing
 here can hold pane text, a prompt, a reply, a path or a secret (``tests/contract`` scans every
@@ -49,7 +50,7 @@ from sqlmodel import Field, SQLModel
 
 from fleetd.journal.values import MAX_TEXT
 
-__all__ = ["METADATA", "AttemptRow", "EventRow", "IncidentRow", "UtcDateTime"]
+__all__ = ["METADATA", "AttemptRow", "EventRow", "IncidentRow", "InstanceRow", "UtcDateTime"]
 
 METADATA = MetaData(
     naming_convention={
@@ -142,6 +143,7 @@ class IncidentRow(_Table, table=True):
     resolved_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
     resolve_reason: str | None = Field(default=None, sa_type=String(_CODE))
     updated_at: datetime = Field(sa_type=UtcDateTime)
+    instance: str | None = Field(default=None, sa_type=String(MAX_TEXT))
 
 
 class EventRow(_Table, table=True):
@@ -198,3 +200,18 @@ class AttemptRow(_Table, table=True):
     created_at: datetime = Field(sa_type=UtcDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
     sink_generation: str | None = Field(default=None, sa_type=String(_CODE))
+
+
+class InstanceRow(_Table, table=True):
+    """One fleetd instance sharing this journal: who it is and its last published summary."""
+
+    __tablename__ = "instances"
+
+    instance: str = Field(primary_key=True, sa_type=String(MAX_TEXT))
+    host: str = Field(sa_type=String(MAX_TEXT))
+    version: str = Field(sa_type=String(MAX_TEXT))
+    started_at: datetime = Field(sa_type=UtcDateTime)
+    last_seen: datetime = Field(sa_type=UtcDateTime)
+    leads: list[str] = Field(sa_type=JSON)
+    coverage: str = Field(sa_type=String(_CODE))
+    summary: dict[str, Any] | None = Field(default=None, sa_type=JSON)

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from fleetd.errors import JournalRefusedError
 from fleetd.health.incidents import (
@@ -45,15 +46,19 @@ from fleetd.health.states import Scope
 from fleetd.model.events import EventState, EventType, idempotency_key, is_plain_id
 
 __all__ = [
+    "MAX_INSTANCES",
+    "MAX_INSTANCE_LEADS",
     "MAX_PAYLOAD_BYTES",
     "MAX_PAYLOAD_DEPTH",
     "MAX_PAYLOAD_STRING",
+    "MAX_SUMMARY_BYTES",
     "MAX_TEXT",
     "AttemptOutcome",
     "Claim",
     "EventState",
     "EventType",
     "IncidentChange",
+    "InstanceRecord",
     "JournalSnapshot",
     "JournalStats",
     "NewEvent",
@@ -65,6 +70,7 @@ __all__ = [
     "check_change",
     "check_code",
     "check_event",
+    "check_instance",
     "check_payload",
     "idempotency_key",
 ]
@@ -72,6 +78,12 @@ __all__ = [
 MAX_TEXT = 200
 """Longest id, subject, cause fingerprint, target or lead name the journal stores."""
 MAX_PAYLOAD_BYTES = 8192
+MAX_INSTANCES = 64
+"""Most instance rows :meth:`~fleetd.journal.port.Journal.instances` reads (oldest renewal last)."""
+MAX_INSTANCE_LEADS = 256
+"""Most lead names one instance row lists."""
+MAX_SUMMARY_BYTES = 4 * 1024 * 1024
+"""Largest published summary of one instance, encoded (about 10,000 members)."""
 MAX_PAYLOAD_DEPTH = 4
 MAX_PAYLOAD_STRING = 256
 
@@ -116,6 +128,7 @@ class IncidentChange:
     resolved_at: datetime | None = None
     resolve_reason: ResolveReason | None = None
     cancel: tuple[int, ...] = ()
+    instance: str | None = None  # the fleetd instance that records it: stored when first inserted
 
     @property
     def effective_routing(self) -> Routing:
@@ -231,6 +244,7 @@ class StoredIncident:
     resolved_at: datetime | None = None
     resolve_reason: ResolveReason | None = None
     events: tuple[StoredEvent, ...] = ()
+    instance: str | None = None  # the fleetd instance that opened it (None: before issue 24)
 
     @property
     def delivered_revisions(self) -> tuple[int, ...]:
@@ -240,6 +254,25 @@ class StoredIncident:
     def last_delivered_at(self) -> datetime | None:
         times = [e.delivered_at for e in self.events if e.delivered_at is not None]
         return max(times, default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceRecord:
+    """One fleetd instance's row in a shared journal (issue 24), renewed every snapshot interval.
+
+    ``host`` is the herdr host's label (the host name), ``leads`` the lead names it serves,
+    ``coverage`` its notification coverage word, ``summary`` its last published fleet summary
+    (ids, names, states and counts: what ``GET /v1/fleet?scope=all`` shows of it), or ``None``.
+    """
+
+    instance: str
+    host: str
+    version: str
+    started_at: datetime
+    last_seen: datetime
+    leads: tuple[str, ...] = ()
+    coverage: str = "full"
+    summary: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,6 +329,7 @@ def check_change(change: IncidentChange) -> None:
     key = incident.key
     for text in (incident.id, key.subject, key.cause):
         _check_text(text, required=True)
+    _check_text(change.instance)
     if not is_plain_id(incident.id):  # the idempotency key is made from it
         raise _refuse("field_out_of_bounds")
     routing = change.effective_routing
@@ -350,3 +384,23 @@ def _check_value(value: object, depth: int) -> None:
             _check_value(item, depth + 1)
         return
     raise _refuse("payload_not_json")
+
+
+def check_instance(record: InstanceRecord) -> None:
+    """Refuse an instance row a database could not store the same way everywhere."""
+    for text in (record.instance, record.host, record.version):
+        _check_text(text, required=True)
+    check_code(record.coverage, operation="instance")
+    if len(record.leads) > MAX_INSTANCE_LEADS:
+        raise _refuse("field_out_of_bounds")
+    for lead in record.leads:
+        _check_text(lead, required=True)
+    _aware(record.started_at)
+    _aware(record.last_seen)
+    if record.summary is not None:
+        try:
+            encoded = json.dumps(record.summary, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError):
+            raise _refuse("payload_not_json") from None
+        if len(encoded.encode()) > MAX_SUMMARY_BYTES:
+            raise _refuse("payload_too_large")

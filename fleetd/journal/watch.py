@@ -52,6 +52,8 @@ OPERATIONS = (
     "release",
     "stats",
     "purge",
+    "renew_instance",
+    "instances",
 )
 """The port's operations, the ``operation`` label of ``fleetd_journal_operation_seconds``."""
 

@@ -9,6 +9,7 @@ from fleetd.runtime.escalation import instance_name
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.heap import freeze_startup_heap
+from fleetd.runtime.instances import InstanceWatch
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -21,6 +22,7 @@ __all__ = [
     "FleetHealthMonitor",
     "FleetViewBuilder",
     "FleetViews",
+    "InstanceWatch",
     "LinkObserver",
     "LinkState",
     "LiveAgents",

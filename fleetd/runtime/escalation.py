@@ -35,6 +35,7 @@ from typing import Final
 from fleetd.config import FleetdConfig
 from fleetd.errors import JournalError, JournalRefusedError
 from fleetd.health.incidents import Incident, ResolveReason
+from fleetd.health.states import Scope
 from fleetd.journal.port import Journal
 from fleetd.journal.values import IncidentChange, NewEvent, StoredIncident
 from fleetd.model.events import EventType
@@ -49,6 +50,8 @@ SWEEP: Final = timedelta(seconds=30)
 """The journal's open and unsettled incidents are reconciled at least this often."""
 MAX_OWED: Final = 10_000
 """Most incident truths kept while the journal does not take them."""
+_FIRST_WINS: Final = frozenset({"open_key_conflict", "generation_conflict"})
+"""Refusals that mean another fleetd recorded the same INSTANCE_DOWN first (issue 24)."""
 TOLD_WINDOW: Final = timedelta(hours=24)
 """A sweep also looks at resolved incidents with a delivery this recent and no ``resolved``
 event: an ``open`` that landed after its incident's resolution was recorded (a restart between
@@ -196,12 +199,16 @@ class Escalation:
                 resolved_at=truth.resolved_at,
                 resolve_reason=truth.reason,
                 cancel=decided.cancel,
+                instance=self.instance,
             )
             new = self._events(truth.incident, truth, decided, last, now)
             try:
                 await self.journal.record(change, new, now=now)
             except JournalRefusedError as exc:  # never recordable: waiting would block the rest
-                _log.error("incident %s not recorded: %s", incident_id, exc)
+                if truth.incident.scope is Scope.INSTANCE and exc.reason in _FIRST_WINS:
+                    _log.info("incident %s: another instance recorded it first", incident_id)
+                else:
+                    _log.error("incident %s not recorded: %s", incident_id, exc)
                 self._owed.pop(incident_id, None)
                 continue
             if decided.rearm:

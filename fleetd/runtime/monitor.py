@@ -33,7 +33,7 @@ from fleetd.health.decide import decide
 from fleetd.health.evidence import HealthState
 from fleetd.health.incidents import Route
 from fleetd.health.routing import foreign_assignments
-from fleetd.health.states import ControlLinkState
+from fleetd.health.states import ControlLinkState, Scope
 from fleetd.herdr.control import AgentControl
 from fleetd.journal.port import Journal
 from fleetd.journal.watch import JournalWatch
@@ -98,16 +98,21 @@ class FleetHealthMonitor:
         )
 
     async def resume(self) -> int:
-        """At start: carry on from the incidents the journal kept open (none are opened twice);
-        returns how many. A journal that cannot be read leaves the monitor starting afresh."""
+        """At start: carry on from the incidents this instance opened that the journal kept open
+        (none are opened twice); returns how many. A journal that cannot be read leaves the
+        monitor starting afresh."""
         if self.journal is None or self.escalation is None:
             return 0
-        try:
-            kept = await self.journal.load_open()
+        try:  # its own: other instances sharing the journal resume theirs
+            kept = await self.journal.load_open(instance=self.escalation.instance)
         except FleetdError as exc:
             _log.warning("incident journal not read at start (%s); detection starts afresh", exc)
             return 0
-        incidents = [stored.incident for stored in kept.open_incidents]
+        incidents = [
+            stored.incident
+            for stored in kept.open_incidents
+            if stored.incident.scope is not Scope.INSTANCE  # the instances loop's, not the tick's
+        ]
         self.state = resume(
             incidents,
             kept.generations,

@@ -3,13 +3,17 @@
 * **SQLite**: an OS file lock (``flock``, exclusive, non-blocking) on ``<store>.lock`` beside the
   database file; the kernel lets go when the process ends, however it ends. An SQLite file is
   one machine's: it has one writer whatever the instance name.
-* **PostgreSQL**: ``pg_try_advisory_lock`` on a key derived from the instance name, held by a
-  connection kept open for the process's life; the server lets go when that connection closes.
+* **PostgreSQL**: ``pg_try_advisory_lock`` on a key derived from the schema and the instance
+  name (two stores in one database never share a key), held by a connection kept open for the
+  process's life; the server lets go when that connection closes. That connection asks the
+  server to probe it with TCP keepalives, so a holder whose whole host vanishes loses the lock
+  within about :data:`KEEPALIVE_SECONDS` instead of the kernel's two hours.
 
 Whoever takes the lock records itself (pid, host, start time) in ``state_instances``; a start
 that finds the lock held is refused with :class:`~fleetd.errors.StateStoreError` naming that
-holder. The lock is the seat for several fleetd instances sharing one database later: each
-instance name has its own key.
+holder. :meth:`InstanceLock.try_acquire` answers whether it took the lock instead of raising:
+a standby (``fleetd serve --standby``) asks it again until the holder dies. Each instance name
+has its own key, so several fleetd instances share one database.
 """
 
 from __future__ import annotations
@@ -30,14 +34,23 @@ from fleetd.journal.engine import FILE_MODE, sqlite_path
 from fleetd.state.facts import InstanceHolder
 from fleetd.state.tables import InstanceRow
 
-__all__ = ["InstanceLock", "lock_key"]
+__all__ = ["KEEPALIVE_SECONDS", "InstanceLock", "lock_key"]
+
+#: About how long the PostgreSQL server keeps the lock of a holder whose host stopped answering:
+#: idle seconds before the first keepalive probe, then probes this far apart, two unanswered.
+KEEPALIVE_SECONDS = 15
+_KEEPALIVE = (
+    "SET tcp_keepalives_idle = 5",
+    "SET tcp_keepalives_interval = 5",
+    "SET tcp_keepalives_count = 2",
+)
 
 _INSTANCES = InstanceRow.__table__  # type: ignore[attr-defined]
 
 
-def lock_key(instance: str) -> int:
-    """The signed 64-bit advisory lock key of ``instance``."""
-    digest = hashlib.sha256(f"fleetd-state:{instance}".encode()).digest()
+def lock_key(instance: str, schema: str = "public") -> int:
+    """The signed 64-bit advisory lock key of ``instance`` in the store of ``schema``."""
+    digest = hashlib.sha256(f"fleetd-state:{schema}:{instance}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
@@ -50,13 +63,29 @@ class InstanceLock:
         self._instance = instance
         self._fd: int | None = None
         self._connection: Connection | None = None
+        self._key: int | None = None
+
+    @property
+    def instance(self) -> str:
+        return self._instance
+
+    @property
+    def held(self) -> bool:
+        """Whether this process holds the lock."""
+        return self._fd is not None or self._connection is not None
 
     def acquire(self, now: datetime) -> None:
         """Take the lock and record the holder, or raise naming who holds it."""
-        if self._engine.dialect.name == "sqlite":
-            self._flock()
-        else:
-            self._advisory()
+        if not self.try_acquire(now):
+            raise self.held_error()
+
+    def try_acquire(self, now: datetime) -> bool:
+        """Take the lock and record the holder; ``False`` while another process holds it."""
+        if self.held:
+            return True
+        taken = self._flock() if self._engine.dialect.name == "sqlite" else self._advisory()
+        if not taken:
+            return False
         holder = InstanceHolder(
             instance=self._instance, pid=os.getpid(), host=socket.gethostname(), started_at=now
         )
@@ -79,35 +108,50 @@ class InstanceLock:
         except SQLAlchemyError:
             self.release()
             raise StateStoreError("lock", "unavailable") from None
+        return True
 
-    def _flock(self) -> None:
+    def _flock(self) -> bool:
         path = sqlite_path(self._url)
         if path is None:
-            return  # an in-memory database has one process by nature
+            return True  # an in-memory database has one process by nature
         lock = path.with_name(path.name + ".lock")
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise self._held() from None
+            return False
         self._fd = fd
+        return True
 
-    def _advisory(self) -> None:
+    def _advisory(self) -> bool:
         try:
             connection = self._engine.connect()
+        except SQLAlchemyError:
+            raise StateStoreError("lock", "unavailable") from None
+        try:
+            schema = connection.execute(text("SELECT current_schema()")).scalar()
+            key = lock_key(self._instance, str(schema or "public"))
             taken = connection.execute(
-                text("SELECT pg_try_advisory_lock(:key)"), {"key": lock_key(self._instance)}
+                text("SELECT pg_try_advisory_lock(:key)"), {"key": key}
             ).scalar()
+            for setting in _KEEPALIVE if taken else ():
+                connection.exec_driver_sql(setting)
             connection.commit()
         except SQLAlchemyError:
+            with contextlib.suppress(SQLAlchemyError):
+                connection.invalidate()  # a lock it may have taken goes with the session
+                connection.close()
             raise StateStoreError("lock", "unavailable") from None
         if not taken:
             connection.close()
-            raise self._held()
+            return False
         self._connection = connection
+        self._key = key
+        return True
 
-    def _held(self) -> StateStoreError:
+    def held_error(self) -> StateStoreError:
+        """The refusal of a start that found the lock held, naming the holder."""
         holder = self.holder()
         who = (
             f"pid {holder.pid} on {holder.host} since {holder.started_at.isoformat()}"
@@ -143,10 +187,11 @@ class InstanceLock:
         if self._connection is not None:
             with contextlib.suppress(SQLAlchemyError):
                 self._connection.execute(
-                    text("SELECT pg_advisory_unlock(:key)"), {"key": lock_key(self._instance)}
+                    text("SELECT pg_advisory_unlock(:key)"), {"key": self._key}
                 )
                 self._connection.commit()
             with contextlib.suppress(SQLAlchemyError):
                 self._connection.invalidate()  # never back to the pool holding a session lock
                 self._connection.close()
             self._connection = None
+            self._key = None

@@ -2,9 +2,12 @@
 
 :func:`open_state` opens ``state.url`` (creating and migrating it), takes the instance's writer
 lock and, with ``discard``, forgets what it held (``fleetd serve --discard-state``: a fresh start
-on purpose). Anything that stops it — a file that is not a database, a schema newer than this
-build, a lock another fleetd holds — is a :class:`~fleetd.errors.StateStoreError` the command
-reports with the store's (masked) URL, exiting 2.
+on purpose). With ``standby`` a lock another fleetd holds does not stop it: the store comes back
+without the lock (:attr:`OpenedState.active` false) and the caller waits for it with
+:meth:`OpenedState.take_over`, loading the store only once it holds the lock. Anything that
+stops it — a file that is not a database, a schema newer than this build, a lock another fleetd
+holds — is a :class:`~fleetd.errors.StateStoreError` the command reports with the store's
+(masked) URL, exiting 2.
 """
 
 from __future__ import annotations
@@ -29,6 +32,15 @@ class OpenedState:
     store: SqlStateStore
     lock: InstanceLock
 
+    @property
+    def active(self) -> bool:
+        """Whether this process holds the instance's writer lock (a standby does not yet)."""
+        return self.lock.held
+
+    def take_over(self, now: datetime) -> bool:
+        """Try the lock once more (a standby's wait); ``True`` once this process holds it."""
+        return self.lock.try_acquire(now)
+
     def close(self) -> None:
         self.store.close()
         self.lock.release()
@@ -41,16 +53,20 @@ def open_state(
     instance: str,
     discard: bool,
     now: datetime,
+    standby: bool = False,
 ) -> OpenedState:
     """Open, migrate and take ``instance``'s writer lock on the configured store (each operation
     bounded by ``deadline()``, read anew: ``state.operationTimeoutMs`` is hot); with ``discard``
-    empty it first."""
+    empty it first. With ``standby`` a held lock is no refusal: the store is returned without
+    it (``discard`` and ``standby`` together are the caller's error to refuse)."""
     url = config.state.url.get_secret_value()
     store = SqlStateStore(url, deadline=deadline)
     lock = InstanceLock(store.engine, url, instance)
     try:
-        lock.acquire(now)
-        if discard:
+        if not lock.try_acquire(now):
+            if not standby:
+                raise lock.held_error()
+        elif discard:
             store.discard()
             _log.warning("state store %s discarded: this run starts afresh", mask_url(url))
     except BaseException:

@@ -6,6 +6,7 @@ instance (naming the holder) and a store this build cannot read."""
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -205,3 +206,58 @@ def test_the_sqlite_store_is_owner_only(tmp_path: Path) -> None:
 def test_psycopg_is_the_postgresql_driver() -> None:
     """The PostgreSQL store goes through psycopg 3, as the journal does."""
     assert psycopg.__version__.startswith("3.")
+
+
+def test_a_standby_try_answers_false_while_held_and_takes_the_lock_once_let_go(
+    store_url: str,
+) -> None:
+    """``try_acquire`` (a standby's wait) answers ``False`` without raising while another process
+    holds the instance, names no one as itself, and takes the lock (recording itself as holder)
+    once the holder lets go."""
+    first_store = SqlStateStore(store_url, deadline=lambda: DEADLINE)
+    second_store = SqlStateStore(store_url, deadline=lambda: DEADLINE)
+    first = InstanceLock(first_store.engine, store_url, "alpha")
+    standby = InstanceLock(second_store.engine, store_url, "alpha")
+    try:
+        assert first.try_acquire(NOW)
+        assert first.held
+        assert not standby.try_acquire(NOW)
+        assert not standby.held
+        first.release()
+        later = NOW + timedelta(seconds=1)
+        assert standby.try_acquire(later)
+        assert standby.try_acquire(later)  # asking again while holding it keeps it
+        holder = standby.holder()
+        assert holder is not None
+        assert holder.started_at == later
+    finally:
+        for lock in (first, standby):
+            lock.release()
+        first_store.close()
+        second_store.close()
+
+
+@pytest.mark.postgres
+def test_one_instance_name_in_two_schemas_takes_two_locks(
+    journal_pg_base: str, journal_pg_schema: str, journal_pg_url: str
+) -> None:
+    """The advisory lock's key includes the schema: the same instance name in two state stores
+    of one database (two schemas) is two writers, not a refusal."""
+    other_schema = f"fleetd_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(journal_pg_base, autocommit=True) as db:
+        db.execute(f'CREATE SCHEMA "{other_schema}"')
+    other_url = journal_pg_url.replace(journal_pg_schema, other_schema)
+    stores = [SqlStateStore(url, deadline=lambda: DEADLINE) for url in (journal_pg_url, other_url)]
+    locks = [
+        InstanceLock(store.engine, url, "alpha")
+        for store, url in zip(stores, (journal_pg_url, other_url), strict=True)
+    ]
+    try:
+        assert [lock.try_acquire(NOW) for lock in locks] == [True, True]
+    finally:
+        for lock in locks:
+            lock.release()
+        for store in stores:
+            store.close()
+        with psycopg.connect(journal_pg_base, autocommit=True) as db:
+            db.execute(f'DROP SCHEMA "{other_schema}" CASCADE')

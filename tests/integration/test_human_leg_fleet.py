@@ -147,9 +147,11 @@ class HangingJournal(InMemoryJournal):
         await self.answer.wait()
         return await super().get(incident_id)
 
-    async def load_open(self, *, told_since: datetime | None = None) -> JournalSnapshot:
+    async def load_open(
+        self, *, told_since: datetime | None = None, instance: str | None = None
+    ) -> JournalSnapshot:
         await self.answer.wait()
-        return await super().load_open(told_since=told_since)
+        return await super().load_open(told_since=told_since, instance=instance)
 
 
 async def test_a_journal_that_never_answers_does_not_stop_detection(tmp_path: Path) -> None:

@@ -63,9 +63,11 @@ EXPORTS: dict[ModuleType, set[str]] = {
     api: {
         "INTERNAL_ERROR_CODE",
         "Authenticator",
+        "StandbyHolder",
         "ToolRegistry",
         "ToolResult",
         "create_app",
+        "create_standby_app",
         "register_fleet_tools",
     },
     runtime: {
@@ -74,6 +76,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "FleetHealthMonitor",
         "FleetViewBuilder",
         "FleetViews",
+        "InstanceWatch",
         "LinkObserver",
         "LinkState",
         "LiveAgents",

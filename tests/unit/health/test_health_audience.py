@@ -22,6 +22,7 @@ CASES = [
     (Scope.PROFILE, "sonnet", None, "lead-b", True),  # fleet-wide
     (Scope.INBOX, "lead-b", "lead-b", "lead-b", False),  # a peer's inbox key
     (Scope.INBOX, "lead", "lead", "lead", True),  # its own inbox key
+    (Scope.INSTANCE, "host-b", None, None, True),  # fleet-wide: a fleetd instance is down
 ]
 
 

@@ -24,7 +24,13 @@ from fleetd.health import (
     route,
 )
 from fleetd.health.incidents import IncidentBook
-from fleetd.health.states import ControlLinkState, HealthStateName, InboxState, spec_of
+from fleetd.health.states import (
+    ControlLinkState,
+    HealthStateName,
+    InboxState,
+    InstanceState,
+    spec_of,
+)
 from tests.unit.health.health_fleet import T0
 
 LS, R = LeadState, RoutingReason
@@ -35,6 +41,7 @@ _STATES: dict[Scope, HealthStateName] = {
     Scope.CONTROL_LINK: ControlLinkState.CONTROL_LINK_DOWN,
     Scope.INBOX: InboxState.INBOX_DECODE_FAILED,
     Scope.PROFILE: MemberState.MUTE,
+    Scope.INSTANCE: InstanceState.INSTANCE_DOWN,
 }
 
 
@@ -162,6 +169,19 @@ def test_while_publication_fails_every_incident_goes_to_a_person(
     [routed] = result.routed
     assert routed.assignment == human(R.HUMAN_PUBLICATION_FAILED, by=by)
     assert [type(e) for e in result.effects] == [RouteToHuman]
+
+
+def test_an_instance_incident_always_goes_to_a_person() -> None:
+    """INSTANCE_DOWN (issue 24): a person, whatever leads are healthy and even while publication
+    fails; no lead can act on a fleetd that is gone."""
+    for failed in (False, True):
+        got = route(
+            [incident("host-b", scope=Scope.INSTANCE, owner=None)],
+            [A, B],
+            publication_failed=failed,
+        )
+        [routed] = got.routed
+        assert routed.assignment == human(R.HUMAN_INSTANCE_DOWN)
 
 
 def test_a_down_control_link_stays_its_own_reason_while_publication_fails() -> None:

@@ -23,7 +23,14 @@ from fleetd.health import (
     SupersedeAssignment,
     route,
 )
-from fleetd.health.states import ControlLinkState, HealthStateName, InboxState, MemberState, spec_of
+from fleetd.health.states import (
+    ControlLinkState,
+    HealthStateName,
+    InboxState,
+    InstanceState,
+    MemberState,
+    spec_of,
+)
 from tests.unit.health.health_fleet import T0
 
 NAMES = [f"lead-{c}" for c in "abcdefgh"]
@@ -33,6 +40,7 @@ _STATES: dict[Scope, HealthStateName] = {
     Scope.CONTROL_LINK: ControlLinkState.CONTROL_LINK_DOWN,
     Scope.INBOX: InboxState.INBOX_DECODE_FAILED,
     Scope.PROFILE: MemberState.MUTE,
+    Scope.INSTANCE: InstanceState.INSTANCE_DOWN,
 }
 
 

@@ -22,7 +22,7 @@ from fleetd.errors import (
 from fleetd.journal.engine import translate
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.port import Journal
-from fleetd.journal.values import Claim, EventType, IncidentChange
+from fleetd.journal.values import Claim, EventType, IncidentChange, InstanceRecord
 from fleetd.journal.watch import OPERATIONS, JournalHealth, JournalStatus, JournalWatch
 from fleetd.metrics import Metrics
 from tests.contract.journal_cases import make_incident
@@ -118,6 +118,10 @@ async def test_every_port_method_is_timed_under_its_own_name() -> None:
         "release": lambda: journal.release(claim, now=T0),
         "stats": journal.stats,
         "purge": lambda: journal.purge(resolved_before=T0),
+        "renew_instance": lambda: journal.renew_instance(
+            InstanceRecord(instance="a", host="h", version="v", started_at=T0, last_seen=T0)
+        ),
+        "instances": journal.instances,
     }
     assert set(calls) == set(OPERATIONS)
     for call in calls.values():

@@ -1,0 +1,153 @@
+"""``InstanceWatch``: this fleetd's row in the journal, and INSTANCE_DOWN for the others (issue 24).
+
+Every snapshot interval (the ``instances`` loop, first at start) the watch renews this instance's
+row — name, host, version, start, now, its leads, its notification coverage and its published
+summary — and reads every row back. Then:
+
+* **PostgreSQL journal** (shared by several fleetd): the pure rule
+  :func:`~fleetd.health.instances.judge_instances` decides which instances stopped renewing for
+  two intervals and which INSTANCE_DOWN incidents this instance resolves. An incident to open is
+  handed to :class:`~fleetd.runtime.escalation.Escalation` like any other: the journal's unique
+  open key keeps the first instance's record and refuses the others', so a person is paged once
+  whoever notices first; the human leg's leased outbox sends that page once.
+* **SQLite journal** (one machine, one instance): no rule runs. If the file lists another
+  instance's row, the watch says once that several instances need a PostgreSQL journal.
+
+A journal that fails skips the pass (its outage is reported by the journal's own health); the
+next pass renews again. What it keeps between passes is the last rows read (at most
+:data:`~fleetd.journal.values.MAX_INSTANCES`).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib import metadata
+from typing import Any
+
+from fleetd.config import FleetdConfig
+from fleetd.config.fields import mask_url
+from fleetd.errors import JournalError
+from fleetd.health.incidents import Incident
+from fleetd.health.instances import (
+    InstanceSeen,
+    instance_down_incident,
+    instance_key,
+    judge_instances,
+)
+from fleetd.health.states import Scope
+from fleetd.journal.port import Journal
+from fleetd.journal.values import MAX_INSTANCE_LEADS, MAX_TEXT, InstanceRecord
+from fleetd.runtime.escalation import Escalation, instance_name
+
+__all__ = ["InstanceWatch", "fleetd_version"]
+
+_log = logging.getLogger("fleetd.instances")
+
+
+def fleetd_version() -> str:
+    """This build's version, as installed."""
+    try:
+        return metadata.version("fleetd")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _no_summary() -> Mapping[str, Any] | None:
+    return None
+
+
+@dataclass(slots=True, kw_only=True)
+class InstanceWatch:
+    """Renews this instance's row and raises or resolves INSTANCE_DOWN for the others."""
+
+    journal: Journal
+    escalation: Escalation
+    settings: Callable[[], FleetdConfig]
+    run: str  # this run's id: the namespace of the incidents it opens
+    started_at: datetime
+    host: str = field(default_factory=lambda: socket.gethostname()[:MAX_TEXT] or "unknown")
+    version: str = field(default_factory=fleetd_version)
+    summary: Callable[[], Mapping[str, Any] | None] = _no_summary
+    rows: tuple[InstanceRecord, ...] = ()  # as the last pass read them
+    _told_sqlite: bool = False
+    _failing: bool = False
+
+    @property
+    def instance(self) -> str:
+        return instance_name(self.settings())
+
+    @property
+    def shared(self) -> bool:
+        """Whether the journal is PostgreSQL, the one several instances can share."""
+        return self.settings().journal.url.get_secret_value().startswith("postgresql")
+
+    def record(self, now: datetime) -> InstanceRecord:
+        """This instance's row as of ``now``."""
+        config = self.settings()
+        return InstanceRecord(
+            instance=instance_name(config),
+            host=self.host,
+            version=self.version[:MAX_TEXT],
+            started_at=self.started_at,
+            last_seen=now,
+            leads=tuple(lead.name for lead in config.leads)[:MAX_INSTANCE_LEADS],
+            coverage=self.escalation.coverage().value,
+            summary=self.summary(),
+        )
+
+    async def step(self, now: datetime) -> None:
+        """One pass: renew, read the rows, and (PostgreSQL) judge the others."""
+        me = self.instance
+        try:
+            await self.journal.renew_instance(self.record(now))
+            self.rows = await self.journal.instances()
+            if self.shared:
+                await self._judge(me, now)
+        except JournalError as exc:
+            if not self._failing:
+                _log.info("instance %r not renewed in the journal (%s); next pass again", me, exc)
+            self._failing = True
+            return
+        if self._failing:
+            _log.info("instance %r renews its journal row again", me)
+            self._failing = False
+        others = sorted(r.instance for r in self.rows if r.instance != me)
+        if not self.shared and others and not self._told_sqlite:
+            self._told_sqlite = True
+            url = mask_url(self.settings().journal.url.get_secret_value())
+            _log.warning(
+                "the SQLite journal %s lists other fleetd instances (%s): several instances "
+                "need a PostgreSQL journal (journal.url); an SQLite journal serves one",
+                url,
+                ", ".join(others[:5]),
+            )
+
+    async def _judge(self, me: str, now: datetime) -> None:
+        snapshot = await self.journal.load_open()
+        stored: dict[str, Incident] = {}
+        openers: dict[str, str | None] = {}
+        for kept in snapshot.open_incidents:
+            if kept.incident.scope is Scope.INSTANCE:
+                stored[kept.incident.subject] = kept.incident
+                openers[kept.incident.subject] = kept.instance
+        verdict = judge_instances(
+            (InstanceSeen(instance=r.instance, last_seen=r.last_seen) for r in self.rows),
+            me=me,
+            open_down=openers,
+            now=now,
+            interval=self.settings().health.snapshot_interval,
+        )
+        for name in verdict.down:
+            key = instance_key(name)
+            generation = max(snapshot.generations.get(key, 0), snapshot.generation_floor) + 1
+            _log.warning("fleetd instance %r stopped renewing its row: INSTANCE_DOWN", name)
+            self.escalation.note(
+                instance_down_incident(name, generation=generation, now=now, namespace=self.run)
+            )
+        for name, reason in verdict.resolve:
+            _log.info("fleetd instance %r: INSTANCE_DOWN resolved (%s)", name, reason.value)
+            self.escalation.note_resolved(stored[name], reason=reason, resolved_at=now)

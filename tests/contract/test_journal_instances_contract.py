@@ -1,0 +1,118 @@
+"""The journal's instance rows and incident owners (issue 24), on the fake, SQLite and
+PostgreSQL: a renewal replaces its instance's row, rows come back latest renewal first and
+bounded, a bad row is refused, an incident keeps the instance that first recorded it, and
+``load_open(instance=...)`` gives an instance only its own incidents (and ownerless ones)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from fleetd.errors import JournalRefusedError
+from fleetd.health.incidents import ResolveReason
+from fleetd.journal.values import MAX_SUMMARY_BYTES, IncidentChange, InstanceRecord
+from tests.contract.journal_cases import T0, make_incident
+
+if TYPE_CHECKING:
+    from tests.contract.journal_fixtures import JournalKit
+
+pytest_plugins = ["tests.contract.journal_fixtures"]
+
+
+def row(name: str, seen: int = 0, **changes: Any) -> InstanceRecord:
+    values: dict[str, object] = {
+        "instance": name,
+        "host": f"{name}-host",
+        "version": "0.9.0",
+        "started_at": T0,
+        "last_seen": T0 + timedelta(seconds=seen),
+        "leads": ("lead-a", "lead-b"),
+        "coverage": "full",
+        "summary": {"members": [{"name": "m1", "state": "IDLE"}], "count": 1},
+    }
+    values.update(changes)
+    return InstanceRecord(**values)  # type: ignore[arg-type]
+
+
+async def test_a_renewal_replaces_the_row_and_rows_come_latest_first(
+    journal_kit: JournalKit,
+) -> None:
+    """Each instance has one row; renewing it replaces every field; ``instances`` lists the
+    latest renewal first and at most ``limit``; another client of the journal sees the same."""
+    journal = journal_kit.build()
+    await journal.renew_instance(row("alpha", 0))
+    await journal.renew_instance(row("beta", 10))
+    renewed = row("alpha", 30, leads=("lead-c",), coverage="degraded", summary=None)
+    await journal.renew_instance(renewed)
+    other = journal_kit.build()
+    listed = await other.instances()
+    assert [r.instance for r in listed] == ["alpha", "beta"]
+    assert listed[0] == renewed
+    assert listed[1] == row("beta", 10)
+    assert [r.instance for r in await other.instances(limit=1)] == ["alpha"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"instance": ""},
+        {"host": "x" * 201},
+        {"coverage": "not a code"},
+        {"leads": ("",)},
+        {"last_seen": T0.replace(tzinfo=None)},
+        {"summary": {"blob": "x" * (MAX_SUMMARY_BYTES + 1)}},
+        {"summary": {"nan": float("nan")}},
+    ],
+)
+async def test_a_row_out_of_bounds_is_refused_and_nothing_is_written(
+    journal_kit: JournalKit, bad: dict[str, object]
+) -> None:
+    """Empty or long text, a coverage that is no code, a naive time, a summary too large or not
+    JSON: refused, and the journal holds no row."""
+    journal = journal_kit.build()
+    with pytest.raises(JournalRefusedError):
+        await journal.renew_instance(row("alpha", 0, **bad))
+    assert await journal.instances() == ()
+
+
+async def test_an_incident_keeps_its_first_instance_and_load_open_filters_by_it(
+    journal_kit: JournalKit,
+) -> None:
+    """The instance that first records an incident owns it (a later change by another keeps the
+    owner); ``load_open(instance=...)`` gives each instance its own open incidents and the
+    ownerless ones, while ``load_open()`` gives all; resolved unsettled ones filter the same."""
+    journal = journal_kit.build()
+    mine = make_incident("sess_a")
+    theirs = make_incident("sess_b")
+    legacy = make_incident("sess_c")
+    await journal.record(IncidentChange(incident=mine, instance="alpha"), now=T0)
+    await journal.record(IncidentChange(incident=theirs, instance="beta"), now=T0)
+    await journal.record(IncidentChange(incident=legacy), now=T0)
+    await journal.record(IncidentChange(incident=mine, instance="beta"), now=T0)
+    stored = await journal.get(mine.id)
+    assert stored is not None
+    assert stored.instance == "alpha"
+
+    def ids(snapshot_incidents: tuple[object, ...]) -> set[str]:
+        return {s.incident.id for s in snapshot_incidents}  # type: ignore[attr-defined]
+
+    alpha = await journal.load_open(instance="alpha")
+    assert ids(alpha.open_incidents) == {mine.id, legacy.id}
+    beta = await journal.load_open(instance="beta")
+    assert ids(beta.open_incidents) == {theirs.id, legacy.id}
+    assert ids((await journal.load_open()).open_incidents) == {mine.id, theirs.id, legacy.id}
+    assert alpha.generation_floor == beta.generation_floor == 1
+
+    await journal.record(
+        IncidentChange(
+            incident=theirs,
+            resolved_at=T0,
+            resolve_reason=ResolveReason.CLEARED,
+            instance="beta",
+        ),
+        [],
+        now=T0,
+    )
+    assert ids((await journal.load_open(instance="beta")).open_incidents) == {legacy.id}

@@ -1,0 +1,177 @@
+"""Several fleetd instances on one PostgreSQL journal (issue 24), as ``fleetd serve`` composes
+them: each renews its ``instances`` row on the ``instances`` loop; one that stops renewing for two
+snapshot intervals is INSTANCE_DOWN, paged once to a person however many instances notice it,
+and resolved (once) when it renews again. A restart resumes only its own incidents. An SQLite
+journal that lists a second instance says that several instances need PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetd.health.states import Scope
+from fleetd.journal.sql import SqlJournal
+from fleetd.journal.values import StoredIncident
+from fleetd.testing import TestFleet, build_test_fleet, sample_document
+from tests.integration.hook_server import HookServer
+from tests.integration.test_notify_sink_fleet import SECRET
+
+pytest_plugins = ["tests.contract.journal_fixtures"]
+pytestmark = pytest.mark.postgres
+
+INTERVAL = 15  # health.snapshotIntervalSeconds
+
+
+def instance_fleet(
+    root: Path, name: str, journal_url: str, hook_url: str, *, lead: int = 0
+) -> TestFleet:
+    """A fleet named ``name`` whose journal is ``journal_url``, paging ``hook_url``, with the
+    sample's lead number ``lead`` (instances on several hosts serve different leads)."""
+    root.mkdir(parents=True, exist_ok=True)
+    document: dict[str, Any] = sample_document(root)
+    document["instance"] = name
+    document["leads"] = document["leads"][lead : lead + 1]
+    document["journal"] = {"url": journal_url}
+    document["health"] = {
+        "enabled": True,
+        "snapshotIntervalSeconds": INTERVAL,
+        "notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_KEY"},
+    }
+    env = {"HOOK_URL": hook_url, "HOOK_KEY": SECRET}
+    journal = SqlJournal(journal_url)
+    return build_test_fleet(root, document=document, environ=env, journal=journal)
+
+
+async def renew(*fleets: TestFleet, seconds: int = 0) -> None:
+    """Each fleet's clock moves ``seconds``, then its ``instances`` and ``webhook`` loops run."""
+    for fleet in fleets:
+        fleet.clock.advance(seconds)
+        await fleet.service.scheduler.run_once("instances")
+    for fleet in fleets:
+        await fleet.service.scheduler.run_once("webhook")
+        await fleet.service.scheduler.run_once("webhook")
+
+
+def pages(server: HookServer) -> list[tuple[str, str, str]]:
+    """(event type, subject, webhook-id) of every request the receiver got."""
+    out = []
+    for request in server.received:
+        body = json.loads(request.body)
+        facts = body["incident"]
+        out.append((body["eventType"], facts["subject"], request.headers["webhook-id"]))
+    return out
+
+
+async def instance_incidents(fleet: TestFleet) -> list[StoredIncident]:
+    journal = fleet.service.health.journal
+    assert journal is not None
+    snapshot = await journal.load_open()
+    return [s for s in snapshot.open_incidents if s.incident.scope is Scope.INSTANCE]
+
+
+async def test_an_instance_that_stops_renewing_is_paged_once_and_resolved_once(
+    tmp_path: Path, journal_pg_url: str
+) -> None:
+    """Three instances renew; ``b`` stops. Past two intervals ``a`` and ``c`` both notice it:
+    one INSTANCE_DOWN incident (scope ``instance``, opened by one of them), one ``open`` page.
+    More passes page nothing more. ``b`` renews again: the opener resolves it, one ``resolved``
+    page; every page has its own webhook id."""
+    async with HookServer() as server:
+        a, b, c = (
+            instance_fleet(tmp_path / name, name, journal_pg_url, server.url)
+            for name in ("a", "b", "c")
+        )
+        try:
+            await renew(a, b, c)
+            rows = await a.service.health.journal.instances()  # type: ignore[union-attr]
+            assert sorted(r.instance for r in rows) == ["a", "b", "c"]
+            assert {r.leads for r in rows} == {("lead",)}
+            for _ in range(2):  # 30 s: exactly two intervals, still live
+                await renew(a, c, seconds=INTERVAL)
+            assert await instance_incidents(a) == []
+            await renew(a, c, seconds=INTERVAL)
+            [down] = await instance_incidents(a)
+            assert (down.incident.subject, down.incident.routing_reason) == (
+                "b",
+                "human_instance_down",
+            )
+            assert down.instance in ("a", "c")
+            for _ in range(3):
+                await renew(a, c, seconds=INTERVAL)
+            assert [(kind, subject) for kind, subject, _ in pages(server)] == [("open", "b")]
+
+            b.clock.advance(6 * INTERVAL)  # every clock reads the same time again
+            assert b.clock.now() == a.clock.now() == c.clock.now()
+            await renew(b)  # b is back; the opener resolves it on its next pass
+            await renew(a, b, c, seconds=INTERVAL)
+            await renew(a, b, c, seconds=INTERVAL)
+            assert await instance_incidents(a) == []
+            sent = pages(server)
+            assert [(kind, subject) for kind, subject, _ in sent] == [
+                ("open", "b"),
+                ("resolved", "b"),
+            ]
+            assert len({webhook_id for _, _, webhook_id in sent}) == 2
+        finally:
+            for fleet in (a, b, c):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
+async def test_a_restart_resumes_only_its_own_incidents(
+    tmp_path: Path, journal_pg_url: str
+) -> None:
+    """Two instances on one journal, each with a lead whose agent is gone (LEAD_UNREACHABLE):
+    a restart of ``a`` resumes its own open incident, not ``b``'s."""
+    async with HookServer() as server:
+        a = instance_fleet(tmp_path / "a", "a", journal_pg_url, server.url)
+        b = instance_fleet(tmp_path / "b", "b", journal_pg_url, server.url, lead=1)
+        try:
+            for fleet, lead in ((a, "lead"), (b, "lead-b")):
+                await fleet.service.own_lead_keys()
+                fleet.control.remove(lead)
+                for _ in range(4):
+                    fleet.clock.advance(INTERVAL)
+                    await fleet.service.health.tick()
+                    await fleet.service.scheduler.run_once("webhook")
+            journal = a.service.health.journal
+            assert journal is not None
+            stored = (await journal.load_open()).open_incidents
+            assert sorted(s.instance or "" for s in stored) == ["a", "b"]
+            again = instance_fleet(tmp_path / "a", "a", journal_pg_url, server.url)
+            try:
+                assert await again.service.health.resume() == 1
+                [mine] = [s for s in stored if s.instance == "a"]
+                assert [i.id for i in again.service.health.state.incidents.values()] == [
+                    mine.incident.id
+                ]
+            finally:
+                await again.service.health.journal.close()  # type: ignore[union-attr]
+        finally:
+            for fleet in (a, b):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
+async def test_an_sqlite_journal_with_a_second_instance_says_it_needs_postgresql(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two instances on one SQLite journal: the second to renew says once that several instances
+    need a PostgreSQL journal; no INSTANCE_DOWN is ever opened on SQLite."""
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    async with HookServer() as server:
+        a = instance_fleet(tmp_path / "a", "a", url, server.url)
+        b = instance_fleet(tmp_path / "b", "b", url, server.url)
+        try:
+            with caplog.at_level(logging.WARNING, logger="fleetd.instances"):
+                await renew(a, b)
+                await renew(b, seconds=10 * INTERVAL)
+            said = [r.getMessage() for r in caplog.records if "PostgreSQL" in r.getMessage()]
+            assert len(said) == 1
+            assert "lists other fleetd instances (a)" in said[0]
+            assert await instance_incidents(b) == []
+        finally:
+            for fleet in (a, b):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
