@@ -6,6 +6,7 @@ journal that lists a second instance says that several instances need PostgreSQL
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -118,6 +119,51 @@ async def test_an_instance_that_stops_renewing_is_paged_once_and_resolved_once(
             assert len({webhook_id for _, _, webhook_id in sent}) == 2
         finally:
             for fleet in (a, b, c):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
+async def race(*fleets: TestFleet, seconds: int = 0) -> None:
+    """Like :func:`renew`, but the fleets' passes run at once: each ``instances`` pass, then each
+    pair of ``webhook`` passes, started together on the shared journal."""
+    for fleet in fleets:
+        fleet.clock.advance(seconds)
+    await asyncio.gather(*(f.service.scheduler.run_once("instances") for f in fleets))
+    for _ in range(2):
+        await asyncio.gather(*(f.service.scheduler.run_once("webhook") for f in fleets))
+
+
+@pytest.mark.parametrize("watchers", [2, 3])
+async def test_instances_racing_on_one_incident_page_a_person_once_per_revision(
+    tmp_path: Path, journal_pg_url: str, watchers: int
+) -> None:
+    """Two, then three live instances notice the same silent instance in the same moment: their
+    passes run concurrently on one PostgreSQL journal. One incident, one ``open`` page; when it
+    returns, one ``resolved`` page — one webhook per incident revision, each with its own id."""
+    names = ["w1", "w2", "w3"][:watchers]
+    async with HookServer() as server:
+        fleets = [instance_fleet(tmp_path / n, n, journal_pg_url, server.url) for n in names]
+        silent = instance_fleet(tmp_path / "gone", "gone", journal_pg_url, server.url)
+        try:
+            await renew(*fleets, silent)  # each journal client connects (and migrates) in turn
+            for _ in range(6):
+                await race(*fleets, seconds=INTERVAL)
+            [down] = await instance_incidents(fleets[0])
+            assert down.incident.subject == "gone"
+            assert [(kind, subject) for kind, subject, _ in pages(server)] == [("open", "gone")]
+
+            silent.clock.advance(6 * INTERVAL)
+            await race(silent)
+            for _ in range(3):
+                await race(*fleets, silent, seconds=INTERVAL)
+            assert await instance_incidents(fleets[0]) == []
+            sent = pages(server)
+            assert [(kind, subject) for kind, subject, _ in sent] == [
+                ("open", "gone"),
+                ("resolved", "gone"),
+            ]
+            assert len({webhook_id for _, _, webhook_id in sent}) == 2
+        finally:
+            for fleet in (*fleets, silent):
                 await fleet.service.health.journal.close()  # type: ignore[union-attr]
 
 
