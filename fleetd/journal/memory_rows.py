@@ -74,6 +74,10 @@ def stored_event(event: EventEntry, attempts: Iterable[AttemptEntry]) -> StoredE
         last_failure=failed[-1].failure if failed else None,
         last_http_status=statuses[-1].http_status if statuses else None,
         failed_by=ordered[-1].sink if ordered else None,
+        in_doubt=any(
+            a.lease_owner is not None and a.outcome in (None, AttemptOutcome.CANCELLED)
+            for a in ordered
+        ),
     )
 
 

@@ -28,6 +28,7 @@ from fleetd.health.states import (
 )
 from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow, InstanceRow
 from fleetd.journal.values import (
+    AttemptOutcome,
     EventState,
     EventType,
     InstanceRecord,
@@ -40,6 +41,10 @@ from fleetd.journal.values import (
 __all__ = ["incident_key", "make_key", "stored_incidents"]
 
 E = TypeVar("E", bound=StrEnum)
+
+_UNRECORDED = (None, AttemptOutcome.CANCELLED.value)
+"""An attempt's outcome while nothing its lease holder did is recorded: none yet, or cancelled
+in flight (``finish`` keeps the holder of an outcome it records; ``release`` clears it)."""
 
 _STATES: dict[str, HealthStateName] = {
     state.value: state
@@ -86,6 +91,7 @@ def _event(row: EventRow, attempts: Sequence[AttemptRow]) -> StoredEvent:
         last_failure=failures[-1] if failures else None,
         last_http_status=statuses[-1] if statuses else None,
         failed_by=ordered[-1].sink_generation if ordered else None,
+        in_doubt=any(a.lease_owner is not None and a.outcome in _UNRECORDED for a in ordered),
     )
 
 

@@ -219,7 +219,11 @@ class Claim:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredEvent:
     """An event and its retry state: attempts made, the outstanding one's due time, the last
-    failure class and HTTP status, and (failed) the receiver list that refused it."""
+    failure class and HTTP status, and (failed) the receiver list that refused it.
+
+    ``in_doubt``: an attempt was leased to a sender and no outcome was recorded under that lease
+    — in flight now, its sender gone, or cancelled while in flight. Its request may have reached
+    the receiver (even been answered 2xx), so the person may have been told."""
 
     id: int
     type: EventType
@@ -233,6 +237,7 @@ class StoredEvent:
     last_failure: str | None = None
     last_http_status: int | None = None
     failed_by: str | None = None
+    in_doubt: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,6 +12,7 @@ from fleetd.errors import JournalRefusedError
 from fleetd.health.incidents import ResolveReason, RoutingReason
 from fleetd.health.states import LeadState, Severity
 from fleetd.journal.values import (
+    Claim,
     EventState,
     EventType,
     IncidentChange,
@@ -332,6 +333,50 @@ def _resolved(change: IncidentChange, at: datetime, cancel: tuple[int, ...]) -> 
     return dataclasses.replace(
         change, resolved_at=at, resolve_reason=ResolveReason.CLEARED, cancel=cancel
     )
+
+
+async def test_an_event_is_in_doubt_while_a_lease_holds_it_with_nothing_recorded(
+    journal_kit: JournalKit,
+) -> None:
+    """``in_doubt`` says a request may have reached the receiver with nothing recorded: it holds
+    while an attempt is leased (its sender in flight, or gone — also past the lease) and after
+    that attempt is cancelled in flight; never before a claim, after a release, or once the
+    holder recorded an outcome (delivered, a retry, a permanent failure)."""
+    journal = journal_kit.build()
+    names = ("leased", "cancelled", "released", "delivered", "retried", "refused")
+    changes = {name: opened(f"sess_{name}") for name in names}
+    for change in changes.values():
+        await journal.record(change, [event()], now=T0)
+    claims = {c.incident_id: c for c in await journal.claim_due("a", now=T0, lease=LEASE)}
+
+    def claim(name: str) -> Claim:
+        return claims[changes[name].incident.id]
+
+    idle = opened("sess_idle")
+    await journal.record(idle, [event()], now=T0)
+    await journal.record(_resolved(changes["cancelled"], T0, (1,)), now=T0)
+    assert await journal.release(claim("released"), now=T0)
+    assert await journal.complete(claim("delivered"), now=T0, http_status=200)
+    retry = T0 + LEASE
+    assert await journal.reschedule(
+        claim("retried"), now=T0, due_at=retry, failure="timeout", http_status=None
+    )
+    assert await journal.fail(claim("refused"), now=T0, failure="http_4xx", http_status=404)
+    reader = journal_kit.build()
+    doubt = {}
+    for name, change in (*changes.items(), ("idle", idle)):
+        stored = await reader.get(change.incident.id)
+        assert stored is not None
+        doubt[name] = stored.events[0].in_doubt
+    assert doubt == {
+        "leased": True,
+        "cancelled": True,
+        "released": False,
+        "delivered": False,
+        "retried": False,
+        "refused": False,
+        "idle": False,
+    }
 
 
 async def test_an_attempt_cancelled_in_flight_is_still_delivered_under_its_lease(

@@ -106,13 +106,18 @@ class Processes:
             "K9_SECRET": SECRET,
         }
 
-    async def start(self, *args: str, name: str, pipe: bool = False) -> asyncio.subprocess.Process:
+    async def start(
+        self, *args: str, name: str, pipe: bool = False, feed: bool = False
+    ) -> asyncio.subprocess.Process:
+        """``python *args``, its output in ``<name>.log``; ``pipe``: stdout is read by the test;
+        ``feed``: the test writes to its stdin."""
         output = (self.tmp_path / f"{name}.log").open("ab")
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             *args,
             cwd=REPO,
             env=self.env,
+            stdin=asyncio.subprocess.PIPE if feed else None,
             stdout=asyncio.subprocess.PIPE if pipe else output,
             stderr=output,
         )

@@ -21,8 +21,10 @@ or a restart only delay what a person is told, never change it. The rules, in or
 
 1. **Resolved.** Every pending or failed ``open``/``reminder`` is cancelled (nothing about an
    incident that is over may still go out). If the person was told (an earlier event was
-   delivered) and no ``resolved`` event exists, one is recorded — exactly one, ever. A failed
-   ``resolved`` is re-armed on a replay or for a new receiver list.
+   delivered) or may have been (an event is ``in_doubt``: its request went out under a lease
+   that recorded nothing — a sender killed after the receiver had it, or still in flight), and
+   no ``resolved`` event exists, one is recorded — exactly one, ever. A failed ``resolved`` is
+   re-armed on a replay or for a new receiver list.
 2. **Open, with a person** (``route`` is ``human``). If no ``open`` is pending, delivered or
    failed, one is recorded (again after a lead held the incident and its undelivered ``open``
    was cancelled). A failed ``open`` or ``reminder`` is re-armed on a replay or for a new
@@ -73,6 +75,8 @@ class Told(Protocol):
     def delivered_at(self) -> datetime | None: ...
     @property
     def failed_by(self) -> str | None: ...
+    @property
+    def in_doubt(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,7 +140,8 @@ def plan(
     unsent = tuple(e.revision for e in told if e.state in _UNSENT)
     if leg.resolved:
         closing = tuple(e for e in leg.events if e.type is EventType.RESOLVED)
-        record = (EventType.RESOLVED,) if delivered and not closing else ()
+        maybe_told = delivered or any(e.in_doubt for e in told)
+        record = (EventType.RESOLVED,) if maybe_told and not closing else ()
         rearm = _rearmed(closing, notify=notify, receivers=receivers, replay=replay)
         return HumanPlan(record=record, cancel=unsent, rearm=rearm)
     if leg.route is not Route.HUMAN:

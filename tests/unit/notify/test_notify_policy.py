@@ -33,8 +33,10 @@ def ev(
     *,
     at: datetime = T0,
     failed_by: str | None = None,
+    in_doubt: bool = False,
 ) -> StoredEvent:
-    """Event ``revision`` of the incident in ``state`` (delivered at ``at`` when delivered)."""
+    """Event ``revision`` of the incident in ``state`` (delivered at ``at`` when delivered);
+    ``in_doubt``: its request went out under a lease that recorded nothing."""
     return StoredEvent(
         id=revision,
         type=kind,
@@ -44,6 +46,7 @@ def ev(
         created_at=T0,
         delivered_at=at if state is DELIVERED else None,
         failed_by=failed_by,
+        in_doubt=in_doubt,
     )
 
 
@@ -92,6 +95,24 @@ ROWS: list[tuple[str, Leg, dict[str, object], HumanPlan]] = [
         leg(ev(1, OPEN, PENDING), resolved=True),
         {},
         HumanPlan(cancel=(1,)),
+    ),
+    (
+        "resolved while its open is in flight (in doubt): cancelled, and resolved, once",
+        leg(ev(1, OPEN, PENDING, in_doubt=True), resolved=True),
+        {},
+        HumanPlan(record=(RESOLVED,), cancel=(1,)),
+    ),
+    (
+        "resolved after its open was cancelled in flight (in doubt): resolved, once",
+        leg(ev(1, OPEN, CANCELLED, in_doubt=True), resolved=True),
+        {"notify": False},
+        HumanPlan(record=(RESOLVED,)),
+    ),
+    (
+        "resolved with an in-doubt open and a resolved already: nothing more",
+        leg(ev(1, OPEN, CANCELLED, in_doubt=True), ev(2, RESOLVED, PENDING), resolved=True),
+        {},
+        EMPTY,
     ),
     (
         "1b: resolved with its open failed: cancelled (never re-sent), no resolved",

@@ -313,8 +313,8 @@ async def test_two_instances_add_one_reminder() -> None:
 
 async def test_an_open_cancelled_while_in_flight_is_followed_by_resolved() -> None:
     """Another instance records the resolution while the ``open`` is in flight, which cancels
-    it as undelivered; the delivery is still recorded, so the webhook loop owes (and sends) the
-    resolution, once."""
+    it as undelivered and, the ``open`` being in doubt, records the ``resolved`` at once; the
+    delivery is still recorded, and the webhook loop sends the resolution, once."""
     journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
     leg = make_leg(journal, sender, clock)
     other = make_leg(journal, sender, clock, owner="fleetd-b").escalation
@@ -331,7 +331,10 @@ async def test_an_open_cancelled_while_in_flight_is_followed_by_resolved() -> No
     stored = await journal.get(incident.id)
     assert stored is not None
     assert stored.resolved_at is not None
-    assert [(e.type, e.state) for e in stored.events] == [(EventType.OPEN, EventState.DELIVERED)]
+    assert [(e.type, e.state) for e in stored.events] == [
+        (EventType.OPEN, EventState.DELIVERED),
+        (EventType.RESOLVED, EventState.PENDING),
+    ]
     for _ in range(3):
         await leg.step()
         clock.advance(60)
@@ -339,6 +342,35 @@ async def test_an_open_cancelled_while_in_flight_is_followed_by_resolved() -> No
     assert [body_of(r)["eventType"] for r in sender.requests] == ["open", "resolved"]
     closing = body_of(sender.requests[1])
     assert closing["incident"]["resolveReason"] == "cleared"
+
+
+async def test_an_open_whose_sender_died_in_flight_is_followed_by_resolved() -> None:
+    """An instance leased the ``open`` and died with its request out (the receiver may hold it,
+    or have answered 2xx: nothing was recorded), and the incident resolves before that lease
+    expires. The person may have been told, so the resolution records a ``resolved`` at once and
+    it is sent, once; the cancelled ``open`` is never sent again."""
+    journal, sender, clock = InMemoryJournal(), ScriptedSender(), FakeClock(T0)
+    leg = make_leg(journal, sender, clock)
+    incident = human_incident()
+    leg.escalation.note(incident)
+    await leg.escalation.step(clock.now())  # the open is recorded; the dead instance takes it
+    (dead,) = await journal.claim_due("fleetd-gone", now=clock.now(), lease=LEASE_MARGIN)
+    clock.advance(5)
+    leg.escalation.note_resolved(incident, reason=ResolveReason.CLEARED, resolved_at=clock.now())
+    for _ in range(3):
+        await leg.step()
+        clock.advance(LEASE_MARGIN.total_seconds())
+    assert [body_of(r)["eventType"] for r in sender.requests] == ["resolved"]
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert [(e.type, e.state) for e in stored.events] == [
+        (EventType.OPEN, EventState.CANCELLED),
+        (EventType.RESOLVED, EventState.DELIVERED),
+    ]
+    late = await journal.complete(dead, now=clock.now(), http_status=200)  # had it been slow
+    assert late
+    await leg.step()
+    assert [body_of(r)["eventType"] for r in sender.requests] == ["resolved"]  # nothing more
 
 
 async def test_a_payload_outside_the_contract_is_never_sent() -> None:
