@@ -1,0 +1,197 @@
+"""``GET /v1/fleet?scope=all``: this instance's view and every other instance's last summary.
+
+Several fleetd share one PostgreSQL journal (issue 24); each renews its ``instances`` row every
+snapshot interval with its :class:`~fleetd.runtime.fleet_summary.InstanceSummary`. The operator
+asking any one of them for ``scope=all`` gets one part per instance, the answering one first,
+then the others by name:
+
+* the answering instance: its own operator view (``view``, the ``fleet_list`` document of the
+  current version, the very bytes ``GET /v1/fleet`` sends), never ``down``;
+* every other instance: its last published ``summary`` as read from the journal now, with
+  ``ageSeconds`` (seconds since its last renewal) and ``down`` when it has been silent for more
+  than two intervals (:func:`~fleetd.health.instances.instance_is_down`, the INSTANCE_DOWN rule).
+  A down instance keeps its last summary, stamped with its age: it is shown, never left out. A
+  summary this build cannot read (another version, none published yet) is ``null`` and
+  ``summaryProblem`` says why.
+
+Each part names its instance, host, fleetd version, start and last renewal. The journal read has
+the journal's deadline (``journal.operationTimeoutMs``); a read that fails answers this
+instance alone with ``journal.read: failed`` and the reason, so the others are not silently
+missing. An SQLite journal serves one fleetd: ``scope=all`` answers this instance alone and
+``note`` says so (no journal read).
+
+:func:`fleet_all` is pure (rows, ``now`` and the interval in, the document out);
+:class:`FleetAcross` reads the rows and splices the answering instance's view into it as text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from fleetd.clock import Clock
+from fleetd.errors import JournalError
+from fleetd.health.instances import instance_is_down
+from fleetd.identity import Caller
+from fleetd.journal.port import Journal
+from fleetd.journal.values import InstanceRecord
+from fleetd.runtime.fleet_rows import encode, marker
+from fleetd.runtime.fleet_summary import SUMMARY_VERSION
+from fleetd.runtime.fleet_versions import FleetViews
+from fleetd.runtime.instances import InstanceWatch
+
+__all__ = ["FLEET_ALL_VERSION", "SINGLE_INSTANCE_NOTE", "FleetAcross", "fleet_all"]
+
+_log = logging.getLogger("fleetd.instances")
+
+FLEET_ALL_VERSION: Final = 1
+SINGLE_INSTANCE_NOTE: Final = (
+    "an SQLite journal serves one fleetd: scope=all shows this instance only "
+    "(several instances share a PostgreSQL journal)"
+)
+_VIEW = marker("view")
+_ENVELOPE_HEAD = b'{"ok":true,"result":'
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answering:
+    """The instance that answers: its name, host, version and start."""
+
+    instance: str
+    host: str
+    version: str
+    started_at: datetime
+
+
+def _age(last_seen: datetime, now: datetime) -> float:
+    return round(max(0.0, (now - last_seen).total_seconds()), 3)
+
+
+def _summary(record: InstanceRecord) -> tuple[Mapping[str, Any] | None, str | None]:
+    """The summary of ``record`` as published, or why it cannot be shown."""
+    summary = record.summary
+    if summary is None:
+        return None, "not_published"
+    if summary.get("version") != SUMMARY_VERSION:
+        return None, f"unknown_version: {str(summary.get('version'))[:20]}"
+    return summary, None
+
+
+def fleet_all(
+    rows: Sequence[InstanceRecord],
+    *,
+    me: Answering,
+    now: datetime,
+    interval: timedelta,
+    shared: bool,
+    read_failure: str | None = None,
+) -> dict[str, Any]:
+    """The ``scope=all`` document of ``me`` at ``now`` from the instance ``rows`` read; the
+    answering part's ``view`` is :data:`_VIEW`, the marker :class:`FleetAcross` replaces with
+    the view's text."""
+    own = next((r for r in rows if r.instance == me.instance), None)
+    parts: list[dict[str, Any]] = [
+        {
+            "instance": me.instance,
+            "answering": True,
+            "host": me.host,
+            "fleetdVersion": me.version,
+            "startedAt": me.started_at.isoformat(),
+            "lastSeen": own.last_seen.isoformat() if own is not None else None,
+            "ageSeconds": _age(own.last_seen, now) if own is not None else None,
+            "down": False,  # it is answering
+            "view": _VIEW,
+        }
+    ]
+    down = 0
+    for record in sorted((r for r in rows if r.instance != me.instance), key=_name):
+        summary, problem = _summary(record)
+        is_down = instance_is_down(record.last_seen, now=now, interval=interval)
+        down += is_down
+        part: dict[str, Any] = {
+            "instance": record.instance,
+            "answering": False,
+            "host": record.host,
+            "fleetdVersion": record.version,
+            "startedAt": record.started_at.isoformat(),
+            "lastSeen": record.last_seen.isoformat(),
+            "ageSeconds": _age(record.last_seen, now),
+            "down": is_down,
+            "summary": summary,
+        }
+        if problem is not None:
+            part["summaryProblem"] = problem
+        parts.append(part)
+    journal: dict[str, Any] = {"shared": shared, "read": "ok" if shared else "not_shared"}
+    if read_failure is not None:
+        journal.update(read="failed", reason=read_failure)
+    document: dict[str, Any] = {
+        "version": FLEET_ALL_VERSION,
+        "scope": "all",
+        "instance": me.instance,
+        "generatedAt": now.isoformat(),
+        "intervalSeconds": interval.total_seconds(),
+        "journal": journal,
+        "instances": parts,
+        "live": len(parts) - down,
+        "down": down,
+    }
+    if not shared:
+        document["note"] = SINGLE_INSTANCE_NOTE
+    elif read_failure is not None:
+        document["note"] = (
+            "the journal could not be read: the other instances are unknown, not absent"
+        )
+    return document
+
+
+def _name(record: InstanceRecord) -> str:
+    return record.instance
+
+
+@dataclass(slots=True, kw_only=True)
+class FleetAcross:
+    """Answers ``scope=all``: the journal's instance rows read now (with its deadline), this
+    instance's encoded view spliced in."""
+
+    views: FleetViews
+    watch: InstanceWatch
+    journal: Journal
+    clock: Clock
+    interval: Callable[[], timedelta]
+
+    async def encoded(self, caller: Caller) -> bytes:
+        """The envelope ``{"ok": true, "result": document}`` of ``caller`` (an operator),
+        encoded as ``GET /v1/fleet`` sends it."""
+        own = await self.views.encoded(caller)
+        watch = self.watch
+        rows: Sequence[InstanceRecord] = ()
+        failure: str | None = None
+        shared = watch.shared
+        if shared:
+            try:
+                rows = await self.journal.instances()
+            except JournalError as exc:
+                failure = f"journal unavailable ({exc.reason})"
+                _log.info("scope=all: the instance rows could not be read (%s)", exc.reason)
+        me = Answering(
+            instance=watch.instance,
+            host=watch.host,
+            version=watch.version,
+            started_at=watch.started_at,
+        )
+        document = fleet_all(
+            rows,
+            me=me,
+            now=self.clock.now(),
+            interval=self.interval(),
+            shared=shared,
+            read_failure=failure,
+        )
+        view = own.body[len(_ENVELOPE_HEAD) : -1]  # the view of {"ok":true,"result":view}
+        text = encode({"ok": True, "result": document}).encode()
+        head, _, tail = text.partition(encode(_VIEW).encode())
+        return b"".join((head, view, tail))
