@@ -62,7 +62,8 @@ async def test_a_lead_or_a_member_token_is_refused_with_the_reason(
     assert "hint" not in error
     session_id = await fleet.spawn_ready()
     session = fleet.bridge.session(session_id)
-    assert session is not None and session.pane_id is not None
+    assert session is not None
+    assert session.pane_id is not None
     token = fleet.control.env_of(session.pane_id)["FLEETD_TOKEN"]
     member = {"Authorization": f"Bearer {token}"}
     refused = await client.get("/v1/fleet", params={"scope": "all"}, headers=member)
@@ -147,7 +148,8 @@ async def test_a_shared_journal_shows_every_instance_with_its_age_and_a_silent_o
     await c.spawn_ready()
     await c.service.scheduler.run_once("instances")  # c renews at t0 and falls silent
     c_summary = (await journal.instances())[0].summary
-    assert c_summary is not None and c_summary["membersTotal"] == 2
+    assert c_summary is not None
+    assert c_summary["membersTotal"] == 2
     for fleet in (a, b):
         fleet.clock.advance(11)
     await b.service.scheduler.run_once("instances")  # b renews at t0 + 11
