@@ -2,8 +2,8 @@
 them: each renews its ``instances`` row on the ``instances`` loop; one that stops renewing for two
 snapshot intervals is INSTANCE_DOWN, paged once to a person however many instances notice it,
 and resolved (once) when it renews again. ``GET /v1/fleet?scope=all`` on any of them shows the
-others' published members, a stopped one as down. A restart resumes only its own incidents. An SQLite
-journal that lists a second instance says that several instances need PostgreSQL."""
+others' published members, a stopped one as down. A restart resumes only its own incidents. An
+SQLite journal that lists a second instance says that several instances need PostgreSQL."""
 
 from __future__ import annotations
 
