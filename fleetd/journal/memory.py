@@ -228,10 +228,14 @@ class InMemoryJournal:
         self._instances[record.instance] = record
 
     @observed
-    async def instances(self, *, limit: int = MAX_INSTANCES) -> tuple[InstanceRecord, ...]:
+    async def instances(
+        self, *, limit: int = MAX_INSTANCES, summaries: bool = True
+    ) -> tuple[InstanceRecord, ...]:
         self._check_up()
         rows = sorted(self._instances.values(), key=lambda r: r.instance)
         rows.sort(key=lambda r: r.last_seen, reverse=True)
+        if not summaries:
+            rows = [dataclasses.replace(r, summary=None) for r in rows]
         return tuple(rows[:limit])
 
     @observed

@@ -103,8 +103,12 @@ class Journal(Protocol):
         summary larger than :data:`~fleetd.journal.values.MAX_SUMMARY_BYTES`."""
         ...
 
-    async def instances(self, *, limit: int = MAX_INSTANCES) -> tuple[InstanceRecord, ...]:
-        """The instance rows, latest renewal first, at most ``limit``."""
+    async def instances(
+        self, *, limit: int = MAX_INSTANCES, summaries: bool = True
+    ) -> tuple[InstanceRecord, ...]:
+        """The instance rows, latest renewal first, at most ``limit``; without ``summaries``
+        each row's ``summary`` is ``None`` and the published summaries are not read (the
+        renewals alone are cheap to read)."""
         ...
 
     async def recent(

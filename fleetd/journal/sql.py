@@ -188,8 +188,10 @@ class SqlJournal:
         await self._run(self._store.renew_instance, record)
 
     @observed
-    async def instances(self, *, limit: int = MAX_INSTANCES) -> tuple[InstanceRecord, ...]:
-        return await self._run(self._store.instances, limit)
+    async def instances(
+        self, *, limit: int = MAX_INSTANCES, summaries: bool = True
+    ) -> tuple[InstanceRecord, ...]:
+        return await self._run(self._store.instances, limit, summaries)
 
     @observed
     async def claim_due(

@@ -222,14 +222,37 @@ class SqlStore:
             row.summary = dict(record.summary) if record.summary is not None else None
             session.add(row)
 
-    def instances(self, limit: int) -> tuple[InstanceRecord, ...]:
+    def instances(self, limit: int, summaries: bool = True) -> tuple[InstanceRecord, ...]:
+        order = (col(InstanceRow.last_seen).desc(), col(InstanceRow.instance))
         with self.transaction("instances") as session:
-            rows = session.exec(
-                select(InstanceRow)
-                .order_by(col(InstanceRow.last_seen).desc(), col(InstanceRow.instance))
+            if summaries:
+                rows = session.exec(select(InstanceRow).order_by(*order).limit(limit)).all()
+                return tuple(instance_record(row) for row in rows)
+            bare = session.exec(
+                select(
+                    col(InstanceRow.instance),
+                    col(InstanceRow.host),
+                    col(InstanceRow.version),
+                    col(InstanceRow.started_at),
+                    col(InstanceRow.last_seen),
+                    col(InstanceRow.leads),
+                    col(InstanceRow.coverage),
+                )
+                .order_by(*order)
                 .limit(limit)
             ).all()
-            return tuple(instance_record(row) for row in rows)
+            return tuple(
+                InstanceRecord(
+                    instance=instance,
+                    host=host,
+                    version=version,
+                    started_at=started_at,
+                    last_seen=last_seen,
+                    leads=tuple(str(lead) for lead in leads),
+                    coverage=coverage,
+                )
+                for instance, host, version, started_at, last_seen, leads, coverage in bare
+            )
 
     def claim_due(
         self, owner: str, now: datetime, lease: timedelta, limit: int

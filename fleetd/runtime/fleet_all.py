@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -43,7 +43,14 @@ from fleetd.runtime.fleet_summary import SUMMARY_VERSION
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.instances import InstanceWatch
 
-__all__ = ["FLEET_ALL_VERSION", "SINGLE_INSTANCE_NOTE", "FleetAcross", "fleet_all"]
+__all__ = [
+    "FLEET_ALL_VERSION",
+    "SINGLE_INSTANCE_NOTE",
+    "Answering",
+    "FleetAcross",
+    "fleet_all",
+    "shown_summary",
+]
 
 _log = logging.getLogger("fleetd.instances")
 
@@ -70,7 +77,7 @@ def _age(last_seen: datetime, now: datetime) -> float:
     return round(max(0.0, (now - last_seen).total_seconds()), 3)
 
 
-def _summary(record: InstanceRecord) -> tuple[Mapping[str, Any] | None, str | None]:
+def shown_summary(record: InstanceRecord) -> tuple[Mapping[str, Any] | None, str | None]:
     """The summary of ``record`` as published, or why it cannot be shown."""
     summary = record.summary
     if summary is None:
@@ -88,10 +95,13 @@ def fleet_all(
     interval: timedelta,
     shared: bool,
     read_failure: str | None = None,
+    summaries: Mapping[str, tuple[Any, str | None]] | None = None,
 ) -> dict[str, Any]:
     """The ``scope=all`` document of ``me`` at ``now`` from the instance ``rows`` read; the
     answering part's ``view`` is :data:`_VIEW`, the marker :class:`FleetAcross` replaces with
-    the view's text."""
+    the view's text. Each other part's summary and its problem are :func:`shown_summary` of its
+    row, or what ``summaries`` holds for it (:class:`FleetAcross` passes markers of texts it
+    keeps)."""
     own = next((r for r in rows if r.instance == me.instance), None)
     parts: list[dict[str, Any]] = [
         {
@@ -108,7 +118,10 @@ def fleet_all(
     ]
     down = 0
     for record in sorted((r for r in rows if r.instance != me.instance), key=_name):
-        summary, problem = _summary(record)
+        if summaries is not None and record.instance in summaries:
+            summary, problem = summaries[record.instance]
+        else:
+            summary, problem = shown_summary(record)
         is_down = instance_is_down(record.last_seen, now=now, interval=interval)
         down += is_down
         part: dict[str, Any] = {
@@ -152,46 +165,98 @@ def _name(record: InstanceRecord) -> str:
     return record.instance
 
 
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """Another instance's summary as last read: the renewal it came with, its text (or why it
+    is not shown)."""
+
+    last_seen: datetime
+    text: str | None
+    problem: str | None
+
+
 @dataclass(slots=True, kw_only=True)
 class FleetAcross:
     """Answers ``scope=all``: the journal's instance rows read now (with its deadline), this
-    instance's encoded view spliced in."""
+    instance's encoded view spliced in.
+
+    Each answer reads the rows' renewals (no summaries); only when a row was renewed since it
+    was last read are the summaries read again, and each is kept as its text until its row's
+    next renewal, so an answer encodes no summary it already encoded. What is kept is one text
+    per row of the last read (at most :data:`~fleetd.journal.values.MAX_INSTANCES`)."""
 
     views: FleetViews
     watch: InstanceWatch
     journal: Journal
     clock: Clock
     interval: Callable[[], timedelta]
+    kept: dict[str, _Kept] = field(default_factory=dict)
+    summary_reads: int = 0  # reads of the summaries (a test or a benchmark counts them)
+
+    async def _rows(self, me: str) -> Sequence[InstanceRecord]:
+        """The rows, each other instance's summary kept as of its last renewal."""
+        rows: Sequence[InstanceRecord] = await self.journal.instances(summaries=False)
+        kept = self.kept
+        if any(r.instance != me and _renewed(kept.get(r.instance), r) for r in rows):
+            rows = await self.journal.instances()
+            self.summary_reads += 1
+            for row in rows:
+                if row.instance == me:
+                    continue
+                summary, problem = shown_summary(row)
+                text = None if summary is None else encode(summary)
+                kept[row.instance] = _Kept(last_seen=row.last_seen, text=text, problem=problem)
+            rows = [replace(row, summary=None) for row in rows]
+        names = {r.instance for r in rows}
+        for gone in [name for name in kept if name not in names]:
+            del kept[gone]
+        return rows
 
     async def encoded(self, caller: Caller) -> bytes:
         """The envelope ``{"ok": true, "result": document}`` of ``caller`` (an operator),
         encoded as ``GET /v1/fleet`` sends it."""
         own = await self.views.encoded(caller)
         watch = self.watch
+        me = watch.instance
         rows: Sequence[InstanceRecord] = ()
         failure: str | None = None
         shared = watch.shared
         if shared:
             try:
-                rows = await self.journal.instances()
+                rows = await self._rows(me)
             except JournalError as exc:
                 failure = f"journal unavailable ({exc.reason})"
                 _log.info("scope=all: the instance rows could not be read (%s)", exc.reason)
-        me = Answering(
-            instance=watch.instance,
-            host=watch.host,
-            version=watch.version,
-            started_at=watch.started_at,
-        )
+        texts: list[bytes] = [own.body[len(_ENVELOPE_HEAD) : -1]]  # {"ok":true,"result":view}
+        summaries: dict[str, tuple[Any, str | None]] = {}
+        for row in sorted((r for r in rows if r.instance != me), key=_name):
+            kept = self.kept[row.instance]
+            if kept.text is None:
+                summaries[row.instance] = (None, kept.problem)
+                continue
+            summaries[row.instance] = (marker(f"summary.{len(texts)}"), None)
+            texts.append(kept.text.encode())
         document = fleet_all(
             rows,
-            me=me,
+            me=Answering(
+                instance=me, host=watch.host, version=watch.version, started_at=watch.started_at
+            ),
             now=self.clock.now(),
             interval=self.interval(),
             shared=shared,
             read_failure=failure,
+            summaries=summaries,
         )
-        view = own.body[len(_ENVELOPE_HEAD) : -1]  # the view of {"ok":true,"result":view}
-        text = encode({"ok": True, "result": document}).encode()
-        head, _, tail = text.partition(encode(_VIEW).encode())
-        return b"".join((head, view, tail))
+        rest = encode({"ok": True, "result": document}).encode()
+        out: list[bytes] = []
+        markers = [_VIEW] + [marker(f"summary.{n}") for n in range(1, len(texts))]
+        for placeholder, text in zip(markers, texts, strict=True):  # in the document's order
+            head, _, rest = rest.partition(encode(placeholder).encode())
+            out += (head, text)
+        out.append(rest)
+        return b"".join(out)
+
+
+def _renewed(kept: _Kept | None, row: InstanceRecord) -> bool:
+    """Whether ``row`` was renewed since its summary was kept (or none is)."""
+    return kept is None or kept.last_seen != row.last_seen

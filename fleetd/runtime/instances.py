@@ -15,8 +15,8 @@ summary — and reads every row back. Then:
 
 A journal that fails skips the pass (its outage is reported by the journal's own health); the
 next pass renews again. What it keeps between passes is the last rows read (at most
-:data:`~fleetd.journal.values.MAX_INSTANCES`), their summaries dropped: ``GET /v1/fleet?scope=all``
-reads those from the journal when asked (:mod:`fleetd.runtime.fleet_all`).
+:data:`~fleetd.journal.values.MAX_INSTANCES`), read without their summaries:
+``GET /v1/fleet?scope=all`` reads those when asked (:mod:`fleetd.runtime.fleet_all`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
 from typing import Any
@@ -108,9 +108,8 @@ class InstanceWatch:
         summary = await self.summary()
         try:
             await self.journal.renew_instance(self.record(now, summary))
-            rows = await self.journal.instances()
             # only names and renewals are judged: the summaries are read when asked for
-            self.rows = tuple(replace(row, summary=None) for row in rows)
+            self.rows = await self.journal.instances(summaries=False)
             if self.shared:
                 await self._judge(me, now)
         except JournalError as exc:
