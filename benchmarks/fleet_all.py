@@ -22,8 +22,8 @@ authentication, the handler, the body) with the answer decoded (``response.json(
 * ``GET /v1/fleet`` of the 3,000-member instance.
 
 Target: the median of each ``scope=all`` series within ``TARGET_RATIO`` (2×) the median of the
-single view. Exits 1 when one is missed. Run: ``.venv/bin/python benchmarks/fleet_all.py [--members N]
-[--postgres URL]`` (about a minute on two cores).
+single view. Exits 1 when one is missed. Run: ``.venv/bin/python benchmarks/fleet_all.py
+[--members N] [--postgres URL]`` (about a minute on two cores).
 """
 
 from __future__ import annotations
