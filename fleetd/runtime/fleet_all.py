@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
+
+import msgspec
 
 from fleetd.clock import Clock
 from fleetd.errors import JournalError
@@ -180,10 +182,11 @@ class FleetAcross:
     """Answers ``scope=all``: the journal's instance rows read now (with its deadline), this
     instance's encoded view spliced in.
 
-    Each answer reads the rows' renewals (no summaries); only when a row was renewed since it
-    was last read are the summaries read again, and each is kept as its text until its row's
-    next renewal, so an answer encodes no summary it already encoded. What is kept is one text
-    per row of the last read (at most :data:`~fleetd.journal.values.MAX_INSTANCES`)."""
+    Each answer reads the rows' renewals (no summaries); the summaries of the rows renewed since
+    they were last read are read again, as the JSON texts stored (never decoded but for their
+    ``version``, never encoded again), and each is kept until its row's next renewal. What is
+    kept is one text per row of the last read (at most
+    :data:`~fleetd.journal.values.MAX_INSTANCES`)."""
 
     views: FleetViews
     watch: InstanceWatch
@@ -195,18 +198,14 @@ class FleetAcross:
 
     async def _rows(self, me: str) -> Sequence[InstanceRecord]:
         """The rows, each other instance's summary kept as of its last renewal."""
-        rows: Sequence[InstanceRecord] = await self.journal.instances(summaries=False)
+        rows = await self.journal.instances(summaries=False)
         kept = self.kept
-        if any(r.instance != me and _renewed(kept.get(r.instance), r) for r in rows):
-            rows = await self.journal.instances()
+        renewed = [r for r in rows if r.instance != me and _renewed(kept.get(r.instance), r)]
+        if renewed:
+            texts = await self.journal.instance_summaries([r.instance for r in renewed])
             self.summary_reads += 1
-            for row in rows:
-                if row.instance == me:
-                    continue
-                summary, problem = shown_summary(row)
-                text = None if summary is None else encode(summary)
-                kept[row.instance] = _Kept(last_seen=row.last_seen, text=text, problem=problem)
-            rows = [replace(row, summary=None) for row in rows]
+            for row in renewed:
+                kept[row.instance] = _kept(row.last_seen, texts.get(row.instance))
         names = {r.instance for r in rows}
         for gone in [name for name in kept if name not in names]:
             del kept[gone]
@@ -255,6 +254,25 @@ class FleetAcross:
             out += (head, text)
         out.append(rest)
         return b"".join(out)
+
+
+class _Version(msgspec.Struct):
+    """The one field of a summary read to know whether this build can show it."""
+
+    version: object = None
+
+
+def _kept(last_seen: datetime, text: str | None) -> _Kept:
+    """A summary's text as stored, kept if it is a summary of the version this build shows."""
+    if text is None:
+        return _Kept(last_seen=last_seen, text=None, problem="not_published")
+    try:
+        version = msgspec.json.decode(text, type=_Version).version
+    except msgspec.MsgspecError:  # not a JSON object: nothing a fleetd published
+        return _Kept(last_seen=last_seen, text=None, problem="unreadable")
+    if version != SUMMARY_VERSION:
+        return _Kept(last_seen=last_seen, text=None, problem=f"unknown_version: {version!s:.20}")
+    return _Kept(last_seen=last_seen, text=text, problem=None)
 
 
 def _renewed(kept: _Kept | None, row: InstanceRecord) -> bool:

@@ -182,3 +182,33 @@ async def test_scope_all_reads_the_rows_within_the_deadline_and_says_when_it_cou
         proxy.thaw()
         await other.close()
         await journal.close()
+
+
+async def test_renewals_read_without_summaries_and_summaries_read_as_stored_text(
+    journal_kit: JournalKit,
+) -> None:
+    """``instances(summaries=False)`` gives every row but no summary; ``instance_summaries``
+    gives the named rows' summaries as JSON text that decodes to what was published, and
+    leaves out a row without a summary and a name with no row."""
+    journal = journal_kit.build()
+    summary = published(10)
+    for name, published_summary in (("alpha", summary), ("gamma", None)):
+        await journal.renew_instance(
+            InstanceRecord(
+                instance=name,
+                host="h",
+                version="1",
+                started_at=T0,
+                last_seen=T0,
+                summary=published_summary,
+            )
+        )
+    reader = journal_kit.build()
+    bare = await reader.instances(summaries=False)
+    assert sorted(r.instance for r in bare) == ["alpha", "gamma"]
+    assert all(r.summary is None for r in bare)
+    assert [r.host for r in bare] == ["h", "h"]
+    texts = await reader.instance_summaries(["alpha", "gamma", "nobody"])
+    assert set(texts) == {"alpha"}
+    assert json.loads(texts["alpha"]) == summary
+    assert await reader.instance_summaries([]) == {}

@@ -192,3 +192,50 @@ async def test_a_shared_journal_shows_every_instance_with_its_age_and_a_silent_o
         again = (await client.get("/v1/fleet", params={"scope": "all"}, headers=OPERATOR)).json()
     peer = again["result"]["instances"][1]
     assert (peer["summary"], peer["summaryProblem"]) == (None, "unknown_version: 2")
+
+
+async def test_a_summary_is_read_again_only_after_its_instance_renewed(tmp_path: Path) -> None:
+    """Answers read the rows' renewals each time but a summary only when its row was renewed
+    since it was last read; a row no longer listed is no longer kept; a stored summary that is
+    no JSON object is shown as unreadable."""
+    journal = InMemoryJournal()
+    a = _shared_fleet(tmp_path / "a", journal, "a")
+    b = _shared_fleet(tmp_path / "b", journal, "b")
+    await b.spawn_ready()
+    await a.service.scheduler.run_once("instances")
+    await b.service.scheduler.run_once("instances")
+    across = a.service.across
+    async with await _client(a) as client:
+
+        async def members_of_b() -> object:
+            answer = await client.get("/v1/fleet", params={"scope": "all"}, headers=OPERATOR)
+            return answer.json()["result"]["instances"][1]["summary"]["membersTotal"]
+
+        assert await members_of_b() == 1
+        assert await members_of_b() == 1
+        assert across.summary_reads == 1
+        await b.spawn_ready()
+        assert await members_of_b() == 1  # not renewed yet: its last summary
+        assert across.summary_reads == 1
+        b.clock.advance(1)
+        await b.service.scheduler.run_once("instances")
+        assert await members_of_b() == 2
+        assert across.summary_reads == 2
+    assert set(across.kept) == {"b"}
+    journal._instances.clear()  # every row retired
+    async with await _client(a) as client:
+        alone = await client.get("/v1/fleet", params={"scope": "all"}, headers=OPERATOR)
+    assert [p["instance"] for p in alone.json()["result"]["instances"]] == ["a"]
+    assert across.kept == {}
+    await b.service.scheduler.run_once("instances")
+    original = journal.instance_summaries
+
+    async def broken(names: object) -> dict[str, str]:
+        return {"b": "[1, 2]"}
+
+    journal.instance_summaries = broken  # type: ignore[method-assign]
+    async with await _client(a) as client:
+        odd = (await client.get("/v1/fleet", params={"scope": "all"}, headers=OPERATOR)).json()
+    journal.instance_summaries = original  # type: ignore[method-assign]
+    peer = odd["result"]["instances"][1]
+    assert (peer["summary"], peer["summaryProblem"]) == (None, "unreadable")
