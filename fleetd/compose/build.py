@@ -13,7 +13,7 @@ from typing import Any
 
 from prometheus_client import disable_created_metrics
 
-from fleetd.api.auth import OPERATOR_NAME, Authenticator
+from fleetd.api.auth import Authenticator
 from fleetd.bridge import DurableState
 from fleetd.bridge.git_worktrees import GitWorktrees
 from fleetd.bridge.push import PushLoop
@@ -56,7 +56,7 @@ from fleetd.state.port import StateStore
 
 __all__ = ["build_service", "published_summary"]
 
-_OPERATOR = Caller(role=Role.OPERATOR, name=OPERATOR_NAME)
+_OPERATOR = Caller(role=Role.OPERATOR, name="operator")  # the operator's scope is its role's
 
 
 def published_summary(
