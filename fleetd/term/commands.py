@@ -163,16 +163,24 @@ def incidents_main(argv: Sequence[str], environ: Mapping[str, str] | None = None
 
 
 def top_main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
-    """The status screen, live (keys: l lead filter, a all leads, i incidents, q quit)."""
+    """The status screen, live (keys: l lead filter, a all leads, i incidents, q quit);
+    ``--all``: every fleetd sharing the journal, read again every two seconds."""
     from fleetd.term.top import TopApp  # noqa: PLC0415 — textual loads only for top
 
     parser = _parser("fleetd top", "the fleet of a running fleetd, live")
     parser.add_argument("--lead", help="start filtered to this lead")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every fleetd sharing the journal, one block each (the operator's token)",
+    )
     args = parser.parse_args(argv)
 
     async def read(client: FleetdClient) -> int:
-        first = await client.fleet()  # a refused token or a dead fleetd fails before the app
-        app = TopApp(client, first, who=identity(await client.whoami()), lead=args.lead)
+        # a refused token or a dead fleetd fails before the app
+        first = await client.fleet(every=args.all)
+        who = identity(await client.whoami())
+        app = TopApp(client, first, who=who, lead=args.lead, every=args.all)
         await app.run_async()
         if app.failure:
             print(f"fleetd: {app.failure}", file=sys.stderr)

@@ -375,10 +375,11 @@ def fleet_all_screen(
     source: str,
     who: str,
     lead: str | None = None,
+    notice: str = "",
     width: int = 80,
     height: int = 24,
 ) -> list[Text]:
-    """``fleetd status --all``: one block per fleetd sharing the journal
+    """``fleetd status --all`` (and ``top --all``): one block per fleetd sharing the journal
     (``GET /v1/fleet?scope=all``), the answering one first, each with the age of its last
     renewal, a down one marked ``DOWN`` with its last summary; members are counted by lead and
     only those in trouble listed."""
@@ -389,7 +390,7 @@ def fleet_all_screen(
     line.append(f" · {len(parts)} instances · {document.get('live', 0)} up · ", style="dim")
     down = int(document.get("down", 0))
     line.append(f"{down} down", style="bold red" if down else "dim")
-    head = [line]
+    head = [line, *_notice(notice, width)]
     note = document.get("note")
     if note:
         head.extend(_notice(str(note), width))

@@ -123,7 +123,7 @@ async def test_with_sqlite_scope_all_answers_this_instance_alone_and_says_so(
     ] == []
 
 
-def _shared_fleet(root: Path, journal: InMemoryJournal, name: str) -> TestFleet:
+def shared_fleet(root: Path, journal: InMemoryJournal, name: str) -> TestFleet:
     document: dict[str, Any] = sample_document(root)
     document["instance"] = name
     document["journal"] = {"url": "postgresql+psycopg://fleetd@db.example/fleet"}
@@ -140,9 +140,9 @@ async def test_a_shared_journal_shows_every_instance_with_its_age_and_a_silent_o
     intervals: down, its last summary still shown); live 2, down 1. A row whose summary is of
     an unknown version shows no summary and says why."""
     journal = InMemoryJournal()
-    a = _shared_fleet(tmp_path / "a", journal, "a")
-    b = _shared_fleet(tmp_path / "b", journal, "b")
-    c = _shared_fleet(tmp_path / "c", journal, "c")
+    a = shared_fleet(tmp_path / "a", journal, "a")
+    b = shared_fleet(tmp_path / "b", journal, "b")
+    c = shared_fleet(tmp_path / "c", journal, "c")
     await b.spawn_ready()
     await c.spawn_ready()
     await c.spawn_ready()
@@ -199,8 +199,8 @@ async def test_a_summary_is_read_again_only_after_its_instance_renewed(tmp_path:
     since it was last read; a row no longer listed is no longer kept; a stored summary that is
     no JSON object is shown as unreadable."""
     journal = InMemoryJournal()
-    a = _shared_fleet(tmp_path / "a", journal, "a")
-    b = _shared_fleet(tmp_path / "b", journal, "b")
+    a = shared_fleet(tmp_path / "a", journal, "a")
+    b = shared_fleet(tmp_path / "b", journal, "b")
     await b.spawn_ready()
     await a.service.scheduler.run_once("instances")
     await b.service.scheduler.run_once("instances")
