@@ -199,9 +199,19 @@ def _scope(query: Mapping[str, str]) -> str | ToolFailure:
             "instance (this fleetd, the default) or all (every fleetd sharing the journal; "
             "the operator's)",
         )
-    if scope == "all" and query.get("wait") not in (None, "0", "0.0"):
+    if scope == "all" and _waits(query.get("wait")):
         return _invalid_query("wait", "scope_all_no_wait", "scope=all answers at once: no wait")
     return scope
+
+
+def _waits(wait: str | None) -> bool:
+    """Whether ``wait`` asks to wait (anything but absent or zero; a bad number too)."""
+    if wait is None:
+        return False
+    try:
+        return float(wait) != 0
+    except ValueError:
+        return True
 
 
 _NOT_YOURS = (

@@ -105,7 +105,8 @@ class InstanceWatch:
     async def step(self, now: datetime) -> None:
         """One pass: renew, read the rows, and (PostgreSQL) judge the others."""
         me = self.instance
-        summary = await self.summary()
+        # only a shared journal has readers of the summary: an SQLite one serves one instance
+        summary = await self.summary() if self.shared else None
         try:
             await self.journal.renew_instance(self.record(now, summary))
             # only names and renewals are judged: the summaries are read when asked for

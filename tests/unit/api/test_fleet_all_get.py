@@ -80,6 +80,7 @@ async def test_a_lead_or_a_member_token_is_refused_with_the_reason(
         ({"scope": "everything"}, "scope"),
         ({"scope": ""}, "scope"),
         ({"scope": "all", "wait": "5"}, "wait"),
+        ({"scope": "all", "wait": "soon"}, "wait"),
     ],
 )
 async def test_an_unknown_scope_or_a_wait_with_scope_all_is_refused(
@@ -100,11 +101,21 @@ async def test_with_sqlite_scope_all_answers_this_instance_alone_and_says_so(
 ) -> None:
     """One instance on an SQLite journal: one part, this instance, answering, never down, its
     ``view`` the very document GET /v1/fleet answers; the note says SQLite serves one fleetd,
-    the journal is not read; the answer matches its contract."""
+    the journal is not read; the answer matches its contract. Its row publishes no summary
+    (no other instance reads an SQLite journal)."""
     await fleet.spawn_ready()
+    await fleet.service.scheduler.run_once("instances")
+    journal = fleet.service.health.journal
+    assert journal is not None
+    [row] = await journal.instances()
+    assert row.summary is None
     answer = await client.get("/v1/fleet", params={"scope": "all"}, headers=OPERATOR)
     assert answer.status_code == 200
     assert answer.headers["cache-control"] == "no-store"
+    no_wait = await client.get(
+        "/v1/fleet", params={"scope": "all", "wait": "0.00"}, headers=OPERATOR
+    )
+    assert no_wait.status_code == 200
     assert "etag" not in answer.headers
     result = answer.json()["result"]
     assert result["note"] == SINGLE_INSTANCE_NOTE
