@@ -140,7 +140,12 @@ def create_app(service: FleetService) -> FastAPI:
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     install_tool_routes(
-        app, service.registry, service.authenticator, fleet=service.views, run=service.run
+        app,
+        service.registry,
+        service.authenticator,
+        fleet=service.views,
+        run=service.run,
+        across=service.across,
     )
     install_incident_routes(app, service, service.authenticator)
     mcp_running = install_mcp(app, service.registry, service.authenticator)

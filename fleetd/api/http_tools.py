@@ -35,6 +35,13 @@ version, a ``wait`` outside 0–60, or a ``wait`` above 0 without ``sinceVersion
 ``invalid_arguments`` (422, as ``/openapi.json`` says); ``wait=0`` alone asks for no wait and
 answers at once.
 
+``GET /v1/fleet?scope=all`` (the operator's; several instances on one PostgreSQL journal) answers
+this instance's view and every other instance's last published summary, each stamped with its
+age and ``down`` when it stopped renewing (:mod:`fleetd.runtime.fleet_all`). It answers at once:
+no ``ETag``, and ``wait`` above 0 is ``invalid_arguments``. A lead's or a member's token gets
+``forbidden`` (403) saying whose scope it is; a ``scope`` other than ``instance`` (the default:
+this fleetd alone) or ``all`` is ``invalid_arguments`` (422).
+
 ``/openapi.json`` is FastAPI's own: every registered tool is its own FastAPI route, and
 ``GET /v1/fleet`` one with its query, declared from the tool's models
 (:mod:`fleetd.api.tool_routes`) and served by this module's handlers (bounded body, the
@@ -58,20 +65,30 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fleetd.api.auth import Authenticator, bearer_challenge
+from fleetd.api.results import FleetAllAnswer
 from fleetd.api.tool_routes import (
     FLEET_QUERY_SCHEMA,
+    FLEET_SCOPES,
     MAX_FLEET_WAIT_SECONDS,
     Handler,
     fleet_route,
     tool_route,
 )
-from fleetd.api.tools import Caller, ToolFailure, ToolRegistry, ToolResult, failure_from_error
+from fleetd.api.tools import (
+    Caller,
+    Role,
+    ToolFailure,
+    ToolRegistry,
+    ToolResult,
+    failure_from_error,
+)
 from fleetd.errors import AuthError
 
 __all__ = [
     "DEFAULT_TOOL_BODY_LIMIT",
     "FLEET_PATH",
     "TOOLS_PATH",
+    "FleetAcrossView",
     "FleetVersions",
     "VersionedFleet",
     "install_tool_routes",
@@ -126,6 +143,14 @@ class FleetVersions(Protocol):
         ...
 
 
+class FleetAcrossView(Protocol):
+    """``GET /v1/fleet?scope=all``: every instance sharing the journal (``FleetAcross``)."""
+
+    async def encoded(self, caller: Caller) -> bytes:
+        """The operator's answer, the envelope ``{"ok": true, "result": document}`` encoded."""
+        ...
+
+
 #: What the result hooks are handed for an answer sent as bytes: they count answers, and the
 #: view itself went out encoded (decoding it for them would cost what the bytes saved).
 _SENT_ENCODED: Mapping[str, Any] = MappingProxyType({})
@@ -164,6 +189,37 @@ def _long_poll(query: Mapping[str, str]) -> tuple[int | None, float] | ToolFailu
     return since, wait
 
 
+def _scope(query: Mapping[str, str]) -> str | ToolFailure:
+    """``scope`` of ``GET /v1/fleet`` (``instance`` when absent), or the failure to answer with."""
+    scope = query.get("scope", "instance")
+    if scope not in FLEET_SCOPES:
+        return _invalid_query(
+            "scope",
+            "enum",
+            "instance (this fleetd, the default) or all (every fleetd sharing the journal; "
+            "the operator's)",
+        )
+    if scope == "all" and _waits(query.get("wait")):
+        return _invalid_query("wait", "scope_all_no_wait", "scope=all answers at once: no wait")
+    return scope
+
+
+def _waits(wait: str | None) -> bool:
+    """Whether ``wait`` asks to wait (anything but absent or zero; a bad number too)."""
+    if wait is None:
+        return False
+    try:
+        return float(wait) != 0
+    except ValueError:
+        return True
+
+
+_NOT_YOURS = (
+    "scope=all is the operator's: it shows every fleetd sharing the journal; a lead sees its own "
+    "members of this fleetd with GET /v1/fleet"
+)
+
+
 def _invalid_query(path: str, rule: str, message: str) -> ToolFailure:
     return ToolFailure(
         code="invalid_arguments",
@@ -186,7 +242,10 @@ class _ToolRoutes:
         max_body_bytes: int,
         fleet: FleetVersions | None,
         run: str,
+        *,
+        across: FleetAcrossView | None = None,
     ) -> None:
+        self._across = across
         self._registry = registry
         self._auth = auth
         self._limit = max_body_bytes
@@ -230,6 +289,11 @@ class _ToolRoutes:
         caller = self._caller(request)
         if isinstance(caller, JSONResponse):
             return caller
+        scope = _scope(request.query_params)
+        if isinstance(scope, ToolFailure):
+            return _refuse(scope)
+        if scope == "all":
+            return await self._fleet_all(caller)
         fleet = self._fleet
         if fleet is None or caller.role not in self._registry.get(_FLEET_TOOL).roles:
             return _answer(await self._registry.call(caller, _FLEET_TOOL, {}))
@@ -247,6 +311,18 @@ class _ToolRoutes:
         if _matches(request.headers.get("if-none-match"), etag):
             return Response(status_code=304, headers=headers)
         return Response(made.body, media_type="application/json", headers=headers)
+
+    async def _fleet_all(self, caller: Caller) -> Response:
+        """``scope=all``: the operator's view of every instance sharing the journal."""
+        if caller.role is not Role.OPERATOR:
+            return _refuse(ToolFailure(code="forbidden", message=_NOT_YOURS, http_status=403))
+        if self._across is None:  # a shell without instances: this fleetd is the whole fleet
+            return _refuse(
+                _invalid_query("scope", "enum", "this fleetd serves scope=instance only")
+            )
+        body = await self._across.encoded(caller)
+        self._registry.answered(_FLEET_TOOL, ToolResult.success(_SENT_ENCODED))
+        return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
 
     async def _json_object(self, request: Request) -> dict[str, Any] | ToolFailure:
         """The body as a JSON object, or the failure to answer with; reads at most the limit."""
@@ -292,20 +368,28 @@ def install_tool_routes(
     max_body_bytes: int = DEFAULT_TOOL_BODY_LIMIT,
     fleet: FleetVersions | None = None,
     run: str = "r0",
+    across: FleetAcrossView | None = None,
 ) -> None:
     """Add ``POST /v1/tools/<tool>`` for every tool, and ``GET /v1/fleet``, to ``app``.
 
     With ``fleet``, ``GET /v1/fleet`` answers from its versions (``ETag`` values name ``run``, the
     run of fleetd, so a restarted fleetd's version 1 is not its predecessor's); without, each
-    request calls the ``fleet_list`` tool.
+    request calls the ``fleet_list`` tool. With ``across``, ``scope=all`` answers every instance
+    sharing the journal.
     """
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
-    routes = _ToolRoutes(registry, authenticator, max_body_bytes, fleet, run)
+    routes = _ToolRoutes(registry, authenticator, max_body_bytes, fleet, run, across=across)
     for spec in registry.specs():
         app.router.routes.append(tool_route(spec, routes.tool(spec.name)))
     app.router.routes.append(Route(TOOLS_PATH, endpoint=routes.call_tool, methods=["POST"]))
     if _FLEET_TOOL in registry.names():
-        app.router.routes.append(fleet_route(registry.get(_FLEET_TOOL), routes.fleet))
+        app.router.routes.append(
+            fleet_route(
+                registry.get(_FLEET_TOOL),
+                routes.fleet,
+                all_answer=FleetAllAnswer if across is not None else None,
+            )
+        )
     else:
         app.router.routes.append(Route(FLEET_PATH, endpoint=routes.fleet, methods=["GET"]))

@@ -27,10 +27,14 @@ from fleetd.bridge.sessions import SessionState
 from fleetd.bridge.tasks import Delivery, ResultSource, TicketOutcome
 from fleetd.inbox.records import MessageKind, ReplySource, Severity
 from fleetd.resilience import Availability, BreakerState, ErrorClass, Standing, VerdictReason
+from fleetd.runtime.fleet_summary import InstanceSummary
 
 __all__ = [
     "DependenciesBlock",
+    "FleetAllAnswer",
+    "FleetAllResult",
     "FleetHealthBlock",
+    "FleetInstancePart",
     "FleetListResult",
     "InboxDrainResult",
     "PollResult",
@@ -382,3 +386,59 @@ class FleetListResult(_Result):
     incidents: list[dict[str, Any]] | _Absent = None
     health_coverage: dict[str, Any] | _Absent = None
     preserved_worktrees: list[dict[str, Any]] | _Absent = None  # leads only
+
+
+class FleetInstancePart(_Result):
+    """One fleetd sharing the journal in ``GET /v1/fleet?scope=all``: the answering one with
+    its own ``view``, every other one with its last published ``summary``. ``ageSeconds`` is
+    the time since its last renewal (null: the answering one's row was not read); ``down``: silent
+    for more than two snapshot intervals (INSTANCE_DOWN's rule), shown with its last summary."""
+
+    instance: str
+    answering: bool
+    host: str
+    fleetd_version: str
+    started_at: str
+    last_seen: str | None
+    age_seconds: float | None
+    down: bool
+    view: FleetListResult | _Absent = None  # the answering instance only
+    summary: InstanceSummary | None = Field(
+        default=None, description="the other instances' last published summary (null: unreadable)"
+    )
+    summary_problem: str | _Absent = Field(
+        default=None, description="why summary is null: not_published, unknown_version: N"
+    )
+
+
+class FleetJournalRead(_Result):
+    """Whether the journal is shared (PostgreSQL) and whether its instance rows were read."""
+
+    shared: bool
+    read: Literal["ok", "failed", "not_shared"]
+    reason: str | _Absent = None
+
+
+class FleetAllResult(_Result):
+    """``GET /v1/fleet?scope=all`` v1: every fleetd sharing the journal, the answering one first
+    (see :mod:`fleetd.runtime.fleet_all`)."""
+
+    version: Literal[1]
+    scope: Literal["all"]
+    instance: str
+    generated_at: str
+    interval_seconds: float
+    journal: FleetJournalRead
+    instances: list[FleetInstancePart]
+    live: Annotated[int, Field(ge=1)]
+    down: Annotated[int, Field(ge=0)]
+    note: str | _Absent = None
+
+
+class FleetAllAnswer(_Result):
+    """The success branch of ``GET /v1/fleet?scope=all``'s answer."""
+
+    model_config = ConfigDict(alias_generator=None)
+
+    ok: Literal[True]
+    result: FleetAllResult

@@ -8,7 +8,10 @@ edited: :func:`export_schemas` writes them from a registry, and :func:`schema_dr
 tool's parameters cannot land without its contract.
 
 ``tool-result.v1.schema.json``, the answer envelope every tool shares, is generated too, from
-:mod:`fleetd.api.envelope`'s models. Other files in the directory (a README) are left alone.
+:mod:`fleetd.api.envelope`'s models, and so is ``fleet_list.scope-all.result.schema.json``, the
+``result`` of ``GET /v1/fleet?scope=all`` (:class:`~fleetd.api.results.FleetAllResult`, whose
+parts carry each other instance's published summary), when the registry has ``fleet_list``.
+Other files in the directory (a README) are left alone.
 
 From a shell, with a function that builds the registry (no arguments)::
 
@@ -25,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from fleetd.api.envelope import ENVELOPE_HEADER, envelope_schema
+from fleetd.api.results import FleetAllResult
 from fleetd.api.tools import ToolRegistry
 
 __all__ = [
     "ENVELOPE_FILE",
+    "FLEET_ALL_FILE",
     "JSON_SCHEMA_DIALECT",
     "assert_schemas_match",
     "export_schemas",
@@ -40,6 +45,7 @@ JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _PARAMS_SUFFIX = ".params.schema.json"
 _RESULT_SUFFIX = ".result.schema.json"
 ENVELOPE_FILE = "tool-result.v1.schema.json"
+FLEET_ALL_FILE = "fleet_list.scope-all.result.schema.json"
 
 
 def _dump(schema: dict[str, Any]) -> str:
@@ -53,6 +59,8 @@ def render_schemas(registry: ToolRegistry) -> dict[str, str]:
         files[spec.name + _PARAMS_SUFFIX] = _dump(spec.params_schema())
         if spec.result is not None:
             files[spec.name + _RESULT_SUFFIX] = _dump(spec.result.model_json_schema())
+    if "fleet_list" in registry.names():
+        files[FLEET_ALL_FILE] = _dump(FleetAllResult.model_json_schema())
     return files
 
 

@@ -6,8 +6,8 @@ test double. The members are exactly the ones the app reads: the lifecycle (``st
 ``started``), the probes' sources (the scheduler, the inbox, the control link and its health
 classification, the fleet view's inbox component, the config status, the metrics), what the tool
 routes are built from (the registry, the authenticator, the versioned fleet view and the run id
-its ``ETag`` values name) and the incident journal's operator view (:class:`IncidentService`:
-``incidents`` and ``replay``).
+its ``ETag`` values name, ``across`` for ``scope=all``) and the incident journal's operator view
+(:class:`IncidentService`: ``incidents`` and ``replay``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from fleetd.api.auth import Authenticator
-from fleetd.api.http_tools import FleetVersions
+from fleetd.api.http_tools import FleetAcrossView, FleetVersions
 from fleetd.api.tools import ToolRegistry
 from fleetd.config import ConfigRef
 from fleetd.identity import Caller
@@ -83,6 +83,8 @@ class FleetService(IncidentService, Protocol):
     def view(self) -> FleetViewBuilder: ...
     @property
     def views(self) -> FleetVersions: ...
+    @property
+    def across(self) -> FleetAcrossView | None: ...
     @property
     def run(self) -> str: ...
     @property

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Body, Header, Query, Security
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -31,6 +32,7 @@ from fleetd.api.tools import ToolSpec
 __all__ = [
     "ERROR_STATUSES",
     "FLEET_QUERY_SCHEMA",
+    "FLEET_SCOPES",
     "MAX_FLEET_WAIT_SECONDS",
     "Handler",
     "RegistryRoute",
@@ -50,6 +52,15 @@ _WAIT = (
     "(else 422); a stopping fleetd answers at once"
 )
 
+#: The parts of the fleet ``GET /v1/fleet`` answers: this fleetd, or every fleetd sharing the
+#: journal (the operator's).
+FLEET_SCOPES = ("instance", "all")
+_SCOPE = (
+    "instance (the default): this fleetd's view; all (the operator's): this fleetd's view and "
+    "every other fleetd sharing the PostgreSQL journal, its last published summary with its age, "
+    "down when it stopped renewing (answers at once: no wait, no ETag)"
+)
+
 #: The query of ``GET /v1/fleet`` as the ``invalid_arguments`` hint repeats it (the route
 #: declares the same bounds and descriptions to ``/openapi.json``).
 FLEET_QUERY_SCHEMA: dict[str, Any] = {
@@ -67,6 +78,7 @@ FLEET_QUERY_SCHEMA: dict[str, Any] = {
             "maximum": MAX_FLEET_WAIT_SECONDS,
             "description": _WAIT,
         },
+        "scope": {"type": "string", "enum": list(FLEET_SCOPES), "description": _SCOPE},
     },
 }
 
@@ -88,7 +100,11 @@ ERROR_STATUSES: dict[int, str] = {
 _FLEET_STATUSES = (401, 403, 409, 422, 500, 503)
 _FLEET_QUERY_REFUSED = (
     "the query is refused (invalid_arguments): sinceVersion is not a version, wait is outside "
-    "0-60, or wait is above 0 without sinceVersion"
+    "0-60, wait is above 0 without sinceVersion or with scope=all, or scope is not instance or all"
+)
+_FLEET_FORBIDDEN = (
+    "the caller's role may not read the fleet (forbidden): a member's token, or scope=all with a "
+    "lead's token (scope=all is the operator's)"
 )
 _ETAG = {
     "ETag": {
@@ -162,10 +178,19 @@ def tool_route(spec: ToolSpec[Any], serve: Handler) -> RegistryRoute:
     )
 
 
-def fleet_route(spec: ToolSpec[Any], serve: Handler) -> RegistryRoute:
-    """``GET /v1/fleet``: ``fleet_list`` with its long-poll query, ``ETag`` and ``304``."""
+def fleet_route(
+    spec: ToolSpec[Any], serve: Handler, *, all_answer: type[BaseModel] | None = None
+) -> RegistryRoute:
+    """``GET /v1/fleet``: ``fleet_list`` with its long-poll query, ``ETag`` and ``304``; with
+    ``all_answer``, also ``scope=all`` answering that model."""
     query = FLEET_QUERY_SCHEMA["properties"]
     declared = [
+        inspect.Parameter(
+            "scope",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Literal["instance", "all"],
+            default=Query("instance", description=query["scope"]["description"]),
+        ),
         inspect.Parameter(
             "sinceVersion",
             inspect.Parameter.KEYWORD_ONLY,
@@ -201,17 +226,21 @@ def fleet_route(spec: ToolSpec[Any], serve: Handler) -> RegistryRoute:
     ]
     answers = _answers(_FLEET_STATUSES)
     answers[422] = {**answers[422], "description": _FLEET_QUERY_REFUSED}
+    answers[403] = {**answers[403], "description": _FLEET_FORBIDDEN}
     answers[200] = {"headers": _ETAG}
     answers[304] = {
         "description": "not modified: If-None-Match names the current view (no body)",
         "headers": _ETAG,
     }
+    answer: Any = success_model(spec)
+    if all_answer is not None:
+        answer = answer | all_answer
     return RegistryRoute(
         "/v1/fleet",
         _declaring(*declared),
         serve=serve,
         methods=["GET"],
-        response_model=success_model(spec),
+        response_model=answer,
         response_description="ok",
         responses=answers,
         operation_id=spec.name + "_get",

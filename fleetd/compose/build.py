@@ -8,7 +8,8 @@ socket, the configured inbox, git worktrees, the system clock), tests pass fakes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from prometheus_client import disable_created_metrics
 
@@ -30,6 +31,7 @@ from fleetd.compose.series import feed_metrics, start_series
 from fleetd.compose.service import Fleetd
 from fleetd.config import ConfigRef
 from fleetd.herdr.control import AgentControl
+from fleetd.identity import Caller, Role
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.journal.port import Journal
@@ -39,6 +41,9 @@ from fleetd.journal.watch import watch_journal
 from fleetd.metrics import Metrics
 from fleetd.notify.desk import IncidentDesk
 from fleetd.runs import Runs
+from fleetd.runtime.escalation import instance_name
+from fleetd.runtime.fleet_all import FleetAcross
+from fleetd.runtime.fleet_summary import summarize
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.instances import InstanceWatch
@@ -49,7 +54,22 @@ from fleetd.runtime.scheduler import Scheduler
 from fleetd.state.memory import MemoryStateStore
 from fleetd.state.port import StateStore
 
-__all__ = ["build_service"]
+__all__ = ["build_service", "published_summary"]
+
+_OPERATOR = Caller(role=Role.OPERATOR, name="operator")  # the operator's scope is its role's
+
+
+def published_summary(
+    views: FleetViews, instance: Callable[[], str]
+) -> Callable[[], Awaitable[Mapping[str, Any] | None]]:
+    """What this instance publishes with each renewal of its journal row: the summary of its
+    operator view of the current version (:mod:`fleetd.runtime.fleet_summary`)."""
+
+    async def summary() -> Mapping[str, Any] | None:
+        view = await views.view(_OPERATOR)
+        return summarize(view, instance=instance()).model_dump(mode="json", by_alias=True)
+
+    return summary
 
 
 def build_service(
@@ -171,6 +191,14 @@ def build_service(
     feed_metrics(metrics, registry=registry, bridge=bridge, link=link, health=health)
     start_series(metrics, registry=registry, settings=settings)
 
+    watch = InstanceWatch(
+        journal=journal,
+        escalation=escalation,
+        settings=lambda: config.current,
+        run=runs.current,
+        started_at=clock.now(),
+        summary=published_summary(views, lambda: instance_name(config.current)),
+    )
     service = Fleetd(
         config=config,
         clock=clock,
@@ -194,12 +222,13 @@ def build_service(
         retention=JournalRetention(
             journal, retention=lambda: config.current.journal.retention, clock=clock
         ),
-        instances=InstanceWatch(
+        instances=watch,
+        across=FleetAcross(
+            views=views,
+            watch=watch,
             journal=journal,
-            escalation=escalation,
-            settings=lambda: config.current,
-            run=runs.current,
-            started_at=clock.now(),
+            clock=clock,
+            interval=lambda: config.current.health.snapshot_interval,
         ),
     )
     schedule(service)

@@ -31,6 +31,7 @@ from fleetd.notify.desk import IncidentDesk, IncidentListing, ReplayResult
 from fleetd.notify.http import HttpWebhookSender
 from fleetd.notify.worker import SinkWorker
 from fleetd.runs import remember_run
+from fleetd.runtime.fleet_all import FleetAcross
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.instances import InstanceWatch
@@ -73,6 +74,7 @@ class Fleetd:
     sender: HttpWebhookSender
     retention: JournalRetention  # deletes resolved history past journal.retentionDays
     instances: InstanceWatch  # this instance's journal row; INSTANCE_DOWN for the others
+    across: FleetAcross  # GET /v1/fleet?scope=all: every instance sharing the journal
     started: bool = False
 
     @property

@@ -50,6 +50,7 @@ __all__ = [
     "InstanceSeen",
     "InstanceVerdict",
     "instance_down_incident",
+    "instance_is_down",
     "instance_key",
     "judge_instances",
 ]
@@ -87,6 +88,12 @@ def instance_key(instance: str) -> IncidentKey:
     )
 
 
+def instance_is_down(last_seen: datetime, *, now: datetime, interval: timedelta) -> bool:
+    """Whether an instance whose last renewal was ``last_seen`` is down at ``now``: silent for
+    more than :data:`MISSED_RENEWALS` snapshot intervals (``interval``)."""
+    return now - last_seen > interval * MISSED_RENEWALS
+
+
 def judge_instances(
     seen: Iterable[InstanceSeen],
     *,
@@ -97,9 +104,10 @@ def judge_instances(
 ) -> InstanceVerdict:
     """The verdict of ``me`` on the rows ``seen`` at ``now``. ``open_down`` maps the subject of
     each open INSTANCE_DOWN incident to the instance that opened it (``None``: unknown)."""
-    limit = interval * MISSED_RENEWALS
     last = {row.instance: row.last_seen for row in seen}
-    live = {name for name, at in last.items() if now - at <= limit} | {me}
+    live = {
+        name for name, at in last.items() if not instance_is_down(at, now=now, interval=interval)
+    } | {me}
     down = tuple(sorted(n for n in last if n not in live and n not in open_down))
     first_live = min(live)
     resolve: list[tuple[str, ResolveReason]] = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -228,11 +228,24 @@ class InMemoryJournal:
         self._instances[record.instance] = record
 
     @observed
-    async def instances(self, *, limit: int = MAX_INSTANCES) -> tuple[InstanceRecord, ...]:
+    async def instances(
+        self, *, limit: int = MAX_INSTANCES, summaries: bool = True
+    ) -> tuple[InstanceRecord, ...]:
         self._check_up()
         rows = sorted(self._instances.values(), key=lambda r: r.instance)
         rows.sort(key=lambda r: r.last_seen, reverse=True)
+        if not summaries:
+            rows = [dataclasses.replace(r, summary=None) for r in rows]
         return tuple(rows[:limit])
+
+    @observed
+    async def instance_summaries(self, names: Collection[str]) -> Mapping[str, str]:
+        self._check_up()
+        return {
+            name: json.dumps(row.summary)
+            for name in names
+            if (row := self._instances.get(name)) is not None and row.summary is not None
+        }
 
     @observed
     async def recent(

@@ -21,7 +21,7 @@ are timezone-aware; ``now`` is always passed in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -103,8 +103,18 @@ class Journal(Protocol):
         summary larger than :data:`~fleetd.journal.values.MAX_SUMMARY_BYTES`."""
         ...
 
-    async def instances(self, *, limit: int = MAX_INSTANCES) -> tuple[InstanceRecord, ...]:
-        """The instance rows, latest renewal first, at most ``limit``."""
+    async def instances(
+        self, *, limit: int = MAX_INSTANCES, summaries: bool = True
+    ) -> tuple[InstanceRecord, ...]:
+        """The instance rows, latest renewal first, at most ``limit``; without ``summaries``
+        each row's ``summary`` is ``None`` and the published summaries are not read (the
+        renewals alone are cheap to read)."""
+        ...
+
+    async def instance_summaries(self, names: Collection[str]) -> Mapping[str, str]:
+        """The summaries the instances ``names`` last published, as stored: each a JSON text
+        (an instance without a row or a summary is absent). Read as text, they are neither
+        decoded nor encoded again to be sent on."""
         ...
 
     async def recent(

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
@@ -188,8 +188,14 @@ class SqlJournal:
         await self._run(self._store.renew_instance, record)
 
     @observed
-    async def instances(self, *, limit: int = MAX_INSTANCES) -> tuple[InstanceRecord, ...]:
-        return await self._run(self._store.instances, limit)
+    async def instances(
+        self, *, limit: int = MAX_INSTANCES, summaries: bool = True
+    ) -> tuple[InstanceRecord, ...]:
+        return await self._run(self._store.instances, limit, summaries)
+
+    @observed
+    async def instance_summaries(self, names: Collection[str]) -> Mapping[str, str]:
+        return await self._run(self._store.instance_summaries, tuple(names))
 
     @observed
     async def claim_due(

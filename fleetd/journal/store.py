@@ -13,7 +13,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, func, or_
+from sqlalchemy import Engine, Text, cast, func, or_
+from sqlalchemy import select as sql_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -222,14 +223,53 @@ class SqlStore:
             row.summary = dict(record.summary) if record.summary is not None else None
             session.add(row)
 
-    def instances(self, limit: int) -> tuple[InstanceRecord, ...]:
+    def instances(self, limit: int, summaries: bool = True) -> tuple[InstanceRecord, ...]:
+        order = (col(InstanceRow.last_seen).desc(), col(InstanceRow.instance))
         with self.transaction("instances") as session:
-            rows = session.exec(
-                select(InstanceRow)
-                .order_by(col(InstanceRow.last_seen).desc(), col(InstanceRow.instance))
-                .limit(limit)
-            ).all()
-            return tuple(instance_record(row) for row in rows)
+            if summaries:
+                rows = session.exec(select(InstanceRow).order_by(*order).limit(limit)).all()
+                return tuple(instance_record(row) for row in rows)
+            bare = (
+                session.connection()
+                .execute(
+                    sql_select(
+                        col(InstanceRow.instance),
+                        col(InstanceRow.host),
+                        col(InstanceRow.version),
+                        col(InstanceRow.started_at),
+                        col(InstanceRow.last_seen),
+                        col(InstanceRow.leads),
+                        col(InstanceRow.coverage),
+                    )
+                    .order_by(*order)
+                    .limit(limit)
+                )
+                .all()
+            )
+            return tuple(
+                InstanceRecord(
+                    instance=instance,
+                    host=host,
+                    version=version,
+                    started_at=started_at,
+                    last_seen=last_seen,
+                    leads=tuple(str(lead) for lead in leads),
+                    coverage=coverage,
+                )
+                for instance, host, version, started_at, last_seen, leads, coverage in bare
+            )
+
+    def instance_summaries(self, names: tuple[str, ...]) -> dict[str, str]:
+        if not names:
+            return {}
+        with self.transaction("instances") as session:
+            texts = session.connection().execute(
+                sql_select(col(InstanceRow.instance), cast(col(InstanceRow.summary), Text)).where(
+                    col(InstanceRow.instance).in_(names), col(InstanceRow.summary).is_not(None)
+                )
+            )
+            # a JSON null (what a row renewed without a summary may hold) is no summary
+            return {str(name): str(text) for name, text in texts if text not in (None, "null")}
 
     def claim_due(
         self, owner: str, now: datetime, lease: timedelta, limit: int

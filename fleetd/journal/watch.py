@@ -54,6 +54,7 @@ OPERATIONS = (
     "purge",
     "renew_instance",
     "instances",
+    "instance_summaries",
 )
 """The port's operations, the ``operation`` label of ``fleetd_journal_operation_seconds``."""
 

@@ -6,6 +6,8 @@ internal to it.
 
 from fleetd.runtime.dependencies import DependencyCollector, DependencyView
 from fleetd.runtime.escalation import instance_name
+from fleetd.runtime.fleet_all import FleetAcross
+from fleetd.runtime.fleet_summary import InstanceSummary, summarize
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.heap import freeze_startup_heap
@@ -19,9 +21,11 @@ __all__ = [
     "STALL_FLOOR_SECONDS",
     "DependencyCollector",
     "DependencyView",
+    "FleetAcross",
     "FleetHealthMonitor",
     "FleetViewBuilder",
     "FleetViews",
+    "InstanceSummary",
     "InstanceWatch",
     "LinkObserver",
     "LinkState",
@@ -30,4 +34,5 @@ __all__ = [
     "Scheduler",
     "freeze_startup_heap",
     "instance_name",
+    "summarize",
 ]

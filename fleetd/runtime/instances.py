@@ -15,14 +15,15 @@ summary — and reads every row back. Then:
 
 A journal that fails skips the pass (its outage is reported by the journal's own health); the
 next pass renews again. What it keeps between passes is the last rows read (at most
-:data:`~fleetd.journal.values.MAX_INSTANCES`).
+:data:`~fleetd.journal.values.MAX_INSTANCES`), read without their summaries:
+``GET /v1/fleet?scope=all`` reads those when asked (:mod:`fleetd.runtime.fleet_all`).
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
@@ -56,7 +57,7 @@ def fleetd_version() -> str:
         return "unknown"
 
 
-def _no_summary() -> Mapping[str, Any] | None:
+async def _no_summary() -> Mapping[str, Any] | None:
     return None
 
 
@@ -71,7 +72,9 @@ class InstanceWatch:
     started_at: datetime
     host: str = field(default_factory=lambda: socket.gethostname()[:MAX_TEXT] or "unknown")
     version: str = field(default_factory=fleetd_version)
-    summary: Callable[[], Mapping[str, Any] | None] = _no_summary
+    # what this instance publishes of its fleet with each renewal (the composition root gives
+    # the summary of its operator view, fleetd.runtime.fleet_summary)
+    summary: Callable[[], Awaitable[Mapping[str, Any] | None]] = _no_summary
     rows: tuple[InstanceRecord, ...] = ()  # as the last pass read them
     _told_sqlite: bool = False
     _failing: bool = False
@@ -85,8 +88,8 @@ class InstanceWatch:
         """Whether the journal is PostgreSQL, the one several instances can share."""
         return self.settings().journal.url.get_secret_value().startswith("postgresql")
 
-    def record(self, now: datetime) -> InstanceRecord:
-        """This instance's row as of ``now``."""
+    def record(self, now: datetime, summary: Mapping[str, Any] | None = None) -> InstanceRecord:
+        """This instance's row as of ``now``, publishing ``summary``."""
         config = self.settings()
         return InstanceRecord(
             instance=instance_name(config),
@@ -96,15 +99,18 @@ class InstanceWatch:
             last_seen=now,
             leads=tuple(lead.name for lead in config.leads)[:MAX_INSTANCE_LEADS],
             coverage=self.escalation.coverage().value,
-            summary=self.summary(),
+            summary=summary,
         )
 
     async def step(self, now: datetime) -> None:
         """One pass: renew, read the rows, and (PostgreSQL) judge the others."""
         me = self.instance
+        # only a shared journal has readers of the summary: an SQLite one serves one instance
+        summary = await self.summary() if self.shared else None
         try:
-            await self.journal.renew_instance(self.record(now))
-            self.rows = await self.journal.instances()
+            await self.journal.renew_instance(self.record(now, summary))
+            # only names and renewals are judged: the summaries are read when asked for
+            self.rows = await self.journal.instances(summaries=False)
             if self.shared:
                 await self._judge(me, now)
         except JournalError as exc:

@@ -136,11 +136,16 @@ class FleetdClient:
     async def __aexit__(self, *_exc: object) -> None:
         await self.aclose()
 
-    async def fleet(self, *, since_version: int | None = None, wait: float = 0) -> dict[str, Any]:
+    async def fleet(
+        self, *, since_version: int | None = None, wait: float = 0, every: bool = False
+    ) -> dict[str, Any]:
         """``GET /v1/fleet``: the view now, or (``since_version``, ``wait`` > 0) once its
-        version moved past ``since_version`` or ``wait`` seconds passed."""
+        version moved past ``since_version`` or ``wait`` seconds passed; with ``every``,
+        ``scope=all``: every fleetd sharing the journal (the operator's; answered at once)."""
         params: dict[str, str] = {}
         read = READ_SECONDS
+        if every:
+            return await self._get("/v1/fleet", {"scope": "all"}, read)
         if since_version is not None and wait > 0:
             params = {"sinceVersion": str(since_version), "wait": f"{wait:g}"}
             read = wait + POLL_MARGIN_SECONDS

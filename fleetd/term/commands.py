@@ -31,7 +31,7 @@ from fleetd.term.client import (
     Target,
     TermError,
 )
-from fleetd.term.view import fleet_screen, identity, incident_screen
+from fleetd.term.view import fleet_all_screen, fleet_screen, identity, incident_screen
 
 __all__ = ["fleetd_command", "incidents_main", "status_main", "top_main"]
 
@@ -88,12 +88,32 @@ def _run(
 
 
 def status_main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
-    """One screen of the fleet: who is asking, coverage, leads, members by lead, incidents."""
+    """One screen of the fleet: who is asking, coverage, leads, members by lead, incidents;
+    ``--all``: one block per fleetd sharing the journal, each with its age, down ones marked."""
     parser = _parser("fleetd status", "one screen of a running fleetd's fleet")
     parser.add_argument("--lead", help="only the members and incidents of this lead")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every fleetd sharing the journal, one block each (the operator's token)",
+    )
     args = parser.parse_args(argv)
 
     async def read(client: FleetdClient) -> int:
+        if args.all:
+            document = await client.fleet(every=True)
+            who = identity(await client.whoami())
+            width, height = _size()
+            lines = fleet_all_screen(
+                document,
+                source=client.target.shown,
+                who=who,
+                lead=args.lead,
+                width=width,
+                height=height - 1,
+            )
+            _print(lines, sys.stdout)
+            return 0
         fleet = await client.fleet()
         who = identity(await client.whoami())
         width, height = _size()
@@ -143,16 +163,24 @@ def incidents_main(argv: Sequence[str], environ: Mapping[str, str] | None = None
 
 
 def top_main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
-    """The status screen, live (keys: l lead filter, a all leads, i incidents, q quit)."""
+    """The status screen, live (keys: l lead filter, a all leads, i incidents, q quit);
+    ``--all``: every fleetd sharing the journal, read again every two seconds."""
     from fleetd.term.top import TopApp  # noqa: PLC0415 — textual loads only for top
 
     parser = _parser("fleetd top", "the fleet of a running fleetd, live")
     parser.add_argument("--lead", help="start filtered to this lead")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every fleetd sharing the journal, one block each (the operator's token)",
+    )
     args = parser.parse_args(argv)
 
     async def read(client: FleetdClient) -> int:
-        first = await client.fleet()  # a refused token or a dead fleetd fails before the app
-        app = TopApp(client, first, who=identity(await client.whoami()), lead=args.lead)
+        # a refused token or a dead fleetd fails before the app
+        first = await client.fleet(every=args.all)
+        who = identity(await client.whoami())
+        app = TopApp(client, first, who=who, lead=args.lead, every=args.all)
         await app.run_async()
         if app.failure:
             print(f"fleetd: {app.failure}", file=sys.stderr)

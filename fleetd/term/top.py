@@ -6,6 +6,10 @@ filter through the leads, ``a`` shows every lead again, ``i`` switches to the in
 (``GET /v1/incidents``, read again with each new version) and back, ``q`` quits. Who is asking
 (``GET /v1/whoami``) is read once, before the app starts.
 
+With ``--all`` it shows every fleetd sharing the journal (``GET /v1/fleet?scope=all``, the
+operator's), one block per instance as ``fleetd status --all`` prints it; that answer does not
+long-poll, so it is read again every :data:`ALL_REFRESH_SECONDS`.
+
 While fleetd is unreachable the last screen stays, its header says so, and the poll is tried
 again after a pause that doubles up to :data:`MAX_RETRY_SECONDS`. A refused token ends the app
 with exit code 4 and fleetd's words.
@@ -24,11 +28,12 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
 from fleetd.term.client import FleetdClient, RefusedError, TermError
-from fleetd.term.view import fleet_screen, incident_screen
+from fleetd.term.view import fleet_all_screen, fleet_screen, incident_screen
 
-__all__ = ["MAX_RETRY_SECONDS", "POLL_WAIT_SECONDS", "TopApp"]
+__all__ = ["ALL_REFRESH_SECONDS", "MAX_RETRY_SECONDS", "POLL_WAIT_SECONDS", "TopApp"]
 
 POLL_WAIT_SECONDS = 25.0
+ALL_REFRESH_SECONDS = 2.0
 FIRST_RETRY_SECONDS = 0.5
 MAX_RETRY_SECONDS = 8.0
 
@@ -54,6 +59,8 @@ class TopApp(App[int]):
         lead: str | None = None,
         wait: float = POLL_WAIT_SECONDS,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        every: bool = False,
+        refresh: float = ALL_REFRESH_SECONDS,
     ) -> None:
         super().__init__()
         self.client = client
@@ -68,6 +75,9 @@ class TopApp(App[int]):
         """Why the app ended with a non-zero code (for the command to print)."""
         self._wait = wait
         self._now = now
+        self.every = every
+        """Every fleetd sharing the journal (``scope=all``), read every ``refresh`` seconds."""
+        self._refresh = refresh
         self.lines: list[str] = []
         """The screen last drawn, as plain text."""
         self.ended = asyncio.Event()
@@ -88,7 +98,13 @@ class TopApp(App[int]):
 
     @property
     def leads(self) -> list[str]:
-        return [str(row.get("name")) for row in self.fleet.get("leads", [])]
+        if not self.every:
+            return [str(row.get("name")) for row in self.fleet.get("leads", [])]
+        names: list[str] = []
+        for part in self.fleet.get("instances", []):
+            fleet = part.get("view") or part.get("summary") or {}
+            names += [str(row.get("name")) for row in fleet.get("leads", [])]
+        return list(dict.fromkeys(names))
 
     def draw(self) -> None:
         """Draw the screen the keys chose from the data at hand."""
@@ -103,6 +119,16 @@ class TopApp(App[int]):
                 who=self.who,
                 now=self._now(),
                 lead=self.lead,
+                width=width,
+                height=height,
+            )
+        elif self.every:
+            lines = fleet_all_screen(
+                self.fleet,
+                source=source,
+                who=self.who,
+                lead=self.lead,
+                notice=self.notice,
                 width=width,
                 height=height,
             )
@@ -162,7 +188,11 @@ class TopApp(App[int]):
         while True:
             version = int(self.fleet.get("viewVersion", 0))
             try:
-                fleet = await self.client.fleet(since_version=version, wait=self._wait)
+                if self.every:
+                    await asyncio.sleep(self._refresh)
+                    fleet = await self.client.fleet(every=True)
+                else:
+                    fleet = await self.client.fleet(since_version=version, wait=self._wait)
             except RefusedError as refused:
                 self._refused(refused)
                 return
@@ -173,7 +203,7 @@ class TopApp(App[int]):
                 retry = min(retry * 2, MAX_RETRY_SECONDS)
                 continue
             retry = FIRST_RETRY_SECONDS
-            changed = fleet.get("viewVersion") != version or self.notice
+            changed = self.every or fleet.get("viewVersion") != version or self.notice
             self.fleet, self.notice = fleet, ""
             if changed:
                 if self.show_incidents:

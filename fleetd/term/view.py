@@ -23,6 +23,7 @@ __all__ = [
     "Section",
     "age",
     "fit",
+    "fleet_all_screen",
     "fleet_screen",
     "identity",
     "incident_screen",
@@ -313,6 +314,87 @@ def fleet_screen(
         Section(_title(f"OPEN INCIDENTS {len(incidents)}", "routing"), incidents),
     ]
     head = [_header(fleet, source, who), *_notice(notice, width), _coverage(fleet)]
+    return fit(head, sections, width=width, height=height)
+
+
+def _troubled(member: Mapping[str, Any]) -> bool:
+    health = (member.get("health") or {}).get("state")
+    state = member.get("state")
+    return state in ("failed", "orphaned") or (health is not None and health not in _QUIET_MEMBERS)
+
+
+def _instance_title(part: Mapping[str, Any]) -> Text:
+    """``INSTANCE name`` with its host, the age of its last renewal, and up or DOWN."""
+    line = Text(f"INSTANCE {part.get('instance')}", style="bold")
+    if part.get("answering"):
+        line.append(" (answering)", style="cyan")
+    line.append(f"  {part.get('host', '-')} · renewed {age(part.get('ageSeconds'))} ago · ")
+    if part.get("down"):
+        line.append("DOWN", style="bold red")
+        line.append(" (stopped renewing: its last summary)", style="dim")
+    else:
+        line.append("up", style="green")
+    return line
+
+
+def _instance_rows(part: Mapping[str, Any], lead: str | None) -> list[Text]:
+    """One instance's block: link and coverage, its leads, members by lead and those in
+    trouble, open incidents with routing — from its own view or its published summary."""
+    fleet = part.get("view") if part.get("answering") else part.get("summary")
+    if not isinstance(fleet, Mapping):
+        problem = part.get("summaryProblem") or "no summary"
+        return [Text(f"  no summary to show ({problem})", style="yellow")]
+    link = str((fleet.get("controlLink") or {}).get("state", "unknown"))
+    coverage = str((fleet.get("healthCoverage") or {}).get("status", "off"))
+    head = Text("  link ")
+    head.append(link, style="green" if link == "up" else "bold red")
+    head.append(" · coverage ")
+    head.append(coverage, style="green" if coverage in ("full", "off", "partial") else "bold red")
+    members = list(fleet.get("members", []))
+    counts = fleet.get("membersByLead")
+    if not isinstance(counts, Mapping):
+        counts = {}
+        for member in members:
+            owner = str(member.get("owner"))
+            counts[owner] = counts.get(owner, 0) + 1
+    total = fleet.get("membersTotal", len(members))
+    by_lead = " · ".join(f"{name} {count}" for name, count in sorted(counts.items()))
+    head.append(f" · members {total}" + (f": {by_lead}" if by_lead else ""))
+    troubled = {**fleet, "members": [m for m in members if _troubled(m)]}
+    incidents = _fleet_incident_rows(fleet, lead)
+    rows = [head, *_lead_rows(fleet, lead), *_member_rows(troubled, lead), *incidents]
+    left_out = int(fleet.get("membersLeftOut", 0)) + int(fleet.get("incidentsLeftOut", 0))
+    if left_out:
+        rows.append(Text(f"  {left_out} rows left out of its summary", style="dim"))
+    return rows
+
+
+def fleet_all_screen(
+    document: Mapping[str, Any],
+    *,
+    source: str,
+    who: str,
+    lead: str | None = None,
+    notice: str = "",
+    width: int = 80,
+    height: int = 24,
+) -> list[Text]:
+    """``fleetd status --all`` (and ``top --all``): one block per fleetd sharing the journal
+    (``GET /v1/fleet?scope=all``), the answering one first, each with the age of its last
+    renewal, a down one marked ``DOWN`` with its last summary; members are counted by lead and
+    only those in trouble listed."""
+    parts = list(document.get("instances", []))
+    line = Text("fleetd ", style="bold")
+    line.append(source)
+    line.append(f" as {who}", style="cyan")
+    line.append(f" · {len(parts)} instances · {document.get('live', 0)} up · ", style="dim")
+    down = int(document.get("down", 0))
+    line.append(f"{down} down", style="bold red" if down else "dim")
+    head = [line, *_notice(notice, width)]
+    note = document.get("note")
+    if note:
+        head.extend(_notice(str(note), width))
+    sections = [Section(_instance_title(p), _instance_rows(p, lead)) for p in parts]
     return fit(head, sections, width=width, height=height)
 
 

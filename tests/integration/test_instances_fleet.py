@@ -1,8 +1,9 @@
 """Several fleetd instances on one PostgreSQL journal (issue 24), as ``fleetd serve`` composes
 them: each renews its ``instances`` row on the ``instances`` loop; one that stops renewing for two
 snapshot intervals is INSTANCE_DOWN, paged once to a person however many instances notice it,
-and resolved (once) when it renews again. A restart resumes only its own incidents. An SQLite
-journal that lists a second instance says that several instances need PostgreSQL."""
+and resolved (once) when it renews again. ``GET /v1/fleet?scope=all`` on any of them shows the
+others' published members, a stopped one as down. A restart resumes only its own incidents. An
+SQLite journal that lists a second instance says that several instances need PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from fleetd.api.app import create_app
 from fleetd.health.states import Scope
+from fleetd.identity import Caller, Role
 from fleetd.journal.sql import SqlJournal
 from fleetd.journal.values import StoredIncident
-from fleetd.testing import TestFleet, build_test_fleet, sample_document
+from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
 from tests.integration.hook_server import HookServer
 from tests.integration.test_notify_sink_fleet import SECRET
 
@@ -218,6 +222,62 @@ async def test_an_sqlite_journal_with_a_second_instance_says_it_needs_postgresql
             assert len(said) == 1
             assert "lists other fleetd instances (a)" in said[0]
             assert await instance_incidents(b) == []
+        finally:
+            for fleet in (a, b):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
+async def fleet_all(fleet: TestFleet) -> dict[str, Any]:
+    """The operator's ``GET /v1/fleet?scope=all`` of ``fleet``, through its app."""
+    transport = httpx.ASGITransport(app=create_app(fleet.service))
+    async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as client:
+        answer = await client.get(
+            "/v1/fleet",
+            params={"scope": "all"},
+            headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
+        )
+    assert answer.status_code == 200
+    result: dict[str, Any] = answer.json()["result"]
+    return result
+
+
+async def test_each_instance_sees_the_others_members_and_a_stopped_one_as_down(
+    tmp_path: Path, journal_pg_url: str
+) -> None:
+    """Two hosts' instances on one PostgreSQL journal, each serving its own lead with its own
+    members: after a renewal, ``scope=all`` on either answers its own view and the other's
+    published summary — its members by lead, named — aged by its last renewal. ``b`` stops:
+    past two intervals ``a`` still shows it, marked down, with its last members."""
+    async with HookServer() as server:
+        a = instance_fleet(tmp_path / "a", "a", journal_pg_url, server.url, lead=0)
+        b = instance_fleet(tmp_path / "b", "b", journal_pg_url, server.url, lead=1)
+        lead_b = Caller(role=Role.LEAD, name="lead-b")
+        try:
+            mine = {await a.spawn_ready() for _ in range(2)}
+            theirs = set()
+            for _ in range(3):
+                row = await b.ok("fleet_spawn", lead_b, profile="codex")
+                await b.service.registry.contact(b.member(row["sessionId"]))
+                theirs.add(row["sessionId"])
+            await renew(a, b)
+            from_a, from_b = await fleet_all(a), await fleet_all(b)
+            assert [p["instance"] for p in from_a["instances"]] == ["a", "b"]
+            assert [p["instance"] for p in from_b["instances"]] == ["b", "a"]
+            own, other = from_a["instances"]
+            assert {m["sessionId"] for m in own["view"]["members"]} == mine
+            assert {m["sessionId"] for m in other["summary"]["members"]} == theirs
+            assert other["summary"]["membersByLead"] == {"lead-b": 3}
+            assert [lead["name"] for lead in other["summary"]["leads"]] == ["lead-b"]
+            assert {m["sessionId"] for m in from_b["instances"][1]["summary"]["members"]} == mine
+            assert (other["down"], other["ageSeconds"]) == (False, 0.0)
+
+            for _ in range(3):  # b is stopped: it renews no more
+                await renew(a, seconds=INTERVAL)
+            later = await fleet_all(a)
+            gone = later["instances"][1]
+            assert (gone["instance"], gone["down"], gone["ageSeconds"]) == ("b", True, 45.0)
+            assert {m["sessionId"] for m in gone["summary"]["members"]} == theirs
+            assert (later["live"], later["down"]) == (1, 1)
         finally:
             for fleet in (a, b):
                 await fleet.service.health.journal.close()  # type: ignore[union-attr]

@@ -83,6 +83,30 @@ async def test_status_with_a_lead_token_says_which_lead_is_asking(
     assert out.splitlines()[0].startswith(f"fleetd {base} as lead lead ")
 
 
+async def test_status_all_shows_this_instance_as_its_block_and_says_sqlite_serves_one(
+    served: tuple[TestFleet, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fleetd status --all`` on an SQLite fleetd: the header counts one instance up, the note
+    says SQLite serves one fleetd, and this instance is one block with its member counted by
+    lead and its incident; a lead's token is refused (exit 4) with fleetd's reason."""
+    fleet, base = served
+    env = {"FLEETD_URL": base, "FLEETD_TOKEN": OPERATOR_TOKEN}
+    code, out, err = await _run(status_main, ["--all"], env, capsys)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert len(lines) <= 24
+    assert lines[0].startswith(f"fleetd {base} as operator · 1 instances · 1 up · 0 down")
+    assert lines[1].startswith("an SQLite journal serves one fleetd")
+    name = fleet.service.instances.instance
+    assert any(line.startswith(f"INSTANCE {name} (answering)") for line in lines)
+    assert any("members 1: lead 1" in line for line in lines)
+    assert any("CONTROL_LINK_DOWN" in line for line in lines)
+    code, out, err = await _run(status_main, ["--all"], {**env, "FLEETD_TOKEN": LEAD_TOKEN}, capsys)
+    assert (code, out) == (4, "")
+    assert "403 forbidden" in err
+    assert "scope=all is the operator's" in err
+
+
 async def test_incidents_json_prints_the_listing_as_fleetd_gives_it(
     served: tuple[TestFleet, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

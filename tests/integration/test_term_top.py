@@ -1,6 +1,7 @@
 """``fleetd top`` driven headless with textual's pilot against a real HTTP server that long-polls
 like fleetd: a new view version is drawn as soon as it is published, the keys filter by lead,
-switch to the incident screen and quit, and a token refused mid-run ends the app with code 4."""
+switch to the incident screen and quit, and a token refused mid-run ends the app with code 4;
+``--all`` shows every instance sharing a journal, read again every refresh."""
 
 from __future__ import annotations
 
@@ -15,10 +16,14 @@ from typing import Any
 
 import pytest
 
+from fleetd.api.app import create_app
+from fleetd.journal.memory import InMemoryJournal
 from fleetd.term.client import FleetdClient, Target
 from fleetd.term.top import TopApp
 from fleetd.term.view import identity
+from fleetd.testing import OPERATOR_TOKEN
 from tests.integration.term_server import FakeFleetd, serve
+from tests.unit.api.test_fleet_all_get import shared_fleet
 
 PAYLOADS = Path(__file__).resolve().parents[1] / "unit" / "term" / "payloads"
 TOKEN = "top-test-operator-token"
@@ -146,3 +151,44 @@ async def test_top_says_plainly_when_fleetd_goes_away_and_keeps_the_last_screen(
                 assert any(line.startswith("OPEN INCIDENTS 3") for line in app.lines)
                 await pilot.press("q")
             assert app.return_code == 0
+
+
+async def test_top_all_shows_every_instance_and_reads_them_again(tmp_path: Path) -> None:
+    """``fleetd top --all`` against fleetd's own app (two instances sharing a journal): one
+    block per instance; without a key, a peer's renewal with a new member appears on the next
+    read, and the peer silent past two intervals turns DOWN; q ends it with 0."""
+    journal = InMemoryJournal()
+    a = shared_fleet(tmp_path / "a", journal, "a")
+    b = shared_fleet(tmp_path / "b", journal, "b")
+    await b.spawn_ready()
+    for fleet in (a, b):
+        await fleet.service.scheduler.run_once("instances")
+    async with (
+        serve(create_app(a.service)) as base,
+        FleetdClient(Target(url=base, token=OPERATOR_TOKEN)) as client,
+    ):
+        first = await client.fleet(every=True)
+        app = TopApp(client, first, who="operator", every=True, refresh=0.05)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await _drawn(app)
+            assert "2 instances · 2 up · 0 down" in app.lines[0]
+            assert any("members 1: lead 1" in line for line in app.lines)
+            assert app.leads == ["lead", "lead-b"]
+
+            await b.spawn_ready()
+            b.clock.advance(1)
+            await b.service.scheduler.run_once("instances")
+            for _ in range(50):
+                await _drawn(app)
+                if any("members 2: lead 2" in line for line in app.lines):
+                    break
+            assert any("members 2: lead 2" in line for line in app.lines)
+
+            a.clock.advance(40)  # b renewed 39 s before a's now: past two intervals
+            for _ in range(50):
+                await _drawn(app)
+                if "1 up · 1 down" in app.lines[0]:
+                    break
+            assert any(line.startswith("INSTANCE b") and "DOWN" in line for line in app.lines)
+            await pilot.press("q")
+        assert app.return_code == 0

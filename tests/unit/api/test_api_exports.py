@@ -34,6 +34,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
     tool_routes: {
         "ERROR_STATUSES",
         "FLEET_QUERY_SCHEMA",
+        "FLEET_SCOPES",
         "MAX_FLEET_WAIT_SECONDS",
         "Handler",
         "RegistryRoute",
@@ -45,6 +46,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "DEFAULT_TOOL_BODY_LIMIT",
         "FLEET_PATH",
         "TOOLS_PATH",
+        "FleetAcrossView",
         "FleetVersions",
         "VersionedFleet",
         "install_tool_routes",
@@ -58,6 +60,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
     },
     schemas: {
         "ENVELOPE_FILE",
+        "FLEET_ALL_FILE",
         "JSON_SCHEMA_DIALECT",
         "assert_schemas_match",
         "export_schemas",

@@ -132,7 +132,7 @@ async def test_a_bad_long_poll_query_is_invalid_arguments(
     error = answer.json()["error"]
     assert error["code"] == "invalid_arguments"
     assert [(e["path"], e["type"]) for e in error["hint"]["errors"]] == [(path, rule)]
-    assert set(error["hint"]["schema"]["properties"]) == {"sinceVersion", "wait"}
+    assert set(error["hint"]["schema"]["properties"]) == {"sinceVersion", "wait", "scope"}
 
 
 async def test_a_member_token_is_still_forbidden(

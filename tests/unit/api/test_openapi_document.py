@@ -113,7 +113,14 @@ def test_every_tool_has_an_operation_with_bearer_auth_and_every_error_status(
     fleet = document["paths"]["/v1/fleet"]["get"]
     assert fleet["security"] == [{"bearer": []}]
     assert "requestBody" not in fleet
-    assert {p["name"] for p in fleet["parameters"]} == {"sinceVersion", "wait", "If-None-Match"}
+    assert {p["name"] for p in fleet["parameters"]} == {
+        "sinceVersion",
+        "wait",
+        "scope",
+        "If-None-Match",
+    }
+    [scope] = [p for p in fleet["parameters"] if p["name"] == "scope"]
+    assert scope["schema"]["enum"] == ["instance", "all"]
     assert set(fleet["responses"]) == {"200", "304", "401", "403", "409", "422", "500", "503"}
     assert "ETag" in fleet["responses"]["200"]["headers"]
     assert "/v1/tools/{name}" not in document["paths"]
@@ -146,17 +153,20 @@ def test_each_tool_result_schema_in_the_document_is_its_contract_file(
     document: dict[str, Any], tool: str
 ) -> None:
     """The 200 answer of POST /v1/tools/<tool> is ``{"ok": true, "result": <the contract file>}``
-    (and GET /v1/fleet's that of fleet_list)."""
-    paths = [(f"/v1/tools/{tool}", "post")]
+    (and GET /v1/fleet's that of fleet_list, or with scope=all its own contract file)."""
+    answers = [(f"/v1/tools/{tool}", "post", f"{tool}.result.schema.json")]
     if tool == "fleet_list":
-        paths.append(("/v1/fleet", "get"))
-    for path, method in paths:
+        answers.append(("/v1/fleet", "get", f"{tool}.result.schema.json"))
+        answers.append(("/v1/fleet", "get", "fleet_list.scope-all.result.schema.json"))
+    for path, method, contract in answers:
         ok = document["paths"][path][method]["responses"]["200"]["content"]["application/json"]
-        answer = _from_document(document, ok["schema"])
+        schema = _from_document(document, ok["schema"])
+        branches = schema["anyOf"] if path == "/v1/fleet" else [schema]
+        expected = _from_contract(contract)
+        [answer] = [b for b in branches if b["properties"]["result"] == expected]
         assert answer["required"] == ["ok", "result"]
         assert answer["additionalProperties"] is False
         assert answer["properties"]["ok"]["const"] is True
-        assert answer["properties"]["result"] == _from_contract(f"{tool}.result.schema.json")
 
 
 FAILURES: list[Any] = [

@@ -30,6 +30,7 @@ def test_export_writes_one_params_file_per_tool_and_declared_results(
     assert names == sorted(
         [f"{name}.params.schema.json" for name in registry.names()]
         + ["bad_shape.result.schema.json", "fleet_list.result.schema.json"]
+        + ["fleet_list.scope-all.result.schema.json"]
         + ["tool-result.v1.schema.json"]
     )
     echo = json.loads((tmp_path / "echo.params.schema.json").read_text())

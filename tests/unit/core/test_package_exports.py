@@ -73,9 +73,11 @@ EXPORTS: dict[ModuleType, set[str]] = {
     runtime: {
         "DependencyCollector",
         "DependencyView",
+        "FleetAcross",
         "FleetHealthMonitor",
         "FleetViewBuilder",
         "FleetViews",
+        "InstanceSummary",
         "InstanceWatch",
         "LinkObserver",
         "LinkState",
@@ -85,6 +87,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "Scheduler",
         "freeze_startup_heap",
         "instance_name",
+        "summarize",
     },
 }
 

@@ -12,6 +12,7 @@ from fleetd.health.instances import (
     InstanceSeen,
     InstanceVerdict,
     instance_down_incident,
+    instance_is_down,
     instance_key,
     judge_instances,
 )
@@ -134,3 +135,12 @@ def test_the_incident_is_about_the_instance_and_routed_to_a_person() -> None:
     assert later.id == incident.id
     other_run = instance_down_incident("host-b", generation=3, now=T0, namespace="r0000cafe")
     assert other_run.id != incident.id
+
+
+@pytest.mark.parametrize(
+    ("seconds", "down"), [(0, False), (59, False), (60, False), (61, True), (3600, True)]
+)
+def test_an_instance_is_down_past_two_intervals_of_silence(seconds: int, down: bool) -> None:
+    """The rule the fleet view shares with INSTANCE_DOWN: silent for more than two snapshot
+    intervals is down, exactly two is still live."""
+    assert instance_is_down(ago(seconds), now=T0, interval=INTERVAL) is down

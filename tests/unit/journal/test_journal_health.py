@@ -122,6 +122,7 @@ async def test_every_port_method_is_timed_under_its_own_name() -> None:
             InstanceRecord(instance="a", host="h", version="v", started_at=T0, last_seen=T0)
         ),
         "instances": journal.instances,
+        "instance_summaries": lambda: journal.instance_summaries(["a"]),
     }
     assert set(calls) == set(OPERATIONS)
     for call in calls.values():

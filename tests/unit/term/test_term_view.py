@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from rich.text import Text
 
-from fleetd.term.view import age, fleet_screen, identity, incident_screen
+from fleetd.runtime.fleet_summary import summarize
+from fleetd.term.view import age, fleet_all_screen, fleet_screen, identity, incident_screen
 
 PAYLOADS = Path(__file__).parent / "payloads"
 SOURCE = "http://127.0.0.1:8765"
@@ -222,3 +223,80 @@ def test_a_member_shows_its_open_turns_age_and_an_orphan_says_so(fleet: dict[str
     assert busy_row.split()[1:] == ["busy-1", "busy", "IDLE", "#2", "1m15s", "q3"]
     [orphan_row] = [line for line in text if "orphan-1" in line]
     assert orphan_row.split() == ["lead-b", "orphan-1", "orphaned", "-", "-", "q0"]
+
+
+def _all_document(fleet: dict[str, Any]) -> dict[str, Any]:
+    """``scope=all`` as ``a`` answers it: its own view, ``b`` up (its summary of the same fleet)
+    and ``c`` down with its last summary."""
+
+    def peer(name: str, seconds: float, down: bool) -> dict[str, Any]:
+        summary = summarize(fleet, instance=name).model_dump(mode="json", by_alias=True)
+        return {
+            "instance": name,
+            "answering": False,
+            "host": f"host-{name}",
+            "ageSeconds": seconds,
+            "down": down,
+            "summary": summary,
+        }
+
+    return {
+        "version": 1,
+        "scope": "all",
+        "instance": "a",
+        "live": 2,
+        "down": 1,
+        "instances": [
+            {
+                "instance": "a",
+                "answering": True,
+                "host": "host-a",
+                "ageSeconds": 3.0,
+                "down": False,
+                "view": fleet,
+            },
+            peer("b", 12.0, False),
+            peer("c", 95.0, True),
+        ],
+    }
+
+
+def test_the_fleet_of_every_instance_is_one_block_each_a_down_one_marked(
+    fleet: dict[str, Any],
+) -> None:
+    """``fleetd status --all``: a header counting instances up and down, then one block per
+    instance — the answering one first — titled with its host and the age of its renewal, a
+    silent one ``DOWN``; each block counts members by lead from its view or its summary, and
+    shows its leads; everything fits 80×24 (cut sections say ``+N more``)."""
+    lines = fleet_all_screen(
+        _all_document(fleet), source=SOURCE, who="operator", width=120, height=60
+    )
+    text = _plain(lines)
+    assert "3 instances · 2 up · 1 down" in text[0]
+    titles = [line for line in text if line.startswith("INSTANCE")]
+    assert titles == [
+        "INSTANCE a (answering)  host-a · renewed 3s ago · up",
+        "INSTANCE b  host-b · renewed 12s ago · up",
+        "INSTANCE c  host-c · renewed 1m35s ago · DOWN (stopped renewing: its last summary)",
+    ]
+    owners = sorted({str(m["owner"]) for m in fleet["members"]})
+    counted = [line for line in text if "· members " in line]
+    assert len(counted) == 3
+    assert len({line.split("· members ")[1] for line in counted}) == 1  # view and summary agree
+    assert all(owner in counted[0] for owner in owners)
+    small = fleet_all_screen(_all_document(fleet), source=SOURCE, who="operator")
+    _fits(small)
+    assert sum(line.plain.startswith("INSTANCE") for line in small) == 3
+
+
+def test_an_instance_without_a_summary_and_the_single_instance_note_are_said(
+    fleet: dict[str, Any],
+) -> None:
+    """A peer whose summary could not be read says why instead of showing nothing; an SQLite
+    fleetd's note (scope=all shows this instance only) is shown under the header."""
+    document = _all_document(fleet)
+    document["instances"][1].update(summary=None, summaryProblem="unknown_version: 2")
+    document["note"] = "an SQLite journal serves one fleetd: scope=all shows this instance only"
+    text = _plain(fleet_all_screen(document, source=SOURCE, who="operator", width=120, height=60))
+    assert "  no summary to show (unknown_version: 2)" in text
+    assert text[1].startswith("an SQLite journal serves one fleetd")
