@@ -235,6 +235,8 @@ def effect_order(effect: Effect) -> tuple[str, int, str]:
     Within one target a pane probe comes before the failure operation, so a final evidence read
     is attempted before teardown.
     """
+    if isinstance(effect, RecordTransition):  # the most frequent: one per member that moved
+        return (effect.target or effect.subject, 0, f"{effect.scope}:{effect.subject}")
     if isinstance(
         effect,
         OpenIncident
@@ -248,8 +250,6 @@ def effect_order(effect: Effect) -> tuple[str, int, str]:
         return (incident.target or incident.subject, _RANK[type(effect)], incident.id)
     if isinstance(effect, RetireLead):
         return (effect.agent_name, _RANK[RetireLead], effect.lead)
-    if isinstance(effect, RecordTransition):
-        return (effect.target or effect.subject, 0, f"{effect.scope}:{effect.subject}")
     if isinstance(effect, CountMute | FailTargetWork | RequestLostBoundaryRepair):
         return (effect.target, _RANK[type(effect)], effect.session_id)
     return (effect.target, _RANK[type(effect)], "")

@@ -104,7 +104,7 @@ class MemberEvidence:
     mute_incident: IncidentKey | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact  # one per lead a tick
 class LeadEvidence:
     """Retained identity, evidence and classification of one expected lead (§4.4).
 

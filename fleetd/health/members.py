@@ -158,18 +158,22 @@ def _recheck_at(seen: MemberSeen, tick: Tick, quiet: bool) -> datetime | None:
     """
     if not quiet:
         return None
-    view, eff = seen.view, tick.eff
-    deadlines = [seen.suspect_at] if seen.suspect_at is not None else []
-    retry_at = retry_deadline(view.turn)
-    if retry_at is not None:
-        deadlines.append(retry_at)
-    if view.session_state is _S.SPAWNING:
-        deadlines.append(view.spawned_at + eff.readiness_grace)
-    if seen.orphan_cause is not None:
-        deadlines.append(view.state_since + TEARDOWN_GRACE)
-    if view.worktree is not None and view.worktree.commits_ahead:
-        deadlines.append(view.state_since + eff.long_idle_after)
-    return min((d for d in deadlines if d > tick.now), default=NEVER)
+    view, now = seen.view, tick.now
+    earliest = NEVER  # a plain loop: asked for every member that changed, a generator cost more
+    for deadline in (
+        seen.suspect_at,
+        retry_deadline(view.turn),
+        view.spawned_at + tick.eff.readiness_grace if view.session_state is _S.SPAWNING else None,
+        view.state_since + TEARDOWN_GRACE if seen.orphan_cause is not None else None,
+        (
+            view.state_since + tick.eff.long_idle_after
+            if view.worktree is not None and view.worktree.commits_ahead
+            else None
+        ),
+    ):
+        if deadline is not None and now < deadline < earliest:
+            earliest = deadline
+    return earliest
 
 
 def step_member_blind(tick: Tick, view: MemberView, prior: MemberEvidence | None) -> MemberEvidence:

@@ -67,6 +67,7 @@ from fleetd.health.effects import (
     SupersedeAssignment,
 )
 from fleetd.health.evidence import LeadEvidence
+from fleetd.health.fact import fact
 from fleetd.health.incidents import Assignment, Incident, Route, RoutingReason
 from fleetd.health.snapshot import LiveStatus
 from fleetd.health.states import FAULT_LEAD_STATES, LeadState, Scope
@@ -79,7 +80,7 @@ PEER_STATES: Final = frozenset({LeadState.LEAD_IDLE, LeadState.LEAD_WORKING})
 _R = RoutingReason
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact  # one per lead a routing pass
 class LeadFacts:
     """What routing weighs about one lead health knows.
 

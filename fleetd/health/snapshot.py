@@ -273,7 +273,7 @@ class MemberView:
             )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact  # one per lead a tick: built as a plain slotted dataclass (fact.py)
 class LeadView:
     """One expected lead: identity from the CallerResolver supplier, plus push/nudge outcomes.
 
@@ -304,7 +304,7 @@ class LeadView:
         _non_negative(self, "actionable_waiting", "nudges_sent")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fact  # one per lead a tick
 class InboxView:
     """One lead's inbox key (or an orphan key no lead in view owns).
 
