@@ -46,8 +46,10 @@ from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import Delivery, TaskBook, Ticket
 from fleetd.bridge.turn_machine import (
+    BaselineCapture,
     BaselineRead,
     CaptureBaseline,
+    DeliveryBaseline,
     ForgetTurnRecord,
     PromptRefused,
     PromptTyped,
@@ -62,11 +64,11 @@ from fleetd.bridge.turn_machine import (
     TicketWithdrawn,
     TurnEffect,
     TurnState,
+    TurnToken,
     TypePrompt,
     TypingBegan,
     step,
 )
-from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, TurnToken
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
 from fleetd.errors import ControlLinkError, HerdrError, StateStoreError, TargetNotFoundError

@@ -147,8 +147,10 @@ class BoundaryWatch:
     ``state_change_seq``; ``at_prompt`` counts its observations up to two. Anything else breaks
     the stretch and bumps ``epoch``: ``working``, ``blocked`` or ``unknown``, a missing or
     unreadable agent (``None``), or an at-prompt observation with another sequence number (the
-    agent changed status in between, unseen). A repair that reads the pane compares ``epoch``
-    before and after, so an observation arriving meanwhile makes it lose the race.
+    agent changed status in between, unseen). A repair that reads the pane starts from a stable
+    stretch and compares ``epoch`` before and after, so an observation arriving meanwhile makes
+    it lose the race. A break of a watch broken already changes nothing (the epoch moved at the
+    first): a working member's sightings, every health tick, make no new value.
     """
 
     seq: int | None = None
@@ -165,6 +167,8 @@ class BoundaryWatch:
                 return BoundaryWatch(seq, 2, self.epoch)
             # another sequence number between two sightings at the prompt: the status moved
             return BoundaryWatch(seq, 1, self.epoch + 1 if self.at_prompt else self.epoch)
+        if self.seq is None and not self.at_prompt:
+            return self  # broken already: the epoch moved when it broke
         return BoundaryWatch(None, 0, self.epoch + 1)
 
     @property
@@ -626,9 +630,11 @@ def _polled(
 ) -> tuple[TurnState, tuple[TurnEffect, ...]]:
     """A status the poller read: the table's row, with the timing guards of its phase."""
     if kind is K.POLLED_WORKING:
+        if phase is state.phase and state.saw_working and state.boundary_at is None:
+            return (state if watch is state.watch else _with(state, watch=watch)), ()
         return _with(state, phase=phase, watch=watch, saw_working=True, boundary_at=None), ()
     if kind is K.POLLED_OTHER or phase is P.RESTORED:
-        return _with(state, watch=watch), ()
+        return (state if watch is state.watch else _with(state, watch=watch)), ()
     if phase is P.AT_BOUNDARY:
         boundary_at = state.boundary_at if state.boundary_at is not None else now
         moved = _with(state, phase=phase, watch=watch, boundary_at=boundary_at)
@@ -641,12 +647,15 @@ def _polled(
     return _with(state, watch=watch), ()
 
 
-_FIELDS = TurnState.__dataclass_fields__
+_SLOTS: Final = tuple(TurnState.__dataclass_fields__)
+_new, _set = object.__new__, object.__setattr__
 
 
 def _with(state: TurnState, **changes: object) -> TurnState:
-    """``state`` with ``changes`` (a constructor call: ``dataclasses.replace`` reads every field
-    through its own machinery, and this runs for every open turn on every health tick)."""
-    values = {name: getattr(state, name) for name in _FIELDS}
-    values.update(changes)
-    return TurnState(**values)
+    """A new value: ``state`` with ``changes``. Every field is copied as it is (the values were
+    checked when they were made), without ``dataclasses.replace``'s pass through ``__init__``:
+    this runs for an open turn at every status that moves it."""
+    new: TurnState = _new(TurnState)
+    for name in _SLOTS:
+        _set(new, name, changes[name] if name in changes else getattr(state, name))
+    return new

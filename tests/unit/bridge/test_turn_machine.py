@@ -240,7 +240,8 @@ def test_a_restored_turn_records_what_it_sees_but_is_never_read_nor_resubmitted(
 
 def test_a_sighting_changes_only_the_watch_and_a_repeat_changes_nothing() -> None:
     """A status sighting moves the boundary watch only; two at-prompt sightings of one sequence
-    number make it stable, a third hands back the very same value (the health tick's path)."""
+    number make it stable, a third hands back the very same value (the health tick's path), as
+    does the poller seeing a working member working again."""
     turn = STATES[P.WORKING]
     once, _ = step(turn, StatusSighted(AgentStatus.IDLE, 4), LATER)
     twice, _ = step(once, StatusSighted(AgentStatus.IDLE, 4), LATER)
@@ -250,6 +251,8 @@ def test_a_sighting_changes_only_the_watch_and_a_repeat_changes_nothing() -> Non
     broken, _ = step(twice, StatusSighted(None, None), LATER)
     assert not broken.watch.stable
     assert broken.watch.epoch > twice.watch.epoch
+    working = StatusPolled(AgentStatus.WORKING, 5)
+    assert step(turn, working, LATER)[0] is turn  # still working, as the poller saw it before
 
 
 def test_the_boundary_watch_counts_stretches_and_epochs() -> None:
@@ -263,7 +266,9 @@ def test_the_boundary_watch_counts_stretches_and_epochs() -> None:
     stable = moved.observe(AgentStatus.IDLE, 2)
     assert stable.stable
     assert stable.observe(AgentStatus.IDLE, 2) is stable
-    assert stable.observe(AgentStatus.IDLE, None) == BoundaryWatch(None, 0, 2)
+    broken = stable.observe(AgentStatus.IDLE, None)
+    assert broken == BoundaryWatch(None, 0, 2)
+    assert broken.observe(AgentStatus.WORKING, 3) is broken  # broken already: the same value
 
 
 def test_the_repair_ledger_counts_attempts_and_schedules_one_retry() -> None:
