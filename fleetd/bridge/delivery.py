@@ -313,6 +313,8 @@ class Deliverer:
                 self._roster.inflight.step(token, BaselineRead(baseline), self._clock.now())
 
     def _untyped(self, session: Session, ticket: Ticket, effects: tuple[TurnEffect, ...]) -> None:
+        """Carry out what the machine asks of a turn nothing was typed for: the ticket is
+        stored as queued again, with its prompt."""
         for effect in effects:
             if isinstance(effect, RecordUntyped):
                 self._durable.untyped(session, ticket)

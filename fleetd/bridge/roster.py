@@ -115,15 +115,16 @@ class OpenTurns(dict[str, TurnState]):
         if turn is None or turn.token.token_id != token.token_id:
             return None
         new, effects = step(turn, event, now)
+        if new is turn:
+            return effects
         if new.phase.terminal:
             super().__delitem__(sid)
             self._changes.mark(sid)
             self.on_close(sid)
             return tuple(e for e in effects if not isinstance(e, ForgetTurnRecord))
-        if new is not turn:
-            super().__setitem__(sid, new)
-            if not isinstance(event, StatusSighted):
-                self._changes.mark(sid)
+        super().__setitem__(sid, new)
+        if type(event) is not StatusSighted:
+            self._changes.mark(sid)
         return effects
 
     def close(self, session_id: str, cause: str, now: datetime) -> None:

@@ -219,6 +219,10 @@ def record_repair(
 class TurnPhase(StrEnum):
     """Where a turn is. Terminal phases take no event."""
 
+    #: hashed as the string it is (``Enum``'s own hash is a Python call; the table is looked up
+    #: for every open turn at every status sighting)
+    __hash__ = str.__hash__
+
     PENDING = "pending"  # the head of the queue, chosen for this turn; nothing stored or typed
     TYPING = "typing"  # stored as uncertain; the prompt is on its way to herdr
     SUBMITTED = "submitted"  # typed (or maybe typed): the turn is open, working not seen yet
@@ -288,6 +292,8 @@ class TurnState:
 
 class EventKind(StrEnum):
     """What :data:`TRANSITIONS` is keyed on, besides the phase (see :func:`event_kind`)."""
+
+    __hash__ = str.__hash__  # as TurnPhase's
 
     BEGIN = "begin"
     RESTORE = "restore"
@@ -578,12 +584,13 @@ def step(
     if row is None:
         raise IllegalTransitionError("turn", state.phase.value, kind.value)
     phase = row[0]
-    token = state.token
-    if isinstance(event, StatusSighted | StatusPolled):
+    if type(event) is StatusSighted:  # the hot path: every open turn, every health tick
         watch = state.watch.observe(event.status, event.seq)
-        if isinstance(event, StatusSighted):
-            return (state if watch is state.watch else _with(state, watch=watch)), ()
+        return (state if watch is state.watch else _with(state, watch=watch)), ()
+    if isinstance(event, StatusPolled):
+        watch = state.watch.observe(event.status, event.seq)
         return _polled(state, event, now, kind=kind, phase=phase, watch=watch)
+    token = state.token
     if kind is K.BEGIN:
         return _with(state, phase=phase), (RecordUncertain(token), TypePrompt(token))
     if kind is K.RESTORE:
