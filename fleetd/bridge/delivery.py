@@ -59,7 +59,6 @@ from fleetd.bridge.turn_machine import (
     RecordUntyped,
     ResubmitEnter,
     StatusPolled,
-    StatusSighted,
     StoreRefused,
     TicketWithdrawn,
     TurnEffect,
@@ -142,7 +141,7 @@ class Deliverer:
         judged for it this pass (said once per code, not four times a second)."""
         turn = self._roster.inflight.get(session.session_id)
         if turn is not None:  # an unreadable agent breaks a stable boundary
-            self._roster.inflight.step(turn.token, StatusSighted(None, None), self._clock.now())
+            self._roster.inflight.sight(turn, None, None, self._clock.now())
         if self._unreadable.get(session.session_id) != code:
             _log.warning(
                 "session %s: herdr answers its lookup with %s; skipped until it reads again",

@@ -43,7 +43,7 @@ from fleetd.bridge.resolver import CompletionResolver, Policy, Resolution
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import TaskBook
-from fleetd.bridge.turn_machine import RepairAnswered, StatusSighted
+from fleetd.bridge.turn_machine import RepairAnswered
 from fleetd.bridge.turns import RepairLedger, TurnState, TurnToken
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
@@ -121,11 +121,9 @@ class LostBoundaryRepair:
                     by_name = {a.name: a for a in by_terminal.values() if a.name is not None}
                 agent = by_name.get(session.name)
             if agent is None:
-                turns.step(turn.token, StatusSighted(None, None), now)
+                turns.sight(turn, None, None, now)
             else:
-                turns.step(
-                    turn.token, StatusSighted(agent.agent_status, agent.state_change_seq), now
-                )
+                turns.sight(turn, agent.agent_status, agent.state_change_seq, now)
 
     async def reconcile(self, target: str, token_id: str) -> RepairOutcome:
         """Repair the lost boundary of ``token_id`` on ``target`` if every gate holds."""
@@ -165,11 +163,13 @@ class LostBoundaryRepair:
         """One ``agent.get``: the snapshot the stable gate ends with (never a pane read)."""
         try:
             info = await self._control.get_agent(session.name)
-        except HerdrError:
-            sighting = StatusSighted(None, None)  # missing or unreadable: not stable
+        except HerdrError:  # missing or unreadable: not stable
+            status, seq = None, None
         else:
-            sighting = StatusSighted(info.agent_status, info.state_change_seq)
-        self._roster.inflight.step(turn.token, sighting, self._clock.now())
+            status, seq = info.agent_status, info.state_change_seq
+        current = self._open(session, turn.token)
+        if current is not None:
+            self._roster.inflight.sight(current, status, seq, self._clock.now())
 
     def _facts(self, session: Session, token: TurnToken, turn: TurnState | None) -> TurnFacts:
         ticket = self._tasks.get(token.ticket_id)

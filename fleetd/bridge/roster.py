@@ -29,6 +29,7 @@ from fleetd.bridge.turn_machine import (
     TurnToken,
     step,
 )
+from fleetd.herdr.model import AgentStatus
 
 __all__ = ["OpenTurns", "Roster", "SendQueue"]
 
@@ -126,6 +127,16 @@ class OpenTurns(dict[str, TurnState]):
         if type(event) is not StatusSighted:
             self._changes.mark(sid)
         return effects
+
+    def sight(
+        self, turn: TurnState, status: AgentStatus | None, seq: int | None, now: datetime
+    ) -> None:
+        """Record a raw status sighting on the open ``turn`` (``status`` ``None``: the agent was
+        missing or unreadable). A sighting its watch already holds would come back from
+        :func:`step` as the very same turn, so it is not fed (every open turn, every health tick).
+        """
+        if turn.watch.observe(status, seq) is not turn.watch:
+            self.step(turn.token, StatusSighted(status, seq), now)
 
     def close(self, session_id: str, cause: str, now: datetime) -> None:
         """End the member's open turn, if any, without a result of its own (``cause``)."""

@@ -529,7 +529,7 @@ _WATCHED = (P.SUBMITTED, P.WORKING, P.AT_BOUNDARY, P.RESTORED)
 
 #: (phase, event kind) -> (next phase, cause). The only legal moves.
 TRANSITIONS: dict[tuple[TurnPhase, EventKind], tuple[TurnPhase, str]] = {
-    (P.PENDING, K.BEGIN): (P.TYPING, "stored as uncertain, then typed (issue 21 §2 write-ahead)"),
+    (P.PENDING, K.BEGIN): (P.TYPING, "stored as uncertain, then typed (issue 21 item 2)"),
     (P.PENDING, K.RESTORE): (P.RESTORED, "the state store holds it open from an earlier run"),
     (P.TYPING, K.STORE_REFUSED): (P.UNTYPED, "not stored as uncertain, so never typed"),
     (P.TYPING, K.TYPED): (P.SUBMITTED, "herdr typed the prompt: the turn opens"),

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetd.bridge.roster import Roster
 from fleetd.bridge.turn_machine import (
     MAX_ATTEMPTS,
     REPLY_GRACE,
@@ -50,6 +51,7 @@ from fleetd.bridge.turn_machine import (
 )
 from fleetd.errors import FleetdError, IllegalTransitionError
 from fleetd.herdr.model import AgentStatus
+from tests.unit.bridge.turn_values import open_turn
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 TOKEN = TurnToken(token_id="turn-1", session_id="s1", ticket_id="t-1", turn=1)
@@ -363,3 +365,24 @@ def test_no_sequence_of_events_types_twice_ends_twice_or_mutates(
     assert resubmitted <= 1
     assert ended <= 1
     assert not (restored and typed)
+
+
+def test_the_open_turns_record_a_sighting_through_step_and_mark_nothing() -> None:
+    """The roster feeds a sighting to the machine only when it moves the watch; the turn it
+    keeps is the machine's value, and no sighting marks the member's view as changed."""
+    roster = Roster()
+    open_turn(roster, TOKEN, T0)
+    assert roster.changes.take() == {"s1"}
+    roster.inflight.sight(roster.inflight["s1"], AgentStatus.IDLE, 4, LATER)
+    roster.inflight.sight(roster.inflight["s1"], AgentStatus.IDLE, 4, LATER)
+    stable = roster.inflight["s1"]
+    assert stable.watch.stable
+    roster.inflight.sight(stable, AgentStatus.IDLE, 4, LATER)
+    assert roster.inflight["s1"] is stable
+    roster.inflight.sight(stable, None, None, LATER)
+    assert not roster.inflight["s1"].watch.stable
+    assert roster.changes.take() == set()
+    assert roster.inflight.step(TOKEN, TurnResolved("reply"), LATER) == ()
+    assert "s1" not in roster.inflight
+    assert roster.changes.take() == {"s1"}
+    assert roster.inflight.step(TOKEN, TurnResolved("reply"), LATER) is None  # ended: too late
