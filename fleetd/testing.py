@@ -209,8 +209,8 @@ class CheckedMemberViews(MemberViews):
         ticket = self._tasks.get(turn.token.ticket_id) if turn is not None else None
         return (
             session.revision,
-            turn.revision if turn is not None else None,
-            turn.repair.revision if turn is not None else None,
+            turn.token if turn is not None else None,
+            turn.repair if turn is not None else None,
             ticket is None,
             ticket is not None and ticket.terminal,
             len(self._roster.queues.get(sid, ())),

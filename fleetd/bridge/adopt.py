@@ -29,7 +29,7 @@ from pathlib import Path
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import Delivery, ResultSource, TaskBook, Ticket, TicketOutcome
-from fleetd.bridge.turns import InFlightTurn, TurnToken
+from fleetd.bridge.turn_machine import TurnRestored, TurnState, TurnToken, step
 from fleetd.bridge.worktrees import Worktree
 from fleetd.herdr.model import AgentInfo
 from fleetd.state.facts import DeliveryState, MemberRecord, Snapshot, TicketRecord
@@ -86,9 +86,8 @@ def restore(
                 turn=turn.turn,
             )
             roster.issue(token)
-            roster.inflight[member.session_id] = InFlightTurn(
-                token=token, delivered_at=turn.delivered_at, resubmitted=True, restored=True
-            )
+            opened, _ = step(TurnState.pending(token), TurnRestored(turn.delivered_at), now)
+            roster.inflight.open(opened)
             restored.turns += 1
     ended = sorted(
         (r for r in snapshot.tickets if r.outcome != "pending"),

@@ -16,6 +16,7 @@ from datetime import datetime
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent
 from fleetd.bridge.tasks import ResultSource, TaskBook, Ticket
+from fleetd.bridge.turn_machine import TurnResolved
 from fleetd.bridge.turns import TurnToken
 from fleetd.clock import Clock
 from fleetd.inbox.outbox import LeadOutbox
@@ -76,7 +77,7 @@ class TurnCompletion:
         now = self._clock.now()
         if not self._tasks.resolve(token.ticket_id, content=content, source=source, now=now):
             return False
-        del self._roster.inflight[session.session_id]
+        self._roster.inflight.step(token, TurnResolved(source.value), now)
         if source is ResultSource.REPAIRED:
             session.repaired_token = token.token_id  # health resolves its incident as repaired
             session.apply(SessionEvent.TURN_RECONCILED, now)

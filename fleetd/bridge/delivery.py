@@ -45,7 +45,29 @@ from fleetd.bridge.resolver import CompletionResolver, Policy, Resolution
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import Delivery, TaskBook, Ticket
-from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, InFlightTurn, TurnToken
+from fleetd.bridge.turn_machine import (
+    BaselineCapture,
+    BaselineRead,
+    CaptureBaseline,
+    DeliveryBaseline,
+    ForgetTurnRecord,
+    PromptRefused,
+    PromptTyped,
+    PromptUncertain,
+    ReadBoundary,
+    RecordUncertain,
+    RecordUntyped,
+    ResubmitEnter,
+    StatusPolled,
+    StoreRefused,
+    TicketWithdrawn,
+    TurnEffect,
+    TurnState,
+    TurnToken,
+    TypePrompt,
+    TypingBegan,
+    step,
+)
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
 from fleetd.errors import ControlLinkError, HerdrError, StateStoreError, TargetNotFoundError
@@ -58,8 +80,6 @@ __all__ = ["Deliverer"]
 
 _log = logging.getLogger("fleetd.bridge")
 
-#: How long after a trusted boundary a member's own fleet_reply may still win over the fallback.
-REPLY_GRACE = timedelta(seconds=1)
 #: After a turn is read from the pane, how long the next queued send waits, so that a member's
 #: fleet_reply arriving just after the fallback is kept as a late reply to *that* ticket instead of
 #: answering the next one (a reply always answers the turn open when it arrives).
@@ -120,8 +140,8 @@ class Deliverer:
         """herdr answered this agent's lookup with an error that is not target loss: nothing is
         judged for it this pass (said once per code, not four times a second)."""
         turn = self._roster.inflight.get(session.session_id)
-        if turn is not None:
-            turn.watch.observe(None, None)  # an unreadable agent breaks a stable boundary
+        if turn is not None:  # an unreadable agent breaks a stable boundary
+            self._roster.inflight.sight(turn, None, None, self._clock.now())
         if self._unreadable.get(session.session_id) != code:
             _log.warning(
                 "session %s: herdr answers its lookup with %s; skipped until it reads again",
@@ -140,33 +160,30 @@ class Deliverer:
             return
         await self.inject_next(session, info.agent_status)
 
-    async def _watch_turn(self, session: Session, turn: InFlightTurn, info: AgentInfo) -> None:
-        now = self._clock.now()
-        status = info.agent_status
-        turn.watch.observe(status, info.state_change_seq)
-        if status is AgentStatus.WORKING:
-            turn.saw_working = True
-            turn.boundary_at = None
-            return
-        if not status.at_prompt or self._roster.is_reconciling(session.session_id):
-            return  # a resolver holds this turn: it is left alone until it lets go
-        if turn.restored:
-            return  # the turn spans a restart: only the member's reply resolves it (M4 §8)
-        if turn.saw_working:
-            if turn.boundary_at is None:
-                turn.boundary_at = now
-            if now - turn.boundary_at >= REPLY_GRACE:
-                await self._fallback(session, turn)
-            return
-        submit_window = self._settings().bridge.submit_retry
-        if not turn.resubmitted and now - turn.delivered_at >= submit_window:
-            turn.resubmitted = True
-            try:
-                await self._control.send_keys(session.name, ["enter"])
-            except HerdrError as exc:
-                _log.warning("session %s: Enter re-submit failed: %s", session.session_id, exc.code)
+    async def _watch_turn(self, session: Session, turn: TurnState, info: AgentInfo) -> None:
+        """Feed the status just read to the turn machine and carry out what it asks: Enter once
+        more (the paste/submit race), or the completion fallback at a trusted boundary. A
+        resolver holding the turn leaves it alone until it lets go; a turn that spans a restart
+        is resolved only by the member's reply (M4 §8)."""
+        polled = StatusPolled(
+            info.agent_status,
+            info.state_change_seq,
+            held=self._roster.is_reconciling(session.session_id),
+            submit_window=self._settings().bridge.submit_retry,
+        )
+        for effect in self._roster.inflight.step(turn.token, polled, self._clock.now()) or ():
+            if isinstance(effect, ResubmitEnter):
+                try:
+                    await self._control.send_keys(session.name, ["enter"])
+                except HerdrError as exc:
+                    sid = session.session_id
+                    _log.warning("session %s: Enter re-submit failed: %s", sid, exc.code)
+            elif isinstance(effect, ReadBoundary):
+                current = self._roster.inflight.get(session.session_id)
+                if current is not None and current.token == effect.token:
+                    await self._fallback(session, current)
 
-    async def _fallback(self, session: Session, turn: InFlightTurn) -> None:
+    async def _fallback(self, session: Session, turn: TurnState) -> None:
         """Resolve a turn at a trusted boundary from the pane, marked as a fallback.
 
         The resolver guard core reads the pane under the observed-boundary policy. The same read
@@ -221,27 +238,60 @@ class Deliverer:
                     return  # nothing was sent: stays at the head of the queue
             if not status.at_prompt:
                 return
-            token_id = f"turn-{secrets.token_hex(6)}"
-            try:  # stored as uncertain before anything is typed: a crash never types it again
-                self._durable.typing(session, ticket, token_id=token_id, now=self._clock.now())
-            except StateStoreError as exc:
-                _log.warning("session %s: send not typed, the state store refused (%s)", sid, exc)
-                return  # nothing was typed: stays at the head of the queue
-            outcome, code = await self._prompt(session, ticket.prompt or "")
+            token = TurnToken(
+                token_id=f"turn-{secrets.token_hex(6)}",
+                session_id=sid,
+                ticket_id=ticket.ticket_id,
+                turn=session.turn + 1,  # the turn its delivery opens
+            )
+            turn, effects = step(TurnState.pending(token), TypingBegan(), now)
+            outcome, code = PromptOutcome.NOT_SENT, "not_typed"
+            for effect in effects:  # in order: stored as uncertain, then typed (write-ahead)
+                if isinstance(effect, RecordUncertain) and not self._record_typing(
+                    session, ticket, token
+                ):
+                    step(turn, StoreRefused(), self._clock.now())  # UNTYPED: nothing to record
+                    return  # nothing was typed: stays at the head of the queue
+                if isinstance(effect, TypePrompt):
+                    outcome, code = await self._prompt(session, ticket.prompt or "")
         finally:
             self._roster.delivering.discard(sid)
+        await self._typed(session, ticket, turn, outcome, code)
+
+    def _record_typing(self, session: Session, ticket: Ticket, token: TurnToken) -> bool:
+        """Store the prompt as uncertain before anything is typed: a crash never types it again.
+        False when the store refused (then nothing may be typed)."""
+        try:
+            self._durable.typing(session, ticket, token_id=token.token_id, now=self._clock.now())
+        except StateStoreError as exc:
+            sid = session.session_id
+            _log.warning("session %s: send not typed, the state store refused (%s)", sid, exc)
+            return False
+        return True
+
+    async def _typed(
+        self, session: Session, ticket: Ticket, turn: TurnState, outcome: PromptOutcome, code: str
+    ) -> None:
+        """herdr answered the prompt: feed its answer to the turn machine and open the turn, or
+        put the ticket back (nothing typed), or drop the turn (its send was cancelled meanwhile)."""
+        sid = session.session_id
+        queue = self._roster.queues.get(sid)
         if outcome is PromptOutcome.NOT_SENT:
-            self._durable.untyped(session, ticket)
-            return  # nothing reached herdr: stays at the head of the queue
+            # nothing reached herdr: stays at the head of the queue
+            self._untyped(session, ticket, step(turn, PromptRefused(code), self._clock.now())[1])
+            return
         if outcome is PromptOutcome.TARGET_LOST:
             await self._lifecycle.target_not_found(session, code)
         if outcome in (PromptOutcome.REFUSED, PromptOutcome.TARGET_LOST):
             self._refused(session, ticket, code)
-            self._durable.untyped(session, ticket)
+            self._untyped(session, ticket, step(turn, PromptRefused(code), self._clock.now())[1])
             return
         if not queue or queue[0] is not ticket or ticket.terminal:
-            self._durable.turn_closed(sid)  # no turn opens for it
-            return  # the send was cancelled while the prompt was in flight
+            # the send was cancelled while the prompt was in flight: no turn opens for it
+            for effect in step(turn, TicketWithdrawn(), self._clock.now())[1]:
+                if isinstance(effect, ForgetTurnRecord):
+                    self._durable.turn_closed(sid)
+            return
         if outcome is PromptOutcome.UNCERTAIN:
             # herdr may have typed the prompt: typing it again could run the task twice, so the
             # turn opens as delivered, and the ticket says the delivery is uncertain.
@@ -251,16 +301,22 @@ class Deliverer:
         session.apply(SessionEvent.DELIVERED, now)
         delivery = Delivery.UNCERTAIN if outcome is PromptOutcome.UNCERTAIN else Delivery.CONFIRMED
         self._tasks.mark_delivered(ticket, turn=session.turn, now=now, delivery=delivery)
-        token = TurnToken(
-            token_id=token_id,
-            session_id=sid,
-            ticket_id=ticket.ticket_id,
-            turn=session.turn,
-        )
+        answer = PromptUncertain(code) if outcome is PromptOutcome.UNCERTAIN else PromptTyped()
+        turn, effects = step(turn, answer, now)
+        token = turn.token
         self._roster.issue(token)
-        turn = InFlightTurn(token=token, delivered_at=now)
-        self._roster.inflight[sid] = turn
-        turn.baseline = await self._capture_baseline(session, token)
+        self._roster.inflight.open(turn)
+        for effect in effects:
+            if isinstance(effect, CaptureBaseline):
+                baseline = await self._capture_baseline(session, token)
+                self._roster.inflight.step(token, BaselineRead(baseline), self._clock.now())
+
+    def _untyped(self, session: Session, ticket: Ticket, effects: tuple[TurnEffect, ...]) -> None:
+        """Carry out what the machine asks of a turn nothing was typed for: the ticket is
+        stored as queued again, with its prompt."""
+        for effect in effects:
+            if isinstance(effect, RecordUntyped):
+                self._durable.untyped(session, ticket)
 
     async def _prompt(self, session: Session, prompt: str) -> tuple[PromptOutcome, str]:
         """One ``agent.prompt`` and what its answer means (see :mod:`~.prompt_policy`)."""

@@ -77,8 +77,9 @@ class TargetLifecycle:
         queue = self._roster.queues.get(sid)
         if queue is not None:
             queue.clear()
-        self._roster.inflight.pop(sid, None)
-        failed = self._tasks.fail_target(sid, reason=reason, now=self._clock.now())
+        now = self._clock.now()
+        self._roster.inflight.close(sid, reason, now)
+        failed = self._tasks.fail_target(sid, reason=reason, now=now)
         if not session.live:
             record_teardown(session, roster=self._roster, tasks=self._tasks)
         return failed

@@ -15,7 +15,7 @@ from fleetd.bridge.backlog import MemberBacklog
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import TaskBook, Ticket
-from fleetd.bridge.turns import InFlightTurn, RepairLedger
+from fleetd.bridge.turns import RepairLedger, TurnState, TurnToken
 from fleetd.health.snapshot import (
     BoundaryScreen,
     LossCause,
@@ -33,7 +33,17 @@ __all__ = ["MemberViews"]
 #: What a member's view was built from besides its session's own fields, read once per member:
 #: the revisions of its session, open turn and turn ledger; whether the turn's ticket is gone and
 #: whether it is still open; queued sends; pending tickets; mute events; waiting replies.
-_Stamp = tuple[int, int, int, bool, bool, int, int, int, "MemberBacklog | None"]
+_Stamp = tuple[
+    int,
+    "TurnToken | None",
+    "RepairLedger | None",
+    bool,
+    bool,
+    int,
+    int,
+    int,
+    "MemberBacklog | None",
+]
 
 
 class MemberViews:
@@ -41,12 +51,12 @@ class MemberViews:
 
     A tick reads every member — ten thousand on a large fleet — and about one in a hundred changes
     between ticks. A view is kept with the stamp of everything it was built from (:data:`_Stamp`):
-    the session, its open turn and the turn's repair ledger are
-    :class:`~fleetd.bridge.revision.Revised`, so any assignment to them renews their revision; the
-    ticket, queue, pending count, mutes and backlog are read as values. An unchanged stamp hands
-    back the very same view object, which also lets the health core's reuse check compare it by
-    identity. Views of sessions the roster no longer holds are dropped, so what is kept is bounded
-    by the roster (live members and the last released rows).
+    the session is :class:`~fleetd.bridge.revision.Revised`, so any assignment to it renews its
+    revision; the open turn's token and repair ledger (frozen values that only the turn machine's
+    ``step`` replaces), the ticket, queue, pending count, mutes and backlog are read as values. An
+    unchanged stamp hands back the very same view object, which also lets the health core's reuse
+    check compare it by identity. Views of sessions the roster no longer holds are dropped, so what
+    is kept is bounded by the roster (live members and the last released rows).
 
     Reading every member's stamp is itself most of a large tick, so the health tick reads through
     :meth:`for_tick`, which looks again only at the members the roster marked as changed
@@ -144,8 +154,8 @@ class MemberViews:
             mutes, backlog = mutes_of(sid, 0), backlog_of(sid)
             stamp: _Stamp = (
                 session.revision,
-                turn.revision if turn is not None else 0,
-                turn.repair.revision if turn is not None else 0,
+                turn.token if turn is not None else None,
+                turn.repair if turn is not None else None,
                 ticket is None,
                 ticket is not None and not ticket.terminal,
                 queued,
@@ -179,7 +189,7 @@ def _moved(now: Mapping[str, object], before: Mapping[str, object]) -> set[str]:
 
 def _build(
     session: Session,
-    turn: InFlightTurn | None,
+    turn: TurnState | None,
     ticket: Ticket | None,
     *,
     queued: int,
@@ -194,8 +204,8 @@ def _build(
         open_turn = OpenTurn(
             token=turn.token.token_id,
             number=turn.token.turn,
-            accepted_at=ticket.accepted_at if ticket else turn.delivered_at,
-            delivered_at=turn.delivered_at,
+            accepted_at=ticket.accepted_at if ticket else turn.opened_at,
+            delivered_at=turn.opened_at,
             waiter_open=ticket is not None and not ticket.terminal,
             repair=_repair(turn.repair),
         )

@@ -32,18 +32,19 @@ from datetime import datetime
 from fleetd.bridge.completion import TurnCompletion
 from fleetd.bridge.repair_gates import (
     BASELINE_DEADLINE,
+    RETRYABLE,
     BaselineFacts,
     Refusal,
     RepairResult,
     TurnFacts,
     judge_turn,
-    record,
 )
 from fleetd.bridge.resolver import CompletionResolver, Policy, Resolution
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import TaskBook
-from fleetd.bridge.turns import InFlightTurn, RepairLedger, TurnToken
+from fleetd.bridge.turn_machine import RepairAnswered
+from fleetd.bridge.turns import RepairLedger, TurnState, TurnToken
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
 from fleetd.errors import HerdrError
@@ -55,9 +56,6 @@ from fleetd.screens.kinds import parse_agent_kind
 __all__ = ["LostBoundaryRepair", "RepairOutcome"]
 
 _log = logging.getLogger("fleetd.bridge")
-
-# Answers that are not an attempt on an open turn: they leave the token's ledger as it was.
-_NOT_ATTEMPTS = frozenset({"repair_stopped_for_token", "retry_not_due"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,8 +107,10 @@ class LostBoundaryRepair:
         breaks it. (Every health tick, over every open turn: the lookups are bound once.)"""
         by_name: dict[str, AgentInfo] | None = None  # built only for a member without a terminal
         session_of, agent_of = self._roster.sessions.get, by_terminal.get
-        for session_id, turn in self._roster.inflight.items():
-            session = session_of(session_id)
+        turns = self._roster.inflight
+        now = self._clock.now()
+        for turn in list(turns.values()):
+            session = session_of(turn.token.session_id)
             if session is None:
                 continue
             terminal = session.terminal_id
@@ -121,9 +121,9 @@ class LostBoundaryRepair:
                     by_name = {a.name: a for a in by_terminal.values() if a.name is not None}
                 agent = by_name.get(session.name)
             if agent is None:
-                turn.watch.observe(None, None)
+                turns.sight(turn, None, None, now)
             else:
-                turn.watch.observe(agent.agent_status, agent.state_change_seq)
+                turns.sight(turn, agent.agent_status, agent.state_change_seq, now)
 
     async def reconcile(self, target: str, token_id: str) -> RepairOutcome:
         """Repair the lost boundary of ``token_id`` on ``target`` if every gate holds."""
@@ -155,20 +155,23 @@ class LostBoundaryRepair:
         turn = self._open(session, token)
         return self._answer(target, session, token, turn, refusal, attempts=before)
 
-    def _open(self, session: Session, token: TurnToken) -> InFlightTurn | None:
+    def _open(self, session: Session, token: TurnToken) -> TurnState | None:
         turn = self._roster.inflight.get(session.session_id)
         return turn if turn is not None and turn.token.token_id == token.token_id else None
 
-    async def _fresh_look(self, session: Session, turn: InFlightTurn) -> None:
+    async def _fresh_look(self, session: Session, turn: TurnState) -> None:
         """One ``agent.get``: the snapshot the stable gate ends with (never a pane read)."""
         try:
             info = await self._control.get_agent(session.name)
-        except HerdrError:
-            turn.watch.observe(None, None)  # missing or unreadable: not stable
-            return
-        turn.watch.observe(info.agent_status, info.state_change_seq)
+        except HerdrError:  # missing or unreadable: not stable
+            status, seq = None, None
+        else:
+            status, seq = info.agent_status, info.state_change_seq
+        current = self._open(session, turn.token)
+        if current is not None:
+            self._roster.inflight.sight(current, status, seq, self._clock.now())
 
-    def _facts(self, session: Session, token: TurnToken, turn: InFlightTurn | None) -> TurnFacts:
+    def _facts(self, session: Session, token: TurnToken, turn: TurnState | None) -> TurnFacts:
         ticket = self._tasks.get(token.ticket_id)
         baseline = turn.baseline if turn is not None else None
         codex = self._settings().health.repair.codex
@@ -185,7 +188,7 @@ class LostBoundaryRepair:
                     capture=baseline.capture,
                     same_token=baseline.token_id == token.token_id,
                     late=turn is not None
-                    and baseline.captured_at - turn.delivered_at > BASELINE_DEADLINE,
+                    and baseline.captured_at - turn.opened_at > BASELINE_DEADLINE,
                 )
                 if baseline is not None
                 else None
@@ -202,24 +205,32 @@ class LostBoundaryRepair:
             return  # another turn is open: the session is not on the token's turn
         if session.state is not SessionState.BUSY or session.turn != token.turn:
             return
-        self._roster.inflight.pop(session.session_id, None)
-        session.apply(SessionEvent.TURN_COMPLETED, self._clock.now())
+        now = self._clock.now()
+        self._roster.inflight.close(session.session_id, "ticket_ended", now)
+        session.apply(SessionEvent.TURN_COMPLETED, now)
 
     def _answer(
         self,
         target: str,
         session: Session | None,
         token: TurnToken | None,
-        turn: InFlightTurn | None,
+        turn: TurnState | None,
         answer: Refusal,
         *,
         attempts: int = 0,
     ) -> RepairOutcome:
         """Record an attempt on a still-open turn, log the answer, and return it."""
         retry_at = None
-        if turn is not None:
-            if answer.detail not in _NOT_ATTEMPTS:
-                turn.repair = record(turn.repair, answer, self._clock.now())
+        if turn is not None and token is not None and session is not None:
+            answered = RepairAnswered(
+                answer.result.value,
+                answer.detail,
+                retryable=answer.result in RETRYABLE,
+                race_lost=answer.result is RepairResult.RACE_LOST,
+            )
+            self._roster.inflight.step(token, answered, self._clock.now())
+            turn = self._open(session, token)
+            assert turn is not None  # a repair answer leaves its turn open
             attempts, retry_at = turn.repair.attempts, turn.repair.retry_at
         outcome = RepairOutcome(
             result=answer.result,

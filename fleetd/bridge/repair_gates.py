@@ -47,11 +47,18 @@ from enum import StrEnum
 from typing import Final
 
 from fleetd.bridge.tasks import TicketOutcome
-from fleetd.bridge.turns import BaselineCapture, RepairLedger
+from fleetd.bridge.turn_machine import (
+    MAX_ATTEMPTS,
+    RETRY_DELAY,
+    BaselineCapture,
+    RepairLedger,
+    record_repair,
+)
 
 __all__ = [
     "BASELINE_DEADLINE",
     "MAX_ATTEMPTS",
+    "RETRYABLE",
     "RETRY_DELAY",
     "BaselineFacts",
     "Refusal",
@@ -63,10 +70,6 @@ __all__ = [
 
 BASELINE_DEADLINE: Final = timedelta(seconds=2)
 """A baseline captured later than this after delivery is late: it is not evidence (§8.2)."""
-RETRY_DELAY: Final = timedelta(seconds=60)
-"""How long after a retryable answer the same token may be tried again (compiled)."""
-MAX_ATTEMPTS: Final = 3
-"""At most this many repair attempts per token, whatever the answers were."""
 
 
 class RepairResult(StrEnum):
@@ -186,18 +189,13 @@ def _baseline(facts: TurnFacts) -> Refusal | None:
 
 
 def record(ledger: RepairLedger, answer: Refusal, now: datetime) -> RepairLedger:
-    """The token's ledger after ``answer`` (an attempt that reached the gates of an open turn)."""
-    attempts = ledger.attempts + 1
-    refused = ledger.refused_scrapes + (1 if answer.result in RETRYABLE else 0)
-    retry_at: datetime | None = None
-    if (answer.result in RETRYABLE and refused < 2 and attempts < MAX_ATTEMPTS) or (
-        answer.result is RepairResult.RACE_LOST and refused == 0 and attempts < MAX_ATTEMPTS
-    ):
-        retry_at = now + RETRY_DELAY
-    return RepairLedger(
-        attempts=attempts,
-        refused_scrapes=refused,
-        last=answer.result.value,
+    """The token's ledger after ``answer`` (an attempt that reached the gates of an open turn):
+    :func:`~fleetd.bridge.turn_machine.record_repair`, which the turn machine applies."""
+    return record_repair(
+        ledger,
+        result=answer.result.value,
         detail=answer.detail,
-        retry_at=retry_at,
+        retryable=answer.result in RETRYABLE,
+        race_lost=answer.result is RepairResult.RACE_LOST,
+        now=now,
     )

@@ -49,7 +49,7 @@ from fleetd.bridge.repair_gates import Refusal, RepairResult
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session
 from fleetd.bridge.tasks import ResultSource, TaskBook
-from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, InFlightTurn
+from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, TurnState
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
 from fleetd.errors import HerdrError
@@ -194,29 +194,38 @@ class CompletionResolver:
             fatal=match_fatal(kind, read.text),
         )
 
-    def waiter_open(self, session: Session, turn: InFlightTurn) -> bool:
+    def waiter_open(self, session: Session, turn: TurnState) -> bool:
         """``turn`` is still the session's open turn, its ticket pending, no reply being stored."""
+        return self._current(session, turn) is not None
+
+    def _current(self, session: Session, turn: TurnState) -> TurnState | None:
+        """The session's open turn now, if it is still ``turn``'s (the value moves with every
+        step; the token names the turn), its ticket pending and no reply being stored."""
         ticket = self._tasks.get(turn.token.ticket_id)
-        return (
-            self._roster.inflight.get(session.session_id) is turn
+        current = self._roster.inflight.get(session.session_id)
+        if (
+            current is not None
+            and current.token.token_id == turn.token.token_id
             and ticket is not None
             and not ticket.terminal
             and not self._completion.storing(session.session_id)
-        )
+        ):
+            return current
+        return None
 
-    async def resolve_captured(
-        self, session: Session, turn: InFlightTurn, policy: Policy
-    ) -> Outcome:
+    async def resolve_captured(self, session: Session, turn: TurnState, policy: Policy) -> Outcome:
         """Read the pane and resolve ``turn``'s exact waiter if ``policy`` allows it."""
-        if not self.waiter_open(session, turn):
+        opened = self._current(session, turn)
+        if opened is None:
             return Outcome(resolution=Resolution.LOST)
-        epoch = turn.watch.epoch
+        epoch = opened.watch.epoch
         with self._roster.reconciling(session.session_id):
             scrape = await self.scrape(session)
             strict = policy is Policy.LOST_BOUNDARY_REPAIR
-            if not self.waiter_open(session, turn) or (strict and turn.watch.epoch != epoch):
+            current = self._current(session, turn)
+            if current is None or (strict and current.watch.epoch != epoch):
                 return Outcome(resolution=Resolution.LOST, fatal=scrape.fatal)
-            verdict = judge_scrape(policy, scrape, turn.baseline)
+            verdict = judge_scrape(policy, scrape, current.baseline)
             if isinstance(verdict, Refusal):
                 return Outcome(resolution=Resolution.REFUSED, refusal=verdict, fatal=scrape.fatal)
             won = await self._completion.complete(

@@ -10,12 +10,13 @@ Two granularities:
   (:class:`~fleetd.bridge.roster.Roster` and :meth:`~fleetd.bridge.sessions.Session.apply`), a
   teardown failure noted. A touch is one integer increment; nothing is notified here.
 * :class:`Revised` — a stamp per object. Every attribute assignment to a ``Revised`` object
-  (a session, an open turn, its repair ledger) gives it a new :attr:`Revised.revision` from one
-  process-wide sequence, so an equal stamp means the same object with no assignment since. The
-  health tick rebuilds a member's view only when a stamp it reads moved
-  (:class:`~fleetd.bridge.member_views.MemberViews`). It is per assignment, not per chokepoint, so a
-  write nobody remembered to report cannot leave a stale view; values held *inside* a ``Revised``
-  object must be immutable, or ``Revised`` themselves, for that to hold.
+  (a session) gives it a new :attr:`Revised.revision` from one process-wide sequence, so an
+  equal stamp means the same object with no assignment since. The health tick rebuilds a
+  member's view only when a stamp it reads moved (:class:`~fleetd.bridge.member_views.MemberViews`;
+  an open turn is a frozen value that the turn machine replaces: a new value is its change). It
+  is per assignment, not per chokepoint, so a write nobody remembered to report cannot leave a
+  stale view; values held *inside* a ``Revised`` object must be immutable, or ``Revised``
+  themselves, for that to hold.
 * :class:`Changes` — which sessions moved. A ``Revised`` object watched for a session marks it on
   every assignment, beside the roster's open turns and queues and the task book, so the health
   tick rebuilds the views of those sessions only, without reading the others.
@@ -45,8 +46,9 @@ class Revision:
 class Changes:
     """The session ids whose member view may have moved since the health tick last took them.
 
-    Marks come from every :class:`Revised` object watched for a session (its session, open turn
-    and turn ledger), from the roster's open turns and send queues, and from the task book (a
+    Marks come from every :class:`Revised` object watched for a session (its session), from the
+    roster's open turns (every step but a bare status sighting) and send queues, and from the
+    task book (a
     ticket of the session accepted, ended or forgotten). :meth:`take` hands them over and starts
     again. Nothing else reads them, so when no tick takes them (health off) they must not pile up:
     past ``limit()`` ids the set is dropped and :meth:`take` answers ``None`` — every view may

@@ -13,12 +13,23 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NoReturn
 
 from fleetd.bridge.revision import Changes
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import Ticket
-from fleetd.bridge.turns import InFlightTurn, TurnToken
+from fleetd.bridge.turn_machine import (
+    ForgetTurnRecord,
+    StatusSighted,
+    TurnClosed,
+    TurnEffect,
+    TurnEvent,
+    TurnState,
+    TurnToken,
+    step,
+)
+from fleetd.herdr.model import AgentStatus
 
 __all__ = ["OpenTurns", "Roster", "SendQueue"]
 
@@ -65,9 +76,14 @@ class SendQueue(deque[Ticket]):
     __setitem__ = __delitem__ = __iadd__ = _refused
 
 
-class OpenTurns(dict[str, InFlightTurn]):
-    """The open turn of each member, by session id. A turn put here is watched for its member,
-    and every change marks the member in the roster's changes (its view reads the turn)."""
+class OpenTurns(dict[str, TurnState]):
+    """The open turn of each member, by session id: frozen values that only
+    :func:`~fleetd.bridge.turn_machine.step` makes. A turn put here is watched for its member.
+
+    :meth:`open` puts a turn the machine opened, :meth:`step` moves one along the machine's table
+    (and drops it once the machine ends it); there is no other way in or out. Every change but a
+    bare status sighting marks the member in the roster's changes (its view reads the turn).
+    """
 
     __slots__ = ("_changes", "on_close")
 
@@ -77,28 +93,61 @@ class OpenTurns(dict[str, InFlightTurn]):
         #: told the session id of every turn closed (the state store drops its record)
         self.on_close: Callable[[str], None] = lambda _session_id: None
 
-    def __setitem__(self, session_id: str, turn: InFlightTurn) -> None:
-        super().__setitem__(session_id, turn)
-        turn.report_to(self._changes, session_id)
-        self._changes.mark(session_id)
+    def open(self, turn: TurnState) -> None:
+        """Watch ``turn``, which the machine has just opened, for its member."""
+        sid = turn.token.session_id
+        if not turn.phase.open or sid in self:
+            raise ValueError(f"a turn in phase {turn.phase} cannot be opened for {sid}")
+        super().__setitem__(sid, turn)
+        self._changes.mark(sid)
 
-    def __delitem__(self, session_id: str) -> None:
-        super().__delitem__(session_id)
-        self._changes.mark(session_id)
-        self.on_close(session_id)
+    def step(
+        self, token: TurnToken, event: TurnEvent, now: datetime
+    ) -> tuple[TurnEffect, ...] | None:
+        """Feed ``event`` to the open turn of ``token`` and keep what :func:`step` makes of it.
 
-    def pop(self, session_id: str, *default: Any) -> Any:
-        self._changes.mark(session_id)
-        had = session_id in self
-        turn = super().pop(session_id, *default)
-        if had:
-            self.on_close(session_id)
-        return turn
+        Returns the effects for the caller to carry out, or ``None`` when that turn is no longer
+        open (the event came too late: nothing changes). A turn the machine ends is dropped
+        here, and its record with it (its :class:`~.turn_machine.ForgetTurnRecord` is carried
+        out here). Raises :class:`~fleetd.errors.IllegalTransitionError` as the machine does.
+        """
+        sid = token.session_id
+        turn = self.get(sid)
+        if turn is None or turn.token.token_id != token.token_id:
+            return None
+        new, effects = step(turn, event, now)
+        if new is turn:
+            return effects
+        if new.phase.terminal:
+            super().__delitem__(sid)
+            self._changes.mark(sid)
+            self.on_close(sid)
+            return tuple(e for e in effects if not isinstance(e, ForgetTurnRecord))
+        super().__setitem__(sid, new)
+        if type(event) is not StatusSighted:
+            self._changes.mark(sid)
+        return effects
+
+    def sight(
+        self, turn: TurnState, status: AgentStatus | None, seq: int | None, now: datetime
+    ) -> None:
+        """Record a raw status sighting on the open ``turn`` (``status`` ``None``: the agent was
+        missing or unreadable). A sighting its watch already holds would come back from
+        :func:`step` as the very same turn, so it is not fed (every open turn, every health tick).
+        """
+        if turn.watch.observe(status, seq) is not turn.watch:
+            self.step(turn.token, StatusSighted(status, seq), now)
+
+    def close(self, session_id: str, cause: str, now: datetime) -> None:
+        """End the member's open turn, if any, without a result of its own (``cause``)."""
+        turn = self.get(session_id)
+        if turn is not None:
+            self.step(turn.token, TurnClosed(cause), now)
 
     def _refused(self, *_args: Any, **_kwargs: Any) -> NoReturn:
-        raise TypeError("open turns are set, deleted and popped one at a time")
+        raise TypeError("open turns change only through open() and step()")
 
-    clear = popitem = setdefault = update = __ior__ = _refused
+    __setitem__ = __delitem__ = pop = clear = popitem = setdefault = update = __ior__ = _refused
 
 
 @dataclass(slots=True)
@@ -176,10 +225,10 @@ class Roster:
         self._name_cursor[stem] = n + 1
         return f"{stem}-{n}"
 
-    def retire(self, session: Session) -> None:
+    def retire(self, session: Session, now: datetime) -> None:
         """Forget the work of a released session; keep a bounded trail of released rows."""
         self.queues.pop(session.session_id, None)
-        self.inflight.pop(session.session_id, None)
+        self.inflight.close(session.session_id, "released", now)
         self.live_status.pop(session.session_id, None)
         if self._names.get(session.name) == session.session_id:
             del self._names[session.name]

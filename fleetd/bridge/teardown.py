@@ -124,8 +124,9 @@ class Teardown:
         self._revoke(session.session_id)
         session.lost = lost
         session.released_cause = cause.value
-        session.apply(SessionEvent.RELEASE, self._clock.now())
-        self._roster.retire(session)
+        now = self._clock.now()
+        session.apply(SessionEvent.RELEASE, now)
+        self._roster.retire(session, now)
         self._tasks.forget_target(session.session_id)
         record_teardown(session, roster=self._roster, tasks=self._tasks)
         return outcome

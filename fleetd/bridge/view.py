@@ -64,13 +64,15 @@ class BridgeView:
 
     def row_inputs(self, session_id: str, *, pending: bool) -> tuple[object, ...]:
         """What a member's row reads of the bridge beside its session and member view: its live
-        status, its open turn's revision and that ticket's delivery, and (``pending``: the view
-        counts some) its pending tickets. Equal inputs, equal row (the fleet body's stamp)."""
+        status, what the row shows of its open turn and that ticket's delivery, and (``pending``:
+        the view counts some) its pending tickets. Equal inputs, equal row (the fleet body's
+        stamp)."""
         turn = self.roster.inflight.get(session_id)
         inputs: tuple[object, ...] = (self.roster.live_status.get(session_id),)
         if turn is not None:
             ticket = self.tasks.get(turn.token.ticket_id)
-            inputs += (turn.revision, ticket.delivery if ticket is not None else None)
+            shown = (turn.token, turn.delivered_at, turn.saw_working, turn.baseline)
+            inputs += (*shown, ticket.delivery if ticket is not None else None)
         if pending:
             inputs += tuple(t.ticket_id for t in self.tasks.pending_for(session_id))
         return inputs

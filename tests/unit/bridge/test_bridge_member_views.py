@@ -23,10 +23,12 @@ from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import Retention, TaskBook
-from fleetd.bridge.turns import InFlightTurn, RepairLedger, TurnToken
+from fleetd.bridge.turn_machine import RepairAnswered, StatusSighted
+from fleetd.bridge.turns import TurnToken
 from fleetd.health.snapshot import MemberView
 from fleetd.herdr.model import AgentStatus
 from fleetd.testing import TestFleet, build_test_fleet
+from tests.unit.bridge.turn_values import open_turn
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -83,17 +85,13 @@ def _same(before: list[MemberView], after: list[MemberView]) -> list[bool]:
             owner="lead",
             created_at=T0,
         ),
-        InFlightTurn(
-            token=TurnToken(token_id="k", session_id="s", ticket_id="t", turn=1), delivered_at=T0
-        ),
-        RepairLedger(),
     ],
-    ids=["session", "open turn", "repair ledger"],
+    ids=["session"],
 )
 def test_every_assignment_to_a_revised_record_renews_its_revision(record: Any) -> None:
-    """No field of a session, open turn or repair ledger can change without a new stamp."""
-    other = RepairLedger()
-    seen = {record.revision, other.revision}
+    """No field of a session can change without a new stamp (an open turn and its repair
+    ledger are frozen values: they cannot change at all, only be replaced by the turn machine)."""
+    seen = {record.revision}
     for field in dataclasses.fields(record):
         before = record.revision
         setattr(record, field.name, getattr(record, field.name))
@@ -147,7 +145,8 @@ async def test_each_change_the_bridge_makes_rebuilds_only_that_member(
     after = read(fleet)
 
     turn = fleet.bridge.roster.inflight[sid]
-    turn.repair.attempts, turn.repair.last = 1, "unchanged"  # repair answered for the token
+    answered = RepairAnswered("refused_unchanged", "unchanged", retryable=True)
+    fleet.bridge.roster.inflight.step(turn.token, answered, fleet.clock.now())  # repair answered
     views, after = after, read(fleet)
     assert _same(views, after) == [True, False]
     assert after[1].turn is not None
@@ -268,11 +267,12 @@ def test_the_tick_reads_again_only_the_members_the_roster_marked() -> None:
     ticket = tasks.accept(target="s2", owner="lead", prompt="p", now=T0, nonce="n")
     assert again() == [True, True, False, True]
     token = TurnToken(token_id="k", session_id="s2", ticket_id=ticket.ticket_id, turn=1)
-    roster.inflight["s2"] = turn = InFlightTurn(token=token, delivered_at=T0)
+    open_turn(roster, token, T0)
     assert again() == [True, True, False, True]
-    turn.repair = ledger = RepairLedger()  # a new ledger in the turn's place reports too
-    assert again() == [True, True, False, True]
-    ledger.attempts, ledger.last = 1, "unchanged"
+    roster.inflight.step(token, StatusSighted(AgentStatus.IDLE, 3), T0)  # the watch only: no mark
+    assert again() == [True] * 4
+    answered = RepairAnswered("refused_unchanged", "unchanged", retryable=True)
+    roster.inflight.step(token, answered, T0)  # a new ledger in the turn's place is marked
     assert again() == [True, True, False, True]
     assert first[2].turn is not None
     assert first[2].turn.repair is not None
@@ -285,11 +285,11 @@ def test_the_tick_reads_again_only_the_members_the_roster_marked() -> None:
     assert again() == [True] * 4
     tasks.cancel(ticket.ticket_id, reason="test", now=T0)
     assert again() == [True, True, False, True]
-    del roster.inflight["s2"]
+    roster.inflight.close("s2", "test", T0)
     assert again() == [True, True, False, True]
-    roster.inflight["s0"] = InFlightTurn(token=token, delivered_at=T0)
+    open_turn(roster, dataclasses.replace(token, session_id="s0"), T0)
     assert again() == [False, True, True, True]
-    roster.inflight.pop("s0")
+    roster.inflight.close("s0", "test", T0)
     assert again() == [False, True, True, True]
     assert again() == [True] * 4
 
@@ -318,7 +318,8 @@ def test_the_tick_reads_every_member_when_the_sessions_or_the_marks_are_not_the_
 
 def test_a_send_queue_and_the_open_turns_refuse_changes_they_would_not_report() -> None:
     """A send queue and the open-turn map refuse the mutations that would bypass the change
-    marks."""
+    marks: an open turn is put only by ``open`` (one per member) and changed or dropped only by
+    the turn machine's ``step``."""
     roster = Roster()
     roster.add(_session(0))
     queue = roster.queues["s0"]
@@ -331,6 +332,16 @@ def test_a_send_queue_and_the_open_turns_refuse_changes_they_would_not_report() 
         roster.inflight.clear()
     with pytest.raises(TypeError):
         roster.inflight.update({})
+    token = TurnToken(token_id="k", session_id="s0", ticket_id="t", turn=1)
+    turn = open_turn(roster, token, T0)
+    with pytest.raises(TypeError):
+        roster.inflight["s0"] = turn
+    with pytest.raises(TypeError):
+        del roster.inflight["s0"]
+    with pytest.raises(TypeError):
+        roster.inflight.pop("s0")
+    with pytest.raises(ValueError, match="cannot be opened"):
+        roster.inflight.open(turn)  # one open turn per member
 
 
 def test_marks_that_no_other_change_stands_in_for() -> None:
@@ -351,7 +362,7 @@ def test_marks_that_no_other_change_stands_in_for() -> None:
 
     ticket = tasks.accept(target="s0", owner="lead", prompt="p", now=T0, nonce="a")
     token = TurnToken(token_id="k", session_id="s0", ticket_id=ticket.ticket_id, turn=1)
-    roster.inflight["s0"] = InFlightTurn(token=token, delivered_at=T0 + timedelta(minutes=1))
+    open_turn(roster, token, T0 + timedelta(minutes=1))
     tasks.cancel(ticket.ticket_id, reason="test", now=T0)
     roster.queues["s1"].append(ticket)
     roster.queues["s2"].append(ticket)
@@ -362,7 +373,7 @@ def test_marks_that_no_other_change_stands_in_for() -> None:
     later = tasks.accept(target="s2", owner="lead", prompt="p", now=T0, nonce="b")
     tasks.cancel(later.ticket_id, reason="test", now=T0)  # the ended ticket of s0 is forgotten
     assert tasks.get(ticket.ticket_id) is None
-    roster.retire(roster.sessions["s2"])  # retired with a send still queued
+    roster.retire(roster.sessions["s2"], T0)  # retired with a send still queued
     after = read()
     assert after[0].turn is not None
     assert before[0].turn is not None

@@ -34,6 +34,7 @@ from tests.unit.bridge.repair_fleet import (
     only_repair_calls,
     repair_fleet,
 )
+from tests.unit.bridge.turn_values import drop_capture
 
 R = RepairResult
 TOOLS_ONLY = "\n".join(
@@ -133,7 +134,7 @@ async def test_already_resolved_on_the_same_turn_moves_it_from_busy_to_done(
 async def test_refused_no_capture_reads_nothing_and_never_retries(fleet: TestFleet) -> None:
     """Without a capture of this very turn there is no evidence: refused for good."""
     lost = await lost_turn(fleet)
-    fleet.bridge.roster.inflight[lost.session.session_id].baseline = None
+    drop_capture(fleet.bridge.roster, lost.session.session_id, fleet.clock.now())
     await lost.finish_unseen(claude_screen("two", "Second answer."))
     mark = len(fleet.control.calls)
     outcome = await lost.reconcile()
@@ -448,7 +449,7 @@ async def test_the_observed_fallback_marks_text_equal_to_its_baseline(fleet: Tes
 async def test_the_observed_fallback_stays_fail_open_without_a_baseline(fleet: TestFleet) -> None:
     """No capture and an unreadable pane: a trusted boundary still resolves, marked unreadable."""
     lost = await lost_turn(fleet)
-    fleet.bridge.roster.inflight[lost.session.session_id].baseline = None
+    drop_capture(fleet.bridge.roster, lost.session.session_id, fleet.clock.now())
     lost.status(AgentStatus.WORKING)
     await fleet.poll()
     lost.status(AgentStatus.DONE)

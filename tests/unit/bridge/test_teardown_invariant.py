@@ -22,10 +22,11 @@ from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import Ticket
 from fleetd.bridge.teardown_check import TeardownInvariant, check_teardown
-from fleetd.bridge.turns import InFlightTurn, TurnToken
+from fleetd.bridge.turns import TurnToken
 from fleetd.health.settings import TEARDOWN_GRACE
 from fleetd.health.states import MemberState
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
+from tests.unit.bridge.turn_values import open_turn
 
 TI = TeardownInvariant
 
@@ -68,9 +69,8 @@ def _open_a_turn(bridge: Bridge, session: Session) -> None:
     token = TurnToken(
         token_id="turn-late", session_id=session.session_id, ticket_id="t-late", turn=9
     )
-    bridge.roster.inflight[session.session_id] = InFlightTurn(
-        token=token, delivered_at=bridge.clock.now()
-    )
+    bridge.roster.inflight.close(session.session_id, "test", bridge.clock.now())
+    open_turn(bridge.roster, token, bridge.clock.now())
 
 
 def _mark_delivered(bridge: Bridge, session: Session) -> None:
@@ -164,8 +164,8 @@ async def test_a_broken_release_is_recorded_on_the_session_when_it_ends(fleet: T
         sid = session.session_id
         queued = list(bridge.roster.queues[sid])
         bridge.roster.gates.add(sid)
-        bridge.roster.inflight.pop(sid, None)
         now = fleet.clock.now()
+        bridge.roster.inflight.close(sid, "test", now)
         return [
             ticket
             for ticket in bridge.tasks.pending_for(sid)
