@@ -1,0 +1,165 @@
+"""Routing across hosts (issue 24): two fleetd instances, as ``fleetd serve`` composes them, on
+one PostgreSQL journal and one shared inbox broker. Host ``b``'s only lead dies; host ``a``'s
+healthy lead — read from ``a``'s published summary on ``b``'s ``instances`` loop — receives the
+incident record in its own inbox, while ``b`` keeps owning the incident (its journal row) and
+every instance sees the assignment. A healthy lead on ``b`` itself wins; a lead of an instance
+that stopped renewing is never picked (a person is told instead)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetd.herdr.model import AgentStatus
+from fleetd.inbox.memory import InMemoryInbox
+from fleetd.inbox.records import InboxRecord, MessageKind
+from fleetd.journal.values import StoredIncident
+from fleetd.testing import TestFleet
+from tests.integration.hook_server import HookServer
+from tests.integration.test_instances_fleet import INTERVAL, instance_fleet, pages
+
+pytest_plugins = ["tests.contract.journal_fixtures"]
+pytestmark = pytest.mark.postgres
+
+
+def host(
+    root: Path, name: str, journal_url: str, hook_url: str, *, inbox: InMemoryInbox, lead: int
+) -> TestFleet:
+    """An instance serving the sample's lead number ``lead``, publishing to the shared ``inbox``."""
+    return instance_fleet(root / name, name, journal_url, hook_url, lead=lead, inbox=inbox)
+
+
+async def step(*fleets: TestFleet) -> None:
+    """One snapshot interval on every host: clocks move together, each renews its row (and reads
+    the others'), then each takes a health tick and sends what its webhook leg holds."""
+    for fleet in fleets:
+        fleet.clock.advance(INTERVAL)
+        await fleet.service.scheduler.run_once("instances")
+    for fleet in fleets:
+        await fleet.service.health.tick()
+        await fleet.service.scheduler.run_once("webhook")
+
+
+async def about(fleet: TestFleet, lead: str) -> StoredIncident:
+    """The open incident the journal holds about ``lead`` (read through ``fleet``'s journal)."""
+    journal = fleet.service.health.journal
+    assert journal is not None
+    [stored] = [s for s in (await journal.load_open()).open_incidents if s.incident.subject == lead]
+    return stored
+
+
+async def health_records(inbox: InMemoryInbox, key: str) -> list[InboxRecord]:
+    return [r for r in await inbox.collect(key) if r.kind is MessageKind.HEALTH]
+
+
+async def test_a_dead_lead_on_one_host_hands_its_incident_to_the_healthy_lead_of_another(
+    tmp_path: Path, journal_pg_url: str
+) -> None:
+    """``b``'s only lead (``lead-b``) is gone; ``a``'s ``lead`` is healthy. The LEAD_UNREACHABLE
+    incident ``b`` opens goes to ``lead`` (peer_lead_incident, on behalf of ``lead-b``), its
+    record in ``lead``'s inbox on the shared broker; ``b`` owns the incident row, ``a`` reads
+    the same assignment, and no person is paged."""
+    inbox = InMemoryInbox()
+    async with HookServer() as server:
+        a = host(tmp_path, "a", journal_pg_url, server.url, inbox=inbox, lead=0)
+        b = host(tmp_path, "b", journal_pg_url, server.url, inbox=inbox, lead=1)
+        try:
+            for fleet in (a, b):
+                await fleet.service.own_lead_keys()
+            await step(a, b)
+            await step(a, b)  # a's summary now carries its lead's health; b has read it
+            assert [lead.name for lead in b.service.instances.peers.leads()] == ["lead"]
+            b.control.remove("lead-b")
+            for _ in range(3):
+                await step(a, b)
+            stored = await about(a, "lead-b")  # read through a's journal: visible to all
+            assert stored.instance == "b"
+            incident = stored.incident
+            assert (incident.recipient_lead, incident.routing_reason) == (
+                "lead",
+                "peer_lead_incident",
+            )
+            assert incident.assignment is not None
+            assert incident.assignment.on_behalf_of == "lead-b"
+            [record] = await health_records(inbox, "lead")
+            assert record.recipient_lead == "lead"
+            assert record.msg_id.startswith(f"health-{incident.id}-r1-")
+            assert record.subject_terminal == "lead-b"
+            assert dict(record.evidence or {})["onBehalfOf"] == "lead-b"
+            assert await health_records(inbox, "lead-b") == []
+            assert pages(server) == []
+        finally:
+            for fleet in (a, b):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
+async def test_a_healthy_lead_on_the_same_host_wins_over_a_remote_one(
+    tmp_path: Path, journal_pg_url: str
+) -> None:
+    """``b`` serves ``lead-b`` and ``lead-c``; ``lead-b`` dies. Its incident goes to ``lead-c``
+    on ``b`` itself, never to ``a``'s ``lead``, whose inbox stays empty."""
+    inbox = InMemoryInbox()
+    async with HookServer() as server:
+        a = host(tmp_path, "a", journal_pg_url, server.url, inbox=inbox, lead=0)
+        b = instance_fleet(
+            tmp_path / "b",
+            "b",
+            journal_pg_url,
+            server.url,
+            lead=1,
+            inbox=inbox,
+            extra_lead="lead-c",
+        )
+        b.control.add_agent("lead-c", kind="codex", status=AgentStatus.IDLE)
+        try:
+            for fleet in (a, b):
+                await fleet.service.own_lead_keys()
+            await step(a, b)
+            await step(a, b)
+            assert [lead.name for lead in b.service.instances.peers.leads()] == ["lead"]
+            b.control.remove("lead-b")
+            for _ in range(3):
+                await step(a, b)
+            incident = (await about(b, "lead-b")).incident
+            assert incident.recipient_lead == "lead-c"
+            assert await health_records(inbox, "lead") == []
+            [record] = await health_records(inbox, "lead-c")
+            assert record.msg_id.startswith(f"health-{incident.id}-")
+        finally:
+            for fleet in (a, b):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
+async def test_a_lead_of_a_down_instance_is_never_picked(
+    tmp_path: Path, journal_pg_url: str
+) -> None:
+    """``a`` published a healthy ``lead`` and then stopped renewing. When ``b``'s only lead
+    dies more than two intervals later, ``a``'s lead is not a candidate: a person is told."""
+    inbox = InMemoryInbox()
+    async with HookServer() as server:
+        a = host(tmp_path, "a", journal_pg_url, server.url, inbox=inbox, lead=0)
+        b = host(tmp_path, "b", journal_pg_url, server.url, inbox=inbox, lead=1)
+        try:
+            for fleet in (a, b):
+                await fleet.service.own_lead_keys()
+            await step(a, b)
+            await step(a, b)
+            assert [lead.name for lead in b.service.instances.peers.leads()] == ["lead"]
+            for _ in range(3):  # a is silent: down past two intervals before anything dies
+                b.clock.advance(INTERVAL)
+                await b.service.scheduler.run_once("instances")
+            assert b.service.instances.peers.leads() == ()
+            b.control.remove("lead-b")
+            for _ in range(3):
+                await step(b)
+            incident = (await about(b, "lead-b")).incident
+            assert (incident.recipient_lead, incident.routing_reason) == (
+                None,
+                "human_no_healthy_lead",
+            )
+            assert await health_records(inbox, "lead") == []
+            assert ("open", "lead-b") in [(kind, subject) for kind, subject, _ in pages(server)]
+        finally:
+            for fleet in (a, b):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
