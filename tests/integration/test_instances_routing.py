@@ -1,23 +1,36 @@
 """Routing across hosts (issue 24): two fleetd instances, as ``fleetd serve`` composes them, on
-one PostgreSQL journal and one shared inbox broker. Host ``b``'s only lead dies; host ``a``'s
+one PostgreSQL journal and one shared inbox broker (an in-memory one shared by both, and the
+local RabbitMQ with a connection per instance). Host ``b``'s only lead dies; host ``a``'s
 healthy lead — read from ``a``'s published summary on ``b``'s ``instances`` loop — receives the
 incident record in its own inbox, while ``b`` keeps owning the incident (its journal row) and
 every instance sees the assignment. A healthy lead on ``b`` itself wins; a lead of an instance
-that stopped renewing is never picked (a person is told instead)."""
+that stopped renewing is never picked (a person is told instead). On RabbitMQ the receiving
+instance's push loop nudges its lead and the lead's ``fleet_poll`` returns the record."""
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from pathlib import Path
+from typing import Any
 
+import aio_pika
 import pytest
 
 from fleetd.herdr.model import AgentStatus
+from fleetd.identity import Caller, Role
+from fleetd.inbox.amqp import AmqpInbox
+from fleetd.inbox.codec import quarantine_queue_name, queue_name
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
+from fleetd.journal.sql import SqlJournal
 from fleetd.journal.values import StoredIncident
-from fleetd.testing import TestFleet
+from fleetd.testing import TestFleet, build_test_fleet, sample_document
 from tests.integration.hook_server import HookServer
+from tests.integration.test_bridge_amqp_inbox import AMQP_URL
 from tests.integration.test_instances_fleet import INTERVAL, instance_fleet, pages
+from tests.integration.test_notify_sink_fleet import SECRET
 
 pytest_plugins = ["tests.contract.journal_fixtures"]
 pytestmark = pytest.mark.postgres
@@ -163,3 +176,84 @@ async def test_a_lead_of_a_down_instance_is_never_picked(
         finally:
             for fleet in (a, b):
                 await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def rabbitmq() -> str:
+    """The local RabbitMQ's URL; CI fails without it, elsewhere the test is skipped."""
+    try:
+        socket.create_connection(("127.0.0.1", 5672), timeout=1.0).close()
+    except OSError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("RabbitMQ is not reachable on 127.0.0.1:5672; CI needs it")
+        pytest.skip("RabbitMQ is not reachable on 127.0.0.1:5672")
+    return AMQP_URL
+
+
+def amqp_host(
+    root: Path, name: str, journal_url: str, hook_url: str, *, url: str, lead: str
+) -> TestFleet:
+    """An instance serving one lead named ``lead`` (unique: the broker is shared with other
+    tests), its inbox on the RabbitMQ at ``url``."""
+    (root / name).mkdir(parents=True, exist_ok=True)
+    document: dict[str, Any] = sample_document(root / name)
+    document["instance"] = name
+    document["leads"] = [{"name": lead, "agent": lead, "tokenEnv": "T_LEAD"}]
+    document["journal"] = {"url": journal_url}
+    document["health"] = {
+        "enabled": True,
+        "snapshotIntervalSeconds": INTERVAL,
+        "notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_KEY"},
+    }
+    fleet = build_test_fleet(
+        root / name,
+        document=document,
+        environ={"HOOK_URL": hook_url, "HOOK_KEY": SECRET},
+        journal=SqlJournal(journal_url),
+        inbox=AmqpInbox(url),
+    )
+    fleet.control.add_agent(lead, kind="claude", status=AgentStatus.IDLE)
+    return fleet
+
+
+@pytest.mark.amqp
+async def test_the_record_crosses_hosts_on_the_shared_rabbitmq_and_its_lead_is_nudged(
+    tmp_path: Path, journal_pg_url: str, rabbitmq: str
+) -> None:
+    """Each instance with its own connection to the local RabbitMQ: ``b``'s dead lead's record
+    is published by ``b`` to ``a``'s lead's queue; ``a``'s push loop sees it there and nudges
+    its lead, and the lead's ``fleet_poll`` on ``a`` returns it."""
+    tag = uuid.uuid4().hex[:10]
+    lead_a, lead_b = f"la{tag}", f"lb{tag}"
+    async with HookServer() as server:
+        a = amqp_host(tmp_path, "a", journal_pg_url, server.url, url=rabbitmq, lead=lead_a)
+        b = amqp_host(tmp_path, "b", journal_pg_url, server.url, url=rabbitmq, lead=lead_b)
+        try:
+            for fleet in (a, b):
+                await fleet.service.own_lead_keys()
+            await step(a, b)
+            await step(a, b)
+            b.control.remove(lead_b)
+            for _ in range(3):
+                await step(a, b)
+            incident = (await about(b, lead_b)).incident
+            assert incident.recipient_lead == lead_a
+            await b.service.push.push_once()  # b's outbox has flushed: nothing held for a's lead
+            assert b.service.bridge.unpublished == []
+            await a.service.push.push_once()
+            nudges = [c for c in a.control.calls_to("prompt") if c.args["target"] == lead_a]
+            assert len(nudges) == 1
+            polled = await a.ok("fleet_poll", Caller(role=Role.LEAD, name=lead_a))
+            [message] = [m for m in polled["messages"] if m["kind"] == "health"]
+            assert (message["state"], message["target"]) == ("LEAD_UNREACHABLE", lead_b)
+            assert pages(server) == []
+        finally:
+            for fleet in (a, b):
+                await fleet.inbox.close()
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
+            raw = await aio_pika.connect_robust(rabbitmq)
+            async with raw.channel() as channel:
+                for lead in (lead_a, lead_b):
+                    for queue in (queue_name(lead), quarantine_queue_name(lead)):
+                        await channel.queue_delete(queue)
+            await raw.close()
