@@ -18,6 +18,7 @@ from typing import Any
 import aio_pika
 import pytest
 
+from fleetd.errors import JournalError
 from fleetd.herdr.model import AgentStatus
 from fleetd.identity import Caller, Role
 from fleetd.inbox.amqp import AmqpInbox
@@ -173,6 +174,48 @@ async def test_a_lead_of_a_down_instance_is_never_picked(
             )
             assert await health_records(inbox, "lead") == []
             assert ("open", "lead-b") in [(kind, subject) for kind, subject, _ in pages(server)]
+        finally:
+            for fleet in (a, b):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
+async def test_a_failed_summary_read_stalls_nothing_and_adds_no_candidate(
+    tmp_path: Path, journal_pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``b`` read ``a``'s lead once; then every read of the summaries fails. ``b``'s loops go
+    on (each pass renews, each tick routes) and keeps the values it read, which age out: when
+    ``b``'s lead dies more than two intervals later, a person is told, ``a``'s lead is not."""
+    inbox = InMemoryInbox()
+    async with HookServer() as server:
+        a = host(tmp_path, "a", journal_pg_url, server.url, inbox=inbox, lead=0)
+        b = host(tmp_path, "b", journal_pg_url, server.url, inbox=inbox, lead=1)
+        try:
+            for fleet in (a, b):
+                await fleet.service.own_lead_keys()
+            await step(a, b)
+            await step(a, b)
+            kept = b.service.instances.peers.leads()
+            assert [lead.name for lead in kept] == ["lead"]
+
+            async def refused(names: object) -> dict[str, str]:
+                raise JournalError("instance_summaries: injected outage")
+
+            journal = b.service.instances.journal
+            monkeypatch.setattr(journal, "instance_summaries", refused)
+            for _ in range(3):  # past two intervals since the read that worked
+                await step(a, b)
+            b.control.remove("lead-b")
+            for _ in range(3):
+                await step(a, b)
+            assert b.service.instances.peers.leads() == kept  # kept as read, aged by its renewal
+            rows = await journal.instances(summaries=False)
+            assert max(r.last_seen for r in rows if r.instance == "b") == b.clock.now()
+            incident = (await about(b, "lead-b")).incident
+            assert (incident.recipient_lead, incident.routing_reason) == (
+                None,
+                "human_no_healthy_lead",
+            )
+            assert await health_records(inbox, "lead") == []
         finally:
             for fleet in (a, b):
                 await fleet.service.health.journal.close()  # type: ignore[union-attr]
