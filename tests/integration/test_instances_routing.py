@@ -198,7 +198,7 @@ async def test_a_failed_summary_read_stalls_nothing_and_adds_no_candidate(
             assert [lead.name for lead in kept] == ["lead"]
 
             async def refused(names: object) -> dict[str, str]:
-                raise JournalError("instance_summaries: injected outage")
+                raise JournalError("instance_summaries", "timeout")
 
             journal = b.service.instances.journal
             monkeypatch.setattr(journal, "instance_summaries", refused)
