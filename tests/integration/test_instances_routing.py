@@ -30,7 +30,7 @@ from fleetd.journal.values import StoredIncident
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
 from tests.integration.hook_server import HookServer
 from tests.integration.test_bridge_amqp_inbox import AMQP_URL
-from tests.integration.test_instances_fleet import INTERVAL, instance_fleet, pages
+from tests.integration.test_instances_fleet import INTERVAL, fleet_all, instance_fleet, pages
 from tests.integration.test_notify_sink_fleet import SECRET
 
 pytest_plugins = ["tests.contract.journal_fixtures"]
@@ -73,7 +73,8 @@ async def test_a_dead_lead_on_one_host_hands_its_incident_to_the_healthy_lead_of
     """``b``'s only lead (``lead-b``) is gone; ``a``'s ``lead`` is healthy. The LEAD_UNREACHABLE
     incident ``b`` opens goes to ``lead`` (peer_lead_incident, on behalf of ``lead-b``), its
     record in ``lead``'s inbox on the shared broker; ``b`` owns the incident row, ``a`` reads
-    the same assignment, and no person is paged."""
+    the same assignment (in the journal, and in ``b``'s part of ``scope=all``), and no person
+    is paged."""
     inbox = InMemoryInbox()
     async with HookServer() as server:
         a = host(tmp_path, "a", journal_pg_url, server.url, inbox=inbox, lead=0)
@@ -103,6 +104,13 @@ async def test_a_dead_lead_on_one_host_hands_its_incident_to_the_healthy_lead_of
             assert dict(record.evidence or {})["onBehalfOf"] == "lead-b"
             assert await health_records(inbox, "lead-b") == []
             assert pages(server) == []
+            await step(a, b)  # b publishes its summary with the routed incident; a answers
+            [_, part_b] = (await fleet_all(a))["instances"]
+            [shown] = [i for i in part_b["summary"]["incidents"] if i["subject"] == "lead-b"]
+            assert (shown["recipient"], shown["routing"]["reason"]) == (
+                "lead",
+                "peer_lead_incident",
+            )
         finally:
             for fleet in (a, b):
                 await fleet.service.health.journal.close()  # type: ignore[union-attr]
