@@ -104,6 +104,7 @@ async def test_a_dead_lead_on_one_host_hands_its_incident_to_the_healthy_lead_of
             assert dict(record.evidence or {})["onBehalfOf"] == "lead-b"
             assert await health_records(inbox, "lead-b") == []
             assert pages(server) == []
+            assert b.service.push.covering == {}  # a's lead is pushed by a, not armed on b
             await step(a, b)  # b publishes its summary with the routed incident; a answers
             [_, part_b] = (await fleet_all(a))["instances"]
             [shown] = [i for i in part_b["summary"]["incidents"] if i["subject"] == "lead-b"]
