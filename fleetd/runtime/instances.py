@@ -214,6 +214,17 @@ class InstanceWatch:
                 ", ".join(others[:5]),
             )
 
+    async def read_peers(self, now: datetime) -> None:
+        """Read the other live instances' leads now, without renewing (at start, before the
+        first tick); a journal that fails leaves them to the first pass."""
+        if not self.shared:
+            return
+        try:
+            self.rows = await self.journal.instances(summaries=False)
+            self.peers.kept = await self._remote(self.instance, now)
+        except JournalError as exc:
+            _log.info("the other instances' leads not read at start (%s); next pass again", exc)
+
     async def _remote(self, me: str, now: datetime) -> tuple[RemoteLead, ...]:
         """The leads of the other instances live at ``now``, from their last summaries."""
         interval = self.settings().health.snapshot_interval

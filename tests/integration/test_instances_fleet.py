@@ -18,6 +18,7 @@ import pytest
 
 from fleetd.api.app import create_app
 from fleetd.health.states import Scope
+from fleetd.herdr.fake import FakeAgentControl
 from fleetd.identity import Caller, Role
 from fleetd.inbox.port import ReplyInbox
 from fleetd.journal.sql import SqlJournal
@@ -41,11 +42,12 @@ def instance_fleet(
     lead: int = 0,
     inbox: ReplyInbox | None = None,
     extra_lead: str | None = None,
+    control: FakeAgentControl | None = None,
 ) -> TestFleet:
     """A fleet named ``name`` whose journal is ``journal_url``, paging ``hook_url``, with the
     sample's lead number ``lead`` (instances on several hosts serve different leads), and
     ``extra_lead`` (its agent of the same name) beside it; ``inbox``: a broker shared with
-    other instances."""
+    other instances; ``control``: the herdr of an earlier fleet on ``root`` (a restart)."""
     root.mkdir(parents=True, exist_ok=True)
     document: dict[str, Any] = sample_document(root)
     document["instance"] = name
@@ -60,7 +62,9 @@ def instance_fleet(
     }
     env = {"HOOK_URL": hook_url, "HOOK_KEY": SECRET, "T_EXTRA": "extra-lead-token-0123456789"}
     journal = SqlJournal(journal_url)
-    return build_test_fleet(root, document=document, environ=env, journal=journal, inbox=inbox)
+    return build_test_fleet(
+        root, document=document, environ=env, journal=journal, inbox=inbox, control=control
+    )
 
 
 async def renew(*fleets: TestFleet, seconds: int = 0) -> None:

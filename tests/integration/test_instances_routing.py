@@ -117,6 +117,53 @@ async def test_a_dead_lead_on_one_host_hands_its_incident_to_the_healthy_lead_of
                 await fleet.service.health.journal.close()  # type: ignore[union-attr]
 
 
+async def test_a_restarted_owner_keeps_its_incident_on_the_remote_lead(
+    tmp_path: Path, journal_pg_url: str
+) -> None:
+    """``b``'s dead lead's incident is held by ``a``'s ``lead``; ``b`` restarts. Before its
+    first tick it reads the other instances' leads (its resumed incident is held by one of
+    them), so that tick keeps the assignment: same generation, no new record, no page."""
+    inbox = InMemoryInbox()
+    async with HookServer() as server:
+        a = host(tmp_path, "a", journal_pg_url, server.url, inbox=inbox, lead=0)
+        b = host(tmp_path, "b", journal_pg_url, server.url, inbox=inbox, lead=1)
+        again: TestFleet | None = None
+        try:
+            for fleet in (a, b):
+                await fleet.service.own_lead_keys()
+            await step(a, b)
+            await step(a, b)
+            b.control.remove("lead-b")
+            for _ in range(3):
+                await step(a, b)
+            before = (await about(b, "lead-b")).incident
+            assert (before.recipient_lead, before.routing_generation) == ("lead", 1)
+            assert len(await health_records(inbox, "lead")) == 1
+
+            again = instance_fleet(
+                tmp_path / "b",
+                "b",
+                journal_pg_url,
+                server.url,
+                lead=1,
+                inbox=inbox,
+                control=b.control,
+            )
+            again.clock.advance((b.clock.now() - again.clock.now()).total_seconds())
+            await again.service.own_lead_keys()
+            assert await again.service.resume_health() == 1
+            assert [lead.name for lead in again.service.instances.peers.leads()] == ["lead"]
+            await again.service.health.tick()
+            await again.service.scheduler.run_once("webhook")
+            after = (await about(a, "lead-b")).incident
+            assert (after.recipient_lead, after.routing_generation) == ("lead", 1)
+            assert await health_records(inbox, "lead") == []
+            assert pages(server) == []
+        finally:
+            for fleet in (a, b, *([again] if again is not None else [])):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
 async def test_a_healthy_lead_on_the_same_host_wins_over_a_remote_one(
     tmp_path: Path, journal_pg_url: str
 ) -> None:
