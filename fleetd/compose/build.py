@@ -46,7 +46,7 @@ from fleetd.runtime.fleet_all import FleetAcross
 from fleetd.runtime.fleet_summary import summarize
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
-from fleetd.runtime.instances import InstanceWatch
+from fleetd.runtime.instances import InstanceWatch, RemotePeers
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -104,8 +104,12 @@ def build_service(
     observed = control or herdr_control(config, environ, clock)
     observed.observe(LinkObserver(clock=clock, state=link, metrics=metrics, agents=agents))
     inbox = inbox or inbox_from(settings, clock=clock, metrics=metrics)
+    remote = RemotePeers()  # the leads other instances publish: filled by the instances loop
     lead_inboxes = LeadInboxRegistry(
-        inbox, lambda: [lead.name for lead in config.current.leads], clock=clock
+        inbox,
+        lambda: [lead.name for lead in config.current.leads],
+        clock=clock,
+        remote_leads=remote.names,
     )
     runs = Runs()
     authenticator = Authenticator(
@@ -155,6 +159,7 @@ def build_service(
         metrics=metrics,
         journal=journal,
         journal_watch=journal_watch,
+        remote_leads=remote.leads,
     )
     escalation = health.escalation
     assert escalation is not None  # built with the journal above
@@ -198,6 +203,7 @@ def build_service(
         run=runs.current,
         started_at=clock.now(),
         summary=published_summary(views, lambda: instance_name(config.current)),
+        peers=remote,
     )
     service = Fleetd(
         config=config,

@@ -101,9 +101,21 @@ class Fleetd:
         except FleetdError as exc:
             _log.warning("herdr does not answer yet: %s", exc)
         await self.observe_herdr()
-        await self.health.resume()
+        await self.resume_health()
         self.scheduler.start()
         self.started = True
+
+    async def resume_health(self) -> int:
+        """Carry on from the incidents the journal kept open for this instance; returns how
+        many. If one is held by a lead of another instance (routing across hosts), the other
+        instances' leads are read first, so that the first tick finds its recipient and keeps
+        it pinned instead of routing it afresh (one read, with the journal's deadline)."""
+        resumed = await self.health.resume()
+        local = {lead.name for lead in self.config.current.leads}
+        held = {i.recipient_lead for i in self.health.state.open_incidents()} - {None}
+        if held - local:
+            await self.instances.read_peers(self.clock.now())
+        return resumed
 
     async def restore(self) -> None:
         """Take back the members, tokens, tickets and open turns the state store holds."""

@@ -46,6 +46,7 @@ from fleetd.health.evidence import HealthState, LeadEvidence, MemberEvidence
 from fleetd.health.floors import TWO_SNAPSHOTS
 from fleetd.health.inboxes import step_inboxes
 from fleetd.health.incidents import Incident, IncidentBook, IncidentKey, ResolveReason
+from fleetd.health.instances import instance_is_down
 from fleetd.health.leads import retained_view, step_lead, step_lead_blind
 from fleetd.health.link import LINK_SUBJECT, step_link
 from fleetd.health.member_index import MemberIndex
@@ -187,14 +188,19 @@ def _retire(tick: Tick, lead: LeadEvidence) -> None:
 
 def _route(tick: Tick, leads: Mapping[str, LeadEvidence], snapshot: FleetSnapshot) -> None:
     """Assign the tick's open incidents; open and update effects then carry them as routed.
-    Publication has failed once a refused health record waited two snapshot intervals."""
+    Publication has failed once a refused health record waited two snapshot intervals. The
+    leads of another instance are peers only while that instance is live at ``tick.now``."""
     since = snapshot.unpublished_since
-    failed = (
-        since is not None and tick.now - since >= TWO_SNAPSHOTS * snapshot.config.snapshot_interval
-    )
+    interval = snapshot.config.snapshot_interval
+    failed = since is not None and tick.now - since >= TWO_SNAPSHOTS * interval
     routing = route(
         tick.book.open.values(),
         [lead_facts(e) for e in leads.values()],
+        remote=[
+            lead
+            for lead in snapshot.remote_leads
+            if not instance_is_down(lead.last_seen, now=tick.now, interval=interval)
+        ],
         publication_failed=failed,
     )
     if not routing.routed:

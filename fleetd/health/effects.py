@@ -88,6 +88,8 @@ class PublishHealthRecord:
     ``on_behalf_of`` and the recipient's own ``fleet_poll`` call. ``recipient_terminal`` is the
     recipient's herdr terminal id when known. ``generation`` is the routing generation: a record
     of an older generation of the same incident is superseded (:class:`SupersedeAssignment`).
+    ``recipient_instance`` names the other fleetd instance that serves the recipient (a lead on
+    another host, whose own instance pushes it), ``None`` for a lead of this instance.
     """
 
     recipient_lead: str
@@ -96,6 +98,7 @@ class PublishHealthRecord:
     reason: RoutingReason
     on_behalf_of: str | None = None
     recipient_terminal: str | None = None
+    recipient_instance: str | None = None
 
 
 @fact  # one per routed incident: a routing pass may make a thousand

@@ -50,6 +50,21 @@ routing generation goes up by one, a :class:`~fleetd.health.effects.SupersedeAss
 the previous recipient, and a :class:`~fleetd.health.effects.PublishHealthRecord` (under the new
 recipient's inbox key) or :class:`~fleetd.health.effects.RouteToHuman` follows. Every generation
 has exactly one recipient.
+
+**Leads on other hosts** (issue 24). Several fleetd may share one journal and one RabbitMQ; each
+publishes its leads' health with its instance summary, and a lead's inbox key is global. The
+runtime hands :func:`route` the :class:`RemoteLead` values of the other live instances (a down
+instance's leads are never among them). They are peers of last resort: a peer is chosen among
+this instance's own peer set first, and only when that set is empty after the incident's
+exclusions among the remote leads that are peer candidates (same exclusions; fewest assigned,
+counting what their own instance assigned them plus what this pass and this instance's pinned
+incidents hold, then instance name, then lead name). This instance's lead health is this tick's
+evidence and its push can name the failed lead, while a remote lead's health is as old as its
+summary; so a team's own healthy peer always wins, and a lead on another host takes an incident
+only when no lead here can — a dead lead's incidents reach the only healthy lead of the team
+even when it runs on another host. A remote recipient is pinned like a local peer: it keeps the
+incident while its instance is live and it is healthy, and the instance that owns the incident
+keeps owning it (and its journal row).
 """
 
 from __future__ import annotations
@@ -58,7 +73,6 @@ import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Final
 
 from fleetd.health.effects import (
     Effect,
@@ -69,13 +83,18 @@ from fleetd.health.effects import (
 from fleetd.health.evidence import LeadEvidence
 from fleetd.health.fact import fact
 from fleetd.health.incidents import Assignment, Incident, Route, RoutingReason
-from fleetd.health.snapshot import LiveStatus
-from fleetd.health.states import FAULT_LEAD_STATES, LeadState, Scope
+from fleetd.health.snapshot import LiveStatus, RemoteLead
+from fleetd.health.states import FAULT_LEAD_STATES, PEER_STATES, LeadState, Scope
 
-__all__ = ["PEER_STATES", "LeadFacts", "Routing", "foreign_assignments", "lead_facts", "route"]
-
-PEER_STATES: Final = frozenset({LeadState.LEAD_IDLE, LeadState.LEAD_WORKING})
-"""Lead states a peer may be chosen in (LEAD_STATUS_UNKNOWN and the fault states may not)."""
+__all__ = [
+    "PEER_STATES",
+    "LeadFacts",
+    "RemoteLead",
+    "Routing",
+    "foreign_assignments",
+    "lead_facts",
+    "route",
+]
 
 _R = RoutingReason
 
@@ -187,7 +206,11 @@ def _plan(incident: Incident, leads: Mapping[str, LeadFacts], unpublishable: boo
 
 
 def _holds(
-    prior: Assignment, plan: _Plan, owner: str | None, leads: Mapping[str, LeadFacts]
+    prior: Assignment,
+    plan: _Plan,
+    owner: str | None,
+    leads: Mapping[str, LeadFacts],
+    remote: Mapping[str, RemoteLead],
 ) -> bool:
     """Whether the pinned ``prior`` assignment still serves ``plan``."""
     if (
@@ -197,31 +220,56 @@ def _holds(
     ):
         # §7.4: a peer standing in for the owner keeps the incident while it is healthy and
         # known; the owner's recovery alone does not pull it back
-        return _healthy_peer(prior.recipient, (), leads)
+        return _healthy_peer(prior.recipient, (), leads, remote)
     if prior.reason is not plan.reason:
         return False
     if plan.kind is _Kind.OWNER:
         return prior.recipient == owner
     if plan.kind is _Kind.HUMAN or prior.recipient is None:
         return plan.kind is _Kind.HUMAN
-    return _healthy_peer(prior.recipient, plan.excluded, leads)
+    return _healthy_peer(prior.recipient, plan.excluded, leads, remote)
 
 
 def _healthy_peer(
-    recipient: str, excluded: tuple[str, ...], leads: Mapping[str, LeadFacts]
+    recipient: str,
+    excluded: tuple[str, ...],
+    leads: Mapping[str, LeadFacts],
+    remote: Mapping[str, RemoteLead],
 ) -> bool:
-    """The lead ``recipient`` is known, not in a fault state and not excluded."""
+    """The lead ``recipient`` is known (here, or on a live instance), not in a fault state and
+    not excluded."""
+    if recipient in excluded:
+        return False
     facts = leads.get(recipient)
-    return facts is not None and facts.healthy and recipient not in excluded
+    if facts is not None:
+        return facts.healthy
+    other = remote.get(recipient)
+    return other is not None and other.healthy
 
 
-def _take(heap: list[tuple[int, str, str]], excluded: tuple[str, ...]) -> str | None:
+def _remote_index(
+    remote: Iterable[RemoteLead], local: Mapping[str, LeadFacts]
+) -> dict[str, RemoteLead]:
+    """The remote leads by name: a name this instance serves is its own evidence, and a name two
+    instances list is the smaller instance's (a lead's inbox key is global)."""
+    index: dict[str, RemoteLead] = {}
+    for lead in sorted(remote, key=lambda r: (r.name, r.instance)):
+        if lead.name not in local and lead.name not in index:
+            index[lead.name] = lead
+    return index
+
+
+_NAME_AT_LOCAL = 1  # (load, lead name, terminal id)
+_NAME_AT_REMOTE = 2  # (load, instance, lead name)
+
+
+def _take(heap: list[tuple[int, str, str]], excluded: tuple[str, ...], name_at: int) -> str | None:
     """Pop the least-loaded candidate not excluded, charge it one incident, push it back."""
     skipped: list[tuple[int, str, str]] = []
     chosen: tuple[int, str, str] | None = None
     while heap:
         entry = heapq.heappop(heap)
-        if entry[1] in excluded:
+        if entry[name_at] in excluded:
             skipped.append(entry)
             continue
         chosen = entry
@@ -231,26 +279,36 @@ def _take(heap: list[tuple[int, str, str]], excluded: tuple[str, ...]) -> str | 
     if chosen is None:
         return None
     heapq.heappush(heap, (chosen[0] + 1, chosen[1], chosen[2]))
-    return chosen[1]
+    return str(chosen[name_at])
 
 
 def route(
-    incidents: Iterable[Incident], leads: Iterable[LeadFacts], *, publication_failed: bool = False
+    incidents: Iterable[Incident],
+    leads: Iterable[LeadFacts],
+    *,
+    remote: Iterable[RemoteLead] = (),
+    publication_failed: bool = False,
 ) -> Routing:
     """Assign every open incident in ``incidents`` to a lead or a person (see the module doc);
+    ``remote``: the leads of the other live instances (peers of last resort);
     ``publication_failed``: health records cannot reach the leads' inboxes (plan 1b)."""
     listed = list(leads)
     index = {facts.name: facts for facts in listed}
     if len(index) != len(listed):
         raise ValueError("route() needs one LeadFacts per lead name")
+    others = _remote_index(remote, index)
     load = dict.fromkeys(index, 0)
+    remote_load = {name: lead.assigned for name, lead in others.items()}
     pending: list[tuple[Incident, _Plan]] = []
     for incident in incidents:
         plan = _plan(incident, index, publication_failed)
         prior = incident.assignment
-        if prior is not None and _holds(prior, plan, incident.owner_lead, index):
+        if prior is not None and _holds(prior, plan, incident.owner_lead, index, others):
             if prior.recipient is not None and prior.recipient != incident.owner_lead:
-                load[prior.recipient] += 1  # a foreign incident it holds
+                if prior.recipient in load:
+                    load[prior.recipient] += 1  # a foreign incident it holds
+                else:
+                    remote_load[prior.recipient] += 1
             continue
         pending.append((incident, plan))
     if not pending:
@@ -262,6 +320,12 @@ def route(
         if facts.peer_candidate
     ]
     heapq.heapify(heap)
+    remote_heap = [
+        (remote_load[name], lead.instance, name)
+        for name, lead in others.items()
+        if lead.peer_candidate
+    ]
+    heapq.heapify(remote_heap)
     pending.sort(key=lambda pair: _order(pair[0]))
     routed: list[Incident] = []
     effects: list[Effect] = []
@@ -273,11 +337,13 @@ def route(
         if plan.kind is _Kind.OWNER:
             recipient = incident.owner_lead
         elif plan.kind is _Kind.PEER:
-            recipient = _take(heap, plan.excluded)
+            recipient = _take(heap, plan.excluded, _NAME_AT_LOCAL)
+            if recipient is not None:
+                load[recipient] += 1
+            else:  # no peer here: a lead on another live instance, if one can take it
+                recipient = _take(remote_heap, plan.excluded, _NAME_AT_REMOTE)
             if recipient is None:
                 reason = _R.HUMAN_NO_HEALTHY_LEAD
-            else:
-                load[recipient] += 1
         new = Assignment(
             route=Route.HUMAN if recipient is None else Route.LEAD,
             recipient=recipient,
@@ -291,7 +357,7 @@ def route(
         routed.append(updated)
         if prior is not None:
             effects.append(SupersedeAssignment(incident=updated, previous=prior))
-        effects.append(_deliver(updated, new, index))
+        effects.append(_deliver(updated, new, index, others))
     return Routing(routed=tuple(routed), effects=tuple(effects), load=load)
 
 
@@ -301,7 +367,10 @@ def _order(incident: Incident) -> tuple[str, str, str, str]:
 
 
 def _deliver(
-    incident: Incident, assignment: Assignment, index: Mapping[str, LeadFacts]
+    incident: Incident,
+    assignment: Assignment,
+    index: Mapping[str, LeadFacts],
+    remote: Mapping[str, RemoteLead],
 ) -> PublishHealthRecord | RouteToHuman:
     if assignment.recipient is None:
         return RouteToHuman(
@@ -310,13 +379,15 @@ def _deliver(
             reason=assignment.reason,
             on_behalf_of=assignment.on_behalf_of,
         )
+    local = index.get(assignment.recipient)
     return PublishHealthRecord(
         recipient_lead=assignment.recipient,
         incident=incident,
         generation=assignment.generation,
         reason=assignment.reason,
         on_behalf_of=assignment.on_behalf_of,
-        recipient_terminal=index[assignment.recipient].terminal_id,
+        recipient_terminal=local.terminal_id if local is not None else None,
+        recipient_instance=None if local is not None else remote[assignment.recipient].instance,
     )
 
 

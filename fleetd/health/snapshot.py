@@ -28,6 +28,7 @@ from types import MappingProxyType
 
 from fleetd.health.fact import fact
 from fleetd.health.settings import HealthSettings
+from fleetd.health.states import FAULT_LEAD_STATES, PEER_STATES, LeadState
 
 __all__ = [
     "AT_PROMPT",
@@ -46,6 +47,7 @@ __all__ = [
     "ProbeResult",
     "ProbeSource",
     "ProfileCapacityInput",
+    "RemoteLead",
     "RepairView",
     "SessionState",
     "TargetLoss",
@@ -380,6 +382,36 @@ class ProfileCapacityInput:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteLead:
+    """A lead another fleetd instance serves, as that instance's last summary shows it.
+
+    ``assigned``: the foreign incidents its own instance has assigned it. ``last_seen``: its
+    instance's last renewal (a lead of a down instance is never a candidate).
+    """
+
+    instance: str
+    name: str
+    state: LeadState
+    raw_status: LiveStatus | None
+    assigned: int
+    last_seen: datetime
+
+    @property
+    def healthy(self) -> bool:
+        """Not in an open unhealthy (fault) state."""
+        return self.state not in FAULT_LEAD_STATES
+
+    @property
+    def peer_candidate(self) -> bool:
+        """May be chosen as a new peer recipient (before per-incident exclusions)."""
+        return (
+            self.state in PEER_STATES
+            and self.raw_status is not None
+            and self.raw_status is not LiveStatus.UNKNOWN
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetSnapshot:
     """Everything one tick of ``decide`` reads."""
 
@@ -394,6 +426,9 @@ class FleetSnapshot:
     #: When the oldest health record the inbox refused (still held in memory) was made; ``None``
     #: while every record reached its lead's inbox.
     unpublished_since: datetime | None = None
+    #: The leads other fleetd instances sharing the journal last published (several hosts,
+    #: issue 24): peers of last resort for routing. Leads of a down instance are ignored.
+    remote_leads: tuple[RemoteLead, ...] = ()
 
     def __post_init__(self) -> None:
         for what, items, field_name in (

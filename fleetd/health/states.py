@@ -27,6 +27,7 @@ from typing import Final
 
 __all__ = [
     "FAULT_LEAD_STATES",
+    "PEER_STATES",
     "STATE_SPECS",
     "Certainty",
     "ControlLinkState",
@@ -238,6 +239,9 @@ FAULT_LEAD_STATES: Final = frozenset(
     {LeadState.LEAD_UNREACHABLE, LeadState.LEAD_UNRESPONSIVE, LeadState.LEAD_STALL_SUSPECTED}
 )
 """Lead states that make a lead unfit to receive incidents: member incidents it owns re-route."""
+
+PEER_STATES: Final = frozenset({LeadState.LEAD_IDLE, LeadState.LEAD_WORKING})
+"""Lead states a peer may be chosen in (LEAD_STATUS_UNKNOWN and the fault states may not)."""
 
 
 def spec_of(state: HealthStateName) -> StateSpec:

@@ -5,8 +5,10 @@ supplier as the caller resolver, and ownership is never a side effect of authori
 
 * at startup, after a successful discovery and after a config change adds a lead, ``start`` /
   ``sync`` own every expected lead's key;
-* before any publication, ``ensure_owned`` owns the recipient's key (an expected lead's only:
-  publication to an unknown key is refused, never claimed);
+* before any publication, ``ensure_owned`` owns the recipient's key (an expected lead's, or a
+  lead another fleetd instance serves on the shared broker — ``remote_leads``, whose key is
+  global and whose queue its own instance declared alike; publication to an unknown key is
+  refused, never claimed);
 * a lead that goes missing keeps its key, so nothing addressed to it is lost while it is away;
 * ``retire`` releases a key only after the caller confirms the retirement and that its incidents
   are reassigned or resolved, only when the lead is no longer expected, and only when the queue
@@ -42,9 +44,11 @@ class LeadInboxRegistry:
         *,
         clock: Clock | None = None,
         move_batch: int = 100,
+        remote_leads: ExpectedLeads = tuple,
     ) -> None:
         self._inbox = inbox
         self._expected = expected_leads
+        self._remote = remote_leads
         self._clock = clock or SystemClock()
         self._move_batch = move_batch
         self._owned: set[str] = set()
@@ -71,10 +75,11 @@ class LeadInboxRegistry:
         return frozenset(added)
 
     async def ensure_owned(self, key: str) -> None:
-        """Own ``key`` before a publication; only an expected or already owned lead qualifies."""
+        """Own ``key`` before a publication; only an expected lead, a lead of another instance or
+        an already owned key qualifies."""
         if key in self._owned:
             return
-        if key not in set(self._expected()):
+        if key not in set(self._expected()) and key not in set(self._remote()):
             raise InboxOwnershipError(f"inbox key {key!r} is not an expected lead")
         await self._own(key)
 

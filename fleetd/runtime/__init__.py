@@ -11,7 +11,7 @@ from fleetd.runtime.fleet_summary import InstanceSummary, summarize
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.heap import freeze_startup_heap
-from fleetd.runtime.instances import InstanceWatch
+from fleetd.runtime.instances import InstanceWatch, RemotePeers
 from fleetd.runtime.link import LinkObserver, LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -31,6 +31,7 @@ __all__ = [
     "LinkState",
     "LiveAgents",
     "Loop",
+    "RemotePeers",
     "Scheduler",
     "freeze_startup_heap",
     "instance_name",

@@ -128,7 +128,10 @@ class EffectDispatcher:
             case PublishHealthRecord(recipient_lead=lead, incident=incident):
                 self.routing.pop(incident.id, None)
                 await self._publish(lead, incident)
-                if effect.on_behalf_of is not None and self.push is not None:
+                # a lead of another instance is pushed by its own instance (this one's push
+                # loop serves its configured leads only)
+                local = effect.recipient_instance is None
+                if effect.on_behalf_of is not None and self.push is not None and local:
                     self.push.cover(lead, effect.on_behalf_of)
             case RouteToHuman(incident=incident, reason=reason):
                 self._to_human(incident, reason.value)

@@ -13,10 +13,20 @@ summary — and reads every row back. Then:
 * **SQLite journal** (one machine, one instance): no rule runs. If the file lists another
   instance's row, the watch says once that several instances need a PostgreSQL journal.
 
+With a PostgreSQL journal the pass then reads the summaries the other live instances last
+published and keeps their leads (name, health, herdr status, foreign incidents assigned) as
+:class:`~fleetd.health.snapshot.RemoteLead` values in :class:`RemotePeers`: routing takes
+them as peers of last resort (:mod:`fleetd.health.routing`), and a record routed to one goes to
+its inbox key on the shared RabbitMQ. Each value carries its instance's last renewal, so the
+leads of an instance that stops renewing stop being candidates within two intervals even while
+this instance cannot read the journal.
+
 A journal that fails skips the pass (its outage is reported by the journal's own health); the
-next pass renews again. What it keeps between passes is the last rows read (at most
-:data:`~fleetd.journal.values.MAX_INSTANCES`), read without their summaries:
-``GET /v1/fleet?scope=all`` reads those when asked (:mod:`fleetd.runtime.fleet_all`).
+next pass renews again. Every read has the journal's deadline, so a slow journal never holds
+the health loop: routing reads the values the last pass kept. What it keeps between passes is
+the last rows read (at most :data:`~fleetd.journal.values.MAX_INSTANCES`), read without their
+summaries (``GET /v1/fleet?scope=all`` reads those when asked, :mod:`fleetd.runtime.fleet_all`),
+and the remote leads (at most :data:`~fleetd.runtime.fleet_summary.MAX_SUMMARY_LEADS` each).
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ from datetime import datetime
 from importlib import metadata
 from typing import Any
 
+import msgspec
+
 from fleetd.config import FleetdConfig
 from fleetd.config.fields import mask_url
 from fleetd.errors import JournalError
@@ -36,15 +48,18 @@ from fleetd.health.incidents import Incident
 from fleetd.health.instances import (
     InstanceSeen,
     instance_down_incident,
+    instance_is_down,
     instance_key,
     judge_instances,
 )
-from fleetd.health.states import Scope
+from fleetd.health.snapshot import LiveStatus, RemoteLead
+from fleetd.health.states import LeadState, Scope
 from fleetd.journal.port import Journal
 from fleetd.journal.values import MAX_INSTANCE_LEADS, MAX_TEXT, InstanceRecord
 from fleetd.runtime.escalation import Escalation, instance_name
+from fleetd.runtime.fleet_summary import MAX_SUMMARY_LEADS, SUMMARY_VERSION
 
-__all__ = ["InstanceWatch", "fleetd_version"]
+__all__ = ["InstanceWatch", "RemotePeers", "fleetd_version", "published_leads"]
 
 _log = logging.getLogger("fleetd.instances")
 
@@ -59,6 +74,70 @@ def fleetd_version() -> str:
 
 async def _no_summary() -> Mapping[str, Any] | None:
     return None
+
+
+class _LeadHealth(msgspec.Struct, rename="camel"):
+    state: str
+    assigned_foreign_incidents: int = 0
+
+
+class _Lead(msgspec.Struct, rename="camel"):
+    name: str
+    live_status: str | None = None
+    health: _LeadHealth | None = None
+
+
+class _Leads(msgspec.Struct):
+    """The one part of a published summary routing reads (every other field is skipped)."""
+
+    version: int
+    leads: list[_Lead] = msgspec.field(default_factory=list)
+
+
+def published_leads(record: InstanceRecord, text: str) -> tuple[RemoteLead, ...]:
+    """The leads ``record``'s instance published in ``text`` (its summary, as stored) with a
+    health this build knows; none from a summary it cannot read (another version, bad JSON)."""
+    try:
+        summary = msgspec.json.decode(text, type=_Leads)
+    except msgspec.DecodeError:
+        return ()
+    if summary.version != SUMMARY_VERSION:
+        return ()
+    leads: list[RemoteLead] = []
+    for lead in summary.leads[:MAX_SUMMARY_LEADS]:
+        if lead.health is None:
+            continue  # no tick has judged it yet
+        try:
+            state = LeadState(lead.health.state)
+            raw = None if lead.live_status is None else LiveStatus(lead.live_status)
+        except ValueError:
+            continue
+        leads.append(
+            RemoteLead(
+                instance=record.instance,
+                name=lead.name,
+                state=state,
+                raw_status=raw,
+                assigned=max(0, lead.health.assigned_foreign_incidents),
+                last_seen=record.last_seen,
+            )
+        )
+    return tuple(leads)
+
+
+@dataclass(slots=True)
+class RemotePeers:
+    """The leads the other live instances last published, as the instances loop last kept them:
+    read by routing (:meth:`leads`) and by the inbox registry (:meth:`names`, keys a record may
+    be published to). At most ``MAX_INSTANCES`` × :data:`MAX_SUMMARY_LEADS` values."""
+
+    kept: tuple[RemoteLead, ...] = ()
+
+    def leads(self) -> tuple[RemoteLead, ...]:
+        return self.kept
+
+    def names(self) -> frozenset[str]:
+        return frozenset(lead.name for lead in self.kept)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -76,6 +155,8 @@ class InstanceWatch:
     # the summary of its operator view, fleetd.runtime.fleet_summary)
     summary: Callable[[], Awaitable[Mapping[str, Any] | None]] = _no_summary
     rows: tuple[InstanceRecord, ...] = ()  # as the last pass read them
+    # the leads the other live instances published, as the last pass that read them kept them
+    peers: RemotePeers = field(default_factory=RemotePeers)
     _told_sqlite: bool = False
     _failing: bool = False
 
@@ -113,6 +194,7 @@ class InstanceWatch:
             self.rows = await self.journal.instances(summaries=False)
             if self.shared:
                 await self._judge(me, now)
+                self.peers.kept = await self._remote(me, now)
         except JournalError as exc:
             if not self._failing:
                 _log.info("instance %r not renewed in the journal (%s); next pass again", me, exc)
@@ -131,6 +213,35 @@ class InstanceWatch:
                 url,
                 ", ".join(others[:5]),
             )
+
+    async def read_peers(self, now: datetime) -> None:
+        """Read the other live instances' leads now, without renewing (at start, before the
+        first tick); a journal that fails leaves them to the first pass."""
+        if not self.shared:
+            return
+        try:
+            self.rows = await self.journal.instances(summaries=False)
+            self.peers.kept = await self._remote(self.instance, now)
+        except JournalError as exc:
+            _log.info("the other instances' leads not read at start (%s); next pass again", exc)
+
+    async def _remote(self, me: str, now: datetime) -> tuple[RemoteLead, ...]:
+        """The leads of the other instances live at ``now``, from their last summaries."""
+        interval = self.settings().health.snapshot_interval
+        live = {
+            r.instance: r
+            for r in self.rows
+            if r.instance != me and not instance_is_down(r.last_seen, now=now, interval=interval)
+        }
+        if not live:
+            return ()
+        texts = await self.journal.instance_summaries(sorted(live))
+        return tuple(
+            lead
+            for name, text in sorted(texts.items())
+            if name in live
+            for lead in published_leads(live[name], text)
+        )
 
     async def _judge(self, me: str, now: datetime) -> None:
         snapshot = await self.journal.load_open()

@@ -33,6 +33,7 @@ from fleetd.health.decide import decide
 from fleetd.health.evidence import HealthState
 from fleetd.health.incidents import Route
 from fleetd.health.routing import foreign_assignments
+from fleetd.health.snapshot import RemoteLead
 from fleetd.health.states import ControlLinkState, Scope
 from fleetd.herdr.control import AgentControl
 from fleetd.journal.port import Journal
@@ -66,6 +67,9 @@ class FleetHealthMonitor:
     journal: Journal | None = None
     journal_watch: JournalWatch | None = None  # the journal's observer: its health
     sink_problem: Callable[[], str | None] | None = None  # the webhook sink's failure, if any
+    # the leads other live instances sharing the journal last published (issue 24): the
+    # instances loop reads them, with the journal's deadline; routing takes them as values
+    remote_leads: Callable[[], tuple[RemoteLead, ...]] = tuple
     state: HealthState = field(default_factory=HealthState)
     ticks: int = 0
     dispatcher: EffectDispatcher = field(init=False)
@@ -155,6 +159,7 @@ class FleetHealthMonitor:
             targeted_errors=targeted,
             mute_counts=self._new_mutes(),
             seen=self._seen,
+            remote_leads=self.remote_leads(),
         )
         decision = decide(snapshot, self.state, now)
         self.state = decision.state

@@ -34,6 +34,7 @@ from fleetd.health.snapshot import (
     LiveStatus,
     LiveView,
     ProbeResult,
+    RemoteLead,
 )
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo, AgentStatus
@@ -53,6 +54,7 @@ async def take_snapshot(
     targeted_errors: Mapping[str, str],
     mute_counts: Mapping[str, int],
     seen: SeenAgents,
+    remote_leads: tuple[RemoteLead, ...] = (),
 ) -> FleetSnapshot:
     """Everything one tick of ``decide`` reads, with one fleet-wide herdr list; ``seen`` holds
     the health view of each agent the previous tick listed."""
@@ -99,6 +101,7 @@ async def take_snapshot(
         profiles=profile_inputs(config),
         inbox_failures=tuple(_failure(f) for f in bridge.inbox.failures()),
         unpublished_since=_oldest_health(bridge.unpublished),
+        remote_leads=remote_leads,
     )
 
 

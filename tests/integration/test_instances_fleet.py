@@ -18,7 +18,9 @@ import pytest
 
 from fleetd.api.app import create_app
 from fleetd.health.states import Scope
+from fleetd.herdr.fake import FakeAgentControl
 from fleetd.identity import Caller, Role
+from fleetd.inbox.port import ReplyInbox
 from fleetd.journal.sql import SqlJournal
 from fleetd.journal.values import StoredIncident
 from fleetd.testing import OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
@@ -32,23 +34,37 @@ INTERVAL = 15  # health.snapshotIntervalSeconds
 
 
 def instance_fleet(
-    root: Path, name: str, journal_url: str, hook_url: str, *, lead: int = 0
+    root: Path,
+    name: str,
+    journal_url: str,
+    hook_url: str,
+    *,
+    lead: int = 0,
+    inbox: ReplyInbox | None = None,
+    extra_lead: str | None = None,
+    control: FakeAgentControl | None = None,
 ) -> TestFleet:
     """A fleet named ``name`` whose journal is ``journal_url``, paging ``hook_url``, with the
-    sample's lead number ``lead`` (instances on several hosts serve different leads)."""
+    sample's lead number ``lead`` (instances on several hosts serve different leads), and
+    ``extra_lead`` (its agent of the same name) beside it; ``inbox``: a broker shared with
+    other instances; ``control``: the herdr of an earlier fleet on ``root`` (a restart)."""
     root.mkdir(parents=True, exist_ok=True)
     document: dict[str, Any] = sample_document(root)
     document["instance"] = name
     document["leads"] = document["leads"][lead : lead + 1]
+    if extra_lead is not None:
+        document["leads"].append({"name": extra_lead, "agent": extra_lead, "tokenEnv": "T_EXTRA"})
     document["journal"] = {"url": journal_url}
     document["health"] = {
         "enabled": True,
         "snapshotIntervalSeconds": INTERVAL,
         "notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_KEY"},
     }
-    env = {"HOOK_URL": hook_url, "HOOK_KEY": SECRET}
+    env = {"HOOK_URL": hook_url, "HOOK_KEY": SECRET, "T_EXTRA": "extra-lead-token-0123456789"}
     journal = SqlJournal(journal_url)
-    return build_test_fleet(root, document=document, environ=env, journal=journal)
+    return build_test_fleet(
+        root, document=document, environ=env, journal=journal, inbox=inbox, control=control
+    )
 
 
 async def renew(*fleets: TestFleet, seconds: int = 0) -> None:

@@ -79,6 +79,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "FleetViews",
         "InstanceSummary",
         "InstanceWatch",
+        "RemotePeers",
         "LinkObserver",
         "LinkState",
         "LiveAgents",

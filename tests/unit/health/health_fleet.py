@@ -31,6 +31,7 @@ from fleetd.health import (
     OpenTurn,
     ProbeResult,
     ProfileCapacityInput,
+    RemoteLead,
     RequestLostBoundaryRepair,
     RequestPaneProbe,
     SessionState,
@@ -156,6 +157,7 @@ class Run:
         settings: HealthSettings | None = None,
         inbox_failures: Iterable[InboxFailureView] = (),
         unpublished_since: datetime | None = None,
+        remote_leads: Iterable[RemoteLead] = (),
     ) -> Decision:
         self.now += advance
         snapshot = FleetSnapshot(
@@ -168,6 +170,7 @@ class Run:
             profiles=tuple(profiles),
             inbox_failures=tuple(inbox_failures),
             unpublished_since=unpublished_since,
+            remote_leads=tuple(remote_leads),
         )
         self.last = decide(snapshot, self.state, self.now)
         self.state = self.last.state

@@ -75,6 +75,7 @@ EXPECTED = {
     "RequestLostBoundaryRepair",
     "CountMute",
     "RecordTransition",
+    "RemoteLead",
     # capacity
     "CapacityRow",
     "CapacitySummary",

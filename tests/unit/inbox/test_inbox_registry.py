@@ -114,6 +114,22 @@ async def test_publication_owns_an_expected_lead_first() -> None:
     assert ("own", "stranger") not in inbox.calls
 
 
+async def test_publication_to_a_lead_of_another_instance_owns_its_global_key() -> None:
+    """A lead another fleetd instance serves (its key is global on the shared broker) may
+    receive a record: its key is owned (declared alike) and published to, and stays owned when
+    that instance is no longer listed; a start never owns it, and a stranger is still refused."""
+    remote = {"lead_r"}
+    registry, inbox = registry_for(["lead_a"], remote_leads=lambda: remote)
+    assert await registry.start() == {"lead_a"}
+    assert await registry.publish(reply("lead_r", "m-1")) is True
+    assert inbox.calls[-2:] == [("own", "lead_r"), ("publish", "lead_r")]
+    remote.clear()  # the other instance went down: what was owned stays owned
+    assert await registry.publish(reply("lead_r", "m-2")) is True
+    with pytest.raises(InboxOwnershipError):
+        await registry.publish(reply("stranger", "m-3"))
+    assert [r.msg_id for r in await inbox.collect("lead_r")] == ["m-1", "m-2"]
+
+
 async def test_ensure_owned_does_not_repeat_ownership() -> None:
     """An owned key is not owned again on every publication."""
     registry, inbox = registry_for(["lead_a"])

@@ -1,0 +1,80 @@
+"""The leads another instance published, as routing reads them (issue 24): from a summary as
+stored, only leads with a health this build knows; nothing from a summary it cannot read."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from fleetd.health import LeadState, LiveStatus, RemoteLead
+from fleetd.journal.values import InstanceRecord
+from fleetd.runtime.fleet_summary import summarize
+from fleetd.runtime.instances import RemotePeers, published_leads
+from tests.unit.runtime.test_fleet_summary import _view
+
+T0 = datetime(2026, 12, 6, 3, 0, tzinfo=UTC)
+ROW = InstanceRecord(
+    instance="host-a",
+    host="a",
+    version="1",
+    started_at=T0 - timedelta(hours=1),
+    last_seen=T0 - timedelta(seconds=7),
+)
+
+
+def _text(view: dict[str, object]) -> str:
+    return summarize(view, instance="host-a").model_dump_json(by_alias=True)
+
+
+def test_a_published_summary_gives_its_judged_leads_with_instance_and_renewal() -> None:
+    """A lead with a health comes back as a value: its state, herdr status, the foreign
+    incidents its instance assigned it, the instance and that instance's last renewal; a lead
+    no tick has judged yet (no health) is left out."""
+    leads = published_leads(ROW, _text(_view([], [])))
+    assert leads == (
+        RemoteLead(
+            instance="host-a",
+            name="lead",
+            state=LeadState.LEAD_IDLE,
+            raw_status=LiveStatus.IDLE,
+            assigned=1,
+            last_seen=ROW.last_seen,
+        ),
+    )
+
+
+def test_a_lead_whose_state_or_status_this_build_does_not_know_is_left_out() -> None:
+    """A newer build's lead state or herdr status is not guessed: that lead is no candidate;
+    an unlisted lead (no herdr status) keeps ``None``."""
+    view = _view([], [])
+    first, second = view["leads"]
+    second["health"] = dict(first["health"], state="LEAD_FROM_A_NEWER_BUILD")
+    view["leads"] = [
+        first,
+        second,
+        dict(first, name="lead-c", liveStatus="dreaming"),
+        dict(first, name="lead-d", liveStatus=None),
+    ]
+    leads = published_leads(ROW, _text(view))
+    assert [(lead.name, lead.raw_status) for lead in leads] == [
+        ("lead", LiveStatus.IDLE),
+        ("lead-d", None),
+    ]
+
+
+def test_nothing_from_a_summary_this_build_cannot_read() -> None:
+    """Another summary version, or text that is not a summary: no leads, no error."""
+    other = json.loads(_text(_view([], [])))
+    other["version"] = 2
+    assert published_leads(ROW, json.dumps(other)) == ()
+    assert published_leads(ROW, "{not json") == ()
+    assert published_leads(ROW, '{"version": 1, "leads": "many"}') == ()
+
+
+def test_remote_peers_hand_routing_the_values_and_the_registry_their_names() -> None:
+    """What the instances loop kept: the values for routing, the names for the inbox registry."""
+    peers = RemotePeers()
+    assert (peers.leads(), peers.names()) == ((), frozenset())
+    peers.kept = published_leads(ROW, _text(_view([], [])))
+    assert [lead.name for lead in peers.leads()] == ["lead"]
+    assert peers.names() == {"lead"}
