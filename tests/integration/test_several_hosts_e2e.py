@@ -559,12 +559,17 @@ async def test_a_lead_on_host_a_takes_the_incident_of_host_bs_dead_lead(hosts: H
         found = [
             s
             for s in (await hosts.journal.load_open()).open_incidents
-            if s.incident.subject == dead and s.incident.recipient_lead is not None
+            if s.incident.subject == dead and s.incident.assignment is not None
         ]
         return found[0] if found else None
 
     stored = await _until(f"{dead}'s incident is routed", opened, within=5 * SNAPSHOT_SECONDS)
-    assert stored.incident.recipient_lead == hosts.leads["a"]
+    assert stored.incident.assignment is not None
+    assignment = stored.incident.assignment
+    assert (assignment.recipient, assignment.reason.value) == (
+        hosts.leads["a"],
+        "peer_lead_incident",
+    )
 
     async def delivered() -> list[dict[str, Any]] | None:
         polled = await hosts.tool("a", "fleet_poll", target=hosts.leads["a"])
