@@ -7,7 +7,10 @@ own tables. Anything else is the journal (``versions/``, ``alembic_version``).
 The database comes from ``config.attributes``: an open ``connection`` (what fleetd passes), else a
 ``url``, else fleetd's own config (:func:`fleetd.journal.migrate.configured_url`). The engine is
 the journal's own (owner-only SQLite file, WAL, ``BEGIN IMMEDIATE``). SQLite runs in batch mode;
-every dialect runs the whole upgrade in one transaction.
+every dialect runs the whole upgrade in one transaction. On PostgreSQL that transaction first
+takes an advisory lock of its store and schema, so fleetd processes starting at once on a fresh
+database (several hosts, a standby) migrate one after another instead of racing on the same
+``CREATE TABLE`` (the loser failed with a unique violation); the later ones find the head.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import os
 
 from alembic import context
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
 from fleetd.journal.engine import journal_engine
 from fleetd.journal.migrate import configured_url
@@ -26,6 +29,11 @@ config = context.config
 _STATE = config.attributes.get("store") == "state"
 _METADATA = STATE_METADATA if _STATE else METADATA
 _VERSION_TABLE = VERSION_TABLE if _STATE else "alembic_version"
+# Two 32-bit keys: a key space apart from the one-bigint keys of the state store's writer locks.
+_MIGRATION_LOCK = text(
+    "SELECT pg_advisory_xact_lock(hashtext('fleetd-migrations'), "
+    "hashtext(current_schema() || ':' || :store))"
+)
 
 
 def _url() -> str:
@@ -43,6 +51,8 @@ def _run(connection: Connection) -> None:
         compare_type=True,
     )
     with context.begin_transaction():
+        if connection.dialect.name == "postgresql":  # held until this transaction ends
+            connection.execute(_MIGRATION_LOCK, {"store": _VERSION_TABLE})
         context.run_migrations()
 
 

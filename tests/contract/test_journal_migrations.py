@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -187,3 +188,42 @@ def test_the_migrations_ship_with_the_package() -> None:
     found = setuptools.find_packages(str(REPO), include=["fleetd*"])
     assert {"fleetd.migrations", "fleetd.migrations.versions"} <= set(found)
     assert "migrations/script.py.mako" in (REPO / "pyproject.toml").read_text()
+
+
+_OPEN_AT_ONCE = """\
+import asyncio, sys, time
+from datetime import timedelta
+from fleetd.journal.sql import SqlJournal
+from fleetd.state.sql import SqlStateStore
+
+url, start_at = sys.argv[1], float(sys.argv[2])
+time.sleep(max(0.0, start_at - time.time()))
+SqlStateStore(url, deadline=lambda: timedelta(seconds=20)).close()
+journal = SqlJournal(url)
+asyncio.run(journal.load_open())
+asyncio.run(journal.close())
+print("opened")
+"""
+
+
+@pytest.mark.postgres
+def test_fleetd_processes_opening_a_fresh_postgresql_schema_at_once_all_migrate_it(
+    journal_pg_url: str,
+) -> None:
+    """Several fleetd starting together on one fresh PostgreSQL schema (hosts of one fleet, a
+    standby beside its active one) each open the state store and the journal, which migrates
+    them: every one succeeds — the migrations run one after another, the later ones finding the
+    head — where concurrent ``CREATE TABLE`` used to fail all but one with ``open: conflict``."""
+    start_at = time.time() + 4  # every process has imported fleetd by then
+    opening = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AT_ONCE, journal_pg_url, str(start_at)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(6)
+    ]
+    outputs = [process.communicate(timeout=60)[0].decode() for process in opening]
+    assert [process.returncode for process in opening] == [0] * 6, outputs
+    assert all(output.strip().endswith("opened") for output in outputs), outputs

@@ -363,10 +363,10 @@ async def stage(journal_pg_url: str, processes: Processes, tmp_path: Path) -> As
         await journal.close()
 
 
-def _verified(stage: Stage) -> tuple[list[str], list[dict[str, Any]]]:
-    """Every request's ``webhook-id`` and verified document: the signature checks, and
-    ``webhook-id`` = ``Idempotency-Key`` = ``eventId``."""
-    received = _posts(stage.hook_log)
+def _verified(hook_log: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """Every request the receiver logged in ``hook_log``: its ``webhook-id`` and verified
+    document — the signature checks, and ``webhook-id`` = ``Idempotency-Key`` = ``eventId``."""
+    received = _posts(hook_log)
     verifier = standardwebhooks.Webhook(SECRET)
     documents = [verifier.verify(r["body"], r["headers"]) for r in received]
     ids = [r["headers"]["webhook-id"] for r in received]
@@ -429,7 +429,7 @@ async def test_an_instance_killed_mid_delivery_leaves_each_page_to_another_insta
 
     leases = await stage.leases()
     assert {row[1].split("-")[0] for row in leases.values()} == {"b"}  # b recorded each delivery
-    ids, documents = _verified(stage)
+    ids, documents = _verified(stage.hook_log)
     keys = {lead: [e.idempotency_key for e in s.events] for lead, s in final.items()}
     assert Counter(ids) == {held: 2, answered: 2, keys["lead-1"][1]: 1, keys["lead-2"][1]: 1}
     received = _posts(stage.hook_log)
@@ -464,7 +464,7 @@ async def test_an_incident_resolved_within_the_killed_instances_lease_still_tell
     leases = await stage.leases()
     for key in (held, answered):  # cancelled in flight: never claimed again
         assert (leases[key][1].split("-")[0], leases[key][4]) == ("a", "cancelled")
-    ids, documents = _verified(stage)
+    ids, documents = _verified(stage.hook_log)
     keys = {lead: [e.idempotency_key for e in s.events] for lead, s in final.items()}
     assert Counter(ids) == {held: 1, answered: 1, keys["lead-1"][1]: 1, keys["lead-2"][1]: 1}
     for lead in LEADS:
