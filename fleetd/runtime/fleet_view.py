@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from fleetd.bridge.answers import wire
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
 from fleetd.bridge.manifests import ManifestShelf
 from fleetd.bridge.push import PushLoop, PushOutcome
@@ -303,8 +304,10 @@ class FleetViewBuilder:
         backlogs: dict[str, MemberBacklog],
         view: MemberView,
     ) -> dict[str, Any]:
-        row = self.bridge.view.session_row(
-            session, now=now, backlog=backlogs.get(session.session_id), view=view
+        row = wire(
+            self.bridge.view.session_row(
+                session, now=now, backlog=backlogs.get(session.session_id), view=view
+            )
         )
         if session.live and session.name in statuses:
             row["liveStatus"] = statuses[session.name]  # herdr's last word on the agent
