@@ -18,7 +18,7 @@ unknown is ``X | None`` with no default. Models refuse unknown fields.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -64,7 +64,13 @@ def _absent_has_no_default(schema: dict[str, Any]) -> None:
 
 
 class WireModel(BaseModel):
-    """A closed wire object: camelCase names, unknown fields refused."""
+    """A closed wire object: camelCase names, unknown fields refused.
+
+    :meth:`of` builds one without validation, for the rows a view of a thousand members builds
+    on every version: what ``model_construct`` does, without its per-field Python loop (about a
+    sixth of its time). The caller gives every required field, each of its field's type, by field
+    name; a field not given is unset (absent from :func:`wire`) and reads as its default.
+    """
 
     model_config = ConfigDict(
         extra="forbid",
@@ -73,6 +79,34 @@ class WireModel(BaseModel):
         validate_by_name=True,
         json_schema_extra=_absent_has_no_default,
     )
+
+    @classmethod
+    def of(cls, **fields: Any) -> Self:
+        """A model of ``fields`` (by field name), unvalidated; see the class doc. A required field
+        not given is a ``KeyError``, an unknown one a ``TypeError``."""
+        order = cls.__dict__.get("_wire_order")
+        if order is None:
+            order = tuple(
+                (name, info.is_required(), info.get_default(call_default_factory=True))
+                for name, info in cls.model_fields.items()
+            )
+            type.__setattr__(cls, "_wire_order", order)
+        # in the model's order: the serializer writes the fields in the order they are held
+        values = {
+            name: fields[name] if required or name in fields else default
+            for name, required, default in order
+        }
+        if not values.keys() >= fields.keys():
+            raise TypeError(
+                f"{cls.__name__}: unknown fields {sorted(fields.keys() - values.keys())}"
+            )
+        model = cls.__new__(cls)
+        _set = object.__setattr__
+        _set(model, "__dict__", values)
+        _set(model, "__pydantic_fields_set__", set(fields))
+        _set(model, "__pydantic_extra__", None)
+        _set(model, "__pydantic_private__", None)
+        return model
 
 
 def wire(model: BaseModel) -> dict[str, Any]:
@@ -91,7 +125,7 @@ class ModelHealthFlag(WireModel):
 
     @classmethod
     def benched(cls, until: datetime) -> ModelHealthFlag:
-        return cls.model_construct(state="benched", benched_until=until.isoformat())
+        return cls.of(state="benched", benched_until=until.isoformat())
 
 
 class TicketResult(WireModel):
@@ -140,7 +174,7 @@ def ticket_result(ticket: Ticket, model_health: ModelHealthFlag | None = None) -
         fields["hint"] = ticket.hint
     if model_health is not None:
         fields["model_health"] = model_health
-    return TicketResult.model_construct(**fields)
+    return TicketResult.of(**fields)
 
 
 class OpenTurn(WireModel):

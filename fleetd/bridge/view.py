@@ -90,6 +90,17 @@ class BridgeView:
         """One member as ``fleet_list`` and ``fleet_status`` show it (see :func:`session_row`)."""
         return session_row(self, session, now=now, backlog=backlog, view=view)
 
+    def session_fields(
+        self,
+        session: Session,
+        *,
+        now: datetime,
+        backlog: MemberBacklog | None = None,
+        view: MemberView | None = None,
+    ) -> dict[str, Any]:
+        """The fields of :meth:`session_row`, by field name, for a model that extends it."""
+        return session_fields(self, session, now=now, backlog=backlog, view=view)
+
     def member_view(
         self, session: Session, *, mute_events: int = 0, backlog: MemberBacklog | None = None
     ) -> MemberView:
@@ -144,9 +155,22 @@ def session_row(
     ``backlog`` is this member's replies still waiting in its lead's inbox: while any wait, the
     row has no ``idleForSeconds`` (one idle rule: :func:`fleetd.health.capacity.idle_for_seconds`).
     ``view`` is the member's :class:`MemberView` when the caller has built it already (with that
-    backlog). The row is built without validation (``model_construct``: ``fleet_list`` builds
-    one per changed member of a thousand); every value is of its field's type here.
+    backlog). The row is built without validation (:meth:`~fleetd.bridge.answers.WireModel.of`:
+    ``fleet_list`` builds one per changed member of a thousand); every value is of its field's
+    type here (:func:`session_fields`).
     """
+    return SessionRow.of(**session_fields(bridge, session, now=now, backlog=backlog, view=view))
+
+
+def session_fields(
+    bridge: BridgeView,
+    session: Session,
+    *,
+    now: datetime,
+    backlog: MemberBacklog | None = None,
+    view: MemberView | None = None,
+) -> dict[str, Any]:
+    """The fields of :func:`session_row` by field name: those with nothing to say are left out."""
     sid = session.session_id
     pending = bridge.tasks.pending_for(sid)
     turn = bridge.roster.inflight.get(sid)
@@ -168,7 +192,7 @@ def session_row(
     }
     if turn is not None:
         open_ticket = bridge.tasks.get(turn.token.ticket_id)
-        fields["open_turn"] = OpenTurn.model_construct(
+        fields["open_turn"] = OpenTurn.of(
             ticket=turn.token.ticket_id,
             turn=turn.token.turn,
             delivery=open_ticket.delivery if open_ticket is not None else None,
@@ -187,7 +211,7 @@ def session_row(
             fields["model_health"] = flag
     if session.worktree is not None:
         fields["branch"] = session.worktree.branch
-    return SessionRow.model_construct(**fields)
+    return fields
 
 
 def member_view(

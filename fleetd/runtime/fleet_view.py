@@ -42,6 +42,7 @@ from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.inbox.records import InboxRecord
 from fleetd.runtime.dependencies import DependencyView
+from fleetd.runtime.fleet_models import FleetMember
 from fleetd.runtime.fleet_parts import failure_row, orphan_row, preserved_rows
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.live_agents import LiveAgents
@@ -304,16 +305,16 @@ class FleetViewBuilder:
         backlogs: dict[str, MemberBacklog],
         view: MemberView,
     ) -> dict[str, Any]:
-        row = wire(
-            self.bridge.view.session_row(
-                session, now=now, backlog=backlogs.get(session.session_id), view=view
-            )
+        """One member's row, built as :class:`FleetMember`, as its wire JSON (a fresh dict: the
+        encoded view leaves its ages open in it)."""
+        fields = self.bridge.view.session_fields(
+            session, now=now, backlog=backlogs.get(session.session_id), view=view
         )
         if session.live and session.name in statuses:
-            row["liveStatus"] = statuses[session.name]  # herdr's last word on the agent
+            fields["live_status"] = statuses[session.name]  # herdr's last word on the agent
         if self.health is not None:
-            row["health"] = self.health.member_health(session.session_id)
-        return row
+            fields["health"] = self.health.member_health(session.session_id)
+        return wire(FleetMember.of(**fields))
 
     def _leads(self, caller: Caller, facts: FleetFacts) -> list[dict[str, Any]]:
         """Every configured lead; a lead sees its own push and inbox counts and the foreign

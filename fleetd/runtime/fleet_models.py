@@ -1,0 +1,224 @@
+"""The parts of ``fleet_list`` (and ``GET /v1/fleet``) as the models that describe and build them.
+
+``contracts/api/fleet_list.result.schema.json`` is generated from :class:`FleetListResult`
+(through :mod:`fleetd.api.results`). The view's builders (:mod:`fleetd.runtime.fleet_view`,
+:mod:`fleetd.runtime.fleet_parts`, :mod:`fleetd.runtime.health_views`,
+:mod:`fleetd.runtime.dependencies`) make each part as its model and hand on its wire JSON
+(:func:`~fleetd.bridge.answers.wire`): camelCase, only the fields it was given, in the order the
+model declares them. Parts are built with ``model_construct`` where a view of a thousand members
+builds many of them (every value is already of its field's type there); the registry checks the
+``fleet_list`` answer against :class:`FleetListResult`. Nested parts still owned by another view
+(a member's health, the incidents, ``healthCoverage``) stay open objects.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from fleetd.bridge.answers import Absent, CapacityRow, SessionRow, WireModel
+from fleetd.resilience import Availability, BreakerState, ErrorClass, Standing, VerdictReason
+
+__all__ = [
+    "BenchedProfile",
+    "DependenciesBlock",
+    "DependencyEndpoint",
+    "FleetHealthBlock",
+    "FleetListResult",
+    "FleetMember",
+    "ForeignIncident",
+    "InboxDependency",
+    "LeadHealth",
+    "LeadRow",
+    "LiveAgent",
+    "ModelSeat",
+    "OrphanMember",
+    "ProviderDependency",
+    "WebhookDependency",
+]
+
+
+class FleetMember(SessionRow):
+    """A member of this run in ``fleet_list``, with its health once a tick has seen it."""
+
+    health: dict[str, Any] | Absent | None = None
+
+
+class OrphanMember(WireModel):
+    """A member a previous run left running: nothing to send it, only to stop it."""
+
+    session_id: str
+    name: str
+    profile: str
+    kind: str
+    role: str | None
+    owner: str
+    pane_id: str
+    state: Literal["orphaned"]
+    run: str
+    live_status: str | None
+    orphaned_for_seconds: float
+    suggested_tool_calls: list[str]
+    branch: str | Absent = None
+
+
+class LiveAgent(WireModel):
+    """An agent as herdr's ``agent.list`` shows it."""
+
+    name: str | None
+    pane_id: str
+    agent: str | None
+    status: str
+
+
+class ForeignIncident(WireModel):
+    """An incident a lead holds for another (a peer assignment, §7.4): no pane content."""
+
+    id: str
+    subject: str
+    state: str
+    severity: str
+    age_seconds: float
+    routing_generation: int
+
+
+class LeadHealth(WireModel):
+    """A lead's health state, how long it has held it, and the foreign incidents it holds
+    (their count for everyone; the bounded list only for the operator and the lead itself)."""
+
+    state: str
+    age_seconds: float
+    assigned_foreign_incidents: int
+    foreign_incidents: list[ForeignIncident] | Absent = None
+
+
+class LeadRow(WireModel):
+    """A configured lead; push and inbox counts only for the operator and the lead itself."""
+
+    name: str
+    agent: str
+    live_status: str | None
+    inbox_depth: int | Absent | None = None
+    nudges_for_head: int | Absent = None
+    nudge_cap_reached: bool | Absent = None
+    health: LeadHealth | Absent | None = None  # null until a tick has seen the lead
+
+
+class FleetHealthBlock(WireModel):
+    """The monitor itself; the link's verdict and the leads' health live in their own rows."""
+
+    enabled: bool
+    ticks: int
+    pane_reads: int
+
+
+class _HealthRecord(WireModel):
+    """An endpoint's health record: reachability, EWMA latency, counts, the last error class."""
+
+    reachable: bool | None
+    latency_ms: float | None
+    calls: int
+    failures: int
+    error_rate: float
+    last_error: ErrorClass | None
+    last_error_at: str | None
+    last_ok_at: str | None
+
+
+class DependencyEndpoint(_HealthRecord):
+    """One endpoint of a dependency, by index and kind (never its URL): in use or why not."""
+
+    index: int
+    kind: str
+    active: bool
+    standing: Standing
+    breaker: BreakerState
+    breaker_ready_at: str | None
+
+
+class InboxDependency(WireModel):
+    """The reply inbox's brokers; ``allDown`` makes ``/readyz`` not ready."""
+
+    kind: str
+    all_down: bool
+    active: int | None
+    endpoints: list[DependencyEndpoint]
+
+
+class WebhookDependency(WireModel):
+    """The human sink's receivers in failover order (``kind`` ``disabled``: none); ``allDown``
+    (no receiver's breaker closed) makes notification coverage degraded."""
+
+    kind: str
+    all_down: bool
+    active: int | None
+    endpoints: list[DependencyEndpoint]
+
+
+class BenchedProfile(WireModel):
+    profile: str
+    until: str
+
+
+class ProviderDependency(_HealthRecord):
+    """A model provider's catalog probe: the last one, the next due, and whom it benches."""
+
+    name: str
+    last_probe_at: str | None
+    next_probe_at: str | None
+    last_outcome: str | None  # "ok" or an error class
+    listed_models: int | None
+    benched: list[BenchedProfile]
+
+
+class ModelSeat(WireModel):
+    """A profile's model: the verdict on it, its bench, its effective context window."""
+
+    profile: str
+    provider: str | None
+    model: str
+    verdict: Availability
+    reason: VerdictReason
+    benched_until: str | None
+    strikes: int
+    context_window: int | None
+    context_window_source: Literal["catalog", "config"] | None
+
+
+class DependenciesBlock(WireModel):
+    """fleetd's outbound dependencies (RFC 0018 §4.4; Model health)."""
+
+    inbox: InboxDependency
+    webhook: WebhookDependency | Absent = None
+    providers: list[ProviderDependency]
+    models: list[ModelSeat]
+
+
+class FleetListResult(WireModel):
+    """``fleet_list`` v1: the top level is closed; nested health and link views stay open."""
+
+    version: Literal[1]
+    view_version: Annotated[int, Field(ge=0)] | Absent = Field(
+        default=None, description="moves with every change the view shows (GET /v1/fleet ETag)"
+    )
+    generated_at: str
+    agents_listed_at: str | None = Field(
+        default=None, description="when herdr last listed its agents; null before a list"
+    )
+    agents_age_seconds: float | None = Field(
+        default=None, description="how old that list was at generatedAt"
+    )
+    control_link: dict[str, Any]
+    agents: list[LiveAgent] | None  # null while herdr cannot list them
+    members: list[FleetMember | OrphanMember]
+    capacity: list[CapacityRow]
+    leads: list[LeadRow]
+    inbox: dict[str, Any]
+    teardown_failures: list[str]
+    config: dict[str, Any]
+    dependencies: DependenciesBlock | Absent = None
+    health: FleetHealthBlock | Absent = None
+    incidents: list[dict[str, Any]] | Absent = None
+    health_coverage: dict[str, Any] | Absent = None
+    preserved_worktrees: list[dict[str, Any]] | Absent = None  # leads only
