@@ -18,22 +18,30 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from fleetd.bridge.answers import Absent, CapacityRow, SessionRow, WireModel
+from fleetd.bridge.release import ReleaseCause
+from fleetd.inbox.codec import DecodeReason
+from fleetd.inbox.failures import Disposition
 from fleetd.resilience import Availability, BreakerState, ErrorClass, Standing, VerdictReason
 
 __all__ = [
     "BenchedProfile",
+    "ConfigStatus",
+    "DecodeFailureRow",
     "DependenciesBlock",
     "DependencyEndpoint",
     "FleetHealthBlock",
     "FleetListResult",
     "FleetMember",
     "ForeignIncident",
+    "HeldInMemory",
+    "InboxBlock",
     "InboxDependency",
     "LeadHealth",
     "LeadRow",
     "LiveAgent",
     "ModelSeat",
     "OrphanMember",
+    "PreservedWorktreeRow",
     "ProviderDependency",
     "WebhookDependency",
 ]
@@ -195,6 +203,63 @@ class DependenciesBlock(WireModel):
     models: list[ModelSeat]
 
 
+class PreservedWorktreeRow(WireModel):
+    """A worktree a release left behind (shown to its lead only, paths included)."""
+
+    session_id: str
+    role: str
+    profile: str
+    repository: str
+    path: str
+    branch: str
+    base_commit: str
+    cause: ReleaseCause
+    released_at: str
+    state: str
+    pending_task_ids: list[str]
+
+
+class DecodeFailureRow(WireModel):
+    """An inbox entry that could not be decoded, summarised: no body, no content."""
+
+    key: str
+    reason: DecodeReason
+    disposition: Disposition
+    message_id: str
+    version: int | None
+    occurrences: int
+    last_seen_epoch_millis: int
+
+
+class HeldInMemory(WireModel):
+    """Records accepted for a lead that the inbox has not taken yet (they live in memory);
+    ``gaveWay`` counts the records that gave way to the bound, which all leads share."""
+
+    records: int
+    by_lead: dict[str, int]
+    by_kind: dict[str, int]
+    oldest_created_epoch_millis: int | None
+    gave_way: int
+
+
+class InboxBlock(WireModel):
+    """The reply inbox as a caller sees it: reachability, its decode failures, records held."""
+
+    reachable: bool
+    failures: list[DecodeFailureRow]
+    held_in_memory: HeldInMemory
+
+
+class ConfigStatus(WireModel):
+    """The config as loaded: when, the last reload's error, keys waiting for a restart."""
+
+    loaded_at: str
+    last_reload_error_key: str | None
+    last_reload_error_reason: str | None
+    pending_restart_keys: list[str]
+    reload_failures: int
+
+
 class FleetListResult(WireModel):
     """``fleet_list`` v1: the top level is closed; nested health and link views stay open."""
 
@@ -214,11 +279,11 @@ class FleetListResult(WireModel):
     members: list[FleetMember | OrphanMember]
     capacity: list[CapacityRow]
     leads: list[LeadRow]
-    inbox: dict[str, Any]
+    inbox: InboxBlock
     teardown_failures: list[str]
-    config: dict[str, Any]
+    config: ConfigStatus
     dependencies: DependenciesBlock | Absent = None
     health: FleetHealthBlock | Absent = None
     incidents: list[dict[str, Any]] | Absent = None
     health_coverage: dict[str, Any] | Absent = None
-    preserved_worktrees: list[dict[str, Any]] | Absent = None  # leads only
+    preserved_worktrees: list[PreservedWorktreeRow] | Absent = None  # leads only

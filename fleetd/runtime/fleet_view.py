@@ -42,7 +42,14 @@ from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.inbox.records import InboxRecord
 from fleetd.runtime.dependencies import DependencyView
-from fleetd.runtime.fleet_models import FleetMember
+from fleetd.runtime.fleet_models import (
+    ConfigStatus,
+    FleetMember,
+    HeldInMemory,
+    InboxBlock,
+    OrphanMember,
+    PreservedWorktreeRow,
+)
 from fleetd.runtime.fleet_parts import failure_row, orphan_row, preserved_rows
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.live_agents import LiveAgents
@@ -67,16 +74,16 @@ class FleetFacts:
     agents_listed_at: datetime | None
     control_link: dict[str, Any]
     members: tuple[tuple[str, str, dict[str, Any]], ...]
-    orphans: tuple[tuple[str, str, dict[str, Any]], ...]
+    orphans: tuple[tuple[str, str, OrphanMember], ...]
     capacity: list[dict[str, Any]]
     leads: tuple[tuple[LeadConfig, PushOutcome | None, dict[str, Any] | None, str | None], ...]
     failures: tuple[DecodeFailure, ...]
     held: tuple[InboxRecord, ...]
     reachable: bool
     teardown_failures: list[str]
-    config: dict[str, Any]
+    config: ConfigStatus
     health: dict[str, Any] | None
-    preserved: dict[str, list[dict[str, Any]]]
+    preserved: dict[str, list[PreservedWorktreeRow]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,7 +184,7 @@ class FleetViewBuilder:
         """What ``caller`` sees of ``facts``: the operator everything, a lead its own part."""
         operator = caller.role is Role.OPERATOR
         members = [row for owner, _, row in facts.members if operator or owner == caller.name]
-        orphans = [row for owner, _, row in facts.orphans if operator or owner == caller.name]
+        orphans = [wire(row) for owner, _, row in facts.orphans if operator or owner == caller.name]
         live = facts.agents
         if not operator:
             seen = {
@@ -197,9 +204,9 @@ class FleetViewBuilder:
             "members": members + orphans,
             "capacity": facts.capacity,
             "leads": self._leads(caller, facts),
-            "inbox": self._inbox(caller, facts),
+            "inbox": wire(self._inbox(caller, facts)),
             "teardownFailures": facts.teardown_failures,
-            "config": facts.config,
+            "config": wire(facts.config),
         }
         if facts.health is not None:
             view.update(facts.health)
@@ -208,7 +215,7 @@ class FleetViewBuilder:
             view["dependencies"] = self.dependencies.view(facts.now)
             self.dependencies.decorate_capacity(view["capacity"], facts.now)
         if caller.role is Role.LEAD:
-            view["preservedWorktrees"] = facts.preserved.get(caller.name, [])
+            view["preservedWorktrees"] = [wire(p) for p in facts.preserved.get(caller.name, [])]
         return view
 
     def change_key(self) -> tuple[object, ...]:
@@ -260,16 +267,16 @@ class FleetViewBuilder:
         held = self._held(self.bridge.unpublished)
         failures = self.bridge.inbox.failures()
         reachable = self.bridge.inbox.reachable()
-        status = "fail" if not reachable else "warn" if held["records"] or failures else "pass"
+        status = "fail" if not reachable else "warn" if held.records or failures else "pass"
         return {
             "status": status,
             "reachable": reachable,
             "backend": self.config.current.inbox.backend.value,
-            "heldInMemory": held,
+            "heldInMemory": wire(held),
             "decodeFailures": len(failures),
         }
 
-    def _inbox(self, caller: Caller, facts: FleetFacts) -> dict[str, Any]:
+    def _inbox(self, caller: Caller, facts: FleetFacts) -> InboxBlock:
         """Reachability, decode failures and records held in memory. A lead's figures are its
         own key's (another lead's counts are theirs to see); the operator sees every key."""
         failures: Sequence[DecodeFailure] = facts.failures
@@ -277,25 +284,25 @@ class FleetViewBuilder:
         if caller.role is not Role.OPERATOR:
             failures = [f for f in failures if f.key == caller.name]
             held = [r for r in held if r.recipient_lead == caller.name]
-        return {
-            "reachable": facts.reachable,
-            "failures": [failure_row(f) for f in failures],
-            "heldInMemory": self._held(held),
-        }
+        return InboxBlock.of(
+            reachable=facts.reachable,
+            failures=[failure_row(f) for f in failures],
+            held_in_memory=self._held(held),
+        )
 
-    def _held(self, held: Sequence[InboxRecord]) -> dict[str, Any]:
+    def _held(self, held: Sequence[InboxRecord]) -> HeldInMemory:
         """Records accepted for a lead that the inbox has not taken yet (they live in memory).
 
         ``gaveWay`` counts the records that gave way to the bound, which all leads share.
         """
         created = [r.created_at_epoch_millis for r in held if r.created_at_epoch_millis]
-        return {
-            "records": len(held),
-            "byLead": dict(sorted(Counter(r.recipient_lead for r in held).items())),
-            "byKind": dict(sorted(Counter(r.kind.value for r in held).items())),
-            "oldestCreatedEpochMillis": min(created) if created else None,
-            "gaveWay": self.bridge.held_dropped,
-        }
+        return HeldInMemory.of(
+            records=len(held),
+            by_lead=dict(sorted(Counter(r.recipient_lead for r in held).items())),
+            by_kind=dict(sorted(Counter(r.kind.value for r in held).items())),
+            oldest_created_epoch_millis=min(created) if created else None,
+            gave_way=self.bridge.held_dropped,
+        )
 
     def member_row(
         self,
@@ -340,15 +347,15 @@ class FleetViewBuilder:
             rows.append(row)
         return rows
 
-    def _config_status(self) -> dict[str, Any]:
+    def _config_status(self) -> ConfigStatus:
         status = self.config.status
-        return {
-            "loadedAt": status.loaded_at.isoformat(),
-            "lastReloadErrorKey": status.last_error_key,
-            "lastReloadErrorReason": status.last_error_reason,
-            "pendingRestartKeys": list(status.pending_restart_keys),
-            "reloadFailures": status.reload_failures,
-        }
+        return ConfigStatus.of(
+            loaded_at=status.loaded_at.isoformat(),
+            last_reload_error_key=status.last_error_key,
+            last_reload_error_reason=status.last_error_reason,
+            pending_restart_keys=list(status.pending_restart_keys),
+            reload_failures=status.reload_failures,
+        )
 
 
 def _sees_incident(caller: Caller, row: dict[str, Any]) -> bool:
