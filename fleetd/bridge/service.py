@@ -206,7 +206,7 @@ class Bridge:
     def free_slots(self) -> dict[str, int | None]:
         """Each profile's free slots now, from the capacity view (``None``: no cap)."""
         rows = self.view.capacity_view(now=self.clock.now())
-        return {row["profile"]: row["free"] for row in rows}
+        return {row.profile: row.free for row in rows}
 
     # ------------------------------------------------------------------ sends
     async def send(self, *, owner: str, target: str, prompt: str, wait: float | None) -> Ticket:

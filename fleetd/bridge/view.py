@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from fleetd.bridge.answers import ModelHealthFlag, OpenTurn, SessionRow
+from fleetd.bridge.answers import CapacityRow, ModelHealthFlag, OpenTurn, SessionRow
 from fleetd.bridge.backlog import MemberBacklog
 from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.orphans import OrphanBook
@@ -136,7 +136,7 @@ class BridgeView:
         views: Iterable[MemberView] | None = None,
         *,
         now: datetime,
-    ) -> list[dict[str, Any]]:
+    ) -> list[CapacityRow]:
         """Per-profile capacity, from the same rows placement reads (orphans and benches
         included)."""
         return capacity_view(self, backlogs, views, now=now)
@@ -269,7 +269,7 @@ def capacity_view(
     views: Iterable[MemberView] | None = None,
     *,
     now: datetime,
-) -> list[dict[str, Any]]:
+) -> list[CapacityRow]:
     """Per-profile capacity, from the same rows placement reads (orphans and benches included):
     a benched profile shows ``free`` 0 and ``benched``, with the bench's end.
 
@@ -278,16 +278,16 @@ def capacity_view(
         views = member_views(bridge, bridge.roster.live(), mute_counts={}, backlogs=backlogs or {})
     rows = capacity_rows(bridge.profile_inputs(now), list(views), orphans=bridge.orphans.members())
     return [
-        {
-            "profile": row.profile,
-            "maxLoad": row.max_load,
-            "live": row.live,
-            "free": row.free,
-            "reclaimable": row.reclaimable,
-            "orphaned": row.orphaned,
-            "benched": row.benched,
-            "benchedUntil": row.benched_until.isoformat() if row.benched_until else None,
-        }
+        CapacityRow.of(
+            profile=row.profile,
+            max_load=row.max_load,
+            live=row.live,
+            free=row.free,
+            reclaimable=row.reclaimable,
+            orphaned=row.orphaned,
+            benched=row.benched,
+            benched_until=row.benched_until.isoformat() if row.benched_until else None,
+        )
         for row in rows
     ]
 

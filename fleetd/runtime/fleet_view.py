@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from fleetd.bridge.answers import wire
+from fleetd.bridge.answers import CapacityRow, wire
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
 from fleetd.bridge.manifests import ManifestShelf
 from fleetd.bridge.push import PushLoop, PushOutcome
@@ -75,7 +75,7 @@ class FleetFacts:
     control_link: dict[str, Any]
     members: tuple[tuple[str, str, dict[str, Any]], ...]
     orphans: tuple[tuple[str, str, OrphanMember], ...]
-    capacity: list[dict[str, Any]]
+    capacity: list[CapacityRow]
     leads: tuple[tuple[LeadConfig, PushOutcome | None, dict[str, Any] | None, str | None], ...]
     failures: tuple[DecodeFailure, ...]
     held: tuple[InboxRecord, ...]
@@ -193,6 +193,9 @@ class FleetViewBuilder:
             seen |= {lead.agent for lead, *_ in facts.leads}
             live = None if live is None else [a for a in live if a["name"] in seen]
         listed = facts.agents_listed_at
+        capacity = facts.capacity
+        if self.dependencies is not None:  # each profile's effective context window
+            capacity = self.dependencies.decorate_capacity(capacity, facts.now)
         view: dict[str, Any] = {
             "version": VIEW_VERSION,
             "viewVersion": facts.version,
@@ -202,7 +205,7 @@ class FleetViewBuilder:
             "controlLink": facts.control_link,
             "agents": live,
             "members": members + orphans,
-            "capacity": facts.capacity,
+            "capacity": [wire(row) for row in capacity],
             "leads": self._leads(caller, facts),
             "inbox": wire(self._inbox(caller, facts)),
             "teardownFailures": facts.teardown_failures,
@@ -213,7 +216,6 @@ class FleetViewBuilder:
             view["incidents"] = [i for i in facts.health["incidents"] if _sees_incident(caller, i)]
         if self.dependencies is not None:  # outbound endpoints, providers, model benches
             view["dependencies"] = self.dependencies.view(facts.now)
-            self.dependencies.decorate_capacity(view["capacity"], facts.now)
         if caller.role is Role.LEAD:
             view["preservedWorktrees"] = [wire(p) for p in facts.preserved.get(caller.name, [])]
         return view
