@@ -39,6 +39,7 @@ __all__ = [
     "LeadHealth",
     "LeadRow",
     "LiveAgent",
+    "MemberHealth",
     "ModelSeat",
     "OrphanMember",
     "PreservedWorktreeRow",
@@ -47,10 +48,19 @@ __all__ = [
 ]
 
 
+class MemberHealth(WireModel):
+    """A member's health state, how sure it is, its cause, and how long it has held it."""
+
+    state: str
+    certainty: str
+    cause: str
+    age_seconds: float
+
+
 class FleetMember(SessionRow):
     """A member of this run in ``fleet_list``, with its health once a tick has seen it."""
 
-    health: dict[str, Any] | Absent | None = None
+    health: MemberHealth | Absent | None = None
 
 
 class OrphanMember(WireModel):

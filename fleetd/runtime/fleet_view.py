@@ -47,6 +47,8 @@ from fleetd.runtime.fleet_models import (
     FleetMember,
     HeldInMemory,
     InboxBlock,
+    LeadHealth,
+    LeadRow,
     OrphanMember,
     PreservedWorktreeRow,
 )
@@ -76,7 +78,7 @@ class FleetFacts:
     members: tuple[tuple[str, str, dict[str, Any]], ...]
     orphans: tuple[tuple[str, str, OrphanMember], ...]
     capacity: list[CapacityRow]
-    leads: tuple[tuple[LeadConfig, PushOutcome | None, dict[str, Any] | None, str | None], ...]
+    leads: tuple[tuple[LeadConfig, PushOutcome | None, LeadHealth | None, str | None], ...]
     failures: tuple[DecodeFailure, ...]
     held: tuple[InboxRecord, ...]
     reachable: bool
@@ -206,7 +208,7 @@ class FleetViewBuilder:
             "agents": live,
             "members": members + orphans,
             "capacity": [wire(row) for row in capacity],
-            "leads": self._leads(caller, facts),
+            "leads": [wire(row) for row in self._leads(caller, facts)],
             "inbox": wire(self._inbox(caller, facts)),
             "teardownFailures": facts.teardown_failures,
             "config": wire(facts.config),
@@ -325,28 +327,30 @@ class FleetViewBuilder:
             fields["health"] = self.health.member_health(session.session_id)
         return wire(FleetMember.of(**fields))
 
-    def _leads(self, caller: Caller, facts: FleetFacts) -> list[dict[str, Any]]:
+    def _leads(self, caller: Caller, facts: FleetFacts) -> list[LeadRow]:
         """Every configured lead; a lead sees its own push and inbox counts and the foreign
         incidents it holds, of a peer only its name, agent, herdr status (``liveStatus``, see
         :func:`_lead_status`) and health with the count of foreign incidents it holds (§7.4)."""
         rows = []
         for lead, outcome, lead_health, live_status in facts.leads:
-            row: dict[str, Any] = {
-                "name": lead.name,
-                "agent": lead.agent,
-                "liveStatus": live_status,
-            }
+            fields: dict[str, object] = {}
             own = caller.role is Role.OPERATOR or caller.name == lead.name
             if own:
-                row["inboxDepth"] = outcome.depth if outcome else None
-                row["nudgesForHead"] = outcome.nudges_for_head if outcome else 0
-                row["nudgeCapReached"] = bool(outcome and outcome.cap_reached_at)
+                fields["inbox_depth"] = outcome.depth if outcome else None
+                fields["nudges_for_head"] = outcome.nudges_for_head if outcome else 0
+                fields["nudge_cap_reached"] = bool(outcome and outcome.cap_reached_at)
             if self.health is not None:
-                health = dict(lead_health) if lead_health is not None else None
-                if health is not None and not own:
-                    health.pop("foreignIncidents")  # a peer sees the count, not the incidents
-                row["health"] = health
-            rows.append(row)
+                health = lead_health
+                if health is not None and not own:  # a peer sees the count, not the incidents
+                    health = LeadHealth.of(
+                        state=health.state,
+                        age_seconds=health.age_seconds,
+                        assigned_foreign_incidents=health.assigned_foreign_incidents,
+                    )
+                fields["health"] = health
+            rows.append(
+                LeadRow.of(name=lead.name, agent=lead.agent, live_status=live_status, **fields)
+            )
         return rows
 
     def _config_status(self) -> ConfigStatus:

@@ -22,6 +22,7 @@ from fleetd.health.incidents import Incident, Route
 from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState, spec_of
 from fleetd.runtime.dispatch import RoutingNote
+from fleetd.runtime.fleet_models import ForeignIncident, LeadHealth, MemberHealth
 from fleetd.runtime.link import LinkState
 
 __all__ = [
@@ -80,41 +81,41 @@ def link_view(
     return link.view(classified, now=now, window=window)
 
 
-def member_health(state: HealthState, session_id: str, *, now: datetime) -> dict[str, Any] | None:
+def member_health(state: HealthState, session_id: str, *, now: datetime) -> MemberHealth | None:
     """One member's health row for ``fleet_list``; None until a tick has seen it."""
     evidence = state.members.get(session_id)
     if evidence is None:
         return None
-    return {
-        "state": str(evidence.state),
-        "certainty": spec_of(evidence.state).certainty.value,
-        "cause": evidence.cause,
-        "ageSeconds": round((now - evidence.since).total_seconds(), 3),
-    }
+    return MemberHealth.of(
+        state=str(evidence.state),
+        certainty=spec_of(evidence.state).certainty.value,
+        cause=evidence.cause,
+        age_seconds=round((now - evidence.since).total_seconds(), 3),
+    )
 
 
-def lead_health(state: HealthState, name: str, *, now: datetime) -> dict[str, Any] | None:
+def lead_health(state: HealthState, name: str, *, now: datetime) -> LeadHealth | None:
     """One lead's health for its ``fleet_list`` lead row; None until a tick has seen it."""
     evidence = state.leads.get(name)
     if evidence is None:
         return None
     held = foreign_assignments(state.open_incidents()).get(name, [])
-    return {
-        "state": str(evidence.state),
-        "ageSeconds": round((now - evidence.since).total_seconds(), 3),
-        "assignedForeignIncidents": len(held),
-        "foreignIncidents": [
-            {
-                "id": incident.id,
-                "subject": incident.subject,
-                "state": str(incident.state),
-                "severity": incident.severity.value,
-                "ageSeconds": round((now - incident.opened_at).total_seconds(), 3),
-                "routingGeneration": incident.routing_generation,
-            }
+    return LeadHealth.of(
+        state=str(evidence.state),
+        age_seconds=round((now - evidence.since).total_seconds(), 3),
+        assigned_foreign_incidents=len(held),
+        foreign_incidents=[
+            ForeignIncident.of(
+                id=incident.id,
+                subject=incident.subject,
+                state=str(incident.state),
+                severity=incident.severity.value,
+                age_seconds=round((now - incident.opened_at).total_seconds(), 3),
+                routing_generation=incident.routing_generation,
+            )
             for incident in held[:FOREIGN_SHOWN]
         ],
-    }
+    )
 
 
 def fleet_health(
