@@ -1,11 +1,13 @@
 """The tool answers and ``GET /v1/fleet`` keep their bytes while the models build them.
 
 One scripted fleet (spawns, sends, a reply, a benched model, health ticks, stops, orphans of a
-previous run, preserved worktrees) is run on fakes with a fixed sequence of ids, and every
-answer — ``fleet_spawn``, ``fleet_send``, ``fleet_poll``, ``fleet_status``, ``fleet_reply``,
+previous run, preserved worktrees) and one with records held for an unreachable inbox and entries
+it could not decode are run on fakes with a fixed sequence of ids, and every answer —
+``fleet_spawn``, ``fleet_send``, ``fleet_poll``, ``fleet_status``, ``fleet_reply``,
 ``fleet_stop``, ``fleet_list`` for each scope, and each scope's ``GET /v1/fleet`` body — is
 encoded as the wire encodes it and compared with ``tests/fixtures/answers/golden.json``, which
-holds the bytes the hand-built answers gave. Regenerate the file only for an additive change:
+holds the bytes the hand-built answers gave (written by this test run against the code before
+the models built them). Regenerate the file only for an additive change:
 ``FLEETD_WRITE_GOLDEN=1 pytest tests/unit/api/test_answer_bytes.py``.
 """
 
@@ -23,7 +25,12 @@ import pytest
 
 from fleetd.api.tools import Caller, Role, ToolResult
 from fleetd.catalog.fake import FakeModelCatalog
+from fleetd.errors import InboxUnavailableError
 from fleetd.herdr.model import AgentStatus
+from fleetd.inbox.codec import DecodeReason
+from fleetd.inbox.failures import DecodeFailure, Disposition
+from fleetd.inbox.memory import InMemoryInbox
+from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
 
 GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "answers" / "golden.json"
@@ -65,6 +72,69 @@ class _Recorder:
             await self.call(f"{label}/fleet_list/{caller.name}", "fleet_list", caller)
             body = (await self.fleet.service.views.encoded(caller)).body
             self.answers[f"{label}/GET/{caller.name}"] = _rooted(body.decode(), self.fleet.root)
+
+
+class _TroubledInbox(InMemoryInbox):
+    """An inbox that can be down (records wait in memory) and reports entries it cannot
+    decode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.bad: list[DecodeFailure] = []
+
+    async def publish(self, record: InboxRecord) -> bool:
+        if self.down:
+            raise InboxUnavailableError("the broker is away")
+        return await super().publish(record)
+
+    def failures(self) -> list[DecodeFailure]:
+        return list(self.bad)
+
+    def reachable(self) -> bool:
+        return not self.down and super().reachable()
+
+
+async def _troubled(root: Path, rec: dict[str, str]) -> None:
+    """Records held in memory for a lead and entries the inbox could not decode, as each
+    scope's fleet view shows them."""
+    inbox = _TroubledInbox()
+    fleet = build_test_fleet(root / "troubled", inbox=inbox)
+    await fleet.service.own_lead_keys()
+    inbox.down = True
+    for n, (lead, kind) in enumerate(
+        (("lead-b", MessageKind.REPLY), ("lead", MessageKind.REPLY), ("lead-b", MessageKind.REPLY))
+    ):
+        await fleet.bridge.keep_for_lead(
+            InboxRecord(
+                msg_id=f"{lead}-{n}",
+                kind=kind,
+                target=f"m-{n}",
+                recipient_lead=lead,
+                content="held",
+                created_at_epoch_millis=1_000 * (n + 1),
+            )
+        )
+    inbox.bad = [
+        DecodeFailure(
+            key=key,
+            reason=reason,
+            disposition=Disposition.QUARANTINED,
+            message_id=message_id,
+            version=version,
+            detail="redacted",
+            first_seen_epoch_millis=1_000,
+            last_seen_epoch_millis=2_000,
+            occurrences=2,
+        )
+        for key, message_id, reason, version in (
+            ("lead-b", "b-1", DecodeReason.MALFORMED_JSON, 1),
+            ("lead", "a-1", DecodeReason.MISSING_FIELD, None),
+        )
+    ]
+    recorder = _Recorder(fleet)
+    await recorder.views("troubled")
+    rec.update(recorder.answers)
 
 
 async def _script(root: Path, catalog: FakeModelCatalog) -> dict[str, str]:
@@ -132,6 +202,7 @@ async def _script(root: Path, catalog: FakeModelCatalog) -> dict[str, str]:
     rec.fleet = again
     await rec.views("restarted")
     await rec.call("stop/orphan", "fleet_stop", LEAD, paneId="w3:p1")
+    await _troubled(root, rec.answers)
     return rec.answers
 
 
@@ -181,5 +252,7 @@ def test_the_script_covers_every_optional_part(tmp_path: Path) -> None:
         '"health":{',
         '"incidents"',
         '"dependencies"',
+        '"byLead":{"lead":1,"lead-b":2}',
+        '"failures":[{',
     ):
         assert part in text, part
