@@ -50,7 +50,7 @@ def test_a_row_built_unvalidated_is_the_validated_row_field_for_field() -> None:
 def test_a_missing_or_unknown_field_is_refused() -> None:
     """``of`` does not validate types, but a required field left out or a name the model does
     not have is an error, not a silently different answer."""
-    with pytest.raises(KeyError):
+    with pytest.raises(TypeError, match="missing"):
         SessionRow.of(**{k: v for k, v in FIELDS.items() if k != "owner"})
-    with pytest.raises(TypeError, match="unknown fields"):
+    with pytest.raises(TypeError, match=r"unknown \['ownr'\]"):
         SessionRow.of(**FIELDS, ownr="lead")
