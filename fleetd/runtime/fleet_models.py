@@ -41,6 +41,9 @@ __all__ = [
     "LiveAgent",
     "MemberHealth",
     "ModelSeat",
+    "OpenIncident",
+    "OpenIncidentRepair",
+    "OpenIncidentRouting",
     "OrphanMember",
     "PreservedWorktreeRow",
     "ProviderDependency",
@@ -270,6 +273,45 @@ class ConfigStatus(WireModel):
     reload_failures: int
 
 
+class OpenIncidentRouting(WireModel):
+    """Where an assigned incident went: route (``lead`` or ``human``), reason, generation, on
+    whose behalf, and for the human leg what became of it."""
+
+    route: str
+    reason: str
+    generation: int
+    on_behalf_of: str | None
+    outcome: str | Absent = None
+
+
+class OpenIncidentRepair(WireModel):
+    """What the repair of a lost turn boundary did; a reply is never reconstructed, a task
+    never replayed."""
+
+    result: str
+    detail: str | None
+    attempts: int
+    retry: str | None
+    reply_reconstructed: bool
+    task_replayed: bool
+
+
+class OpenIncident(WireModel):
+    """One open incident in ``fleet_list``: owner, recipient and ``routing`` once assigned."""
+
+    id: str
+    scope: str
+    subject: str
+    state: str
+    severity: str
+    certainty: str
+    age_seconds: float
+    owner: str | None
+    recipient: str | None
+    routing: OpenIncidentRouting | Absent = None
+    repair: OpenIncidentRepair | Absent = None
+
+
 class FleetListResult(WireModel):
     """``fleet_list`` v1: the top level is closed; nested health and link views stay open."""
 
@@ -294,6 +336,6 @@ class FleetListResult(WireModel):
     config: ConfigStatus
     dependencies: DependenciesBlock | Absent = None
     health: FleetHealthBlock | Absent = None
-    incidents: list[dict[str, Any]] | Absent = None
+    incidents: list[OpenIncident] | Absent = None
     health_coverage: dict[str, Any] | Absent = None
     preserved_worktrees: list[PreservedWorktreeRow] | Absent = None  # leads only

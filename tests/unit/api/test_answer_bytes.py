@@ -137,6 +137,29 @@ async def _troubled(root: Path, rec: dict[str, str]) -> None:
     rec.update(recorder.answers)
 
 
+async def _routed(root: Path, rec: dict[str, str]) -> None:
+    """A reply lead-b leaves uncollected until it is stranded, and lead-b unresponsive: the
+    incidents routed to a peer (routing, on whose behalf) and the foreign incidents lead holds."""
+    document = sample_document(root / "routed")
+    document["health"] = {"enabled": True, "leadUnresponsiveAfterSeconds": 120}
+    fleet = build_test_fleet(root / "routed", document=document)
+    await fleet.service.own_lead_keys()
+    own = (await fleet.ok("fleet_spawn", LEAD, profile="codex"))["sessionId"]
+    await fleet.service.registry.contact(fleet.member(own))
+    other = (await fleet.ok("fleet_spawn", LEAD_B, profile="codex"))["sessionId"]
+    await fleet.service.registry.contact(fleet.member(other))
+    await fleet.ok("fleet_send", LEAD_B, target=other, prompt="x")
+    await fleet.ok("fleet_reply", fleet.member(other), content="done")
+    for _ in range(10):
+        fleet.clock.advance(31)
+        await fleet.service.push.push_once()
+        await fleet.service.health.tick()
+    await fleet.ok("fleet_poll", LEAD)
+    recorder = _Recorder(fleet)
+    await recorder.views("routed")
+    rec.update(recorder.answers)
+
+
 async def _script(root: Path, catalog: FakeModelCatalog) -> dict[str, str]:
     document = sample_document(root)
     document["health"] = {"enabled": True}
@@ -203,6 +226,7 @@ async def _script(root: Path, catalog: FakeModelCatalog) -> dict[str, str]:
     await rec.views("restarted")
     await rec.call("stop/orphan", "fleet_stop", LEAD, paneId="w3:p1")
     await _troubled(root, rec.answers)
+    await _routed(root, rec.answers)
     return rec.answers
 
 
@@ -254,5 +278,8 @@ def test_the_script_covers_every_optional_part(tmp_path: Path) -> None:
         '"dependencies"',
         '"byLead":{"lead":1,"lead-b":2}',
         '"failures":[{',
+        '"routing":{',
+        '"onBehalfOf":"lead-b"',
+        '"foreignIncidents":[{',
     ):
         assert part in text, part
