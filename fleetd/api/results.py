@@ -3,15 +3,16 @@
 ``contracts/api/<tool>.result.schema.json`` is generated from these models (see
 :mod:`fleetd.api.schemas`), and the registry validates every handler's output against its tool's
 model. The bridge's answers (tickets, member rows, releases, replies, capacity rows) are built as
-their models where they are made (:mod:`fleetd.bridge.answers`) and re-exported here; the inbox
-drain is built here. Field names are camelCase on the wire.
+their models where they are made (:mod:`fleetd.bridge.answers`), the parts of ``fleet_list`` in
+:mod:`fleetd.runtime.fleet_models`, both re-exported here; the inbox drain is built here. Field
+names are camelCase on the wire.
 
 A field that is *absent* when there is nothing to say is typed ``X | Absent`` (never ``null`` in
 the schema, and no ``default``: a default of ``null`` on a field whose schema refuses null is an
 invalid schema, which OpenAPI validators reject); a field that is always present but may be
 unknown is ``X | None`` with no default.
 Models refuse unknown fields, except where the payload is genuinely open (inbox evidence) or is
-still owned by another view (the nested health, inbox and config parts of ``fleet_list``).
+still built by hand (``fleet_list``'s control link, ``healthCoverage`` and dependencies).
 """
 
 from __future__ import annotations

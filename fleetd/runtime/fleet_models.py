@@ -2,13 +2,18 @@
 
 ``contracts/api/fleet_list.result.schema.json`` is generated from :class:`FleetListResult`
 (through :mod:`fleetd.api.results`). The view's builders (:mod:`fleetd.runtime.fleet_view`,
-:mod:`fleetd.runtime.fleet_parts`, :mod:`fleetd.runtime.health_views`,
-:mod:`fleetd.runtime.dependencies`) make each part as its model and hand on its wire JSON
-(:func:`~fleetd.bridge.answers.wire`): camelCase, only the fields it was given, in the order the
-model declares them. Parts are built with ``model_construct`` where a view of a thousand members
-builds many of them (every value is already of its field's type there); the registry checks the
-``fleet_list`` answer against :class:`FleetListResult`. Nested parts still owned by another view
-(a member's health, the incidents, ``healthCoverage``) stay open objects.
+:mod:`fleetd.runtime.fleet_parts`, :mod:`fleetd.runtime.health_views`, and the bridge's
+:mod:`fleetd.bridge.view` for member and capacity rows) make each part as its model with
+:meth:`~fleetd.bridge.answers.WireModel.of` (no validation: a view of a thousand members builds
+many) and hand on its wire JSON (:func:`~fleetd.bridge.answers.wire`): camelCase, only the fields
+it was given, in the order the model declares them. The registry checks the ``fleet_list`` answer
+against :class:`FleetListResult`.
+
+Still built by hand, and open objects in the contract: the control link and
+``healthCoverage``. The ``dependencies`` block and herdr's agents are described here but still
+built by hand: the first is read again on every request (the view's change key compares it), the
+second made again for every agent whenever one changes; built as models, each request and each
+agent change would pay for them, so they wait for a build kept between reads.
 """
 
 from __future__ import annotations
