@@ -25,6 +25,7 @@ from fleetd.api.results import (
     TicketResult,
 )
 from fleetd.api.tools import Caller, Role, ToolAnswer, ToolParams, ToolRegistry, ToolSpec
+from fleetd.bridge.answers import ticket_result
 from fleetd.bridge.backlog import member_backlogs, read_lead_stats
 from fleetd.bridge.release import stop_cause
 from fleetd.bridge.service import Bridge
@@ -118,7 +119,7 @@ class ReplyParams(ToolParams):
 
 
 FleetView = Callable[[Caller], Awaitable[dict[str, Any]]]
-Spawner = Callable[[SpawnRequest], Awaitable[dict[str, Any]]]
+Spawner = Callable[[SpawnRequest], Awaitable[SessionRow]]
 
 
 def register_fleet_tools(
@@ -126,7 +127,7 @@ def register_fleet_tools(
 ) -> None:
     """Register the seven fleet tools on ``registry``."""
 
-    async def fleet_spawn(caller: Caller, p: SpawnParams) -> dict[str, Any]:
+    async def fleet_spawn(caller: Caller, p: SpawnParams) -> SessionRow:
         return await spawn(
             SpawnRequest(
                 owner=caller.name,
@@ -138,46 +139,44 @@ def register_fleet_tools(
             )
         )
 
-    async def fleet_send(caller: Caller, p: SendParams) -> dict[str, Any]:
+    async def fleet_send(caller: Caller, p: SendParams) -> TicketResult:
         ticket = await bridge.send(owner=caller.name, target=p.target, prompt=p.prompt, wait=p.wait)
-        answer = ticket.public()
         session = bridge.session(ticket.target)
+        flag = None
         if session is not None:  # accepted all the same; the lead reads that its model is down
             flag = bridge.view.model_health(session.profile, bridge.clock.now())
-            if flag is not None:
-                answer["modelHealth"] = flag
-        return answer
+        return ticket_result(ticket, flag)
 
     async def fleet_poll(caller: Caller, p: PollParams) -> ToolAnswer:
         if p.ticket is not None:
             ticket = bridge.ticket(p.ticket)
             if ticket is None or ticket.owner != caller.name:
                 raise _unknown_ticket(bridge, p.ticket)
-            return ticket.public()
+            return ticket_result(ticket)
         key = p.target or caller.name
         if key != caller.name:
             raise PermissionDeniedError("a lead may drain only its own inbox")
         records = await bridge.drain_inbox(key)
         return InboxDrainResult(inbox=key, messages=[_message(r) for r in records])
 
-    async def fleet_status(caller: Caller, p: StatusParams) -> dict[str, Any]:
+    async def fleet_status(caller: Caller, p: StatusParams) -> SessionRow:
         session = bridge.find_owned(caller.name, p.session_id, released=True)
         stats = await read_lead_stats(bridge.inbox, [session.owner])
         backlog = member_backlogs(stats, bridge.sessions()).get(session.session_id)
         row = bridge.view.session_row(session, now=bridge.clock.now(), backlog=backlog)
-        if session.live:  # herdr's status now, not what the poller saw while it last watched
-            try:
-                row["liveStatus"] = (
-                    await bridge.control.get_agent(session.name)
-                ).agent_status.value
-            except HerdrError:
-                row["liveStatus"] = None  # herdr cannot say right now
-        return row
+        if not session.live:
+            return row
+        try:  # herdr's status now, not what the poller saw while it last watched
+            agent = await bridge.control.get_agent(session.name)
+            live_status: str | None = agent.agent_status.value
+        except HerdrError:
+            live_status = None  # herdr cannot say right now
+        return row.model_copy(update={"live_status": live_status})
 
     async def fleet_list(caller: Caller, p: ListParams) -> dict[str, Any]:
         return await fleet_view(caller)
 
-    async def fleet_stop(caller: Caller, p: StopParams) -> dict[str, Any]:
+    async def fleet_stop(caller: Caller, p: StopParams) -> ReleaseResult:
         target = p.session_id or p.pane_id
         if target is None:  # guarded by the params model
             raise InvalidArgumentsError(
@@ -191,7 +190,7 @@ def register_fleet_tools(
         cause = stop_cause(session.state.value, pending)
         return await bridge.release(session, cause)
 
-    async def fleet_reply(caller: Caller, p: ReplyParams) -> dict[str, Any]:
+    async def fleet_reply(caller: Caller, p: ReplyParams) -> ReplyResult:
         if caller.session_id is None:
             raise PermissionDeniedError("only a member session may reply")
         return await bridge.reply(session_id=caller.session_id, content=p.content)

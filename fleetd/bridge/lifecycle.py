@@ -15,6 +15,7 @@ from collections.abc import Callable
 from itertools import compress
 from pathlib import Path
 
+from fleetd.bridge.answers import ReleaseResult
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
@@ -90,7 +91,7 @@ class TargetLifecycle:
 
     async def release(
         self, session: Session, cause: ReleaseCause, *, code: str | None = None
-    ) -> dict[str, object]:
+    ) -> ReleaseResult:
         """Stop a member and settle its work and worktree (see :class:`Teardown`)."""
         return await self._teardown.release(session, cause, code=code)
 

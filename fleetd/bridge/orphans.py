@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from fleetd.bridge.answers import ReleaseResult
 from fleetd.bridge.manifests import PreservedWorktree, manifest_path, write_manifest
 from fleetd.bridge.marks import SESSIONS_DIR, MemberMark, load_marks, remove_mark
 from fleetd.bridge.release import ReleaseCause, WorktreeAction
@@ -159,7 +160,7 @@ class OrphanBook:
         for mark in matched.gone:
             await self._forget(mark, ReleaseCause.GONE)
 
-    async def stop(self, orphan: Orphan) -> dict[str, object]:
+    async def stop(self, orphan: Orphan) -> ReleaseResult:
         """Close an orphan's pane and preserve its worktree; nothing of its run is replayed."""
         try:
             await self._control.close_pane(orphan.mark.pane_id)
@@ -172,21 +173,17 @@ class OrphanBook:
             ) from exc
         return await self._forget(orphan.mark, ReleaseCause.LEAD_ABORT)
 
-    async def _forget(self, mark: MemberMark, cause: ReleaseCause) -> dict[str, object]:
+    async def _forget(self, mark: MemberMark, cause: ReleaseCause) -> ReleaseResult:
         self._orphans.pop(mark.session_id, None)
-        outcome: dict[str, object] = {
-            "sessionId": mark.session_id,
-            "cause": cause.value,
-            "orphaned": True,
-        }
+        kept: dict[str, WorktreeAction] = {}
         if mark.worktree is not None:
-            outcome["worktree"] = WorktreeAction.PRESERVE.value
+            kept["worktree"] = WorktreeAction.PRESERVE
             await self._preserve(mark, cause)
         try:
             await asyncio.to_thread(remove_mark, self._sessions, mark.session_id)
         except FleetdError as exc:
             _log.warning("session %s: %s", mark.session_id, exc)
-        return outcome
+        return ReleaseResult(session_id=mark.session_id, cause=cause, orphaned=True, **kept)
 
     async def _preserve(self, mark: MemberMark, cause: ReleaseCause) -> None:
         """Write a manifest for the worktree, unless its release already wrote one."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from fleetd.bridge.answers import ReplyResult
 from fleetd.bridge.completion import TurnCompletion, reply_record
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session
@@ -65,13 +66,13 @@ class Replies:
         self._outbox = outbox
         self._completion = completion
 
-    async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
+    async def reply(self, *, session_id: str, content: str) -> ReplyResult:
         """Store the reply, then resolve the open turn (or keep it as a late reply)."""
         task = asyncio.ensure_future(self._reply(session_id=session_id, content=content))
         task.add_done_callback(_settled)
         return await asyncio.shield(task)
 
-    async def _reply(self, *, session_id: str, content: str) -> dict[str, object]:
+    async def _reply(self, *, session_id: str, content: str) -> ReplyResult:
         session = self._roster.get(session_id)
         if session is None or not session.live:
             raise ConflictError("this session is no longer live")
@@ -88,17 +89,17 @@ class Replies:
         if await self._completion.complete(
             session, turn.token, content=content, source=ResultSource.REPLY, stored=stored
         ):
-            return {"accepted": True, "ticket": ticket.ticket_id, "late": False}
+            return ReplyResult(accepted=True, ticket=ticket.ticket_id, late=False)
         if stored:  # stored under its ticket; the turn ended while it was being stored
-            return {"accepted": True, "ticket": ticket.ticket_id, "late": True}
+            return ReplyResult(accepted=True, ticket=ticket.ticket_id, late=True)
         return await self._late(session, content)
 
-    async def _late(self, session: Session, content: str) -> dict[str, object]:
+    async def _late(self, session: Session, content: str) -> ReplyResult:
         """A second reply of one turn: kept apart under a fresh id, never folded or dropped."""
         await self._store(session, None, content, ReplySource.LATE)
-        return {"accepted": True, "ticket": None, "late": True}
+        return ReplyResult(accepted=True, ticket=None, late=True)
 
-    async def _after_fallback(self, session: Session, content: str) -> dict[str, object]:
+    async def _after_fallback(self, session: Session, content: str) -> ReplyResult:
         """No turn is open: refused, unless the last turn was read from the pane (kept once)."""
         last = self._tasks.last_delivered(session.session_id)
         if last is None or last.source not in _FALLBACKS or last.late_reply:
@@ -117,7 +118,7 @@ class Replies:
             last.late_reply = False  # not stored: the member may call again
             raise
         session.fallback_at = None  # the late reply is in: the next send need not wait for it
-        return {"accepted": True, "ticket": last.ticket_id, "late": True}
+        return ReplyResult(accepted=True, ticket=last.ticket_id, late=True)
 
     async def _store(
         self, session: Session, ticket: Ticket | None, content: str, source: ReplySource
@@ -141,7 +142,7 @@ class Replies:
             ) from exc
 
 
-def _settled(task: asyncio.Future[dict[str, object]]) -> None:
+def _settled(task: asyncio.Future[ReplyResult]) -> None:
     """Collect the outcome of a reply whose caller left, so it is not reported as lost."""
     if not task.cancelled():
         task.exception()

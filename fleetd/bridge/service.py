@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fleetd.bridge.adopt import Restored, confirm, restore
+from fleetd.bridge.answers import ReleaseResult, ReplyResult
 from fleetd.bridge.completion import TurnCompletion
 from fleetd.bridge.delivery import Deliverer
 from fleetd.bridge.durable import DurableState
@@ -205,7 +206,7 @@ class Bridge:
     def free_slots(self) -> dict[str, int | None]:
         """Each profile's free slots now, from the capacity view (``None``: no cap)."""
         rows = self.view.capacity_view(now=self.clock.now())
-        return {row["profile"]: row["free"] for row in rows}
+        return {row.profile: row.free for row in rows}
 
     # ------------------------------------------------------------------ sends
     async def send(self, *, owner: str, target: str, prompt: str, wait: float | None) -> Ticket:
@@ -263,7 +264,7 @@ class Bridge:
         await self.deliverer.poll_once()
 
     # ---------------------------------------------------------------- replies
-    async def reply(self, *, session_id: str, content: str) -> dict[str, object]:
+    async def reply(self, *, session_id: str, content: str) -> ReplyResult:
         """A member's ``fleet_reply``: stored first, then resolves its open turn (see
         :mod:`~fleetd.bridge.replies`)."""
         return await self.replies.reply(session_id=session_id, content=content)
@@ -420,7 +421,7 @@ class Bridge:
 
     async def release(
         self, session: Session, cause: ReleaseCause, *, code: str | None = None
-    ) -> dict[str, object]:
+    ) -> ReleaseResult:
         """Stop a member and settle its work and worktree (see :mod:`~fleetd.bridge.teardown`)."""
         return await self.lifecycle.release(session, cause, code=code)
 

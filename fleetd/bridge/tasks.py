@@ -101,32 +101,6 @@ class Ticket:
         """True while a synchronous caller waits for this ticket to end."""
         return self._done is not None and not self._done.is_set()
 
-    def public(self) -> dict[str, object]:
-        """The ticket as a tool result (the prompt never leaves)."""
-        view: dict[str, object] = {
-            "ticket": self.ticket_id,
-            "target": self.target,
-            "status": self.outcome.value,
-            "acceptedAt": self.accepted_at.isoformat(),
-        }
-        if self.delivered_at is not None:
-            view["deliveredAt"] = self.delivered_at.isoformat()
-        if self.delivery is not None:
-            view["delivery"] = self.delivery.value
-        if self.refusals:
-            view["promptRefusals"] = self.refusals
-        if self.terminal:
-            view["resolvedAt"] = self.resolved_at.isoformat() if self.resolved_at else None
-        if self.source is not None:
-            view["source"] = self.source.value
-        if self.content is not None:
-            view["content"] = self.content
-        if self.reason is not None:
-            view["reason"] = self.reason
-        if self.hint is not None:
-            view["hint"] = self.hint
-        return view
-
 
 OnTerminal = Callable[[Ticket], None]
 

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from fleetd.bridge.answers import ReleaseResult
 from fleetd.bridge.evidence import target_lost
 from fleetd.bridge.manifests import PreservedWorktree, write_manifest
 from fleetd.bridge.marks import SESSIONS_DIR, remove_mark
@@ -69,7 +70,7 @@ class Teardown:
         self._revoke = revoke
         self._fail_work = fail_work
         self._on_failure = on_failure
-        self._releases: dict[str, asyncio.Task[dict[str, object]]] = {}
+        self._releases: dict[str, asyncio.Task[ReleaseResult]] = {}
 
     def releasing(self, session_id: str) -> bool:
         """True while a release of this session is under way."""
@@ -77,7 +78,7 @@ class Teardown:
 
     async def release(
         self, session: Session, cause: ReleaseCause, *, code: str | None = None
-    ) -> dict[str, object]:
+    ) -> ReleaseResult:
         """Stop a member, settle its work and its worktree, and remove it from the live roster.
 
         One release per session: a second caller (a retried stop, the poller, the monitor) gets
@@ -88,7 +89,7 @@ class Teardown:
         running = self._releases.get(sid)
         if running is None:
             if not session.live:
-                return {"sessionId": sid, "cause": session.released_cause, "already": True}
+                return ReleaseResult(session_id=sid, cause=session.released_cause, already=True)
             running = asyncio.ensure_future(self._release(session, cause, code))
             self._releases[sid] = running
             running.add_done_callback(lambda _task: self._releases.pop(sid, None))
@@ -96,7 +97,7 @@ class Teardown:
 
     async def _release(
         self, session: Session, cause: ReleaseCause, code: str | None
-    ) -> dict[str, object]:
+    ) -> ReleaseResult:
         pending = [t.ticket_id for t in self._tasks.pending_for(session.session_id)]
         session.teardown_tickets = tuple(pending)
         state_before = session.state
@@ -111,10 +112,10 @@ class Teardown:
             except HerdrError as exc:
                 closed = False  # it may still run: its mark stays for the next run to find
                 _log.info("session %s: close pane: %s", session.session_id, exc.code)
-        outcome: dict[str, object] = {"sessionId": session.session_id, "cause": cause.value}
+        worktree: dict[str, WorktreeAction] = {}
         if session.worktree is not None:
             result = await release_worktree(self._worktrees, session.worktree, cause)
-            outcome["worktree"] = result.action.value
+            worktree["worktree"] = result.action
             if result.action is WorktreeAction.PRESERVE:
                 session.preserved = True
                 session.commits_ahead = await self._commits_ahead(session.worktree)
@@ -129,7 +130,7 @@ class Teardown:
         self._roster.retire(session, now)
         self._tasks.forget_target(session.session_id)
         record_teardown(session, roster=self._roster, tasks=self._tasks)
-        return outcome
+        return ReleaseResult(session_id=session.session_id, cause=cause, **worktree)
 
     async def _unmark(self, session: Session) -> None:
         sessions = self._manifest_root / SESSIONS_DIR

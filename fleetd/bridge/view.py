@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from fleetd.bridge.answers import CapacityRow, ModelHealthFlag, OpenTurn, SessionRow
 from fleetd.bridge.backlog import MemberBacklog
 from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.orphans import OrphanBook
@@ -53,14 +54,12 @@ class BridgeView:
         rows of ``fleet_list``, the heartbeat and placement are built from."""
         return profile_inputs(self.settings(), dict(self.bench.benched(now)))
 
-    def model_health(self, profile: str, now: datetime) -> dict[str, Any] | None:
+    def model_health(self, profile: str, now: datetime) -> ModelHealthFlag | None:
         """The flag a member row and a send's answer carry while the member's profile is
         benched (its provider no longer lists its model); ``None`` otherwise. Work to a live
         member is never refused for it: the lead decides."""
         until = self.bench.benched_until(profile, now)
-        if until is None:
-            return None
-        return {"state": "benched", "benchedUntil": until.isoformat()}
+        return None if until is None else ModelHealthFlag.benched(until)
 
     def row_inputs(self, session_id: str, *, pending: bool) -> tuple[object, ...]:
         """What a member's row reads of the bridge beside its session and member view: its live
@@ -89,9 +88,20 @@ class BridgeView:
         now: datetime,
         backlog: MemberBacklog | None = None,
         view: MemberView | None = None,
-    ) -> dict[str, Any]:
+    ) -> SessionRow:
         """One member as ``fleet_list`` and ``fleet_status`` show it (see :func:`session_row`)."""
         return session_row(self, session, now=now, backlog=backlog, view=view)
+
+    def session_fields(
+        self,
+        session: Session,
+        *,
+        now: datetime,
+        backlog: MemberBacklog | None = None,
+        view: MemberView | None = None,
+    ) -> dict[str, Any]:
+        """The fields of :meth:`session_row`, by field name, for a model that extends it."""
+        return session_fields(self, session, now=now, backlog=backlog, view=view)
 
     def member_view(
         self, session: Session, *, mute_events: int = 0, backlog: MemberBacklog | None = None
@@ -128,7 +138,7 @@ class BridgeView:
         views: Iterable[MemberView] | None = None,
         *,
         now: datetime,
-    ) -> list[dict[str, Any]]:
+    ) -> list[CapacityRow]:
         """Per-profile capacity, from the same rows placement reads (orphans and benches
         included)."""
         return capacity_view(self, backlogs, views, now=now)
@@ -141,56 +151,69 @@ def session_row(
     now: datetime,
     backlog: MemberBacklog | None = None,
     view: MemberView | None = None,
-) -> dict[str, Any]:
+) -> SessionRow:
     """One member as ``fleet_list`` and ``fleet_status`` show it.
 
     ``backlog`` is this member's replies still waiting in its lead's inbox: while any wait, the
     row has no ``idleForSeconds`` (one idle rule: :func:`fleetd.health.capacity.idle_for_seconds`).
     ``view`` is the member's :class:`MemberView` when the caller has built it already (with that
-    backlog).
+    backlog). The row is built without validation (:meth:`~fleetd.bridge.answers.WireModel.of`:
+    ``fleet_list`` builds one per changed member of a thousand); every value is of its field's
+    type here (:func:`session_fields`).
     """
+    return SessionRow.of(**session_fields(bridge, session, now=now, backlog=backlog, view=view))
+
+
+def session_fields(
+    bridge: BridgeView,
+    session: Session,
+    *,
+    now: datetime,
+    backlog: MemberBacklog | None = None,
+    view: MemberView | None = None,
+) -> dict[str, Any]:
+    """The fields of :func:`session_row` by field name: those with nothing to say are left out."""
     sid = session.session_id
     pending = bridge.tasks.pending_for(sid)
     turn = bridge.roster.inflight.get(sid)
-    row: dict[str, Any] = {
-        "sessionId": sid,
+    fields: dict[str, Any] = {
+        "session_id": sid,
         "name": session.name,
         "profile": session.profile,
         "kind": session.kind,
         "role": session.role,
         "owner": session.owner,
-        "paneId": session.pane_id,
-        "state": session.state.value,
+        "pane_id": session.pane_id,
+        "state": session.state,
         "presence": session.presence,
         "turn": session.turn,
-        "liveStatus": bridge.roster.live_status.get(sid),
+        "live_status": bridge.roster.live_status.get(sid),
         "queued": len(bridge.roster.queues.get(sid, ())),
-        "pendingTickets": sorted(t.ticket_id for t in pending),
-        "stateAgeSeconds": _age(session.state_since, now),
+        "pending_tickets": sorted(t.ticket_id for t in pending),
+        "state_age_seconds": _age(session.state_since, now),
     }
     if turn is not None:
         open_ticket = bridge.tasks.get(turn.token.ticket_id)
-        delivery = open_ticket.delivery if open_ticket is not None else None
-        row["openTurn"] = {
-            "ticket": turn.token.ticket_id,
-            "turn": turn.token.turn,
-            "delivery": delivery.value if delivery is not None else None,
-            "deliveredAgeSeconds": _age(turn.delivered_at, now),
-            "sawWorking": turn.saw_working,
-            "baseline": turn.baseline.capture.value if turn.baseline else None,
-        }
+        fields["open_turn"] = OpenTurn.of(
+            ticket=turn.token.ticket_id,
+            turn=turn.token.turn,
+            delivery=open_ticket.delivery if open_ticket is not None else None,
+            delivered_age_seconds=_age(turn.delivered_at, now),
+            saw_working=turn.saw_working,
+            baseline=turn.baseline.capture.value if turn.baseline else None,
+        )
     idle = idle_for_seconds(view or member_view(bridge, session, backlog=backlog), now)
     if idle is not None and session.state_since is not None:
-        row["idleForSeconds"] = _age(session.state_since, now)
+        fields["idle_for_seconds"] = _age(session.state_since, now)
     if session.released_cause is not None:
-        row["releasedCause"] = session.released_cause
+        fields["released_cause"] = session.released_cause
     if session.live:
         flag = bridge.model_health(session.profile, now)
         if flag is not None:
-            row["modelHealth"] = flag
+            fields["model_health"] = flag
     if session.worktree is not None:
-        row["branch"] = session.worktree.branch
-    return row
+        fields["branch"] = session.worktree.branch
+    return fields
 
 
 def member_view(
@@ -248,7 +271,7 @@ def capacity_view(
     views: Iterable[MemberView] | None = None,
     *,
     now: datetime,
-) -> list[dict[str, Any]]:
+) -> list[CapacityRow]:
     """Per-profile capacity, from the same rows placement reads (orphans and benches included):
     a benched profile shows ``free`` 0 and ``benched``, with the bench's end.
 
@@ -257,16 +280,16 @@ def capacity_view(
         views = member_views(bridge, bridge.roster.live(), mute_counts={}, backlogs=backlogs or {})
     rows = capacity_rows(bridge.profile_inputs(now), list(views), orphans=bridge.orphans.members())
     return [
-        {
-            "profile": row.profile,
-            "maxLoad": row.max_load,
-            "live": row.live,
-            "free": row.free,
-            "reclaimable": row.reclaimable,
-            "orphaned": row.orphaned,
-            "benched": row.benched,
-            "benchedUntil": row.benched_until.isoformat() if row.benched_until else None,
-        }
+        CapacityRow.of(
+            profile=row.profile,
+            max_load=row.max_load,
+            live=row.live,
+            free=row.free,
+            reclaimable=row.reclaimable,
+            orphaned=row.orphaned,
+            benched=row.benched,
+            benched_until=row.benched_until.isoformat() if row.benched_until else None,
+        )
         for row in rows
     ]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from fleetd.api.fleet_tools import register_fleet_tools
 from fleetd.api.tools import ToolRegistry, ToolResult
+from fleetd.bridge.answers import SessionRow
 from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.spawn import SpawnRequest
@@ -39,7 +39,7 @@ def tool_registry(
     registry = ToolRegistry()
     manifest_root = config.current.worktrees.root
 
-    async def spawn(request: SpawnRequest) -> dict[str, Any]:
+    async def spawn(request: SpawnRequest) -> SessionRow:
         # placement refuses a benched profile (its model is gone: the lead picks another one)
         session = await bridge.spawn(
             request,

@@ -32,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fleetd.bridge.answers import CapacityRow
 from fleetd.catalog.tracker import ModelHealth, ProviderState
 from fleetd.inbox.amqp_link import BrokerReport
 from fleetd.inbox.port import ReplyInbox
@@ -127,13 +128,17 @@ class DependencyView:
         state = self._broker.broker_report()
         return {"inbox": {"kind": _AMQP, "allDown": not state.reachable, "active": state.active}}
 
-    def decorate_capacity(self, rows: list[dict[str, Any]], now: datetime) -> None:
-        """Add each profile's effective context window to its capacity row (the row's bench
+    def decorate_capacity(self, rows: list[CapacityRow], now: datetime) -> list[CapacityRow]:
+        """The capacity rows with each profile's effective context window (the row's bench
         comes with the row itself: placement reads the same one)."""
+        decorated = []
         for row in rows:
-            window, source = self.models.context_window(row["profile"])
-            row["contextWindow"] = window
-            row["contextWindowSource"] = source
+            window, source = self.models.context_window(row.profile)
+            fields = {name: getattr(row, name) for name in row.model_fields_set}
+            decorated.append(
+                CapacityRow.of(**fields, context_window=window, context_window_source=source)
+            )
+        return decorated
 
     def _inbox(self, now: datetime) -> dict[str, Any]:
         if self._broker is None:

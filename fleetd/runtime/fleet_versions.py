@@ -25,7 +25,10 @@ ends, so a view built while it awaited (a pane read after a delivery, a reply st
 ticket ended) is never the last word.
 
 **One build per version.** Concurrent requests for a version being built wait for that build; a
-build is cut per scope (the operator, each lead) once per version. Waiters on a version
+build is cut per scope (the operator, each lead) once per version. The ``fleet_list`` tool and
+``GET /v1/fleet`` share it: the tool's document is the scope's encoded answer read back (its
+member rows kept between versions, :mod:`fleetd.runtime.fleet_body`), so the two cannot differ
+and the tool does not build every member's row again for each version. Waiters on a version
 (:meth:`FleetViews.wait_past`, the long-poll of ``GET /v1/fleet``) are released when the version
 moves past theirs, when their time is up, or when fleetd is asked to stop.
 
@@ -39,6 +42,7 @@ fifth of the process. A request without ``wait`` always gets the current version
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -46,7 +50,7 @@ from typing import Any, TypeVar
 from fleetd.clock import Clock, wait_event
 from fleetd.identity import Caller, Role
 from fleetd.runtime.fleet_body import EncodedFleet, FleetBodies
-from fleetd.runtime.fleet_view import FleetFacts, FleetViewBuilder
+from fleetd.runtime.fleet_view import FleetViewBuilder
 
 __all__ = ["LONG_POLL_SPACING_SECONDS", "EncodedView", "FleetViews", "VersionedView", "scope_of"]
 
@@ -91,8 +95,6 @@ class FleetViews:
         self._version = 0
         self._key: tuple[object, ...] | None = None
         self._moved = asyncio.Event()
-        self._facts: FleetFacts | None = None
-        self._building: tuple[int, asyncio.Task[FleetFacts]] | None = None
         self._scoped: dict[str, VersionedView] = {}
         self.bodies = FleetBodies(builder)
         self._encoded: EncodedFleet | None = None
@@ -130,7 +132,6 @@ class FleetViews:
 
     def _advance(self) -> None:
         self._version += 1
-        self._facts = None
         self._scoped = {}
         self._encoded = None
         self._bodies = {}
@@ -164,17 +165,18 @@ class FleetViews:
         return (await self.versioned(caller)).view
 
     async def versioned(self, caller: Caller) -> VersionedView:
-        """``caller``'s view of the current version, with the version it is."""
+        """``caller``'s view of the current version, with the version it is: its encoded answer
+        (:meth:`encoded`) read back, so the tool's document is byte for byte what ``GET
+        /v1/fleet`` sends."""
         scope = scope_of(caller)
         version = self.version()
         cached = self._scoped.get(scope)
         if cached is not None and cached.version == version:
             return cached
-        facts = await self._facts_of(version)
-        made = VersionedView(
-            version=facts.version, scope=scope, view=self._builder.scoped(facts, caller)
-        )
-        if facts.version == self._version:
+        encoded = await self.encoded(caller)
+        view: dict[str, Any] = json.loads(encoded.body)["result"]
+        made = VersionedView(version=encoded.version, scope=scope, view=view)
+        if encoded.version == self._version:
             self._scoped[scope] = made
         return made
 
@@ -206,18 +208,6 @@ class FleetViews:
         if fleet.facts.version == self._version:
             self._encoded = fleet
         return fleet
-
-    async def _facts_of(self, version: int) -> FleetFacts:
-        """The facts of ``version``: built once, however many callers ask at the same time."""
-        if self._facts is not None and self._facts.version == version:
-            return self._facts
-        if self._building is None or self._building[0] != version or self._building[1].done():
-            made = self._timed(version, self._builder.facts(version))
-            self._building = (version, asyncio.ensure_future(made))
-        facts = await asyncio.shield(self._building[1])
-        if facts.version == self._version:
-            self._facts = facts
-        return facts
 
     async def _timed(self, version: int, build: Awaitable[_Built]) -> _Built:
         """One build of ``version``, counted and timed (the long-poll spacing reads its time)."""

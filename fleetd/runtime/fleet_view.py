@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from fleetd.bridge.answers import CapacityRow, wire
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
 from fleetd.bridge.manifests import ManifestShelf
 from fleetd.bridge.push import PushLoop, PushOutcome
@@ -41,6 +42,16 @@ from fleetd.identity import Caller, Role
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.inbox.records import InboxRecord
 from fleetd.runtime.dependencies import DependencyView
+from fleetd.runtime.fleet_models import (
+    ConfigStatus,
+    FleetMember,
+    HeldInMemory,
+    InboxBlock,
+    LeadHealth,
+    LeadRow,
+    OrphanMember,
+    PreservedWorktreeRow,
+)
 from fleetd.runtime.fleet_parts import failure_row, orphan_row, preserved_rows
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.live_agents import LiveAgents
@@ -65,16 +76,16 @@ class FleetFacts:
     agents_listed_at: datetime | None
     control_link: dict[str, Any]
     members: tuple[tuple[str, str, dict[str, Any]], ...]
-    orphans: tuple[tuple[str, str, dict[str, Any]], ...]
-    capacity: list[dict[str, Any]]
-    leads: tuple[tuple[LeadConfig, PushOutcome | None, dict[str, Any] | None, str | None], ...]
+    orphans: tuple[tuple[str, str, OrphanMember], ...]
+    capacity: list[CapacityRow]
+    leads: tuple[tuple[LeadConfig, PushOutcome | None, LeadHealth | None, str | None], ...]
     failures: tuple[DecodeFailure, ...]
     held: tuple[InboxRecord, ...]
     reachable: bool
     teardown_failures: list[str]
-    config: dict[str, Any]
+    config: ConfigStatus
     health: dict[str, Any] | None
-    preserved: dict[str, list[dict[str, Any]]]
+    preserved: dict[str, list[PreservedWorktreeRow]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,7 +186,7 @@ class FleetViewBuilder:
         """What ``caller`` sees of ``facts``: the operator everything, a lead its own part."""
         operator = caller.role is Role.OPERATOR
         members = [row for owner, _, row in facts.members if operator or owner == caller.name]
-        orphans = [row for owner, _, row in facts.orphans if operator or owner == caller.name]
+        orphans = [wire(row) for owner, _, row in facts.orphans if operator or owner == caller.name]
         live = facts.agents
         if not operator:
             seen = {
@@ -184,6 +195,9 @@ class FleetViewBuilder:
             seen |= {lead.agent for lead, *_ in facts.leads}
             live = None if live is None else [a for a in live if a["name"] in seen]
         listed = facts.agents_listed_at
+        capacity = facts.capacity
+        if self.dependencies is not None:  # each profile's effective context window
+            capacity = self.dependencies.decorate_capacity(capacity, facts.now)
         view: dict[str, Any] = {
             "version": VIEW_VERSION,
             "viewVersion": facts.version,
@@ -193,20 +207,19 @@ class FleetViewBuilder:
             "controlLink": facts.control_link,
             "agents": live,
             "members": members + orphans,
-            "capacity": facts.capacity,
-            "leads": self._leads(caller, facts),
-            "inbox": self._inbox(caller, facts),
+            "capacity": [wire(row) for row in capacity],
+            "leads": [wire(row) for row in self._leads(caller, facts)],
+            "inbox": wire(self._inbox(caller, facts)),
             "teardownFailures": facts.teardown_failures,
-            "config": facts.config,
+            "config": wire(facts.config),
         }
         if facts.health is not None:
             view.update(facts.health)
             view["incidents"] = [i for i in facts.health["incidents"] if _sees_incident(caller, i)]
         if self.dependencies is not None:  # outbound endpoints, providers, model benches
             view["dependencies"] = self.dependencies.view(facts.now)
-            self.dependencies.decorate_capacity(view["capacity"], facts.now)
         if caller.role is Role.LEAD:
-            view["preservedWorktrees"] = facts.preserved.get(caller.name, [])
+            view["preservedWorktrees"] = [wire(p) for p in facts.preserved.get(caller.name, [])]
         return view
 
     def change_key(self) -> tuple[object, ...]:
@@ -258,16 +271,16 @@ class FleetViewBuilder:
         held = self._held(self.bridge.unpublished)
         failures = self.bridge.inbox.failures()
         reachable = self.bridge.inbox.reachable()
-        status = "fail" if not reachable else "warn" if held["records"] or failures else "pass"
+        status = "fail" if not reachable else "warn" if held.records or failures else "pass"
         return {
             "status": status,
             "reachable": reachable,
             "backend": self.config.current.inbox.backend.value,
-            "heldInMemory": held,
+            "heldInMemory": wire(held),
             "decodeFailures": len(failures),
         }
 
-    def _inbox(self, caller: Caller, facts: FleetFacts) -> dict[str, Any]:
+    def _inbox(self, caller: Caller, facts: FleetFacts) -> InboxBlock:
         """Reachability, decode failures and records held in memory. A lead's figures are its
         own key's (another lead's counts are theirs to see); the operator sees every key."""
         failures: Sequence[DecodeFailure] = facts.failures
@@ -275,25 +288,25 @@ class FleetViewBuilder:
         if caller.role is not Role.OPERATOR:
             failures = [f for f in failures if f.key == caller.name]
             held = [r for r in held if r.recipient_lead == caller.name]
-        return {
-            "reachable": facts.reachable,
-            "failures": [failure_row(f) for f in failures],
-            "heldInMemory": self._held(held),
-        }
+        return InboxBlock.of(
+            reachable=facts.reachable,
+            failures=[failure_row(f) for f in failures],
+            held_in_memory=self._held(held),
+        )
 
-    def _held(self, held: Sequence[InboxRecord]) -> dict[str, Any]:
+    def _held(self, held: Sequence[InboxRecord]) -> HeldInMemory:
         """Records accepted for a lead that the inbox has not taken yet (they live in memory).
 
         ``gaveWay`` counts the records that gave way to the bound, which all leads share.
         """
         created = [r.created_at_epoch_millis for r in held if r.created_at_epoch_millis]
-        return {
-            "records": len(held),
-            "byLead": dict(sorted(Counter(r.recipient_lead for r in held).items())),
-            "byKind": dict(sorted(Counter(r.kind.value for r in held).items())),
-            "oldestCreatedEpochMillis": min(created) if created else None,
-            "gaveWay": self.bridge.held_dropped,
-        }
+        return HeldInMemory.of(
+            records=len(held),
+            by_lead=dict(sorted(Counter(r.recipient_lead for r in held).items())),
+            by_kind=dict(sorted(Counter(r.kind.value for r in held).items())),
+            oldest_created_epoch_millis=min(created) if created else None,
+            gave_way=self.bridge.held_dropped,
+        )
 
     def member_row(
         self,
@@ -303,48 +316,52 @@ class FleetViewBuilder:
         backlogs: dict[str, MemberBacklog],
         view: MemberView,
     ) -> dict[str, Any]:
-        row = self.bridge.view.session_row(
+        """One member's row, built as :class:`FleetMember`, as its wire JSON (a fresh dict: the
+        encoded view leaves its ages open in it)."""
+        fields = self.bridge.view.session_fields(
             session, now=now, backlog=backlogs.get(session.session_id), view=view
         )
         if session.live and session.name in statuses:
-            row["liveStatus"] = statuses[session.name]  # herdr's last word on the agent
+            fields["live_status"] = statuses[session.name]  # herdr's last word on the agent
         if self.health is not None:
-            row["health"] = self.health.member_health(session.session_id)
-        return row
+            fields["health"] = self.health.member_health(session.session_id)
+        return wire(FleetMember.of(**fields))
 
-    def _leads(self, caller: Caller, facts: FleetFacts) -> list[dict[str, Any]]:
+    def _leads(self, caller: Caller, facts: FleetFacts) -> list[LeadRow]:
         """Every configured lead; a lead sees its own push and inbox counts and the foreign
         incidents it holds, of a peer only its name, agent, herdr status (``liveStatus``, see
         :func:`_lead_status`) and health with the count of foreign incidents it holds (§7.4)."""
         rows = []
         for lead, outcome, lead_health, live_status in facts.leads:
-            row: dict[str, Any] = {
-                "name": lead.name,
-                "agent": lead.agent,
-                "liveStatus": live_status,
-            }
+            fields: dict[str, object] = {}
             own = caller.role is Role.OPERATOR or caller.name == lead.name
             if own:
-                row["inboxDepth"] = outcome.depth if outcome else None
-                row["nudgesForHead"] = outcome.nudges_for_head if outcome else 0
-                row["nudgeCapReached"] = bool(outcome and outcome.cap_reached_at)
+                fields["inbox_depth"] = outcome.depth if outcome else None
+                fields["nudges_for_head"] = outcome.nudges_for_head if outcome else 0
+                fields["nudge_cap_reached"] = bool(outcome and outcome.cap_reached_at)
             if self.health is not None:
-                health = dict(lead_health) if lead_health is not None else None
-                if health is not None and not own:
-                    health.pop("foreignIncidents")  # a peer sees the count, not the incidents
-                row["health"] = health
-            rows.append(row)
+                health = lead_health
+                if health is not None and not own:  # a peer sees the count, not the incidents
+                    health = LeadHealth.of(
+                        state=health.state,
+                        age_seconds=health.age_seconds,
+                        assigned_foreign_incidents=health.assigned_foreign_incidents,
+                    )
+                fields["health"] = health
+            rows.append(
+                LeadRow.of(name=lead.name, agent=lead.agent, live_status=live_status, **fields)
+            )
         return rows
 
-    def _config_status(self) -> dict[str, Any]:
+    def _config_status(self) -> ConfigStatus:
         status = self.config.status
-        return {
-            "loadedAt": status.loaded_at.isoformat(),
-            "lastReloadErrorKey": status.last_error_key,
-            "lastReloadErrorReason": status.last_error_reason,
-            "pendingRestartKeys": list(status.pending_restart_keys),
-            "reloadFailures": status.reload_failures,
-        }
+        return ConfigStatus.of(
+            loaded_at=status.loaded_at.isoformat(),
+            last_reload_error_key=status.last_error_key,
+            last_reload_error_reason=status.last_error_reason,
+            pending_restart_keys=list(status.pending_restart_keys),
+            reload_failures=status.reload_failures,
+        )
 
 
 def _sees_incident(caller: Caller, row: dict[str, Any]) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from fleetd.bridge.answers import wire
 from fleetd.config import HealthConfig
 from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.health.evidence import HealthState
@@ -22,6 +23,15 @@ from fleetd.health.incidents import Incident, Route
 from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState, spec_of
 from fleetd.runtime.dispatch import RoutingNote
+from fleetd.runtime.fleet_models import (
+    FleetHealthBlock,
+    ForeignIncident,
+    LeadHealth,
+    MemberHealth,
+    OpenIncident,
+    OpenIncidentRepair,
+    OpenIncidentRouting,
+)
 from fleetd.runtime.link import LinkState
 
 __all__ = [
@@ -80,41 +90,41 @@ def link_view(
     return link.view(classified, now=now, window=window)
 
 
-def member_health(state: HealthState, session_id: str, *, now: datetime) -> dict[str, Any] | None:
+def member_health(state: HealthState, session_id: str, *, now: datetime) -> MemberHealth | None:
     """One member's health row for ``fleet_list``; None until a tick has seen it."""
     evidence = state.members.get(session_id)
     if evidence is None:
         return None
-    return {
-        "state": str(evidence.state),
-        "certainty": spec_of(evidence.state).certainty.value,
-        "cause": evidence.cause,
-        "ageSeconds": round((now - evidence.since).total_seconds(), 3),
-    }
+    return MemberHealth.of(
+        state=str(evidence.state),
+        certainty=spec_of(evidence.state).certainty.value,
+        cause=evidence.cause,
+        age_seconds=round((now - evidence.since).total_seconds(), 3),
+    )
 
 
-def lead_health(state: HealthState, name: str, *, now: datetime) -> dict[str, Any] | None:
+def lead_health(state: HealthState, name: str, *, now: datetime) -> LeadHealth | None:
     """One lead's health for its ``fleet_list`` lead row; None until a tick has seen it."""
     evidence = state.leads.get(name)
     if evidence is None:
         return None
     held = foreign_assignments(state.open_incidents()).get(name, [])
-    return {
-        "state": str(evidence.state),
-        "ageSeconds": round((now - evidence.since).total_seconds(), 3),
-        "assignedForeignIncidents": len(held),
-        "foreignIncidents": [
-            {
-                "id": incident.id,
-                "subject": incident.subject,
-                "state": str(incident.state),
-                "severity": incident.severity.value,
-                "ageSeconds": round((now - incident.opened_at).total_seconds(), 3),
-                "routingGeneration": incident.routing_generation,
-            }
+    return LeadHealth.of(
+        state=str(evidence.state),
+        age_seconds=round((now - evidence.since).total_seconds(), 3),
+        assigned_foreign_incidents=len(held),
+        foreign_incidents=[
+            ForeignIncident.of(
+                id=incident.id,
+                subject=incident.subject,
+                state=str(incident.state),
+                severity=incident.severity.value,
+                age_seconds=round((now - incident.opened_at).total_seconds(), 3),
+                routing_generation=incident.routing_generation,
+            )
             for incident in held[:FOREIGN_SHOWN]
         ],
-    }
+    )
 
 
 def fleet_health(
@@ -134,7 +144,9 @@ def fleet_health(
     top-level lead row, so neither appears here a second time.
     """
     return {
-        "health": {"enabled": health.enabled, "ticks": ticks, "paneReads": pane_reads},
+        "health": wire(
+            FleetHealthBlock.of(enabled=health.enabled, ticks=ticks, pane_reads=pane_reads)
+        ),
         "incidents": [
             incident_row(i, now=now, note=routing.get(i.id)) for i in state.open_incidents()
         ],
@@ -145,40 +157,45 @@ def fleet_health(
 def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None) -> dict[str, Any]:
     """One open incident for ``fleet_list``: owner, recipient and ``routing`` once assigned —
     route (``lead`` or ``human``), reason, generation, on whose behalf, and for the human leg
-    what became of it."""
-    row: dict[str, Any] = {
-        "id": incident.id,
-        "scope": incident.scope.value,
-        "subject": incident.subject,
-        "state": str(incident.state),
-        "severity": incident.severity.value,
-        "certainty": incident.certainty.value,
-        "ageSeconds": round((now - incident.opened_at).total_seconds(), 3),
-        "owner": incident.owner_lead,
-        "recipient": incident.recipient_lead,
-    }
+    what became of it. Built as :class:`OpenIncident`, handed on as its wire JSON (each scope's
+    view filters the rows of one version)."""
+    parts: dict[str, Any] = {}
     assignment = incident.assignment
     if assignment is not None:
-        routing: dict[str, Any] = {
-            "route": assignment.route.value,
-            "reason": assignment.reason.value,
-            "generation": assignment.generation,
-            "onBehalfOf": assignment.on_behalf_of,
-        }
+        outcome = {}
         if assignment.route is Route.HUMAN and note is not None:
-            routing["outcome"] = note.outcome
-        row["routing"] = routing
+            outcome["outcome"] = note.outcome
+        parts["routing"] = OpenIncidentRouting.of(
+            route=assignment.route.value,
+            reason=assignment.reason.value,
+            generation=assignment.generation,
+            on_behalf_of=assignment.on_behalf_of,
+            **outcome,
+        )
     evidence = dict(incident.evidence)
     if "repair_result" in evidence:
-        row["repair"] = {
-            "result": evidence["repair_result"],
-            "detail": evidence.get("repair_detail"),
-            "attempts": int(evidence.get("repair_attempts", "0")),
-            "retry": evidence.get("repair_retry"),
-            "replyReconstructed": False,
-            "taskReplayed": False,
-        }
-    return row
+        parts["repair"] = OpenIncidentRepair.of(
+            result=evidence["repair_result"],
+            detail=evidence.get("repair_detail"),
+            attempts=int(evidence.get("repair_attempts", "0")),
+            retry=evidence.get("repair_retry"),
+            reply_reconstructed=False,
+            task_replayed=False,
+        )
+    return wire(
+        OpenIncident.of(
+            id=incident.id,
+            scope=incident.scope.value,
+            subject=incident.subject,
+            state=str(incident.state),
+            severity=incident.severity.value,
+            certainty=incident.certainty.value,
+            age_seconds=round((now - incident.opened_at).total_seconds(), 3),
+            owner=incident.owner_lead,
+            recipient=incident.recipient_lead,
+            **parts,
+        )
+    )
 
 
 def healthz_component(state: HealthState, *, ticks: int, covered: dict[str, Any]) -> dict[str, Any]:

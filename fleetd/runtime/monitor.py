@@ -43,6 +43,7 @@ from fleetd.notify.payload import CoverageStatus
 from fleetd.runtime import health_views
 from fleetd.runtime.dispatch import EffectDispatcher, RoutingNote
 from fleetd.runtime.escalation import Escalation
+from fleetd.runtime.fleet_models import LeadHealth, MemberHealth
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.pane_excerpts import PaneExcerpts
 from fleetd.runtime.snapshot import SeenAgents, take_snapshot
@@ -238,10 +239,10 @@ class FleetHealthMonitor:
             interval=self.config.current.health.snapshot_interval,
         )
 
-    def member_health(self, session_id: str) -> dict[str, Any] | None:
+    def member_health(self, session_id: str) -> MemberHealth | None:
         return health_views.member_health(self.state, session_id, now=self.clock.now())
 
-    def lead_health(self, name: str) -> dict[str, Any] | None:
+    def lead_health(self, name: str) -> LeadHealth | None:
         return health_views.lead_health(self.state, name, now=self.clock.now())
 
     def view(self) -> dict[str, Any]:

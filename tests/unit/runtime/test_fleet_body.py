@@ -35,18 +35,26 @@ async def _fleet(root: Path) -> TestFleet:
     return fleet
 
 
-async def _expected(fleet: TestFleet, caller: Caller) -> bytes:
-    """The tool's document (cut afresh from facts read for this version), encoded as the wire
-    encodes it."""
-    view = await fleet.service.views.view(caller)
+async def _expected(fleet: TestFleet, caller: Caller, version: int) -> bytes:
+    """The document cut afresh from facts read for this version (every member row built
+    again), encoded as the wire encodes it."""
+    builder = fleet.service.view
+    view = builder.scoped(await builder.facts(version), caller)
     document = ToolResult.success(view).to_json()
     return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 async def _same_bodies(fleet: TestFleet) -> None:
+    """Each scope's body of a new version (read at the fake clock's now, as the afresh build
+    is) is the afresh build's bytes, and the tool answers that same document."""
+    fleet.service.views.touched()
     for caller in CALLERS:
-        body = (await fleet.service.views.encoded(caller)).body
-        assert body == await _expected(fleet, caller), caller
+        encoded = await fleet.service.views.encoded(caller)
+        assert encoded.body == await _expected(fleet, caller, encoded.version), caller
+        tool = await fleet.call("fleet_list", caller)  # the tool answers the same document
+        assert json.dumps(tool.to_json(), ensure_ascii=False, separators=(",", ":")).encode() == (
+            encoded.body
+        ), caller
 
 
 def _members(fleet: TestFleet) -> list[str]:
@@ -205,8 +213,8 @@ async def test_get_answers_the_kept_bytes_and_long_polls_as_before(tmp_path: Pat
     auth = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
     async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as client:
         first = await client.get("/v1/fleet", headers=auth)
-        assert first.content == await _expected(fleet, OPERATOR)
         version = first.json()["result"]["viewVersion"]
+        assert first.content == await _expected(fleet, OPERATOR, version)
         waiting = asyncio.ensure_future(
             client.get("/v1/fleet", headers=auth, params={"sinceVersion": version, "wait": 30})
         )
@@ -216,4 +224,6 @@ async def test_get_answers_the_kept_bytes_and_long_polls_as_before(tmp_path: Pat
         answered = await waiting
     assert answered.json()["result"]["viewVersion"] > version
     assert len(answered.json()["result"]["members"]) == 2
-    assert answered.content == await _expected(fleet, OPERATOR)
+    assert answered.content == await _expected(
+        fleet, OPERATOR, answered.json()["result"]["viewVersion"]
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from fleetd.bridge.answers import wire
 from fleetd.config import HealthConfig
 from fleetd.health.evidence import HealthState, LeadEvidence
 from fleetd.health.incidents import Assignment, Incident, IncidentKey, Route, RoutingReason
@@ -93,8 +94,9 @@ def test_a_lead_row_counts_and_lists_a_bounded_set_of_foreign_incidents() -> Non
         for name in ("lead-a", "lead-b")
     }
     state = HealthState(leads=leads, incidents={**held, own.key: own})
-    row = lead_health(state, "lead-b", now=NOW)
-    assert row is not None
+    health = lead_health(state, "lead-b", now=NOW)
+    assert health is not None
+    row = wire(health)
     assert row["assignedForeignIncidents"] == FOREIGN_SHOWN + 3
     assert len(row["foreignIncidents"]) == FOREIGN_SHOWN
     assert row["foreignIncidents"][0] == {
@@ -105,6 +107,7 @@ def test_a_lead_row_counts_and_lists_a_bounded_set_of_foreign_incidents() -> Non
         "ageSeconds": 120.0,
         "routingGeneration": 2,
     }
-    mine = lead_health(state, "lead-a", now=NOW)
-    assert mine is not None
+    kept = lead_health(state, "lead-a", now=NOW)
+    assert kept is not None
+    mine = wire(kept)
     assert (mine["assignedForeignIncidents"], mine["foreignIncidents"]) == (0, [])
