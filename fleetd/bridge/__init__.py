@@ -4,6 +4,19 @@ The names other fleetd packages build on are re-exported here; everything else i
 internal to it.
 """
 
+from fleetd.bridge.answers import (
+    Absent,
+    CapacityRow,
+    ModelHealthFlag,
+    OpenTurn,
+    ReleaseResult,
+    ReplyResult,
+    SessionRow,
+    TicketResult,
+    WireModel,
+    ticket_result,
+    wire,
+)
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
 from fleetd.bridge.durable import DurableState
 from fleetd.bridge.git_worktrees import GitWorktrees
@@ -27,8 +40,10 @@ __all__ = [
     "ORPHANED",
     "SESSIONS_DIR",
     "TRANSITIONS",
+    "Absent",
     "Bridge",
     "BridgeView",
+    "CapacityRow",
     "Delivery",
     "DurableState",
     "FakeWorktrees",
@@ -36,21 +51,28 @@ __all__ = [
     "ManifestShelf",
     "MemberBacklog",
     "MemberViews",
+    "ModelHealthFlag",
+    "OpenTurn",
     "Orphan",
     "PreservedWorktree",
     "PushLoop",
     "PushOutcome",
     "ReleaseCause",
+    "ReleaseResult",
     "RepairOutcome",
     "RepairResult",
+    "ReplyResult",
     "ResultSource",
     "Roster",
     "Session",
     "SessionEvent",
+    "SessionRow",
     "SessionState",
     "SpawnRequest",
     "TaskBook",
     "TicketOutcome",
+    "TicketResult",
+    "WireModel",
     "WorktreeAction",
     "Worktrees",
     "health_settings",
@@ -59,4 +81,6 @@ __all__ = [
     "profile_inputs",
     "read_lead_stats",
     "stop_cause",
+    "ticket_result",
+    "wire",
 ]

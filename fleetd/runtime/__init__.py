@@ -7,6 +7,15 @@ internal to it.
 from fleetd.runtime.dependencies import DependencyCollector, DependencyView
 from fleetd.runtime.escalation import instance_name
 from fleetd.runtime.fleet_all import FleetAcross
+from fleetd.runtime.fleet_models import (
+    DependenciesBlock,
+    FleetHealthBlock,
+    FleetListResult,
+    FleetMember,
+    LeadRow,
+    LiveAgent,
+    OrphanMember,
+)
 from fleetd.runtime.fleet_summary import InstanceSummary, summarize
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.fleet_view import FleetViewBuilder
@@ -19,18 +28,25 @@ from fleetd.runtime.scheduler import STALL_FLOOR_SECONDS, Loop, Scheduler
 
 __all__ = [
     "STALL_FLOOR_SECONDS",
+    "DependenciesBlock",
     "DependencyCollector",
     "DependencyView",
     "FleetAcross",
+    "FleetHealthBlock",
     "FleetHealthMonitor",
+    "FleetListResult",
+    "FleetMember",
     "FleetViewBuilder",
     "FleetViews",
     "InstanceSummary",
     "InstanceWatch",
+    "LeadRow",
     "LinkObserver",
     "LinkState",
+    "LiveAgent",
     "LiveAgents",
     "Loop",
+    "OrphanMember",
     "RemotePeers",
     "Scheduler",
     "freeze_startup_heap",
