@@ -95,7 +95,9 @@ async def bench_sends(count: int) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             root = Path(tmp) / f"r{r}"
-            store = SqlStateStore(f"sqlite:///{root / 'state.db'}", deadline=lambda: DEADLINE)
+            store = SqlStateStore(
+                f"sqlite:///{root / 'state.db'}", deadline=lambda: DEADLINE, instance="bench"
+            )
             sql += await _sends(root / "sql", store, count // rounds)
             store.close()
             memory += await _sends(root / "mem", MemoryStateStore(), count // rounds)
@@ -229,7 +231,9 @@ async def bench_sends_sim(count: int) -> bool:
             await _until(sock.exists, "the simulator's socket")
             for r in range(rounds):
                 root = Path(tmp) / f"r{r}"
-                store = SqlStateStore(f"sqlite:///{root / 'state.db'}", deadline=lambda: DEADLINE)
+                store = SqlStateStore(
+                    f"sqlite:///{root / 'state.db'}", deadline=lambda: DEADLINE, instance="bench"
+                )
                 sql += await _sim_sends(root / "sql", sock, store, count // rounds)
                 store.close()
                 memory += await _sim_sends(root / "mem", sock, MemoryStateStore(), count // rounds)
@@ -335,12 +339,12 @@ async def bench_start(members: int, tickets: int) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         url = f"sqlite:///{root / 'state.db'}"
-        filler = SqlStateStore(url, deadline=lambda: DEADLINE)
+        filler = SqlStateStore(url, deadline=lambda: DEADLINE, instance="bench")
         seed = build_test_fleet(root / "seed", check_views=False)
         _fill(filler, seed, members, tickets)
         filler.close()
         started = time.perf_counter()
-        store = SqlStateStore(url, deadline=lambda: DEADLINE)
+        store = SqlStateStore(url, deadline=lambda: DEADLINE, instance="bench")
         fleet = build_test_fleet(
             root / "fleet", control=seed.control, state=store, check_views=False
         )

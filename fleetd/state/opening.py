@@ -57,10 +57,11 @@ def open_state(
 ) -> OpenedState:
     """Open, migrate and take ``instance``'s writer lock on the configured store (each operation
     bounded by ``deadline()``, read anew: ``state.operationTimeoutMs`` is hot); with ``discard``
-    empty it first. With ``standby`` a held lock is no refusal: the store is returned without
-    it (``discard`` and ``standby`` together are the caller's error to refuse)."""
+    empty it first (this instance's rows: other instances sharing the store keep theirs). With
+    ``standby`` a held lock is no refusal: the store is returned without it (``discard`` and
+    ``standby`` together are the caller's error to refuse)."""
     url = config.state.url.get_secret_value()
-    store = SqlStateStore(url, deadline=deadline)
+    store = SqlStateStore(url, deadline=deadline, instance=instance)
     lock = InstanceLock(store.engine, url, instance)
     try:
         if not lock.try_acquire(now):

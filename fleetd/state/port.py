@@ -43,7 +43,8 @@ class StateStore(Protocol):
     """Where the bridge's durable state is kept (SQLite, PostgreSQL, or memory in tests)."""
 
     def load(self) -> Snapshot:
-        """Everything stored (tickets in acceptance order)."""
+        """Everything this store's instance stored (tickets in acceptance order); a store shared
+        by several instances keeps each one's rows apart."""
         ...
 
     def apply(self, change: Change) -> None:
@@ -51,7 +52,7 @@ class StateStore(Protocol):
         ...
 
     def discard(self) -> None:
-        """Forget everything stored (``fleetd serve --discard-state``)."""
+        """Forget everything this instance stored (``fleetd serve --discard-state``)."""
         ...
 
     def close(self) -> None:

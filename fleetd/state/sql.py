@@ -24,6 +24,11 @@ and for one more deadline every write fails at once (``unavailable``) so that th
 the health loop on it, is held up once per deadline at most. A failed write is a write not made:
 the effect it was ahead of does not run.
 
+Every row carries the store's ``instance`` (the name whose writer lock the process takes): each
+write stamps it, and every load, delete and ``discard`` reads or removes that instance's rows only,
+so instances sharing one store (several hosts on one PostgreSQL schema) never see, clean up or
+compact one another's members, tickets or turns.
+
 Opening migrates the store to this build's head (its own revisions in ``migrations/state/``); a
 store written by a newer build, or a file that is not a database, is refused with
 :class:`~fleetd.errors.StateStoreError` naming why.
@@ -75,9 +80,9 @@ __all__ = [
 CHECKPOINT_EVERY = 200
 """Commits between two checkpoints of an SQLite store (a few pages each: a log of a few MB)."""
 _WAL_LIMIT_BYTES = 16 * 1024 * 1024
-_DELETE_MEMBER = "DELETE FROM state_members WHERE session_id = ?"
-_DELETE_TICKET = "DELETE FROM state_tickets WHERE ticket_id = ?"
-_DELETE_TURN = "DELETE FROM state_turns WHERE session_id = ?"
+_DELETE_MEMBER = "DELETE FROM state_members WHERE instance = ? AND session_id = ?"
+_DELETE_TICKET = "DELETE FROM state_tickets WHERE instance = ? AND ticket_id = ?"
+_DELETE_TURN = "DELETE FROM state_turns WHERE instance = ? AND session_id = ?"
 
 _MEMBERS = MemberRow.__table__  # type: ignore[attr-defined]
 _TICKETS = TicketRow.__table__  # type: ignore[attr-defined]
@@ -122,9 +127,10 @@ def _sqlite_normal_sync(dbapi_connection: Any, _record: Any) -> None:
 
 
 class SqlStateStore:
-    """The :class:`~fleetd.state.port.StateStore` on a database."""
+    """The :class:`~fleetd.state.port.StateStore` of ``instance`` on a database (its rows only)."""
 
-    def __init__(self, url: str, *, deadline: Callable[[], timedelta]) -> None:
+    def __init__(self, url: str, *, deadline: Callable[[], timedelta], instance: str) -> None:
+        self._instance = instance
         self._engine = state_engine(url, deadline)
         self._closed = False
         self._bounded: BoundedWrites | None = None
@@ -135,7 +141,7 @@ class SqlStateStore:
         self._writer: SqliteWriter | None = None
         if path is not None:
             try:
-                self._writer = SqliteWriter(path, self._engine, deadline)
+                self._writer = SqliteWriter(path, self._engine, deadline, instance)
             except sqlite3.Error as exc:
                 self._engine.dispose()
                 raise _error(exc, "open") from None
@@ -143,6 +149,10 @@ class SqlStateStore:
     @property
     def engine(self) -> Engine:
         return self._engine
+
+    @property
+    def instance(self) -> str:
+        return self._instance
 
     def _migrate(self) -> None:
         try:
@@ -162,22 +172,28 @@ class SqlStateStore:
         self._check()
         try:
             with self._engine.connect() as connection:
-                members = connection.execute(select(_MEMBERS)).mappings().all()
+                members = connection.execute(self._mine(_MEMBERS)).mappings().all()
                 tickets = (
-                    connection.execute(select(_TICKETS).order_by(_TICKETS.c.seq)).mappings().all()
+                    connection.execute(self._mine(_TICKETS).order_by(_TICKETS.c.seq))
+                    .mappings()
+                    .all()
                 )
-                turns = connection.execute(select(_TURNS)).mappings().all()
+                turns = connection.execute(self._mine(_TURNS)).mappings().all()
                 connection.rollback()
         except SQLAlchemyError as exc:
             raise _error(exc, "load") from None
         return Snapshot(
-            members=tuple(MemberRecord(**dict(row)) for row in members),
+            members=tuple(MemberRecord(**_fields(row)) for row in members),
             tickets=tuple(
-                TicketRecord(**{**dict(row), "delivery": DeliveryState(row["delivery"])})
+                TicketRecord(**{**_fields(row), "delivery": DeliveryState(row["delivery"])})
                 for row in tickets
             ),
-            turns=tuple(TurnRecord(**dict(row)) for row in turns),
+            turns=tuple(TurnRecord(**_fields(row)) for row in turns),
         )
+
+    def _mine(self, table: Any) -> Any:
+        """``SELECT`` of this instance's rows of ``table``."""
+        return select(table).where(table.c.instance == self._instance)
 
     def apply(self, change: Change) -> None:
         self._check()
@@ -199,43 +215,50 @@ class SqlStateStore:
         write the bridge was told failed never lands later)."""
         try:
             with self._engine.begin() as connection:
-                if change.drop_members:
-                    connection.execute(
-                        delete(_MEMBERS).where(_MEMBERS.c.session_id.in_(change.drop_members))
-                    )
-                if change.drop_tickets:
-                    connection.execute(
-                        delete(_TICKETS).where(_TICKETS.c.ticket_id.in_(change.drop_tickets))
-                    )
-                if change.drop_turns:
-                    connection.execute(
-                        delete(_TURNS).where(_TURNS.c.session_id.in_(change.drop_turns))
-                    )
+                for table, key, keys in (
+                    (_MEMBERS, "session_id", change.drop_members),
+                    (_TICKETS, "ticket_id", change.drop_tickets),
+                    (_TURNS, "session_id", change.drop_turns),
+                ):
+                    if keys:
+                        connection.execute(
+                            delete(table).where(
+                                table.c.instance == self._instance, table.c[key].in_(keys)
+                            )
+                        )
                 for table, key, records in (
                     (_MEMBERS, "session_id", change.members),
                     (_TICKETS, "ticket_id", change.tickets),
                     (_TURNS, "session_id", change.turns),
                 ):
                     if records:
-                        connection.execute(self._upsert(table, key), [_row(r) for r in records])
+                        connection.execute(
+                            self._upsert(table, key),
+                            [{**_row(r), "instance": self._instance} for r in records],
+                        )
                 if abandoned():
                     raise StateStoreError("write", "timeout")  # rolls the transaction back
         except SQLAlchemyError as exc:
             raise _error(exc, "write") from None
 
     def _upsert(self, table: Any, key: str) -> Any:
-        """``INSERT ... ON CONFLICT (key) DO UPDATE``: a put replaces by key in one statement."""
+        """``INSERT ... ON CONFLICT (instance, key) DO UPDATE``: a put replaces by key within its
+        instance in one statement."""
         insert_into = sqlite_insert if self._engine.dialect.name == "sqlite" else pg_insert
         statement = insert_into(table)
-        columns = {c.name: statement.excluded[c.name] for c in table.columns if c.name != key}
-        return statement.on_conflict_do_update(index_elements=[key], set_=columns)
+        columns = {
+            c.name: statement.excluded[c.name]
+            for c in table.columns
+            if c.name not in ("instance", key)
+        }
+        return statement.on_conflict_do_update(index_elements=["instance", key], set_=columns)
 
     def discard(self) -> None:
         self._check()
         try:
             with self._engine.begin() as connection:
                 for table in (_TURNS, _TICKETS, _MEMBERS):
-                    connection.execute(delete(table))
+                    connection.execute(delete(table).where(table.c.instance == self._instance))
         except SQLAlchemyError as exc:
             raise _error(exc, "discard") from None
 
@@ -256,8 +279,14 @@ def _row(record: MemberRecord | TicketRecord | TurnRecord) -> dict[str, Any]:
     return {name: getattr(record, name) for name in record.__dataclass_fields__}
 
 
+def _fields(row: Any) -> dict[str, Any]:
+    """A loaded row's record fields (its ``instance`` is the store's, not the record's)."""
+    return {name: value for name, value in row.items() if name != "instance"}
+
+
 class SqliteWriter:
-    """The one connection an SQLite file store writes through (WAL, ``synchronous=NORMAL``).
+    """The one connection an SQLite file store of ``instance`` writes through (WAL,
+    ``synchronous=NORMAL``); every row it writes or deletes is that instance's.
 
     Each :meth:`apply` is one ``BEGIN IMMEDIATE`` transaction of prepared statements, its wait for
     another writer's lock bounded by ``busy_timeout`` (the deadline's database share, set again
@@ -265,8 +294,11 @@ class SqliteWriter:
     column types, so what the engine loads reads them back as written.
     """
 
-    def __init__(self, path: Path, engine: Engine, deadline: Callable[[], timedelta]) -> None:
+    def __init__(
+        self, path: Path, engine: Engine, deadline: Callable[[], timedelta], instance: str
+    ) -> None:
         self._deadline = deadline
+        self._instance = instance
         self._busy = -1
         self._commits = 0
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -282,7 +314,7 @@ class SqliteWriter:
         self._checkpointer = _Checkpointer(path)
         dialect = engine.dialect
         self._upserts = {
-            name: _Upsert(table, key, dialect)
+            name: _Upsert(table, key, dialect, instance)
             for name, table, key in (
                 ("members", _MEMBERS, "session_id"),
                 ("tickets", _TICKETS, "ticket_id"),
@@ -304,7 +336,7 @@ class SqliteWriter:
                 (_DELETE_TURN, change.drop_turns),
             ):
                 if keys:
-                    db.executemany(sql, [(k,) for k in keys])
+                    db.executemany(sql, [(self._instance, k) for k in keys])
             for name, records in (
                 ("members", change.members),
                 ("tickets", change.tickets),
@@ -405,13 +437,19 @@ class _Checkpointer:
 
 
 class _Upsert:
-    """``INSERT ... ON CONFLICT (key) DO UPDATE`` for one table, with its columns' binders."""
+    """``INSERT ... ON CONFLICT (instance, key) DO UPDATE`` for one table of ``instance``, with
+    its columns' binders."""
 
-    def __init__(self, table: Any, key: str, dialect: Any) -> None:
+    def __init__(self, table: Any, key: str, dialect: Any, instance: str) -> None:
+        self._instance = instance
         statement = sqlite_insert(table)
         statement = statement.on_conflict_do_update(
-            index_elements=[key],
-            set_={c.name: statement.excluded[c.name] for c in table.columns if c.name != key},
+            index_elements=["instance", key],
+            set_={
+                c.name: statement.excluded[c.name]
+                for c in table.columns
+                if c.name not in ("instance", key)
+            },
         )
         compiled = statement.compile(dialect=dialect, column_keys=[c.name for c in table.columns])
         self.sql = str(compiled)  # qmark placeholders, in the order of positiontup
@@ -424,5 +462,5 @@ class _Upsert:
         return tuple(
             value if bind is None or value is None else bind(value)
             for name, bind in self._binders
-            for value in (getattr(record, name),)
+            for value in (self._instance if name == "instance" else getattr(record, name),)
         )

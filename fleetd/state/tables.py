@@ -2,8 +2,11 @@
 ``state_instances``, in a metadata of their own (not the journal's).
 
 A prompt column holds a prompt only while its ticket is queued; a member row holds its token's
-SHA-256 hash, never the token. Migrations live in ``migrations/state/`` with their own version
-table (``state_alembic_version``), so the journal's and the store's revisions never mix.
+SHA-256 hash, never the token. Every row of the first three carries the ``instance`` that wrote it
+and its key is unique within that instance only, so instances sharing one store (hosts on one
+PostgreSQL schema) each see only their own rows. Migrations live in ``migrations/state/`` with
+their own version table (``state_alembic_version``), so the journal's and the store's revisions
+never mix.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
-from sqlalchemy import Boolean, Integer, MetaData, String, Text
+from sqlalchemy import Boolean, Index, Integer, MetaData, String, Text
 from sqlmodel import Field, SQLModel
 
 from fleetd.journal.tables import UtcDateTime
@@ -46,6 +49,7 @@ class _Table(SQLModel):
 class MemberRow(_Table, table=True):
     __tablename__ = "state_members"
 
+    instance: str = Field(primary_key=True, sa_type=String(_NAME))
     session_id: str = Field(primary_key=True, sa_type=String(_ID))
     name: str = Field(sa_type=String(_NAME))
     profile: str = Field(sa_type=String(_NAME))
@@ -67,12 +71,14 @@ class MemberRow(_Table, table=True):
 
 class TicketRow(_Table, table=True):
     __tablename__ = "state_tickets"
+    __table_args__ = (Index("ix_state_tickets_instance", "instance", "seq"),)
 
+    instance: str = Field(primary_key=True, sa_type=String(_NAME))
     ticket_id: str = Field(primary_key=True, sa_type=String(_ID))
     target: str = Field(sa_type=String(_ID), index=True)
     owner: str = Field(sa_type=String(_NAME))
     accepted_at: datetime = Field(sa_type=UtcDateTime)
-    seq: int = Field(sa_type=Integer, index=True)
+    seq: int = Field(sa_type=Integer)
     delivery: str = Field(sa_type=String(_CODE))
     prompt: str | None = Field(default=None, sa_type=Text)
     outcome: str = Field(sa_type=String(_CODE))
@@ -89,6 +95,7 @@ class TicketRow(_Table, table=True):
 class TurnRow(_Table, table=True):
     __tablename__ = "state_turns"
 
+    instance: str = Field(primary_key=True, sa_type=String(_NAME))
     session_id: str = Field(primary_key=True, sa_type=String(_ID))
     token_id: str = Field(sa_type=String(_ID))
     ticket_id: str = Field(sa_type=String(_ID))

@@ -198,7 +198,7 @@ from fleetd.state.sql import SqlStateStore
 
 url, start_at = sys.argv[1], float(sys.argv[2])
 time.sleep(max(0.0, start_at - time.time()))
-SqlStateStore(url, deadline=lambda: timedelta(seconds=20)).close()
+SqlStateStore(url, deadline=lambda: timedelta(seconds=20), instance="a").close()
 journal = SqlJournal(url)
 asyncio.run(journal.load_open())
 asyncio.run(journal.close())

@@ -13,13 +13,16 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from alembic import command
+from sqlalchemy import bindparam, text
 
 from fleetd.errors import StateStoreError
+from fleetd.journal.tables import UtcDateTime
 from fleetd.state.facts import DeliveryState, MemberRecord, TicketRecord, TurnRecord
 from fleetd.state.lock import InstanceLock
 from fleetd.state.memory import MemoryStateStore
 from fleetd.state.port import Change, StateStore
-from fleetd.state.sql import SqlStateStore
+from fleetd.state.sql import SqlStateStore, state_alembic_config, state_engine
 from fleetd.state.tables import VERSION_TABLE
 
 pytest_plugins = ["tests.contract.journal_fixtures"]
@@ -74,7 +77,7 @@ def make_store(
         url = request.getfixturevalue("journal_pg_url")
 
     def make() -> StateStore:
-        store = SqlStateStore(url, deadline=lambda: DEADLINE)
+        store = SqlStateStore(url, deadline=lambda: DEADLINE, instance="a")
         opened.append(store)
         return store
 
@@ -147,8 +150,8 @@ def test_a_second_writer_of_one_instance_is_refused_naming_the_holder(store_url:
     """While one process holds the instance's lock, a second is refused with the holder's pid
     and host; once the first lets go, the second gets it. On PostgreSQL another instance name is
     free meanwhile (an SQLite file has one writer whatever the name)."""
-    first_store = SqlStateStore(store_url, deadline=lambda: DEADLINE)
-    second_store = SqlStateStore(store_url, deadline=lambda: DEADLINE)
+    first_store = SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="a")
+    second_store = SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="a")
     first = InstanceLock(first_store.engine, store_url, "alpha")
     second = InstanceLock(second_store.engine, store_url, "alpha")
     other = InstanceLock(second_store.engine, store_url, "beta")
@@ -173,17 +176,17 @@ def test_a_second_writer_of_one_instance_is_refused_naming_the_holder(store_url:
 def test_a_store_of_a_newer_build_is_refused(store_url: str) -> None:
     """A version table naming a revision this build does not ship: newer_schema, never a
     downgrade."""
-    SqlStateStore(store_url, deadline=lambda: DEADLINE).close()
+    SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="a").close()
     if store_url.startswith("sqlite"):
         with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
             db.execute(f"UPDATE {VERSION_TABLE} SET version_num = 's9999'")
     else:
-        schema_store = SqlStateStore(store_url, deadline=lambda: DEADLINE)
+        schema_store = SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="a")
         with schema_store.engine.begin() as connection:
             connection.exec_driver_sql(f"UPDATE {VERSION_TABLE} SET version_num = 's9999'")
         schema_store.close()
     with pytest.raises(StateStoreError) as refused:
-        SqlStateStore(store_url, deadline=lambda: DEADLINE)
+        SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="a")
     assert refused.value.reason == "newer_schema"
 
 
@@ -192,14 +195,14 @@ def test_a_file_that_is_not_a_database_is_refused_as_corrupt(tmp_path: Path) -> 
     path = tmp_path / "state.db"
     path.write_bytes(b"this is not an sqlite database at all" * 200)
     with pytest.raises(StateStoreError) as refused:
-        SqlStateStore(f"sqlite:///{path}", deadline=lambda: DEADLINE)
+        SqlStateStore(f"sqlite:///{path}", deadline=lambda: DEADLINE, instance="a")
     assert refused.value.reason == "corrupt"
 
 
 def test_the_sqlite_store_is_owner_only(tmp_path: Path) -> None:
     """The SQLite file is created 0600."""
     path = tmp_path / "sub" / "state.db"
-    SqlStateStore(f"sqlite:///{path}", deadline=lambda: DEADLINE).close()
+    SqlStateStore(f"sqlite:///{path}", deadline=lambda: DEADLINE, instance="a").close()
     assert path.stat().st_mode & 0o777 == 0o600
 
 
@@ -214,8 +217,8 @@ def test_a_standby_try_answers_false_while_held_and_takes_the_lock_once_let_go(
     """``try_acquire`` (a standby's wait) answers ``False`` without raising while another process
     holds the instance, names no one as itself, and takes the lock (recording itself as holder)
     once the holder lets go."""
-    first_store = SqlStateStore(store_url, deadline=lambda: DEADLINE)
-    second_store = SqlStateStore(store_url, deadline=lambda: DEADLINE)
+    first_store = SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="a")
+    second_store = SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="a")
     first = InstanceLock(first_store.engine, store_url, "alpha")
     standby = InstanceLock(second_store.engine, store_url, "alpha")
     try:
@@ -247,7 +250,10 @@ def test_one_instance_name_in_two_schemas_takes_two_locks(
     with psycopg.connect(journal_pg_base, autocommit=True) as db:
         db.execute(f'CREATE SCHEMA "{other_schema}"')
     other_url = journal_pg_url.replace(journal_pg_schema, other_schema)
-    stores = [SqlStateStore(url, deadline=lambda: DEADLINE) for url in (journal_pg_url, other_url)]
+    stores = [
+        SqlStateStore(url, deadline=lambda: DEADLINE, instance="a")
+        for url in (journal_pg_url, other_url)
+    ]
     locks = [
         InstanceLock(store.engine, url, "alpha")
         for store, url in zip(stores, (journal_pg_url, other_url), strict=True)
@@ -261,3 +267,80 @@ def test_one_instance_name_in_two_schemas_takes_two_locks(
             store.close()
         with psycopg.connect(journal_pg_base, autocommit=True) as db:
             db.execute(f'DROP SCHEMA "{other_schema}" CASCADE')
+
+
+def test_two_instances_on_one_store_each_load_write_and_drop_only_their_own_rows(
+    store_url: str,
+) -> None:
+    """Two instances sharing one store (hosts on one PostgreSQL schema) with the same session
+    and ticket ids: each loads only its own rows, a put of one never replaces the other's, and
+    one's drops (a member cleaned up, a turn ended, tickets compacted past retention) and its
+    ``discard`` leave the other's rows whole."""
+    alpha = SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="alpha")
+    beta = SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="beta")
+    turn = TurnRecord(session_id="s-1", token_id="turn-1", ticket_id="t1", turn=1, delivered_at=NOW)
+    try:
+        alpha.apply(Change(members=(_member(),), tickets=(_ticket("t1", 1),), turns=(turn,)))
+        beta.apply(
+            Change(
+                members=(_member(turn=7),),
+                tickets=(_ticket("t1", 1, prompt="beta's"), _ticket("t2", 2)),
+                turns=(turn,),
+            )
+        )
+        assert alpha.load().members == (_member(),)
+        assert alpha.load().tickets == (_ticket("t1", 1),)
+        assert beta.load().members == (_member(turn=7),)
+        assert [t.prompt for t in beta.load().tickets] == ["beta's", "do it"]
+        alpha.apply(Change(drop_members=("s-1",), drop_tickets=("t1", "t2"), drop_turns=("s-1",)))
+        emptied = alpha.load()
+        assert (emptied.members, emptied.tickets, emptied.turns) == ((), (), ())
+        kept = beta.load()
+        assert kept.members == (_member(turn=7),)
+        assert [t.ticket_id for t in kept.tickets] == ["t1", "t2"]
+        assert kept.turns == (turn,)
+        alpha.apply(Change(members=(_member(),)))
+        beta.discard()
+        assert alpha.load().members == (_member(),)
+        assert beta.load().members == ()
+    finally:
+        alpha.close()
+        beta.close()
+
+
+def test_rows_stored_before_instances_belong_to_the_recorded_holder(store_url: str) -> None:
+    """A store written before rows carried an instance: migrating it gives its members, tickets
+    and turns to the instance recorded as its holder, which loads them; another instance on the
+    store sees none of them."""
+    engine = state_engine(store_url, lambda: DEADLINE)
+    at = bindparam("at", NOW, type_=UtcDateTime())
+    try:
+        with engine.connect() as connection:
+            config = state_alembic_config()
+            config.attributes["connection"] = connection
+            command.upgrade(config, "s0001")
+            connection.commit()
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO state_instances (instance, pid, host, started_at) "
+                    "VALUES ('alpha', 1, 'h', :at)"
+                ).bindparams(at),
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO state_members (session_id, name, profile, kind, owner, "
+                    "created_at, token_hash, presence, turn) "
+                    "VALUES ('s-1', 'm', 'sonnet', 'claude', 'lead', :at, 'ab', true, 0)"
+                ).bindparams(at),
+            )
+    finally:
+        engine.dispose()
+    alpha = SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="alpha")
+    beta = SqlStateStore(store_url, deadline=lambda: DEADLINE, instance="beta")
+    try:
+        assert [m.session_id for m in alpha.load().members] == ["s-1"]
+        assert beta.load().members == ()
+    finally:
+        alpha.close()
+        beta.close()

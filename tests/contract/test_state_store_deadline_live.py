@@ -64,7 +64,7 @@ async def test_a_frozen_postgres_fails_a_write_in_time_then_at_once_and_recovers
     fails the next ones at once (nothing waited on), and writes again once the server answers."""
     assert journal_pg_base.startswith(f"postgresql://postgres@{PG_HOST}:{PG_PORT}/")
     url = proxied_url(proxy.port, journal_pg_schema)
-    store = await asyncio.to_thread(SqlStateStore, url, deadline=lambda: DEADLINE)
+    store = await asyncio.to_thread(SqlStateStore, url, deadline=lambda: DEADLINE, instance="a")
     try:
         await asyncio.to_thread(store.apply, _ticket(1))
         proxy.freeze()
@@ -88,7 +88,7 @@ def test_an_sqlite_write_waits_for_a_lock_no_longer_than_the_deadline(tmp_path: 
     """Another connection holds the write lock: the store's write fails ``locked`` within its
     deadline, writes nothing, and the next write after the lock is let go lands."""
     path = tmp_path / "state.db"
-    store = SqlStateStore(f"sqlite:///{path}", deadline=lambda: DEADLINE)
+    store = SqlStateStore(f"sqlite:///{path}", deadline=lambda: DEADLINE, instance="a")
     holder = sqlite3.connect(path, isolation_level=None)
     try:
         holder.execute("BEGIN IMMEDIATE")

@@ -26,6 +26,7 @@ import httpx
 import psycopg
 import pytest
 
+from fleetd.runtime import instance_name
 from fleetd.state.facts import DeliveryState, Snapshot
 from fleetd.state.sql import SqlStateStore
 from tests.contract.journal_fixtures import postgres_reachable, require_postgres, schema_url
@@ -106,7 +107,9 @@ class Fleet:
         return Counter(text for target, text in rows if target != "lead")
 
     def stored(self) -> Snapshot:
-        store = SqlStateStore(self.state_url, deadline=lambda: timedelta(seconds=5))
+        store = SqlStateStore(
+            self.state_url, deadline=lambda: timedelta(seconds=5), instance=instance_name()
+        )
         try:
             return store.load()
         finally:

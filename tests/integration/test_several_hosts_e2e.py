@@ -10,7 +10,8 @@ shared journal and state store) and the local RabbitMQ (the leads' inboxes).
 Each host serves one lead of its own. Each test starts the three ``fleetd serve`` processes and
 shows one thing: the fleet view of every instance from either one; one webhook per incident
 revision while all of them run; ``kill -9`` of ``a``'s active process and the standby taking
-over within two snapshot intervals, members working on, no ticket lost and no prompt typed twice;
+over within two snapshot intervals, members working on, no ticket lost and no prompt typed twice
+(also with both hosts sharing one state schema, each loading only its own rows);
 ``kill -9`` of ``b`` (no standby) paged once as INSTANCE_DOWN by a live instance and resolved
 once when it returns; and a lead on ``a`` taking the incident of ``b``'s dead lead (routing
 across hosts, not landed yet: strict xfail). Every wait polls an observable fact — ``/livez``,
@@ -435,13 +436,12 @@ async def test_the_standby_takes_over_a_killed_host_within_two_intervals_losing_
     await _standby_takes_over(hosts)
 
 
-@pytest.mark.xfail(strict=True, reason="the state store is not partitioned by instance")
 async def test_hosts_sharing_one_state_schema_keep_their_own_members(hosts: Hosts) -> None:
     """The same take-over with one state schema for both hosts, as the README's several-hosts
-    example has it: the standby must load only ``host-a``'s members. Today the store's tables
-    have no instance column, so it loads ``b``'s member too, finds its pane missing on ``a``'s
-    herdr, cleans it up — closing the pane of the same id on ``a``, one of ``a``'s own members —
-    and that member's tickets fail ``gone``."""
+    example has it: the standby loads only ``host-a``'s members (the store's rows are per
+    instance). Were ``b``'s member loaded too, its pane missing on ``a``'s herdr would be cleaned
+    up — closing the pane of the same id on ``a``, one of ``a``'s own members — and that member's
+    tickets would fail ``gone``."""
     hosts.state_urls = dict.fromkeys(HOSTS, hosts.journal_url)
     for host in HOSTS:
         hosts.configure(host)
