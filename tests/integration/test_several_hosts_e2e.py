@@ -14,7 +14,7 @@ over within two snapshot intervals, members working on, no ticket lost and no pr
 (also with both hosts sharing one state schema, each loading only its own rows);
 ``kill -9`` of ``b`` (no standby) paged once as INSTANCE_DOWN by a live instance and resolved
 once when it returns; and a lead on ``a`` taking the incident of ``b``'s dead lead (routing
-across hosts, not landed yet: strict xfail). Every wait polls an observable fact — ``/livez``,
+across hosts). Every wait polls an observable fact — ``/livez``,
 ``/readyz``, the receiver's log, a tool's answer, the journal — with a bounded deadline.
 """
 
@@ -59,6 +59,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.amqp, pytest.mark.timeout(300)]
 SNAPSHOT_SECONDS = 15  # health.snapshotIntervalSeconds, its floor
 HOSTS = ("a", "b")
 INSTANCES = {"a": "host-a", "b": "host-b"}
+_PEERS = {"LEAD_IDLE", "LEAD_WORKING"}  # a lead healthy enough to take a peer's incident
 
 SCENARIO = """\
 version: 1
@@ -537,7 +538,6 @@ async def test_a_killed_host_without_a_standby_is_paged_once_and_resolved_once(
     assert len({key for *_, key in pages}) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="routing across hosts not landed")
 async def test_a_lead_on_host_a_takes_the_incident_of_host_bs_dead_lead(hosts: Hosts) -> None:
     """Both hosts run with healthy leads and have published their summaries; ``b``'s only lead
     dies. Its LEAD_UNREACHABLE incident goes to ``a``'s healthy lead (a peer on another host),
@@ -552,6 +552,31 @@ async def test_a_lead_on_host_a_takes_the_incident_of_host_bs_dead_lead(hosts: H
         return True
 
     await _until("b's summary reaches a", published, within=2 * SNAPSHOT_SECONDS + 10)
+
+    async def a_lead_judged() -> bool | None:
+        # what b's journal holds of a: its lead with a health a tick judged (a peer candidate)
+        parts = (await hosts.fleet_all("b"))["instances"]
+        [part] = [p for p in parts if p["instance"] == INSTANCES["a"]]
+        leads = (part["summary"] or {}).get("leads", [])
+        judged = [lead for lead in leads if (lead.get("health") or {}).get("state") in _PEERS]
+        return True if judged else None
+
+    await _until("a's lead judged in b's journal", a_lead_judged, within=2 * SNAPSHOT_SECONDS + 10)
+
+    async def b_renewed_since(seen: str) -> bool | None:
+        # b's instances pass reads the other instances' leads as it renews: one renewal after
+        # a's judged lead was in the journal, b's routing knows it
+        parts = (await hosts.fleet_all("a"))["instances"]
+        [part] = [p for p in parts if p["instance"] == INSTANCES["b"]]
+        return True if part["lastSeen"] != seen else None
+
+    parts = (await hosts.fleet_all("a"))["instances"]
+    [b_part] = [p for p in parts if p["instance"] == INSTANCES["b"]]
+    await _until(
+        "b renews once more",
+        lambda: b_renewed_since(b_part["lastSeen"]),
+        within=2 * SNAPSHOT_SECONDS + 10,
+    )
     await hosts.lead_gone("b")
     dead = hosts.leads["b"]
 
@@ -573,7 +598,7 @@ async def test_a_lead_on_host_a_takes_the_incident_of_host_bs_dead_lead(hosts: H
 
     async def delivered() -> list[dict[str, Any]] | None:
         polled = await hosts.tool("a", "fleet_poll", target=hosts.leads["a"])
-        about = [m for m in polled["messages"] if m.get("subject") == dead]
+        about = [m for m in polled["messages"] if m.get("subjectTerminal") == dead]
         return about or None
 
     [record] = await _until(f"{hosts.leads['a']} gets the record", delivered)
