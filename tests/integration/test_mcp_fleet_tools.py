@@ -53,7 +53,13 @@ async def test_each_fleet_tool_declares_its_output_schema_and_annotations(
     destructive, the others additive; none reaches an open world."""
     member = served.fleet.service.authenticator.mint_member_token("sess-m", "m1")
     tools = {**await _listed(served, LEAD_TOKEN), **await _listed(served, member)}
-    assert sorted(tools) == sorted(p.name.split(".")[0] for p in CONTRACTS.glob("*.result.*"))
+    # one result contract per tool: <tool>.result.schema.json (a route's own answer, such as
+    # GET /v1/fleet?scope=all's fleet_list.scope-all.result.schema.json, is not a tool)
+    assert sorted(tools) == sorted(
+        p.name.removesuffix(".result.schema.json")
+        for p in CONTRACTS.glob("*.result.schema.json")
+        if "." not in p.name.removesuffix(".result.schema.json")
+    )
     envelope = json.loads((CONTRACTS / "tool-result.v1.schema.json").read_text())
     for name, tool in tools.items():
         schema = tool.output_schema
