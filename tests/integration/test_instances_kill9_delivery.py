@@ -3,7 +3,8 @@ mid-delivery (issue 24 item 4), with real processes: two ``fleetd serve`` instan
 ``b``, each beside its own ``fleetd sim``, on one PostgreSQL journal, and a receiver process
 (:mod:`tests.integration.stalling_receiver`) that logs every request before it answers.
 
-``a``'s two leads are gone, so two LEAD_UNREACHABLE incidents go to a person. ``b`` starts with
+``a``'s two leads are gone and ``b`` serves none, so two LEAD_UNREACHABLE incidents go to a
+person (no healthy lead on either host takes them). ``b`` starts with
 notifications disabled (only ``a`` is configured to send), so ``a`` leases both ``open`` events,
 deterministically, and sends them at once. The receiver holds both. One is answered 200 while
 the test holds the row lock of its attempt, so ``a`` cannot record the delivery; the other stays
@@ -104,7 +105,7 @@ def _config(
         f"api:\n  host: 127.0.0.1\n  port: {port}",
         f"herdr:\n  socketPath: {sock}",
         "operatorTokenEnv: K9_OPERATOR",
-        "leads:",
+        "leads:" if leads else "leads: []",
         *(f"  - name: {lead}\n    tokenEnv: {_token_env(lead)}" for lead in leads),
         f"journal:\n  url: {json.dumps(journal)}",
         f"health:\n  enabled: true\n  snapshotIntervalSeconds: {SNAPSHOT_SECONDS}",
@@ -159,7 +160,9 @@ class Stage:
             instance=name,
             port=self.ports[name],
             sock=self.socks[name],
-            leads=LEADS if name == "a" else ("lead-b",),
+            # b serves no lead: a healthy lead of b would be a peer of last resort for a's
+            # incidents (routing across hosts), taking them from the person this test pages
+            leads=LEADS if name == "a" else (),
             journal=self.journal_url,
             sends=sends,
         )
