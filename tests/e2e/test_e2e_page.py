@@ -225,7 +225,8 @@ def test_the_operator_sees_the_other_instances_sharing_the_journal_and_a_down_on
     page shows an Instances section with each other fleetd's host, its coverage, its lead with
     health, its member count and its open incident with routing; one silent for ten minutes is
     marked DOWN, the one renewed just now is up; the rest of the page is unchanged, scope=all
-    is read again without a reload, and never with a token in the URL."""
+    is read again without a reload, and never with a token in the URL. With fleetd gone the
+    section says it cannot read the instances and keeps the last blocks; back, it reads again."""
     page, record = browser_page
     fleet = shared_page_fleet
     _publish(fleet.journal_url, "page-b", "host-b", timedelta(0), "UNRESPONSIVE")
@@ -260,4 +261,15 @@ def test_the_operator_sees_the_other_instances_sharing_the_journal_and_a_down_on
     assert len(record.navigations) == 1
     assert record.errors() == []
     assert record.failed == []
+
+    fleet.kill_serve()  # a failed read says so in the section; the rest stays as it was
+    note = section.locator("#instances-note")
+    expect(note).to_contain_text("the other instances cannot be read now (fleetd unreachable)")
+    expect(note).to_have_class("bad")
+    expect(down.locator("[data-role=state]")).to_have_text("DOWN")
+    expect(page.locator('#leads tr[data-lead="lead-b"]')).to_be_visible()
+    fleet.start_serve()
+    expect(page.locator("#status")).to_have_attribute("data-state", "live", timeout=30_000)
+    expect(note).to_contain_text("2 other fleetd(s)", timeout=30_000)
+    assert len(record.navigations) == 1
     _same_origin_and_tokenless(page, record, fleet.base, OPERATOR_TOKEN)
