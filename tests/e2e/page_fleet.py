@@ -13,16 +13,21 @@ import subprocess
 import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from playwright.sync_api import Page, ViewportSize, expect, sync_playwright
+
+from tests.contract.journal_fixtures import postgres_reachable, require_postgres, schema_url
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -110,6 +115,7 @@ class PageFleet:
     sim: subprocess.Popen[bytes]
     serve: subprocess.Popen[bytes] | None = None
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    journal_url: str = ""  # a PostgreSQL journal's URL (shared_page_fleet), else empty
 
     def start_serve(self) -> None:
         self.serve = _fleetd("serve", "--config", str(self.config), env=self.env)
@@ -140,8 +146,9 @@ def _fleetd(*args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-@pytest.fixture
-def page_fleet(tmp_path: Path) -> Iterator[PageFleet]:
+@contextmanager
+def _page_fleet(tmp_path: Path, extra: str = "") -> Iterator[PageFleet]:
+    """``fleetd sim`` and ``fleetd serve`` with the page's config, ``extra`` lines appended."""
     sock = Path(tempfile.mkdtemp(prefix="fpage")) / "herdr.sock"
     port = _free_port()
     repo = _git_repo(tmp_path / "repo")
@@ -156,7 +163,7 @@ def page_fleet(tmp_path: Path) -> Iterator[PageFleet]:
         "  - {name: lead-b, agent: lead-b, tokenEnv: PAGE_LEAD_B}\n"
         "profiles:\n  sonnet:\n    kind: claude\n"
         f"worktrees:\n  root: {tmp_path / 'worktrees'}\n  defaultRepo: {repo}\n"
-        "health:\n  enabled: true\n  snapshotIntervalSeconds: 15\n",
+        "health:\n  enabled: true\n  snapshotIntervalSeconds: 15\n" + extra,
         encoding="utf-8",
     )
     env = {
@@ -179,6 +186,31 @@ def page_fleet(tmp_path: Path) -> Iterator[PageFleet]:
             proc.wait(timeout=10)
             assert proc.stdout is not None
             proc.stdout.close()
+
+
+@pytest.fixture
+def page_fleet(tmp_path: Path) -> Iterator[PageFleet]:
+    """The page's fleet on its own SQLite journal: one fleetd."""
+    with _page_fleet(tmp_path) as fleet:
+        yield fleet
+
+
+@pytest.fixture
+def shared_page_fleet(tmp_path: Path) -> Iterator[PageFleet]:
+    """The page's fleet as instance ``page-a`` on a PostgreSQL journal (a schema of its own, the
+    URL in ``fleet.journal_url``) that other instances could share."""
+    base = require_postgres(postgres_reachable())
+    schema = f"fleetd_page_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as db:
+        db.execute(f'CREATE SCHEMA "{schema}"')
+    url = schema_url(base, schema)
+    try:
+        with _page_fleet(tmp_path, f"instance: page-a\njournal:\n  url: '{url}'\n") as fleet:
+            fleet.journal_url = url
+            yield fleet
+    finally:
+        with psycopg.connect(base, autocommit=True) as db:
+            db.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 @dataclass

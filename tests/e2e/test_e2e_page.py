@@ -4,11 +4,25 @@ and resolve, shows an unreachable fleetd and recovers, and never puts the token 
 
 from __future__ import annotations
 
+import asyncio
 import re
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from playwright.sync_api import Page, expect
 
+from fleetd.journal.sql import SqlJournal
+from fleetd.journal.values import InstanceRecord
+from fleetd.runtime.fleet_summary import (
+    InstanceSummary,
+    SummaryCoverage,
+    SummaryIncident,
+    SummaryLead,
+    SummaryLeadHealth,
+    SummaryLink,
+    SummaryRouting,
+)
 from tests.e2e.page_fleet import (
     LEAD_B_TOKEN,
     LEAD_TOKEN,
@@ -90,6 +104,11 @@ def test_page_follows_the_fleet_live_through_an_incident_and_an_outage(
     assert all(outage.search(text) for text in record.errors()), record.errors()
     assert record.failed  # the long-poll in flight and the retries while fleetd was away
     assert all(outage.search(reason) for _, reason in record.failed), record.failed
+    # An SQLite journal serves one fleetd: its first scope=all answer says so, nothing more asked.
+    assert [u for u in record.requests if "scope=all" in u] == [
+        page_fleet.base + "/v1/fleet?scope=all"
+    ]
+    expect(page.locator("#instances")).to_be_hidden()
     _same_origin_and_tokenless(page, record, page_fleet.base, OPERATOR_TOKEN, LEAD_TOKEN)
 
 
@@ -129,4 +148,128 @@ def test_a_lead_on_a_phone_sees_its_own_part_without_sideways_scrolling(
     assert record.errors() == refused
     # Only the long-polls the reload and the sign-out cut short.
     assert all(reason == "net::ERR_ABORTED" for _, reason in record.failed), record.failed
+    assert not [u for u in record.requests if "scope=" in u]  # the operator's alone
+    expect(page.locator("#instances")).to_be_hidden()
     _same_origin_and_tokenless(page, record, page_fleet.base, LEAD_TOKEN, "not-a-token")
+
+
+def _summary(name: str, incident_state: str) -> dict[str, object]:
+    """What instance ``name`` publishes: lead ``lead-x`` AT_RISK, three members, one open
+    incident routed to a person."""
+    summary = InstanceSummary(
+        instance=name,
+        generated_at=datetime.now(UTC).isoformat(),
+        control_link=SummaryLink(state="up"),
+        health_coverage=SummaryCoverage(status="partial", reason="no webhook configured"),
+        leads=[
+            SummaryLead(
+                name="lead-x",
+                agent="lead-x",
+                live_status="working",
+                health=SummaryLeadHealth(
+                    state="AT_RISK", age_seconds=12.0, assigned_foreign_incidents=0
+                ),
+            )
+        ],
+        members=[],
+        members_total=3,
+        members_by_lead={"lead-x": 3},
+        incidents=[
+            SummaryIncident(
+                id=f"inc-{name}",
+                scope="member",
+                subject=f"m-{name}",
+                state=incident_state,
+                severity="critical",
+                age_seconds=40.0,
+                routing=SummaryRouting(route="human", reason="lead_unhealthy", generation=2),
+            )
+        ],
+        incidents_total=1,
+        capacity=[],
+    )
+    return summary.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _publish(url: str, name: str, host: str, silent: timedelta, incident_state: str) -> None:
+    """Another fleetd's row in the shared journal, last renewed ``silent`` ago."""
+
+    async def renew() -> None:
+        journal = SqlJournal(url)
+        try:
+            now = datetime.now(UTC)
+            await journal.renew_instance(
+                InstanceRecord(
+                    instance=name,
+                    host=host,
+                    version="9.9",
+                    started_at=now - timedelta(hours=1),
+                    last_seen=now - silent,
+                    leads=("lead-x",),
+                    coverage="partial",
+                    summary=_summary(name, incident_state),
+                )
+            )
+        finally:
+            await journal.close()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:  # Playwright's own loop runs on this thread
+        pool.submit(lambda: asyncio.run(renew())).result(timeout=30)
+
+
+@pytest.mark.postgres
+def test_the_operator_sees_the_other_instances_sharing_the_journal_and_a_down_one_as_down(
+    shared_page_fleet: PageFleet, browser_page: tuple[Page, Recorded]
+) -> None:
+    """``fleetd serve`` on a PostgreSQL journal beside two other instances' rows: the operator's
+    page shows an Instances section with each other fleetd's host, its coverage, its lead with
+    health, its member count and its open incident with routing; one silent for ten minutes is
+    marked DOWN, the one renewed just now is up; the rest of the page is unchanged, scope=all
+    is read again without a reload, and never with a token in the URL. With fleetd gone the
+    section says it cannot read the instances and keeps the last blocks; back, it reads again."""
+    page, record = browser_page
+    fleet = shared_page_fleet
+    _publish(fleet.journal_url, "page-b", "host-b", timedelta(0), "UNRESPONSIVE")
+    _publish(fleet.journal_url, "page-c", "host-c", timedelta(minutes=10), "GONE")
+    _sign_in(page, fleet.base, OPERATOR_TOKEN)
+    expect(page.locator("#status")).to_have_attribute("data-state", "live")
+    expect(page.locator('#leads tr[data-lead="lead-b"]')).to_be_visible()
+    section = page.locator("#instances")
+    expect(section).to_be_visible()
+    expect(page.locator("#instances .instance[data-instance='page-a']")).to_have_count(0)
+    up = section.locator(".instance[data-instance='page-b']")
+    down = section.locator(".instance[data-instance='page-c']")
+    expect(up.locator("[data-role=state]")).to_have_text("up")
+    expect(up).to_contain_text("host-b · renewed")
+    expect(up).to_contain_text("partial · no webhook configured")
+    expect(up.locator("[data-role=leads]")).to_contain_text("lead lead-x (working): AT_RISK")
+    expect(up).to_contain_text("3: lead-x 3")
+    incident = up.locator("[data-role=incidents] li[data-incident='inc-page-b']")
+    expect(incident).to_contain_text("UNRESPONSIVE m-page-b (critical, 40 s)")
+    expect(incident).to_contain_text("a person · lead_unhealthy · generation 2")
+    expect(down.locator("[data-role=state]")).to_have_text("DOWN")
+    expect(down.locator("[data-role=state]")).to_have_class("bad")
+    expect(down).to_have_attribute("data-down", "true")
+    expect(down).to_contain_text("host-c · renewed 10 min ago · stopped renewing")
+    expect(down.locator("li[data-incident='inc-page-c']")).to_contain_text("GONE")
+    expect(section.locator("#instances-note")).to_contain_text("2 other fleetd(s)")
+    expect(section.locator("#instances-note")).to_contain_text("1 down")
+
+    _publish(fleet.journal_url, "page-b", "host-b", timedelta(0), "STALLED")
+    expect(up.locator("li[data-incident='inc-page-b']")).to_contain_text("STALLED")
+    assert len([u for u in record.requests if u.endswith("/v1/fleet?scope=all")]) >= 2
+    assert len(record.navigations) == 1
+    assert record.errors() == []
+    assert record.failed == []
+
+    fleet.kill_serve()  # a failed read says so in the section; the rest stays as it was
+    note = section.locator("#instances-note")
+    expect(note).to_contain_text("the other instances cannot be read now (fleetd unreachable)")
+    expect(note).to_have_class("bad")
+    expect(down.locator("[data-role=state]")).to_have_text("DOWN")
+    expect(page.locator('#leads tr[data-lead="lead-b"]')).to_be_visible()
+    fleet.start_serve()
+    expect(page.locator("#status")).to_have_attribute("data-state", "live", timeout=30_000)
+    expect(note).to_contain_text("2 other fleetd(s)", timeout=30_000)
+    assert len(record.navigations) == 1
+    _same_origin_and_tokenless(page, record, fleet.base, OPERATOR_TOKEN)

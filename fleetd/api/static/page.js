@@ -1,5 +1,6 @@
 // fleetd live page. Reads GET /v1/whoami, GET /v1/fleet (long-poll on sinceVersion/wait) and
-// GET /v1/incidents with the token as a bearer header. The token lives in sessionStorage only:
+// GET /v1/incidents with the token as a bearer header; the operator's page also reads
+// GET /v1/fleet?scope=all (every fleetd sharing the journal) every few seconds. The token lives in sessionStorage only:
 // never in a URL, never in a cookie. Every value from fleetd is written with textContent, never
 // as HTML.
 "use strict";
@@ -10,8 +11,10 @@
   const JOURNAL_EVERY_MS = 2000; // the journal is read at most this often; fleet_list in between
   const RETRY_MIN_MS = 1000;
   const RETRY_MAX_MS = 8000;
+  const INSTANCES_EVERY_MS = 5000; // scope=all answers at once (no long-poll): read this often
   let generation = 0; // a sign-in or sign-out ends the loop of the one before
-  let current = null; // the AbortController of the request in flight
+  let current = null; // the AbortController of the fleet request in flight
+  let across = 0; // the generation whose operator page follows the other instances
 
   const $ = (id) => document.getElementById(id);
 
@@ -176,13 +179,128 @@
     renderDeps(view);
   }
 
+  function ago(seconds) {
+    if (seconds === null || seconds === undefined) return "–";
+    const s = Math.round(seconds);
+    if (s < 120) return s + " s";
+    if (s < 7200) return Math.round(s / 60) + " min";
+    return Math.round(s / 3600) + " h";
+  }
+
+  function line(parent, tag, text, cls) {
+    const el = document.createElement(tag);
+    el.textContent = text;
+    if (cls) el.className = cls;
+    parent.appendChild(el);
+    return el;
+  }
+
+  // One other fleetd sharing the journal, from its last published summary (what
+  // `fleetd status --all` shows of it): host, age of its last renewal, DOWN, coverage, leads with
+  // health, members by lead, open incidents with routing.
+  function instanceBlock(part) {
+    const box = document.createElement("div");
+    box.className = "instance";
+    box.dataset.instance = part.instance;
+    box.dataset.down = part.down ? "true" : "false";
+    const title = line(box, "h3", part.instance + " ");
+    const state = line(title, "span", part.down ? "DOWN" : "up", part.down ? "bad" : "ok");
+    state.dataset.role = "state";
+    const meta = part.host + " · renewed " + ago(part.ageSeconds) + " ago";
+    line(box, "p", part.down ? meta + " · stopped renewing: its last summary" : meta, "note");
+    const fleet = part.summary;
+    if (!fleet) {
+      line(box, "p", "no summary to show (" + (part.summaryProblem || "no summary") + ")", "warn");
+      return box;
+    }
+    const dl = document.createElement("dl");
+    const link = (fleet.controlLink || {}).state || "unknown";
+    const cov = fleet.healthCoverage || {};
+    const coverage = cov.status || "off";
+    term(dl, "herdr link", link, link === "up" ? "ok" : "bad");
+    term(dl, "Coverage", coverage + (cov.reason ? " · " + cov.reason : ""),
+      coverage === "full" ? "ok" : "warn");
+    const counts = Object.entries(fleet.membersByLead || {}).sort();
+    const byLead = counts.map(([name, n]) => name + " " + n).join(" · ");
+    term(dl, "Members", String(fleet.membersTotal || 0) + (byLead ? ": " + byLead : ""));
+    box.appendChild(dl);
+    const leads = line(box, "ul", "");
+    leads.dataset.role = "leads";
+    for (const l of fleet.leads || []) {
+      const li = line(leads, "li", "lead " + l.name + " (" + (l.liveStatus || "–") + "): ");
+      const health = (l.health && l.health.state) || "no health yet";
+      line(li, "span", health, healthClass(l.health && l.health.state));
+    }
+    const incidents = fleet.incidents || [];
+    const heading = incidents.length + " open incident(s)";
+    const left = (fleet.membersLeftOut || 0) + (fleet.incidentsLeftOut || 0);
+    line(box, "p", left ? heading + " · " + left + " rows left out of its summary" : heading);
+    const list = line(box, "ul", "");
+    list.dataset.role = "incidents";
+    for (const i of incidents) {
+      const li = line(list, "li", "");
+      li.dataset.incident = i.id;
+      line(li, "span", i.state, healthClass(i.state));
+      li.append(" " + i.subject + " (" + i.severity + ", " + ago(i.ageSeconds) + ") → ");
+      li.append(routingText(i));
+    }
+    return box;
+  }
+
+  function renderInstances(result) {
+    const others = (result.instances || []).filter((p) => !p.answering);
+    const journalRead = result.journal || {};
+    let note = others.length + " other fleetd(s) sharing the journal · " + (result.down || 0) +
+      " down";
+    if (journalRead.read === "failed") {
+      note = "the journal's instance rows cannot be read now" +
+        (journalRead.reason ? " (" + journalRead.reason + ")" : "");
+    }
+    $("instances-note").textContent = note;
+    $("instances-note").className = journalRead.read === "failed" || result.down ? "bad" : "note";
+    const list = document.createElement("div");
+    list.id = "instances-list";
+    for (const part of others) list.appendChild(instanceBlock(part));
+    $("instances-list").replaceWith(list);
+  }
+
+  // The operator's view across instances. Not shared (SQLite: one fleetd), the first answer ends
+  // it and the section stays hidden; a failed read says so in the section and tries again.
+  async function followInstances(token, mine) {
+    while (mine === generation) {
+      let answer = null;
+      try {
+        answer = await get("/v1/fleet?scope=all", token, false);
+      } catch {
+        answer = null;
+      }
+      if (mine !== generation) return;
+      const result = answer && answer.status === 200 && answer.body && answer.body.ok
+        ? answer.body.result
+        : null;
+      if (result && result.journal && result.journal.shared === false) {
+        $("instances").hidden = true;
+        return;
+      }
+      $("instances").hidden = false;
+      if (result) {
+        renderInstances(result);
+      } else {
+        const why = answer ? errorCode(answer) : "fleetd unreachable";
+        $("instances-note").textContent = "the other instances cannot be read now (" + why + ")";
+        $("instances-note").className = "bad";
+      }
+      await sleep(INSTANCES_EVERY_MS);
+    }
+  }
+
   function sleep(ms) {
     return new Promise((resolve) => setTimeout(resolve, ms));
   }
 
-  async function get(path, token) {
+  async function get(path, token, main = true) {
     const controller = new AbortController();
-    current = controller;
+    if (main) current = controller; // sign-out cuts the fleet's long-poll short
     const timer = setTimeout(() => controller.abort(), DEADLINE_MS);
     try {
       const res = await fetch(path, {
@@ -265,6 +383,10 @@
           if (who) {
             $("who").hidden = false;
             $("who").textContent = "signed in as " + who.role + (who.lead ? " " + who.lead : "");
+            if (who.role === "operator" && across !== mine) {
+              across = mine;
+              followInstances(token, mine);
+            }
           }
         }
         const query = version === null ? "" : "?sinceVersion=" + version + "&wait=" + WAIT_SECONDS;
@@ -310,6 +432,7 @@
     if (current) current.abort();
     sessionStorage.removeItem(KEY);
     $("view").hidden = true;
+    $("instances").hidden = true;
     $("who").hidden = true;
     $("signout").hidden = true;
     $("signin").hidden = false;
