@@ -100,25 +100,12 @@ def status_main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
     args = parser.parse_args(argv)
 
     async def read(client: FleetdClient) -> int:
-        if args.all:
-            document = await client.fleet(every=True)
-            who = identity(await client.whoami())
-            width, height = _size()
-            lines = fleet_all_screen(
-                document,
-                source=client.target.shown,
-                who=who,
-                lead=args.lead,
-                width=width,
-                height=height - 1,
-            )
-            _print(lines, sys.stdout)
-            return 0
-        fleet = await client.fleet()
+        document = await client.fleet(every=args.all)
         who = identity(await client.whoami())
         width, height = _size()
-        lines = fleet_screen(
-            fleet,
+        screen = fleet_all_screen if args.all else fleet_screen
+        lines = screen(
+            document,
             source=client.target.shown,
             who=who,
             lead=args.lead,

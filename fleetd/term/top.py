@@ -122,18 +122,8 @@ class TopApp(App[int]):
                 width=width,
                 height=height,
             )
-        elif self.every:
-            lines = fleet_all_screen(
-                self.fleet,
-                source=source,
-                who=self.who,
-                lead=self.lead,
-                notice=self.notice,
-                width=width,
-                height=height,
-            )
         else:
-            lines = fleet_screen(
+            lines = (fleet_all_screen if self.every else fleet_screen)(
                 self.fleet,
                 source=source,
                 who=self.who,
