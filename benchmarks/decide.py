@@ -177,7 +177,7 @@ class Split:
 
 def _bare_us(bench: Bench) -> float:
     """Microseconds per member of a loop that only reads each session's fields."""
-    sessions = bench.fleet.bridge.sessions()
+    sessions = bench.fleet.bridge.reads.sessions()
     samples = []
     for _ in range(TIMED_TICKS):
         started = time.perf_counter()

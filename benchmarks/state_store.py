@@ -191,10 +191,10 @@ async def _sim_sends(root: Path, sock: Path, store: StateStore, count: int) -> l
         assert spawned.result is not None
         sid = spawned.result["sessionId"]
         for n in range(count):
-            session = bridge.session(sid)
+            session = bridge.reads.session(sid)
             while session is None or session.state not in (SessionState.READY, SessionState.DONE):
                 await asyncio.sleep(0.005)
-                session = bridge.session(sid)
+                session = bridge.reads.session(sid)
             before = len(answered)
             started = time.perf_counter()
             sent = await service.registry.call(
@@ -351,7 +351,7 @@ async def bench_start(members: int, tickets: int) -> bool:
         await fleet.service.restore()
         await fleet.bridge.confirm_restored()
         took = time.perf_counter() - started
-        live = len(fleet.bridge.live_members())
+        live = len(fleet.bridge.reads.live_members())
         kept = fleet.bridge.tasks.kept
         stored = len(store.load().tickets)
         store.close()

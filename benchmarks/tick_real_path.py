@@ -256,7 +256,7 @@ class Bench:
         frame = json.loads(answer)
         kept = [
             (s.session_id, s.state, s.turn, s.owner, s.state_since)
-            for s in self.fleet.bridge.sessions()
+            for s in self.fleet.bridge.reads.sessions()
         ]
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         assert len(frame["result"]["agents"]) >= len(kept)

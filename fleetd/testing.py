@@ -11,25 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fleetd.api.tools import ToolRegistry, ToolResult
-from fleetd.bridge.backlog import MemberBacklog
-from fleetd.bridge.member_views import MemberViews
-from fleetd.bridge.roster import Roster
+from fleetd.bridge import CheckedMemberViews
 from fleetd.bridge.service import Bridge
-from fleetd.bridge.sessions import Session
-from fleetd.bridge.tasks import TaskBook
 from fleetd.bridge.worktrees import FakeWorktrees
 from fleetd.catalog.port import ModelCatalog
 from fleetd.clock import FakeClock
 from fleetd.compose import Fleetd, build_service
 from fleetd.config import ConfigRef
 from fleetd.config.loader import parse_config
-from fleetd.health.snapshot import MemberView
 from fleetd.herdr.fake import FakeAgentControl
 from fleetd.herdr.model import AgentStatus
 from fleetd.identity import Caller, Role
@@ -112,7 +107,7 @@ class TestFleet:
 
     def member(self, session_id: str) -> Caller:
         """The caller a member's own token resolves to."""
-        session = self.bridge.session(session_id)
+        session = self.bridge.reads.session(session_id)
         assert session is not None
         assert session.pane_id is not None
         token = self.control.env_of(session.pane_id)["FLEETD_TOKEN"]
@@ -126,7 +121,7 @@ class TestFleet:
         return session_id
 
     def set_status(self, session_id: str, status: AgentStatus) -> None:
-        session = self.bridge.session(session_id)
+        session = self.bridge.reads.session(session_id)
         assert session is not None
         self.control.set_status(session.name, status)
 
@@ -175,8 +170,7 @@ def build_test_fleet(
         state=state,
     )
     if check_views:
-        bridge = service.bridge
-        bridge.view.views = CheckedMemberViews(roster=bridge.roster, tasks=bridge.tasks)
+        service.bridge.view.check_kept_views()
     return TestFleet(
         clock=clock,
         control=control,
@@ -185,84 +179,6 @@ def build_test_fleet(
         service=service,
         root=root,
     )
-
-
-class CheckedMemberViews(MemberViews):
-    """Member views that are checked, every time, against views built with nothing kept.
-
-    Each time views are asked for, it also checks that the roster marked every session whose
-    bridge-side inputs moved since the last health tick took the marks
-    (:class:`~fleetd.bridge.revision.Changes`): the health tick reads no other member again, so
-    a change made without a mark would leave its view stale until the next unrelated one.
-    """
-
-    __slots__ = ("_taken",)
-
-    def __init__(self, *, roster: Roster, tasks: TaskBook) -> None:
-        super().__init__(roster=roster, tasks=tasks)
-        self._taken: dict[str, tuple[object, ...]] = {}  # inputs when the marks were last taken
-
-    def _inputs(self, session: Session) -> tuple[object, ...]:
-        """What the bridge holds that a member's view is built from, read plainly."""
-        sid = session.session_id
-        turn = self._roster.inflight.get(sid)
-        ticket = self._tasks.get(turn.token.ticket_id) if turn is not None else None
-        return (
-            session.revision,
-            turn.token if turn is not None else None,
-            turn.repair if turn is not None else None,
-            ticket is None,
-            ticket is not None and ticket.terminal,
-            len(self._roster.queues.get(sid, ())),
-            self._tasks.pending_count(sid),
-        )
-
-    def _check_marks(self) -> None:
-        marked = self._roster.changes.marked()
-        if marked is None:  # too many to keep: the next tick reads every member
-            return
-        for sid, session in self._roster.sessions.items():
-            before = self._taken.get(sid)
-            if before is not None and sid not in marked and self._inputs(session) != before:
-                raise AssertionError(f"member {sid} changed without a mark: its view went stale")
-
-    def build(
-        self,
-        sessions: Iterable[Session],
-        *,
-        mute_counts: Mapping[str, int],
-        backlogs: Mapping[str, MemberBacklog],
-    ) -> list[MemberView]:
-        self._check_marks()
-        sessions = list(sessions)
-        kept = super().build(sessions, mute_counts=mute_counts, backlogs=backlogs)
-        fresh = MemberViews(roster=self._roster, tasks=self._tasks).build(
-            sessions, mute_counts=mute_counts, backlogs=backlogs
-        )
-        _same(kept, fresh)
-        return kept
-
-    def for_tick(
-        self,
-        sessions: list[Session],
-        *,
-        mute_counts: Mapping[str, int],
-        backlogs: Mapping[str, MemberBacklog],
-    ) -> tuple[MemberView, ...]:
-        self._check_marks()
-        kept = super().for_tick(sessions, mute_counts=mute_counts, backlogs=backlogs)
-        self._taken = {sid: self._inputs(s) for sid, s in self._roster.sessions.items()}
-        fresh = MemberViews(roster=self._roster, tasks=self._tasks).build(
-            sessions, mute_counts=mute_counts, backlogs=backlogs
-        )
-        _same(kept, fresh)
-        return kept
-
-
-def _same(kept: Iterable[MemberView], fresh: Iterable[MemberView]) -> None:
-    for old, new in zip(kept, fresh, strict=True):
-        if old != new:
-            raise AssertionError(f"a kept member view went stale:\n{old}\n!=\n{new}")
 
 
 def fleet_tool_registry() -> ToolRegistry:

@@ -141,7 +141,7 @@ def register_fleet_tools(
 
     async def fleet_send(caller: Caller, p: SendParams) -> TicketResult:
         ticket = await bridge.send(owner=caller.name, target=p.target, prompt=p.prompt, wait=p.wait)
-        session = bridge.session(ticket.target)
+        session = bridge.reads.session(ticket.target)
         flag = None
         if session is not None:  # accepted all the same; the lead reads that its model is down
             flag = bridge.view.model_health(session.profile, bridge.clock.now())
@@ -149,7 +149,7 @@ def register_fleet_tools(
 
     async def fleet_poll(caller: Caller, p: PollParams) -> ToolAnswer:
         if p.ticket is not None:
-            ticket = bridge.ticket(p.ticket)
+            ticket = bridge.reads.ticket(p.ticket)
             if ticket is None or ticket.owner != caller.name:
                 raise _unknown_ticket(bridge, p.ticket)
             return ticket_result(ticket)
@@ -160,9 +160,9 @@ def register_fleet_tools(
         return InboxDrainResult(inbox=key, messages=[_message(r) for r in records])
 
     async def fleet_status(caller: Caller, p: StatusParams) -> SessionRow:
-        session = bridge.find_owned(caller.name, p.session_id, released=True)
+        session = bridge.reads.find_owned(caller.name, p.session_id, released=True)
         stats = await read_lead_stats(bridge.inbox, [session.owner])
-        backlog = member_backlogs(stats, bridge.sessions()).get(session.session_id)
+        backlog = member_backlogs(stats, bridge.reads.sessions()).get(session.session_id)
         row = bridge.view.session_row(session, now=bridge.clock.now(), backlog=backlog)
         if not session.live:
             return row
@@ -185,8 +185,8 @@ def register_fleet_tools(
         orphan = bridge.orphans.find(target)
         if orphan is not None and orphan.mark.owner == caller.name:
             return await bridge.orphans.stop(orphan)
-        session = bridge.find_owned(caller.name, target)
-        pending = bool(bridge.pending_for(session.session_id))
+        session = bridge.reads.find_owned(caller.name, target)
+        pending = bool(bridge.reads.pending_for(session.session_id))
         cause = stop_cause(session.state.value, pending)
         return await bridge.release(session, cause)
 
@@ -283,7 +283,7 @@ def register_fleet_tools(
 def _unknown_ticket(bridge: Bridge, ticket: str) -> UnknownTicketError:
     """No such ticket for this lead; a ticket of a previous run says that fleetd restarted, and
     one of this run that ended too long ago says it expired."""
-    if bridge.ticket_expired(ticket):
+    if bridge.reads.ticket_expired(ticket):
         config = bridge.settings().bridge
         seconds = int(config.ticket_retention.total_seconds())
         return TicketExpiredError(

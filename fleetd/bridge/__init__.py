@@ -18,6 +18,7 @@ from fleetd.bridge.answers import (
     wire,
 )
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
+from fleetd.bridge.checked_views import CheckedMemberViews
 from fleetd.bridge.durable import DurableState
 from fleetd.bridge.git_worktrees import GitWorktrees
 from fleetd.bridge.manifests import ManifestShelf, PreservedWorktree, load_manifests
@@ -25,14 +26,14 @@ from fleetd.bridge.marks import SESSIONS_DIR
 from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.orphans import ORPHANED, Orphan
 from fleetd.bridge.push import PushLoop, PushOutcome
+from fleetd.bridge.reads import BridgeReads
 from fleetd.bridge.release import ReleaseCause, WorktreeAction, stop_cause
 from fleetd.bridge.repair import RepairOutcome
 from fleetd.bridge.repair_gates import RepairResult
-from fleetd.bridge.roster import Roster
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionState
 from fleetd.bridge.spawn import SpawnRequest
-from fleetd.bridge.tasks import Delivery, ResultSource, TaskBook, TicketOutcome
+from fleetd.bridge.tasks import Delivery, ResultSource, Ticket, TicketOutcome
 from fleetd.bridge.view import BridgeView, health_settings, profile_inputs
 from fleetd.bridge.worktrees import FakeWorktrees, Worktrees
 
@@ -42,8 +43,10 @@ __all__ = [
     "TRANSITIONS",
     "Absent",
     "Bridge",
+    "BridgeReads",
     "BridgeView",
     "CapacityRow",
+    "CheckedMemberViews",
     "Delivery",
     "DurableState",
     "FakeWorktrees",
@@ -63,13 +66,12 @@ __all__ = [
     "RepairResult",
     "ReplyResult",
     "ResultSource",
-    "Roster",
     "Session",
     "SessionEvent",
     "SessionRow",
     "SessionState",
     "SpawnRequest",
-    "TaskBook",
+    "Ticket",
     "TicketOutcome",
     "TicketResult",
     "WireModel",

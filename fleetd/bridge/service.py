@@ -2,8 +2,10 @@
 
 :class:`Bridge` composes the roster, the tickets and the turn machinery and is what the fleet tools
 and the runtime call, through a few named operations (``send``, ``reply``, ``spawn``,
-``release``, ``fail_target_work``, ``session``, ``ticket``, ``pending_for`` …); nothing outside the
-bridge reaches into the roster or the ticket book. Each collaborator takes only what it uses:
+``release``, ``fail_target_work`` …) and read through one read-only view, ``bridge.reads`` (a
+:class:`~fleetd.bridge.reads.BridgeReads`: ``session``, ``ticket``, ``pending_for`` …); nothing
+outside the bridge reaches into the roster or the ticket book. Each collaborator takes only what it
+uses:
 
 * :class:`~fleetd.bridge.delivery.Deliverer` — the poller step: delivery, turn watching, fallback;
 * :class:`~fleetd.bridge.completion.TurnCompletion` — resolves the exact open turn once;
@@ -38,6 +40,7 @@ from fleetd.bridge.lifecycle import TargetLifecycle
 from fleetd.bridge.mutes import MuteEvent, MuteLog
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.placement import NO_BENCH, ModelBench
+from fleetd.bridge.reads import BridgeReads
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.repair import LostBoundaryRepair, RepairOutcome
 from fleetd.bridge.replies import Replies
@@ -58,7 +61,6 @@ from fleetd.errors import (
     InvalidArgumentsError,
     StateStoreError,
     UnavailableError,
-    UnknownTargetError,
 )
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo
@@ -202,6 +204,14 @@ class Bridge:
             bench=bench,
             free=self.free_slots,
         )
+        #: what the rest of fleetd reads of the bridge (nothing else reaches its tables)
+        self.reads = BridgeReads(
+            roster=self.roster,
+            tasks=self.tasks,
+            outbox=self.outbox,
+            mutes=self.mutes,
+            name_taken=self._spawn_parts.name_taken,
+        )
 
     def free_slots(self) -> dict[str, int | None]:
         """Each profile's free slots now, from the capacity view (``None``: no cap)."""
@@ -220,7 +230,7 @@ class Bridge:
                 path="prompt",
                 rule="string_too_long",
             )
-        session = self.find_owned(owner, target)
+        session = self.reads.find_owned(owner, target)
         if session.session_id in self.roster.gates:
             raise ConflictError(f"session {session.session_id} is being released")
         ticket = self.tasks.accept(
@@ -277,16 +287,6 @@ class Bridge:
         """Publish held records oldest first; keep what still fails."""
         await self.outbox.flush()
 
-    @property
-    def unpublished(self) -> list[InboxRecord]:
-        """The records waiting in memory for the inbox, oldest first."""
-        return self.outbox.held
-
-    @property
-    def held_dropped(self) -> int:
-        """How many held records gave way to the bound."""
-        return self.outbox.gave_way
-
     async def drain_inbox(self, key: str) -> list[InboxRecord]:
         """Collect a lead's inbox for ``fleet_poll``; a cancelled poll loses nothing."""
         return await self.outbox.drain(key)
@@ -301,50 +301,6 @@ class Bridge:
         session.apply(SessionEvent.PRESENCE, self.clock.now())
         if first and session.launched:
             self.durable.member(session)
-
-    # --------------------------------------------------------------- lookups
-    def session(self, session_id: str) -> Session | None:
-        """A session by id, live or among the recently released."""
-        return self.roster.get(session_id)
-
-    def find_live(self, target: str) -> Session | None:
-        """A live session by id, agent name or pane id."""
-        return self.roster.find(target)
-
-    def sessions(self) -> list[Session]:
-        """Every session kept: the live ones and the recently released (bounded)."""
-        return list(self.roster.sessions.values())
-
-    def live_members(self) -> list[Session]:
-        """The live sessions."""
-        return self.roster.live()
-
-    def ticket(self, ticket_id: str) -> Ticket | None:
-        """A ticket by id (terminal tickets included)."""
-        return self.tasks.get(ticket_id)
-
-    def pending_for(self, session_id: str) -> list[Ticket]:
-        """The tickets of a session that have not ended."""
-        return self.tasks.pending_for(session_id)
-
-    def find_owned(self, owner: str, target: str, *, released: bool = False) -> Session:
-        """A live session the caller owns, or an error listing the valid targets. With
-        ``released``, a session id of the caller's among the recently released (kept bounded) is
-        found too, so the lead can read how it ended."""
-        session = self.roster.find(target)
-        if session is None and released:
-            kept = self.roster.get(target)
-            session = kept if kept is not None and not kept.live else None
-        if session is None or session.owner != owner:
-            valid = sorted(s.session_id for s in self.roster.live() if s.owner == owner)
-            raise UnknownTargetError(
-                f"no live member {target!r} for this lead", hint={"liveMembers": valid}
-            )
-        return session
-
-    def name_taken(self, name: str) -> bool:
-        """True while a live member or an orphan of a previous run has the agent name."""
-        return self._spawn_parts.name_taken(name)
 
     # ----------------------------------------------------------------- spawn
     async def spawn(
@@ -440,10 +396,6 @@ class Bridge:
         agent's raw status (an absent agent breaks a stable boundary)."""
         self.repair.observe(by_terminal)
 
-    def mutes_since(self, cursor: int) -> tuple[list[MuteEvent], int]:
-        """Fallback resolutions after ``cursor`` that are still kept, and the new cursor."""
-        return self.mutes.since(cursor)
-
     def note_mute(self, session: Session) -> None:
         """Record one fallback resolution of ``session``."""
         self.mutes.note(session_id=session.session_id, profile=session.profile, at=self.clock.now())
@@ -453,10 +405,6 @@ class Bridge:
         return await measure_terminal_edges(
             self.roster.live(), self.worktrees, releasing=self.lifecycle.releasing
         )
-
-    def ticket_expired(self, ticket_id: str) -> bool:
-        """True for a ticket of this run whose ended record is no longer kept."""
-        return self.tasks.expired(ticket_id)
 
     def _retention(self) -> Retention:
         config = self.settings().bridge

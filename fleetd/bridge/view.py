@@ -12,6 +12,7 @@ from typing import Any
 
 from fleetd.bridge.answers import CapacityRow, ModelHealthFlag, OpenTurn, SessionRow
 from fleetd.bridge.backlog import MemberBacklog
+from fleetd.bridge.checked_views import CheckedMemberViews
 from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.placement import NO_BENCH, ModelBench
@@ -48,6 +49,11 @@ class BridgeView:
         self.settings = settings
         self.bench = bench
         self.views = MemberViews(roster=roster, tasks=tasks)
+
+    def check_kept_views(self) -> None:
+        """From now on check every member view handed out against one built with nothing kept
+        (:class:`~fleetd.bridge.checked_views.CheckedMemberViews`; the test harness turns it on)."""
+        self.views = CheckedMemberViews(roster=self.roster, tasks=self.tasks)
 
     def profile_inputs(self, now: datetime) -> tuple[ProfileCapacityInput, ...]:
         """Every configured profile, its cap and its model's bench at ``now``: what the capacity

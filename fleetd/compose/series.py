@@ -8,10 +8,10 @@ from collections.abc import Iterable
 
 from fleetd import errors
 from fleetd.api.tools import INTERNAL_ERROR_CODE, ToolRegistry, ToolResult
+from fleetd.bridge import ResultSource, TicketOutcome
 from fleetd.bridge.repair_gates import RepairResult
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import SessionState
-from fleetd.bridge.tasks import ResultSource, TicketOutcome
 from fleetd.config import FleetdConfig, NotificationMode, ReloadStatus
 from fleetd.health.incidents import Route
 from fleetd.health.states import STATE_SPECS, LeadState
@@ -51,7 +51,7 @@ def feed_metrics(
 
     def count_sessions() -> None:
         counts: dict[tuple[str, str], int] = {}
-        for session in bridge.live_members():
+        for session in bridge.reads.live_members():
             key = (session.profile, session.state.value)
             counts[key] = counts.get(key, 0) + 1
         metrics.reset(metrics.sessions)

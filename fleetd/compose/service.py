@@ -167,13 +167,13 @@ class Fleetd:
         await self.scheduler.stop()
         if self.config.current.bridge.release_on_stop:
             await self.bridge.release_all(ReleaseCause.SHUTDOWN)
-        elif self.bridge.live_members():
+        elif self.bridge.reads.live_members():
             _log.info(
                 "stopping with %d members kept running: the next start adopts them",
-                len(self.bridge.live_members()),
+                len(self.bridge.reads.live_members()),
             )
         await self.bridge.flush_unpublished()  # a last try for what waits in memory
-        held = self.bridge.unpublished
+        held = self.bridge.reads.unpublished
         if held:
             kinds = Counter(record.kind.value for record in held)
             _log.warning(

@@ -213,7 +213,7 @@ class EffectDispatcher:
     async def _retire(self, lead: str) -> None:
         """A lead gone from the identity map past its grace: its inbox key goes once nothing of
         it is held in memory and its queue is empty (the registry refuses otherwise)."""
-        held = any(record.recipient_lead == lead for record in self.bridge.unpublished)
+        held = any(record.recipient_lead == lead for record in self.bridge.reads.unpublished)
         released = not held and await self.bridge.lead_inboxes.retire(lead, incidents_settled=True)
         _log.info(
             "lead %s retired from health after its grace; inbox key %s",
@@ -229,7 +229,7 @@ class EffectDispatcher:
         await self.bridge.keep_for_lead(record)
 
     async def _probe(self, request: RequestPaneProbe) -> None:
-        session = self.bridge.find_live(request.target)
+        session = self.bridge.reads.find_live(request.target)
         kind = parse_agent_kind(session.kind if session else None)
         self.pane_reads += 1
         try:
@@ -266,7 +266,7 @@ class EffectDispatcher:
             self._targeted[target] = exc.code
 
     async def _fail_target(self, effect: FailTargetWork) -> None:
-        session = self.bridge.session(effect.session_id)
+        session = self.bridge.reads.session(effect.session_id)
         if session is None or self.bridge.releasing(session.session_id):
             return
         if session.state is SessionState.RELEASED or effect.cause not in _FAIL_CAUSES:

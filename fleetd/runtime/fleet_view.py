@@ -137,7 +137,7 @@ class FleetViewBuilder:
         stats = await read_lead_stats(
             self.bridge.inbox, [lead.name for lead in self.config.current.leads]
         )
-        sessions = self.bridge.sessions()
+        sessions = self.bridge.reads.sessions()
         backlogs = member_backlogs(stats, sessions)
         views = self.bridge.view.member_views(sessions, backlogs=backlogs)  # once per session
         preserved = await asyncio.to_thread(self.manifests.load)
@@ -173,7 +173,7 @@ class FleetViewBuilder:
                 for lead in self.config.current.leads
             ),
             failures=tuple(self.bridge.inbox.failures()),
-            held=tuple(self.bridge.unpublished),
+            held=tuple(self.bridge.reads.unpublished),
             reachable=self.bridge.inbox.reachable(),
             teardown_failures=list(self.bridge.teardown_failures),
             config=self._config_status(),
@@ -240,8 +240,8 @@ class FleetViewBuilder:
                 (o.depth, o.nudges_for_head, o.cap_reached_at, o.last_status)
                 for o in self.push.outcomes.values()
             ),
-            len(bridge.unpublished),
-            bridge.held_dropped,
+            len(bridge.reads.unpublished),
+            bridge.reads.held_dropped,
             bridge.inbox.reachable(),
             len(failures),
             sum(f.occurrences for f in failures),
@@ -268,7 +268,7 @@ class FleetViewBuilder:
         ``inbox_unavailable``); ``warn`` while a record waits in memory for the inbox (a kill
         would lose it) or an entry could not be decoded.
         """
-        held = self._held(self.bridge.unpublished)
+        held = self._held(self.bridge.reads.unpublished)
         failures = self.bridge.inbox.failures()
         reachable = self.bridge.inbox.reachable()
         status = "fail" if not reachable else "warn" if held.records or failures else "pass"
@@ -305,7 +305,7 @@ class FleetViewBuilder:
             by_lead=dict(sorted(Counter(r.recipient_lead for r in held).items())),
             by_kind=dict(sorted(Counter(r.kind.value for r in held).items())),
             oldest_created_epoch_millis=min(created) if created else None,
-            gave_way=self.bridge.held_dropped,
+            gave_way=self.bridge.reads.held_dropped,
         )
 
     def member_row(

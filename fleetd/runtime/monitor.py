@@ -172,7 +172,7 @@ class FleetHealthMonitor:
     def _new_mutes(self) -> dict[str, int]:
         """Fallback resolutions since the last tick, per session (the bridge keeps a tail)."""
         counts: dict[str, int] = {}
-        events, self._mute_cursor = self.bridge.mutes_since(self._mute_cursor)
+        events, self._mute_cursor = self.bridge.reads.mutes_since(self._mute_cursor)
         for event in events:
             counts[event.session_id] = counts.get(event.session_id, 0) + 1
         return counts

@@ -87,7 +87,7 @@ async def take_snapshot(
     # racing it with health's own NEVER_READY rule at the same deadline.
     await bridge.check_readiness()
     stats = await read_lead_stats(bridge.inbox, [lead.name for lead in config.leads])
-    sessions = bridge.sessions()
+    sessions = bridge.reads.sessions()
     backlogs = member_backlogs(stats, sessions)
     members = bridge.view.tick_views(sessions, mute_counts=mute_counts, backlogs=backlogs)
     inboxes, leads = _leads(push, config, terminals, stats)
@@ -100,7 +100,7 @@ async def take_snapshot(
         config=health_settings(config),
         profiles=profile_inputs(config),
         inbox_failures=tuple(_failure(f) for f in bridge.inbox.failures()),
-        unpublished_since=_oldest_health(bridge.unpublished),
+        unpublished_since=_oldest_health(bridge.reads.unpublished),
         remote_leads=remote_leads,
     )
 

@@ -163,7 +163,7 @@ async def test_every_broker_down_is_not_ready_alive_and_loses_nothing(
         fleet.set_status(held_sid, AgentStatus.DONE)
         await fleet.poll()
         await fleet.poll(1.0)
-        assert [r.ticket for r in fleet.bridge.unpublished] == [held]
+        assert [r.ticket for r in fleet.bridge.reads.unpublished] == [held]
         assert not inbox.reachable()
         not_ready = await http.get("/readyz")
         assert not_ready.status_code == 503
@@ -178,7 +178,7 @@ async def test_every_broker_down_is_not_ready_alive_and_loses_nothing(
         inbox_proxy.restore()
         await asyncio.wait_for(inbox.wait_connected(), timeout=10)
         await fleet.service.push.push_once()  # flushes what waited in memory
-        assert fleet.bridge.unpublished == []
+        assert fleet.bridge.reads.unpublished == []
         await fleet.ok("fleet_reply", fleet.member(second), content="retry me")
         assert (await http.get("/readyz")).status_code == 200
         messages = (await fleet.ok("fleet_poll", lead))["messages"]

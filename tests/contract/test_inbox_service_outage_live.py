@@ -94,7 +94,7 @@ async def test_a_reply_is_answered_only_once_stored_and_refused_while_the_broker
     assert refused.error.hint["retryable"] is True
     assert "not stored" in refused.error.hint["action"]
     assert (await fleet.ok("fleet_poll", outage.lead, ticket=ticket))["status"] == "pending"
-    assert fleet.bridge.unpublished == []  # nothing lives only in memory
+    assert fleet.bridge.reads.unpublished == []  # nothing lives only in memory
     await outage.restore()
     answer = await fleet.ok("fleet_reply", fleet.member(sid), content="precious answer")
     assert (answer["ticket"], answer["late"]) == (ticket, False)

@@ -34,7 +34,7 @@ async def member_incident(e2e: E2EFleet, lead: Any, name: str = "m-usage-1") -> 
     ``fleet_reply``): ERROR_ON_SCREEN opens, owned by that lead. Returns the session id."""
     sid: str = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name=name))["sessionId"]
     bridge = e2e.service.bridge
-    await e2e.until(lambda: bridge.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
+    await e2e.until(lambda: bridge.reads.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
     await e2e.tool(lead, "fleet_send", target=sid, prompt="ship the release")
     health = e2e.service.health
     await e2e.until(

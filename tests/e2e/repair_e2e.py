@@ -50,7 +50,7 @@ class LostE2E:
 
     @property
     def session(self) -> Session:
-        session = self.e2e.service.bridge.session(self.session_id)
+        session = self.e2e.service.bridge.reads.session(self.session_id)
         assert session is not None
         return session
 
@@ -90,12 +90,12 @@ async def lose_second_turn(e2e: E2EFleet, lead: httpx.AsyncClient, name: str) ->
 
 
 def _state(e2e: E2EFleet, sid: str) -> SessionState | None:
-    session = e2e.service.bridge.session(sid)
+    session = e2e.service.bridge.reads.session(sid)
     return session.state if session is not None else None
 
 
 def _terminal(e2e: E2EFleet, ticket: str) -> bool:
-    found = e2e.service.bridge.ticket(ticket)
+    found = e2e.service.bridge.reads.ticket(ticket)
     return found is not None and found.terminal
 
 

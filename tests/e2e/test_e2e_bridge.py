@@ -19,7 +19,7 @@ from tests.metric_samples import sample
 
 
 def _state(e2e: E2EFleet, session_id: str) -> SessionState | None:
-    session = e2e.service.bridge.session(session_id)
+    session = e2e.service.bridge.reads.session(session_id)
     return None if session is None else session.state
 
 
@@ -40,7 +40,7 @@ async def test_spawn_presence_send_reply_poll_over_http(e2e: E2EFleet) -> None:
         assert sync["content"] == "Finished task one."
         ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="task two"))["ticket"]
         bridge = e2e.service.bridge
-        await e2e.until(lambda: (t := bridge.ticket(ticket)) is not None and t.terminal)
+        await e2e.until(lambda: (t := bridge.reads.ticket(ticket)) is not None and t.terminal)
         polled = await e2e.tool(lead, "fleet_poll", ticket=ticket)
         assert (polled["status"], polled["content"]) == ("done", "Finished task two.")
         inbox = await e2e.tool(lead, "fleet_poll")
@@ -87,7 +87,7 @@ async def test_pane_that_exits_fails_every_ticket(e2e: E2EFleet) -> None:
         await e2e.advance(1.0)
         second = (await e2e.tool(lead, "fleet_send", target=sid, prompt="second"))["ticket"]
         bridge = e2e.service.bridge
-        await e2e.until(lambda: all(bridge.ticket(t).terminal for t in (first, second)))  # type: ignore[union-attr]
+        await e2e.until(lambda: all(bridge.reads.ticket(t).terminal for t in (first, second)))  # type: ignore[union-attr]
         for ticket in (first, second):
             polled = await e2e.tool(lead, "fleet_poll", ticket=ticket)
             assert (polled["status"], polled["reason"]) == ("failed", "gone")
@@ -155,4 +155,4 @@ async def test_a_spawn_herdr_never_answers_logs_its_cause(
     [logged] = [r.getMessage() for r in caplog.records if "rolled back" in r.getMessage()]
     failed = "the link to herdr failed at workspace.create: timeout (request_timeout)"
     assert logged.endswith(failed)
-    assert not e2e.service.bridge.live_members()
+    assert not e2e.service.bridge.reads.live_members()

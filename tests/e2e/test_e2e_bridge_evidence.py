@@ -64,7 +64,7 @@ async def test_never_ready_handled_by_the_bridge_reaches_health_and_the_lead(
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name=name))["sessionId"]
         agent = e2e.simulator.agent(name)
         ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="never typed"))["ticket"]
-        session = e2e.service.bridge.session(sid)
+        session = e2e.service.bridge.reads.session(sid)
         assert session is not None
         await e2e.until(lambda: session.state is SessionState.RELEASED)
         assert session.released_cause == "never_ready"
@@ -93,7 +93,7 @@ async def test_a_launch_herdr_gives_up_with_nothing_sent_rolls_back_with_a_warni
     caplog.set_level(logging.WARNING, logger="fleetd.bridge")
     async with start_e2e(tmp_path, {"health": HEALTH}) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-never-2"))["sessionId"]
-        session = e2e.service.bridge.session(sid)
+        session = e2e.service.bridge.reads.session(sid)
         assert session is not None
         await e2e.until(lambda: session.state is SessionState.RELEASED)
         assert session.released_cause == "spawn_rollback"
@@ -111,7 +111,7 @@ async def test_pane_lost_mid_turn_reaches_health_and_the_lead(
     async with start_e2e(tmp_path, {"health": HEALTH}) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-exit-1"))["sessionId"]
         bridge = e2e.service.bridge
-        session = bridge.session(sid)
+        session = bridge.reads.session(sid)
         assert session is not None
         await e2e.until(lambda: session.state is SessionState.READY)
         agent = e2e.simulator.agent("m-exit-1")
@@ -146,7 +146,7 @@ async def test_usage_limit_screen_at_the_boundary_is_error_on_screen(
     async with start_e2e(tmp_path, {"health": HEALTH}) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile=profile, name="m-usage-1"))["sessionId"]
         bridge = e2e.service.bridge
-        session = bridge.session(sid)
+        session = bridge.reads.session(sid)
         assert session is not None
         await e2e.until(lambda: session.state is SessionState.READY)
         result = await e2e.tool(lead, "fleet_send", target=sid, prompt="big task", wait=60)

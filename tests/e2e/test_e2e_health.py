@@ -28,11 +28,11 @@ async def test_busy_while_herdr_says_done_is_a_lost_boundary_after_two_snapshots
     async with start_e2e(tmp_path, TRACE_ONE) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-mute-1"))["sessionId"]
         bridge = e2e.service.bridge
-        await e2e.until(lambda: bridge.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
+        await e2e.until(lambda: bridge.reads.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
         ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="architect it"))["ticket"]
         agent = e2e.simulator.agent("m-mute-1")
         await e2e.until(lambda: agent.status.value == "done")
-        session = bridge.session(sid)
+        session = bridge.reads.session(sid)
         assert session is not None
         assert session.state is SessionState.BUSY
         health = e2e.service.health
@@ -59,12 +59,12 @@ async def test_teardown_that_leaves_a_task_pending_is_delegation_orphaned(tmp_pa
     async with start_e2e(tmp_path, overrides) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-exit-1"))["sessionId"]
         bridge = e2e.service.bridge
-        await e2e.until(lambda: bridge.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
+        await e2e.until(lambda: bridge.reads.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
         first = (await e2e.tool(lead, "fleet_send", target=sid, prompt="one"))["ticket"]
         await e2e.advance(1)
         second = (await e2e.tool(lead, "fleet_send", target=sid, prompt="two"))["ticket"]
-        await e2e.until(lambda: all(bridge.ticket(t).terminal for t in (first, second)))  # type: ignore[union-attr]
-        session = bridge.session(sid)
+        await e2e.until(lambda: all(bridge.reads.ticket(t).terminal for t in (first, second)))  # type: ignore[union-attr]
+        session = bridge.reads.session(sid)
         assert session is not None
         await e2e.until(lambda: session.state is SessionState.RELEASED)
         assert session.released_cause == "gone"
@@ -89,8 +89,10 @@ async def test_healthy_fifty_member_simulated_fleet_lists_once_per_tick_and_read
         for n in range(50):
             await e2e.tool(lead, "fleet_spawn", profile="codex", name=f"m-{n}")
         bridge = e2e.service.bridge
-        await e2e.until(lambda: all(s.state is SessionState.READY for s in bridge.live_members()))
-        assert len(bridge.live_members()) == 50
+        await e2e.until(
+            lambda: all(s.state is SessionState.READY for s in bridge.reads.live_members())
+        )
+        assert len(bridge.reads.live_members()) == 50
         herdr = e2e.service.control
         calls: list[str] = []
         for method in ("list_agents", "read", "get_agent", "ping"):
@@ -119,9 +121,9 @@ async def test_a_reply_left_in_the_lead_inbox_keeps_its_member_pending_then_stra
     async with start_e2e(tmp_path, overrides) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet"))["sessionId"]
         bridge = e2e.service.bridge
-        await e2e.until(lambda: bridge.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
+        await e2e.until(lambda: bridge.reads.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
         ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="a task"))["ticket"]
-        await e2e.until(lambda: bridge.ticket(ticket).terminal)  # type: ignore[union-attr]
+        await e2e.until(lambda: bridge.reads.ticket(ticket).terminal)  # type: ignore[union-attr]
         await e2e.until(lambda: _member_state(e2e, sid) == MemberState.WORK_PENDING)
         [row] = (await e2e.tool(lead, "fleet_list"))["members"]
         assert "idleForSeconds" not in row

@@ -19,7 +19,7 @@ async def _ready_member(e2e: E2EFleet, client: Any, **spawn: Any) -> str:
     sid: str = row["sessionId"]
 
     def ready() -> bool:
-        session = e2e.service.bridge.session(sid)
+        session = e2e.service.bridge.reads.session(sid)
         return session is not None and session.state is SessionState.READY
 
     await e2e.until(ready)
@@ -50,7 +50,7 @@ async def test_clean_stop_releases_members_with_the_shutdown_cause(tmp_path: Pat
             idle = await _ready_member(e2e, lead, profile="codex", name="idle-1")
             ticket = (await e2e.tool(lead, "fleet_send", target=busy, prompt="long task"))["ticket"]
         bridge = e2e.service.bridge
-        trees = {sid: bridge.session(sid).worktree for sid in (busy, idle)}  # type: ignore[union-attr]
+        trees = {sid: bridge.reads.session(sid).worktree for sid in (busy, idle)}  # type: ignore[union-attr]
         await e2e.stop()  # at once: the turn is still running
 
         assert _agent(e2e, "busy-1") is None
@@ -65,7 +65,7 @@ async def test_clean_stop_releases_members_with_the_shutdown_cause(tmp_path: Pat
         }
         [busy_manifest] = [m for m in manifests if m.session_id == busy]
         assert busy_manifest.pending_task_ids == (ticket,)
-        polled = bridge.ticket(ticket)
+        polled = bridge.reads.ticket(ticket)
         assert polled is not None
         assert (polled.outcome.value, polled.reason) == ("failed", "shutdown")
         assert sample(e2e.service.metrics.tickets_total, outcome="failed", source="none") == 1
@@ -90,7 +90,7 @@ async def test_after_a_crash_with_the_state_discarded_members_are_orphaned(tmp_p
         async with first.http() as lead:
             sid = await _ready_member(first, lead, name="worker-1")
             await first.tool(lead, "fleet_send", target=sid, prompt="long task")
-        pane = first.service.bridge.session(sid).pane_id  # type: ignore[union-attr]
+        pane = first.service.bridge.reads.session(sid).pane_id  # type: ignore[union-attr]
         await first.crash()
         agent = _agent(first, "worker-1")
         assert agent is not None

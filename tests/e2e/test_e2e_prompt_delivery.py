@@ -25,7 +25,7 @@ async def _ready(e2e: E2EFleet, lead: Any, name: str) -> str:
     bridge = e2e.service.bridge
 
     def ready() -> bool:
-        session = bridge.session(sid)
+        session = bridge.reads.session(sid)
         return session is not None and session.state is SessionState.READY
 
     await e2e.until(ready)
@@ -35,7 +35,7 @@ async def _ready(e2e: E2EFleet, lead: Any, name: str) -> str:
 async def _settled(e2e: E2EFleet, ticket: str) -> None:
     """Wait until the ticket ends, then let 15 more seconds pass (many poller passes)."""
     bridge = e2e.service.bridge
-    await e2e.until(lambda: (t := bridge.ticket(ticket)) is not None and t.terminal)
+    await e2e.until(lambda: (t := bridge.reads.ticket(ticket)) is not None and t.terminal)
     await e2e.advance(15.0)
 
 

@@ -81,7 +81,7 @@ async def test_refused_no_baseline_is_told_to_the_lead_and_never_retried(tmp_pat
     async with start_e2e(tmp_path, OVERRIDES, agents=AGENTS) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-mute-9"))["sessionId"]
         bridge = e2e.service.bridge
-        await e2e.until(lambda: bridge.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
+        await e2e.until(lambda: bridge.reads.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
         ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="first"))["ticket"]
         await e2e.until(
             lambda: sample(e2e.service.metrics.repairs_total, result="refused_no_baseline") == 1
@@ -118,9 +118,9 @@ async def test_refused_no_capture_while_the_baseline_read_is_still_out(tmp_path:
     async with start_e2e(tmp_path, OVERRIDES, agents=AGENTS) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-lost-3"))["sessionId"]
         bridge = e2e.service.bridge
-        await e2e.until(lambda: bridge.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
+        await e2e.until(lambda: bridge.reads.session(sid).state is SessionState.READY)  # type: ignore[union-attr]
         first = (await e2e.tool(lead, "fleet_send", target=sid, prompt="one"))["ticket"]
-        await e2e.until(lambda: bridge.ticket(first).terminal)  # type: ignore[union-attr]
+        await e2e.until(lambda: bridge.reads.ticket(first).terminal)  # type: ignore[union-attr]
         agent = e2e.simulator.agent("m-lost-3")
         await e2e.until(lambda: agent.status.value == "done")
         hold = ReadHold().install(e2e)
@@ -245,7 +245,7 @@ async def test_a_next_turn_send_racing_the_repair_waits_for_it(tmp_path: Path) -
         assert prompt_three > repair_read
         repaired = await lost.poll(lost.ticket)
         assert repaired["content"].endswith("Finished two.")
-        ticket = e2e.service.bridge.ticket(third["ticket"])
+        ticket = e2e.service.bridge.reads.ticket(third["ticket"])
         assert ticket is not None
         assert ticket.turn == 3
         assert_nothing_replayed(e2e)

@@ -20,7 +20,7 @@ async def _ready_member(e2e: E2EFleet, client: Any, name: str) -> str:
     sid: str = row["sessionId"]
 
     def ready() -> bool:
-        session = e2e.service.bridge.session(sid)
+        session = e2e.service.bridge.reads.session(sid)
         return session is not None and session.state is SessionState.READY
 
     await e2e.until(ready)
@@ -128,7 +128,7 @@ async def test_a_member_whose_pane_went_while_fleetd_was_down_is_released_as_gon
             assert (await second.tool(lead, "fleet_poll", ticket=done)) == finished
             failed = await _ended(second, pending)
             assert failed["status"] == "failed"
-            session = second.service.bridge.session(sid)
+            session = second.service.bridge.reads.session(sid)
             assert session is not None
             assert (session.state, session.released_cause) == (SessionState.RELEASED, "gone")
             members = (await second.tool(lead, "fleet_list"))["members"]

@@ -60,7 +60,7 @@ async def test_a_sole_lead_killed_is_never_replaced_and_every_coverage_surface_s
         assert lead_row(listed, "lead")["liveStatus"] is None  # herdr lists no such agent
         assert lifecycle_since(e2e, killed) == []
         assert [r for r in e2e.requests[killed:] if r["method"] == "agent.prompt"] == []
-        assert [s.name for s in e2e.service.bridge.live_members()] == ["m-usage-1"]
+        assert [s.name for s in e2e.service.bridge.reads.live_members()] == ["m-usage-1"]
 
         coverage = listed["healthCoverage"]
         assert coverage == {

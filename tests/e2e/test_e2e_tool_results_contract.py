@@ -67,7 +67,7 @@ class Checked:
 
 
 def _state(e2e: E2EFleet, session_id: str) -> SessionState | None:
-    session = e2e.service.bridge.session(session_id)
+    session = e2e.service.bridge.reads.session(session_id)
     return None if session is None else session.state
 
 
@@ -89,7 +89,7 @@ async def _lifecycle(e2e: E2EFleet, call: Any, check: Checked, profile: str, mut
     assert synced["status"] == "done"
     sent = check("fleet_send", await call(LEAD_TOKEN, "fleet_send", {"target": sid, "prompt": "b"}))
     bridge = e2e.service.bridge
-    await e2e.until(lambda: bridge.ticket(sent["ticket"]).terminal)  # type: ignore[union-attr]
+    await e2e.until(lambda: bridge.reads.ticket(sent["ticket"]).terminal)  # type: ignore[union-attr]
     polled = check("fleet_poll", await call(LEAD_TOKEN, "fleet_poll", {"ticket": sent["ticket"]}))
     assert polled["status"] == "done"
     drained = check("fleet_poll", await call(LEAD_TOKEN, "fleet_poll", {}))

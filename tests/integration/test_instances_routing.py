@@ -338,7 +338,7 @@ async def test_the_record_crosses_hosts_on_the_shared_rabbitmq_and_its_lead_is_n
             incident = (await about(b, lead_b)).incident
             assert incident.recipient_lead == lead_a
             await b.service.push.push_once()  # b's outbox has flushed: nothing held for a's lead
-            assert b.service.bridge.unpublished == []
+            assert b.service.bridge.reads.unpublished == []
             await a.service.push.push_once()
             nudges = [c for c in a.control.calls_to("prompt") if c.args["target"] == lead_a]
             assert len(nudges) == 1

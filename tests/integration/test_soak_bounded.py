@@ -68,7 +68,7 @@ class Soak:
         for _ in range(count):
             sid = await self.fleet.spawn_ready()
             self.members[sid] = self.fleet.member(sid)
-            session = self.fleet.bridge.session(sid)
+            session = self.fleet.bridge.reads.session(sid)
             assert session is not None
             assert session.pane_id is not None
             self.fleet.control.set_screen(session.pane_id, SCREEN)
@@ -112,9 +112,9 @@ class Soak:
         bridge, state = service.bridge, service.health.state
         books = {
             "tickets": len(bridge.tasks.all()),
-            "sessions": len(bridge.sessions()),
-            "mute events": len(bridge.mutes_since(0)[0]),
-            "held records": len(bridge.unpublished),
+            "sessions": len(bridge.reads.sessions()),
+            "mute events": len(bridge.reads.mutes_since(0)[0]),
+            "held records": len(bridge.reads.unpublished),
             "health members": len(state.members),
             "open incidents": len(state.incidents),
             "incident generations": len(state.generations),
@@ -196,5 +196,5 @@ async def _run(soak: Soak) -> None:
         await soak.round(number)
     after = soak.held()
     assert soak.done == TASKS
-    assert soak.fleet.bridge.ticket_expired("t1-000000-" + soak.fleet.service.run) is True
+    assert soak.fleet.bridge.reads.ticket_expired("t1-000000-" + soak.fleet.service.run) is True
     assert _grown(baseline, after) == {}, (baseline, after)

@@ -61,7 +61,7 @@ async def test_a_lead_or_a_member_token_is_refused_with_the_reason(
     assert "operator" in error["message"]
     assert "hint" not in error
     session_id = await fleet.spawn_ready()
-    session = fleet.bridge.session(session_id)
+    session = fleet.bridge.reads.session(session_id)
     assert session is not None
     assert session.pane_id is not None
     token = fleet.control.env_of(session.pane_id)["FLEETD_TOKEN"]

@@ -140,7 +140,7 @@ async def test_a_member_token_is_still_forbidden(
 ) -> None:
     """A member may not read the fleet over GET either (the registry's own refusal)."""
     sid = await fleet.spawn_ready()
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.pane_id is not None
     token = fleet.control.env_of(session.pane_id)["FLEETD_TOKEN"]

@@ -102,7 +102,7 @@ async def lost_turn(
     """Spawn, let ``turns_before`` turns end by ``fleet_reply`` (their answers on screen), then
     deliver the turn that will be lost (the baseline shows the previous answer)."""
     sid = await fleet.spawn_ready(profile)
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.pane_id is not None
     first = ""

@@ -124,7 +124,7 @@ async def test_reply_the_inbox_cannot_store_is_refused_and_the_ticket_stays_pend
     assert (refused.error.code, refused.error.http_status) == ("inbox_unavailable", 503)
     assert refused.error.hint["retryable"] is True
     assert "not stored" in refused.error.hint["action"]
-    assert fleet.bridge.unpublished == []
+    assert fleet.bridge.reads.unpublished == []
     assert (await fleet.ok("fleet_poll", ticket=ticket))["status"] == "pending"
     monkeypatch.setattr(fleet.inbox, "publish", publish)
     answer = await fleet.ok("fleet_reply", fleet.member(sid), content="kept")
@@ -139,7 +139,7 @@ async def test_publication_to_a_lead_owns_its_key_first(tmp_path: Path) -> None:
     sid = await fleet.spawn_ready()
     await fleet.ok("fleet_send", target=sid, prompt="x")
     await fleet.ok("fleet_reply", fleet.member(sid), content="kept")
-    assert fleet.bridge.unpublished == []
+    assert fleet.bridge.reads.unpublished == []
     assert "lead" in fleet.bridge.lead_inboxes.owned
 
 
@@ -188,8 +188,8 @@ async def test_records_held_for_an_unreachable_inbox_are_bounded(
         ("reply-4", MessageKind.REPLY),
     ]:
         await fleet.bridge.keep_for_lead(record(msg_id, kind))
-    assert [r.msg_id for r in fleet.bridge.unpublished] == ["reply-2", "reply-3", "reply-4"]
-    assert fleet.bridge.held_dropped == 2
+    assert [r.msg_id for r in fleet.bridge.reads.unpublished] == ["reply-2", "reply-3", "reply-4"]
+    assert fleet.bridge.reads.held_dropped == 2
     held = (await fleet.ok("fleet_list"))["inbox"]["heldInMemory"]
     assert (held["records"], held["gaveWay"]) == (3, 2)
 
@@ -212,7 +212,7 @@ async def test_a_stop_tries_the_held_records_once_more_and_names_what_it_loses(
     fleet.set_status(sid, AgentStatus.DONE)
     await fleet.poll()
     await fleet.poll(1.0)  # resolved from the pane: the result waits in memory
-    assert len(fleet.bridge.unpublished) == 1
+    assert len(fleet.bridge.reads.unpublished) == 1
     with caplog.at_level(logging.WARNING, logger="fleetd"):
         await fleet.service.stop()
     assert any(

@@ -54,7 +54,7 @@ def read(request: pytest.FixtureRequest) -> Read:
         mutes: dict[str, int] | None = None,
         backlogs: dict[str, MemberBacklog] | None = None,
     ) -> list[MemberView]:
-        sessions = fleet.bridge.sessions()
+        sessions = fleet.bridge.reads.sessions()
         view = fleet.bridge.view
         if request.param == "stamps":
             kept = view.member_views(sessions, mute_counts=mutes, backlogs=backlogs)

@@ -48,13 +48,13 @@ async def fleet(tmp_path: Path) -> TestFleet:
 
 
 def _ticket_status(lost: LostTurn) -> str:
-    ticket = lost.fleet.bridge.ticket(lost.ticket)
+    ticket = lost.fleet.bridge.reads.ticket(lost.ticket)
     assert ticket is not None
     return ticket.outcome.value
 
 
 def _no_replay(lost: LostTurn) -> None:
-    tickets = [lost.fleet.bridge.ticket(t) for t in (lost.first, lost.ticket)]
+    tickets = [lost.fleet.bridge.reads.ticket(t) for t in (lost.first, lost.ticket)]
     assert_never_replayed(lost.fleet.control.calls, [t for t in tickets if t is not None])
 
 
@@ -171,7 +171,7 @@ async def test_refused_no_baseline_when_the_capture_read_failed(fleet: TestFleet
     fleet.control.fail("read", HerdrError("pane_read_failed", "x"))
     await fleet.ok("fleet_send", target=sid, prompt="two")
     fleet.control.fail("read", None)
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     token = fleet.bridge.roster.inflight[sid].token
     lost = LostTurn(fleet=fleet, session=session, first="", ticket=token.ticket_id, token="")
@@ -184,7 +184,7 @@ async def test_refused_no_baseline_when_the_capture_read_failed(fleet: TestFleet
 async def test_refused_no_baseline_when_the_capture_came_late(fleet: TestFleet) -> None:
     """A baseline captured seconds after delivery is not evidence."""
     sid = await fleet.spawn_ready()
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.pane_id is not None
     fleet.control.set_screen(session.pane_id, claude_screen("one", "Answer 0."))

@@ -134,7 +134,7 @@ async def _step(lost: LostTurn, oracle: Oracle, step: Step, sent: list[str]) -> 
 
 async def _reconcile(lost: LostTurn, oracle: Oracle) -> None:
     fleet, sid = lost.fleet, lost.session.session_id
-    ticket = fleet.bridge.ticket(lost.ticket)
+    ticket = fleet.bridge.reads.ticket(lost.ticket)
     assert ticket is not None
     before_outcome = ticket.outcome
     before_state = lost.session.state
@@ -181,7 +181,7 @@ async def _run(first_screen: str, steps: list[Step]) -> None:
         for step in [("screen", first_screen), *steps]:
             await _step(lost, oracle, step, sent)
         await _reconcile(lost, oracle)
-        tickets = [fleet.bridge.ticket(t) for t in (lost.first, lost.ticket, *sent)]
+        tickets = [fleet.bridge.reads.ticket(t) for t in (lost.first, lost.ticket, *sent)]
         known = [t for t in tickets if t is not None]
         assert_never_replayed(fleet.control.calls, known)
         terminal = sum(1 for t in known if t.terminal)

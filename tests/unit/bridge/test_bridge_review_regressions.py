@@ -51,7 +51,7 @@ async def test_concurrent_replies_are_all_kept_even_when_one_publish_fails(
     await fleet.ok("fleet_reply", fleet.member(sid), content=f"answer {name}")
     contents = sorted(m["content"] for m in (await fleet.ok("fleet_poll"))["messages"])
     assert contents == ["answer A", "answer B"]
-    assert fleet.bridge.unpublished == []
+    assert fleet.bridge.reads.unpublished == []
 
 
 async def test_a_reply_whose_caller_leaves_while_it_is_stored_still_resolves_its_turn(

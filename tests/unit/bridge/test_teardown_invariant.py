@@ -47,14 +47,14 @@ async def _stopped(fleet: TestFleet) -> tuple[Session, list[str]]:
     second = (await fleet.ok("fleet_send", target=sid, prompt="second"))["ticket"]
     waiting = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="third", wait=60))
     for _ in range(100):  # let the synchronous send be accepted; it then waits
-        if len(fleet.bridge.pending_for(sid)) == 3:
+        if len(fleet.bridge.reads.pending_for(sid)) == 3:
             break
         await asyncio.sleep(0)
-    assert len(fleet.bridge.pending_for(sid)) == 3
+    assert len(fleet.bridge.reads.pending_for(sid)) == 3
     stopped = await fleet.ok("fleet_stop", sessionId=sid)
     assert stopped["cause"] == "release_with_pending_tasks"
     third = (await waiting)["ticket"]
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.state is SessionState.RELEASED
     return session, [first, second, third]
@@ -127,7 +127,7 @@ async def test_a_clean_stop_keeps_every_part_of_the_invariant(fleet: TestFleet) 
     assert session.teardown_violations == ()
     assert sorted(session.teardown_tickets) == sorted(tickets)
     for ticket_id in tickets:
-        ticket = fleet.bridge.ticket(ticket_id)
+        ticket = fleet.bridge.reads.ticket(ticket_id)
         assert ticket is not None
         assert (ticket.terminal, ticket.counted, ticket.waited_on) == (True, 1, False)
 
@@ -177,7 +177,7 @@ async def test_a_broken_release_is_recorded_on_the_session_when_it_ends(fleet: T
     await fleet.ok("fleet_send", target=sid, prompt="first")
     await fleet.ok("fleet_send", target=sid, prompt="second")
     await fleet.ok("fleet_stop", sessionId=sid)
-    session = bridge.session(sid)
+    session = bridge.reads.session(sid)
     assert session is not None
     assert session.teardown_violations == (TI.PENDING.value, TI.OUTCOME.value)
 

@@ -58,13 +58,13 @@ async def _same_bodies(fleet: TestFleet) -> None:
 
 
 def _members(fleet: TestFleet) -> list[str]:
-    return sorted(s.session_id for s in fleet.bridge.sessions())
+    return sorted(s.session_id for s in fleet.bridge.reads.sessions())
 
 
 async def _step(fleet: TestFleet, op: str, pick: int, seconds: float) -> None:
     """One change of the kind a busy fleet makes; a step that does not apply does nothing."""
-    members = [sid for sid in _members(fleet) if fleet.bridge.session(sid) is not None]
-    live = [sid for sid in members if fleet.bridge.session(sid).live]  # type: ignore[union-attr]
+    members = [sid for sid in _members(fleet) if fleet.bridge.reads.session(sid) is not None]
+    live = [sid for sid in members if fleet.bridge.reads.session(sid).live]  # type: ignore[union-attr]
     sid = live[pick % len(live)] if live else None
     owner = LEAD if pick % 2 == 0 else LEAD_B
     if op == "spawn":
@@ -72,7 +72,7 @@ async def _step(fleet: TestFleet, op: str, pick: int, seconds: float) -> None:
         if row.ok and row.result is not None and pick % 3:
             await fleet.service.registry.contact(fleet.member(row.result["sessionId"]))
     elif op == "send" and sid is not None:
-        session = fleet.bridge.session(sid)
+        session = fleet.bridge.reads.session(sid)
         assert session is not None
         await fleet.call(
             "fleet_send",
@@ -95,7 +95,7 @@ async def _step(fleet: TestFleet, op: str, pick: int, seconds: float) -> None:
         fleet.clock.advance(60 + seconds)
         await fleet.service.observe_herdr()
     elif op == "stop" and sid is not None:
-        session = fleet.bridge.session(sid)
+        session = fleet.bridge.reads.session(sid)
         assert session is not None
         await fleet.call("fleet_stop", Caller(role=Role.LEAD, name=session.owner), sessionId=sid)
     elif op == "wait":
@@ -166,7 +166,7 @@ async def test_each_lead_gets_its_own_rows_from_one_cache(tmp_path: Path) -> Non
         result: dict[str, Any] = json.loads(body)["result"]
         return {m["sessionId"] for m in result["members"]}, {a["name"] for a in result["agents"]}
 
-    names = {sid: fleet.bridge.session(sid).name for sid in (*own, other)}  # type: ignore[union-attr]
+    names = {sid: fleet.bridge.reads.session(sid).name for sid in (*own, other)}  # type: ignore[union-attr]
     lead_members, lead_agents = shown((await views.encoded(LEAD)).body)
     assert lead_members == set(own)
     assert lead_agents == {names[own[0]], names[own[1]], "lead", "lead-b"}
@@ -195,11 +195,11 @@ async def test_rows_of_members_the_roster_forgot_are_dropped(
     agents = len(views.bodies.agents)
     await fleet.ok("fleet_stop", sessionId=sids[0])
     await fleet.ok("fleet_stop", sessionId=sids[1])  # the first released row is forgotten
-    assert sids[0] not in {s.session_id for s in fleet.bridge.sessions()}
+    assert sids[0] not in {s.session_id for s in fleet.bridge.reads.sessions()}
     fleet.clock.advance(60)
     await fleet.service.observe_herdr()
     await views.encoded(OPERATOR)
-    assert len(views.bodies.members) == len(fleet.bridge.sessions()) == 3
+    assert len(views.bodies.members) == len(fleet.bridge.reads.sessions()) == 3
     assert len(views.bodies.agents) == agents - 2
     await _same_bodies(fleet)
 

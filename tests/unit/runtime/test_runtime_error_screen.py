@@ -30,7 +30,7 @@ async def _fleet(tmp_path: Path) -> TestFleet:
 async def _turn_ends_on(fleet: TestFleet, sid: str, screen: str, status: AgentStatus) -> str:
     """Deliver one send, let the member work, then show ``screen`` at its prompt."""
     ticket: str = (await fleet.ok("fleet_send", target=sid, prompt="the big task"))["ticket"]
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.pane_id is not None
     fleet.set_status(sid, AgentStatus.WORKING)

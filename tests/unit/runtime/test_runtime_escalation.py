@@ -193,7 +193,7 @@ async def test_while_the_journal_fails_a_vanished_member_is_reported_and_resolve
     journal = InMemoryJournal()
     fleet = _fleet(tmp_path, journal, webhook=True)
     await fleet.service.own_lead_keys()
-    session = fleet.bridge.session(await fleet.spawn_ready())
+    session = fleet.bridge.reads.session(await fleet.spawn_ready())
     assert session is not None
     journal.fail_with = JournalUnavailableError("record", "unreachable")
     health = fleet.service.health
@@ -290,7 +290,7 @@ async def test_a_record_the_inbox_keeps_refusing_takes_the_incident_to_a_person_
     document = _document(tmp_path)
     fleet = build_test_fleet(tmp_path, document=document, environ=ENV, journal=journal, inbox=inbox)
     await fleet.service.own_lead_keys()
-    session = fleet.bridge.session(await fleet.spawn_ready())
+    session = fleet.bridge.reads.session(await fleet.spawn_ready())
     assert session is not None
     assert session.worktree is not None
     fleet.worktrees.add_commits(session.worktree, 2)  # a preserved branch ahead of its base:
@@ -304,7 +304,7 @@ async def test_a_record_the_inbox_keeps_refusing_takes_the_incident_to_a_person_
             break
     [incident] = _member_incidents(fleet)
     assert (incident.recipient_lead, incident.routing_reason) == ("lead", "owner")
-    assert fleet.bridge.unpublished  # its record waits in memory
+    assert fleet.bridge.reads.unpublished  # its record waits in memory
     fleet.clock.advance(15)
     await _tick(fleet)
     [incident] = _member_incidents(fleet)
@@ -321,7 +321,7 @@ async def test_a_record_the_inbox_keeps_refusing_takes_the_incident_to_a_person_
 
     inbox.down = False
     await fleet.bridge.flush_unpublished()  # what the push loop does on its next pass
-    assert not fleet.bridge.unpublished
+    assert not fleet.bridge.reads.unpublished
     fleet.clock.advance(15)
     await _tick(fleet)
     [incident] = _member_incidents(fleet)

@@ -64,7 +64,7 @@ async def test_gone_member_is_failed_through_the_target_wide_operation(tmp_path:
     fleet = await _fleet(tmp_path, enabled=True)
     sid = await fleet.spawn_ready("codex")
     ticket = (await fleet.ok("fleet_send", target=sid, prompt="x"))["ticket"]
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     fleet.control.remove(session.name)
     for _ in range(4):
@@ -100,7 +100,7 @@ async def test_error_screen_is_found_by_a_budgeted_probe(tmp_path: Path) -> None
     fleet = await _fleet(tmp_path, enabled=True)
     sid = await fleet.spawn_ready("sonnet")
     await fleet.ok("fleet_send", target=sid, prompt="x")
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.pane_id is not None
     fleet.set_status(sid, AgentStatus.BLOCKED)
@@ -161,7 +161,7 @@ async def test_preserved_branch_with_commits_is_work_product_at_risk(tmp_path: P
     """A released member whose preserved branch is ahead of its base earns only a warning."""
     fleet = await _fleet(tmp_path, enabled=True)
     sid = await fleet.spawn_ready("codex")
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.worktree is not None
     fleet.worktrees.add_commits(session.worktree, 2)

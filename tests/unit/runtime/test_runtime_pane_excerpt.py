@@ -56,7 +56,7 @@ async def _error_on_screen(tmp_path: Path, *, excerpt: bool) -> tuple[TestFleet,
     await fleet.service.own_lead_keys()
     sid = await fleet.spawn_ready("sonnet")
     await fleet.ok("fleet_send", target=sid, prompt="x")
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.pane_id is not None
     fleet.set_status(sid, AgentStatus.BLOCKED)
@@ -84,7 +84,7 @@ async def test_with_the_key_on_the_lead_s_record_ends_with_the_redacted_excerpt(
     content: str = record["content"]
     summary, _, rest = content.partition("\n\n[pane excerpt - ")
     assert PANE_WORDS not in summary
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert rest.startswith(f"{session.name}'s screen as fleetd's health check read it ")
     assert "never to a person" in rest

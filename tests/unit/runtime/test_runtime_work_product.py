@@ -40,7 +40,7 @@ async def test_done_member_with_commits_ahead_is_work_product_at_risk(tmp_path: 
     fleet = await _fleet(tmp_path)
     measures = _count_measures(fleet)
     sid = await fleet.spawn_ready("codex")
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.worktree is not None
     await fleet.ok("fleet_send", target=sid, prompt="commit the fix")
@@ -61,7 +61,7 @@ async def test_each_new_terminal_edge_is_measured_again(tmp_path: Path) -> None:
     fleet = await _fleet(tmp_path)
     measures = _count_measures(fleet)
     sid = await fleet.spawn_ready("codex")
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.worktree is not None
     await _ticks(fleet, 3)

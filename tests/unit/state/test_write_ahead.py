@@ -40,7 +40,7 @@ async def test_a_member_is_stored_with_its_token_hash_never_the_token(
 ) -> None:
     """A spawned member's record holds the SHA-256 of its token; the token is nowhere stored."""
     sid = await fleet.spawn_ready()
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.pane_id is not None
     token = fleet.control.env_of(session.pane_id)["FLEETD_TOKEN"]
@@ -117,7 +117,7 @@ async def test_a_send_the_store_refuses_at_its_prompt_is_not_accepted_nor_queued
     store.fail = False
     await fleet.poll()
     assert fleet.control.calls_to("prompt") == []
-    assert fleet.bridge.pending_for(sid) == []
+    assert fleet.bridge.reads.pending_for(sid) == []
     assert store.tickets == {}
 
 
@@ -145,7 +145,7 @@ async def test_a_send_the_store_cannot_record_is_not_accepted(
     assert result.error is not None
     assert result.error.code == "unavailable"
     assert fleet.control.calls_to("prompt") == []
-    assert fleet.bridge.pending_for(sid) == []
+    assert fleet.bridge.reads.pending_for(sid) == []
 
 
 async def test_an_ended_ticket_is_stored_and_a_release_drops_the_member(
@@ -223,14 +223,14 @@ async def test_a_stored_member_herdr_no_longer_lists_is_released_as_gone(
     ticket fails once and its record leaves the store."""
     sid = await fleet.spawn_ready()
     ticket = (await fleet.ok("fleet_send", target=sid, prompt="work"))["ticket"]
-    session = fleet.bridge.session(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     fleet.control.remove(session.name)
 
     second = await _restart(tmp_path, fleet, store)
     polled = await second.ok("fleet_poll", ticket=ticket)
     assert polled["status"] == "failed"
-    released = second.bridge.session(sid)
+    released = second.bridge.reads.session(sid)
     assert released is not None
     assert released.released_cause == "gone"
     assert sid not in store.members
