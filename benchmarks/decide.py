@@ -205,7 +205,7 @@ async def measure(size: int, split: Split) -> tuple[float, dict[str, float], flo
             samples.append((time.perf_counter() - started) * 1000)
         parts = {part: s * 1000 / TIMED_TICKS for part, s in split.seconds.items()}
         parts["dispatch and the rest"] = statistics.mean(samples) - sum(parts.values())
-        tickets = bench.fleet.bridge.tasks.kept
+        tickets = bench.fleet.bridge.reads.tickets_kept()
         print(
             f"  {size:>6} members: built in {built:5.1f} s ({tickets} tickets held, "
             f"{len(bench.busy)} busy)"

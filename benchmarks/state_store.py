@@ -204,7 +204,7 @@ async def _sim_sends(root: Path, sock: Path, store: StateStore, count: int) -> l
             assert sent.result is not None
             if len(answered) == before + 1:  # typed at once (not queued behind a busy member)
                 samples.append(answered[-1] - started)
-            ticket = bridge.tasks.get(sent.result["ticket"])
+            ticket = bridge.reads.ticket(sent.result["ticket"])
             assert ticket is not None
             await bridge.wait_for(ticket, 10.0)
     finally:
@@ -352,7 +352,7 @@ async def bench_start(members: int, tickets: int) -> bool:
         await fleet.bridge.confirm_restored()
         took = time.perf_counter() - started
         live = len(fleet.bridge.reads.live_members())
-        kept = fleet.bridge.tasks.kept
+        kept = fleet.bridge.reads.tickets_kept()
         stored = len(store.load().tickets)
         store.close()
     pending = 2 * members  # one typed with its open turn, one queued

@@ -56,7 +56,9 @@ class LostE2E:
 
     @property
     def token(self) -> str:
-        return self.e2e.service.bridge.roster.inflight[self.session_id].token.token_id
+        turn = self.e2e.service.bridge.reads.open_turn(self.session_id)
+        assert turn is not None
+        return turn.token.token_id
 
     async def member_reply(self, content: str) -> dict[str, Any]:
         token = self.e2e.simulator.agent(self.name).env["FLEETD_TOKEN"]
@@ -85,7 +87,9 @@ async def lose_second_turn(e2e: E2EFleet, lead: httpx.AsyncClient, name: str) ->
     agent = e2e.simulator.agent(name)
     await e2e.until(lambda: agent.turns == 2 and agent.status.value == "done")
     assert _state(e2e, sid) is SessionState.BUSY
-    assert bridge.roster.inflight[sid].baseline is not None
+    turn = bridge.reads.open_turn(sid)
+    assert turn is not None
+    assert turn.baseline is not None
     return LostE2E(e2e=e2e, lead=lead, name=name, session_id=sid, first=first, ticket=ticket)
 
 

@@ -68,7 +68,8 @@ async def test_teardown_that_leaves_a_task_pending_is_delegation_orphaned(tmp_pa
         assert session is not None
         await e2e.until(lambda: session.state is SessionState.RELEASED)
         assert session.released_cause == "gone"
-        # A regression in teardown: a task of the released target is left pending.
+        # A regression in teardown: a task of the released target is left pending (forced into
+        # the ticket book, since no public operation accepts work for a released target).
         stray = bridge.tasks.accept(
             target=sid, owner="lead", prompt="x", now=e2e.clock.now(), nonce="stray"
         )

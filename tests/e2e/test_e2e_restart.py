@@ -154,7 +154,8 @@ async def test_a_turn_spanning_a_restart_without_a_reply_is_never_reconstructed(
             assert (await second.tool(lead, "fleet_poll", ticket=ticket))["status"] == "pending"
             reads = list(second.requests_to("pane.read"))
             bridge = second.service.bridge
-            turn = bridge.roster.inflight[sid]
+            turn = bridge.reads.open_turn(sid)
+            assert turn is not None
             outcome = await second.run(bridge.reconcile_lost_boundary(sid, turn.token.token_id))
             assert (outcome.result.value, outcome.detail) == (
                 "refused_no_capture",

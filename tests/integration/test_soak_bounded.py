@@ -111,7 +111,7 @@ class Soak:
         service = self.fleet.service
         bridge, state = service.bridge, service.health.state
         books = {
-            "tickets": len(bridge.tasks.all()),
+            "tickets": len(bridge.reads.tickets()),
             "sessions": len(bridge.reads.sessions()),
             "mute events": len(bridge.reads.mutes_since(0)[0]),
             "held records": len(bridge.reads.unpublished),

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleetd.bridge import Ticket
 from fleetd.bridge.sessions import Session
-from fleetd.bridge.tasks import Ticket
 from fleetd.herdr.fake import FakeCall
 from fleetd.herdr.model import AgentStatus
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
@@ -114,7 +114,8 @@ async def lost_turn(
     if turns_before == 0 and first_screen is not None:
         fleet.control.set_screen(session.pane_id, first_screen)
     ticket = (await fleet.ok("fleet_send", target=sid, prompt="two"))["ticket"]
-    turn = fleet.bridge.roster.inflight[sid]
+    turn = fleet.bridge.reads.open_turn(sid)
+    assert turn is not None
     return LostTurn(
         fleet=fleet, session=session, first=first, ticket=ticket, token=turn.token.token_id
     )

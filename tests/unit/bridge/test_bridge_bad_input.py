@@ -32,8 +32,8 @@ def _client(fleet: TestFleet, token: str | None = LEAD_TOKEN) -> httpx.AsyncClie
 def _state(fleet: TestFleet) -> tuple[Any, ...]:
     bridge = fleet.bridge
     return (
-        sorted((s.session_id, s.state.value, s.turn) for s in bridge.roster.sessions.values()),
-        sorted((t.ticket_id, t.outcome.value) for t in bridge.tasks.all()),
+        sorted((s.session_id, s.state.value, s.turn) for s in bridge.reads.sessions()),
+        sorted((t.ticket_id, t.outcome.value) for t in bridge.reads.tickets()),
         len(fleet.control.calls_to("prompt")),
     )
 

@@ -45,7 +45,7 @@ async def test_spawn_starts_spawning_and_contact_makes_ready(fleet: TestFleet) -
     """A spawned member is SPAWNING until its first authenticated contact."""
     row = await fleet.ok("fleet_spawn", profile="sonnet", role="implementer")
     assert row["state"] == "spawning"
-    session = fleet.bridge.roster.get(row["sessionId"])
+    session = fleet.bridge.reads.session(row["sessionId"])
     assert session is not None
     assert session.worktree is not None
     env = fleet.control.env_of(session.pane_id or "")
@@ -62,7 +62,7 @@ async def test_send_delivers_and_reply_resolves_the_ticket(fleet: TestFleet) -> 
     """An async send is delivered at once to a ready member; its fleet_reply ends the ticket."""
     sid, ticket = await _busy(fleet)
     assert fleet.control.calls_to("prompt")[-1].args["text"] == "do the thing"
-    session = fleet.bridge.roster.get(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.state is SessionState.BUSY
     assert session.turn == 1
@@ -115,7 +115,7 @@ async def test_mute_member_resolves_through_the_fallback_with_its_marker(
 ) -> None:
     """working then done without fleet_reply resolves from the pane, marked, after the grace."""
     sid, ticket = await _busy(fleet)
-    session = fleet.bridge.roster.get(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     fleet.set_status(sid, AgentStatus.WORKING)
     await fleet.poll()
@@ -205,7 +205,7 @@ async def test_stop_with_pending_async_tasks_fails_each_exactly_once(fleet: Test
     """A stop fails the open turn and every queued send once; the worktree is preserved."""
     sid, first = await _busy(fleet, "first")
     second = (await fleet.ok("fleet_send", target=sid, prompt="second"))["ticket"]
-    session = fleet.bridge.roster.get(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.worktree is not None
     stopped = await fleet.ok("fleet_stop", sessionId=sid)
@@ -227,7 +227,7 @@ async def test_stop_with_pending_async_tasks_fails_each_exactly_once(fleet: Test
 async def test_stop_of_an_idle_clean_member_removes_its_worktree(fleet: TestFleet) -> None:
     """A COMPLETED release of a clean worktree removes it; nothing is preserved."""
     sid = await fleet.spawn_ready()
-    session = fleet.bridge.roster.get(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.worktree is not None
     stopped = await fleet.ok("fleet_stop", sessionId=sid)
@@ -239,7 +239,7 @@ async def test_stop_of_an_idle_clean_member_removes_its_worktree(fleet: TestFlee
 async def test_stop_of_a_dirty_idle_member_preserves_it(fleet: TestFleet) -> None:
     """A dirty worktree survives even a COMPLETED release."""
     sid = await fleet.spawn_ready()
-    session = fleet.bridge.roster.get(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.worktree is not None
     fleet.worktrees.mark_dirty(session.worktree.path)
@@ -250,7 +250,7 @@ async def test_stop_of_a_dirty_idle_member_preserves_it(fleet: TestFleet) -> Non
 async def test_gone_target_fails_its_work_once_and_preserves(fleet: TestFleet) -> None:
     """*_not_found with a working link releases the member as GONE."""
     sid, ticket = await _busy(fleet)
-    session = fleet.bridge.roster.get(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     fleet.control.remove(session.name)
     await fleet.poll()
@@ -272,7 +272,7 @@ async def test_link_down_is_not_a_dead_member(fleet: TestFleet) -> None:
     await fleet.poll()
     assert (await fleet.ok("fleet_poll", ticket=ticket))["status"] == "pending"
     assert fleet.service.link.status.value == "up"
-    session = fleet.bridge.roster.get(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.state is SessionState.BUSY
 
@@ -287,7 +287,7 @@ async def test_never_ready_fails_the_waiting_send_and_preserves(fleet: TestFleet
     await fleet.poll(2)
     polled = await fleet.ok("fleet_poll", ticket=ticket)
     assert (polled["status"], polled["reason"]) == ("failed", "never_ready")
-    session = fleet.bridge.roster.get(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.worktree is not None
     assert session.worktree.path not in fleet.worktrees.removed
@@ -299,7 +299,7 @@ async def test_failed_start_rolls_back_and_removes_the_worktree(fleet: TestFleet
     result = await fleet.call("fleet_spawn", profile="sonnet")
     assert not result.ok
     assert len(fleet.worktrees.removed) == 1
-    assert fleet.bridge.roster.live() == []
+    assert fleet.bridge.reads.live_members() == []
 
 
 async def test_placement_refuses_past_max_load(fleet: TestFleet) -> None:
@@ -332,7 +332,7 @@ async def test_restart_loses_waiters_and_replays_nothing(tmp_path: Path) -> None
         await second.clock.run(30)
         for _ in range(4):
             await second.poll()
-        name = first.bridge.roster.get(sid).name  # type: ignore[union-attr]
+        name = first.bridge.reads.session(sid).name  # type: ignore[union-attr]
         prompts = [c.args for c in first.control.calls_to("prompt")]
         assert [p["text"] for p in prompts if p["target"] == name] == ["do the thing"], prompts
         result = await second.call("fleet_poll", ticket=ticket)

@@ -59,7 +59,7 @@ async def test_a_member_gone_before_the_restart_is_forgotten_with_its_worktree_l
 ) -> None:
     """A mark whose pane herdr no longer lists is dropped; its worktree gets a GONE manifest."""
     first, sid = await _crashed(tmp_path)
-    session = first.bridge.roster.get(sid)
+    session = first.bridge.reads.session(sid)
     assert session is not None
     assert session.worktree is not None
     session.worktree.path.mkdir(parents=True)

@@ -24,8 +24,8 @@ async def test_an_unreadable_agent_is_skipped_and_the_others_are_served(
     fleet = build_test_fleet(tmp_path)
     bad = await fleet.spawn_ready()
     good = await fleet.spawn_ready()
-    bad_name = fleet.bridge.roster.get(bad).name  # type: ignore[union-attr]
-    good_name = fleet.bridge.roster.get(good).name  # type: ignore[union-attr]
+    bad_name = fleet.bridge.reads.session(bad).name  # type: ignore[union-attr]
+    good_name = fleet.bridge.reads.session(good).name  # type: ignore[union-attr]
     await fleet.ok("fleet_send", target=bad, prompt="first")
     await fleet.ok("fleet_send", target=good, prompt="one")
     fleet.set_status(good, AgentStatus.WORKING)
@@ -46,4 +46,6 @@ async def test_an_unreadable_agent_is_skipped_and_the_others_are_served(
     fleet.control.fail("get_agent", None, target=bad_name)
     fleet.set_status(bad, AgentStatus.WORKING)
     await fleet.poll()
-    assert fleet.bridge.roster.inflight[bad].saw_working
+    turn = fleet.bridge.reads.open_turn(bad)
+    assert turn is not None
+    assert turn.saw_working

@@ -30,10 +30,10 @@ async def test_stop_during_delivery_fails_the_send_once_and_opens_no_turn(fleet:
     ticket = (await send)["ticket"]
     polled = await fleet.ok("fleet_poll", ticket=ticket)
     assert (polled["status"], polled["reason"]) == ("failed", stopped["cause"])
-    session = fleet.bridge.roster.get(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     assert session.turn == 0
-    assert sid not in fleet.bridge.roster.inflight
+    assert fleet.bridge.reads.open_turn(sid) is None
     assert sample(fleet.service.metrics.tickets_total, outcome="failed", source="none") == 1
 
 
@@ -93,7 +93,7 @@ async def test_launch_that_herdr_gives_up_on_rolls_back(tmp_path: Path) -> None:
     fleet = build_test_fleet(tmp_path)
     fleet.control.ready_on_start = False
     row = await fleet.ok("fleet_spawn", profile="sonnet")
-    session = fleet.bridge.roster.get(row["sessionId"])
+    session = fleet.bridge.reads.session(row["sessionId"])
     assert session is not None
     await fleet.poll()
     assert session.state.value == "spawning"
@@ -110,7 +110,7 @@ async def test_launch_failure_with_a_waiting_send_is_never_ready(tmp_path: Path)
     fleet.control.ready_on_start = False
     row = await fleet.ok("fleet_spawn", profile="sonnet")
     ticket = (await fleet.ok("fleet_send", target=row["sessionId"], prompt="x"))["ticket"]
-    session = fleet.bridge.roster.get(row["sessionId"])
+    session = fleet.bridge.reads.session(row["sessionId"])
     assert session is not None
     fleet.control.fail_launch(session.name)
     await fleet.poll()

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fleetd.bridge import RepairResult
+from fleetd.bridge import RepairResult, ResultSource
 from fleetd.bridge.repair_gates import RETRY_DELAY
 from fleetd.bridge.sessions import SessionEvent, SessionState
-from fleetd.bridge.tasks import ResultSource
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
 from fleetd.screens import (
@@ -121,6 +120,7 @@ async def test_already_resolved_on_the_same_turn_moves_it_from_busy_to_done(
     lost = await lost_turn(fleet)
     await lost.finish_unseen(claude_screen("two", "Second answer."))
     now = fleet.clock.now()
+    # forced: the ticket ends while its turn stays open, a race no public operation leaves
     assert fleet.bridge.tasks.resolve(lost.ticket, content="x", source=ResultSource.REPLY, now=now)
     assert lost.session.state is SessionState.BUSY
     outcome = await lost.reconcile()
@@ -128,12 +128,13 @@ async def test_already_resolved_on_the_same_turn_moves_it_from_busy_to_done(
     # mypy keeps the BUSY narrowing across the await: the state did move
     assert lost.session.state is SessionState.DONE  # type: ignore[comparison-overlap]
     assert lost.session.history[-1][1] is SessionEvent.TURN_COMPLETED
-    assert lost.session.session_id not in fleet.bridge.roster.inflight
+    assert fleet.bridge.reads.open_turn(lost.session.session_id) is None
 
 
 async def test_refused_no_capture_reads_nothing_and_never_retries(fleet: TestFleet) -> None:
     """Without a capture of this very turn there is no evidence: refused for good."""
     lost = await lost_turn(fleet)
+    # forced: a turn with no capture of its own (a restart's) has no public way in here
     drop_capture(fleet.bridge.roster, lost.session.session_id, fleet.clock.now())
     await lost.finish_unseen(claude_screen("two", "Second answer."))
     mark = len(fleet.control.calls)
@@ -173,7 +174,9 @@ async def test_refused_no_baseline_when_the_capture_read_failed(fleet: TestFleet
     fleet.control.fail("read", None)
     session = fleet.bridge.reads.session(sid)
     assert session is not None
-    token = fleet.bridge.roster.inflight[sid].token
+    turn = fleet.bridge.reads.open_turn(sid)
+    assert turn is not None
+    token = turn.token
     lost = LostTurn(fleet=fleet, session=session, first="", ticket=token.ticket_id, token="")
     lost.token = token.token_id
     await lost.finish_unseen(claude_screen("two", "Second answer."))
@@ -194,7 +197,9 @@ async def test_refused_no_baseline_when_the_capture_came_late(fleet: TestFleet) 
     fleet.clock.advance(3)
     gate.release()
     ticket = (await send)["ticket"]
-    token = fleet.bridge.roster.inflight[sid].token.token_id
+    turn = fleet.bridge.reads.open_turn(sid)
+    assert turn is not None
+    token = turn.token.token_id
     lost = LostTurn(fleet=fleet, session=session, first="", ticket=ticket, token=token)
     await lost.finish_unseen(claude_screen("two", "Second answer."))
     outcome = await lost.reconcile()
@@ -449,6 +454,7 @@ async def test_the_observed_fallback_marks_text_equal_to_its_baseline(fleet: Tes
 async def test_the_observed_fallback_stays_fail_open_without_a_baseline(fleet: TestFleet) -> None:
     """No capture and an unreadable pane: a trusted boundary still resolves, marked unreadable."""
     lost = await lost_turn(fleet)
+    # forced: a turn with no capture of its own (a restart's) has no public way in here
     drop_capture(fleet.bridge.roster, lost.session.session_id, fleet.clock.now())
     lost.status(AgentStatus.WORKING)
     await fleet.poll()

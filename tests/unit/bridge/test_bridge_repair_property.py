@@ -18,9 +18,8 @@ from pathlib import Path
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from fleetd.bridge import RepairResult
+from fleetd.bridge import RepairResult, TicketOutcome
 from fleetd.bridge.sessions import SessionState
-from fleetd.bridge.tasks import TicketOutcome
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
 from tests.unit.bridge.repair_fleet import (
@@ -101,9 +100,9 @@ async def _step(lost: LostTurn, oracle: Oracle, step: Step, sent: list[str]) -> 
         assert isinstance(arg, AgentStatus)
         lost.status(arg)
     elif kind == "poll":
-        before = sid in fleet.bridge.roster.inflight
+        before = fleet.bridge.reads.open_turn(sid) is not None
         await fleet.poll()
-        if before and live and sid in fleet.bridge.roster.inflight:
+        if before and live and fleet.bridge.reads.open_turn(sid) is not None:
             agent = await fleet.control.get_agent(lost.session.name)
             oracle.log.append((agent.agent_status, agent.state_change_seq))
     elif kind == "snapshot" and live:
@@ -138,7 +137,7 @@ async def _reconcile(lost: LostTurn, oracle: Oracle) -> None:
     assert ticket is not None
     before_outcome = ticket.outcome
     before_state = lost.session.state
-    turn = fleet.bridge.roster.inflight.get(sid)
+    turn = fleet.bridge.reads.open_turn(sid)
     was_open = turn is not None and turn.token.token_id == lost.token
     fresh = None
     if lost.session.live:

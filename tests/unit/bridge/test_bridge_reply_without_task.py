@@ -83,7 +83,7 @@ async def test_a_late_reply_never_answers_the_next_queued_task(fleet: TestFleet)
     await fleet.poll()
     await fleet.poll(1.0)  # the fallback resolves task A from the pane
     await fleet.poll()  # the member is at its prompt, task B is queued
-    name = fleet.bridge.roster.get(sid).name  # type: ignore[union-attr]
+    name = fleet.bridge.reads.session(sid).name  # type: ignore[union-attr]
     typed = [c.args["text"] for c in fleet.control.calls_to("prompt") if c.args["target"] == name]
     assert typed == ["task A"]
     late = await fleet.ok("fleet_reply", fleet.member(sid), content="answer for task A")
@@ -108,7 +108,7 @@ async def test_without_a_late_reply_the_next_task_is_typed_after_the_window(
     fleet.set_status(sid, AgentStatus.DONE)
     await fleet.poll()
     await fleet.poll(1.0)
-    name = fleet.bridge.roster.get(sid).name  # type: ignore[union-attr]
+    name = fleet.bridge.reads.session(sid).name  # type: ignore[union-attr]
     for _ in range(8):  # two seconds of poller passes
         await fleet.poll()
     typed = [c.args["text"] for c in fleet.control.calls_to("prompt") if c.args["target"] == name]

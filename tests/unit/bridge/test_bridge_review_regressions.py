@@ -130,7 +130,7 @@ async def test_link_failure_before_sending_keeps_the_send_queued(fleet: TestFlee
 async def test_mute_counting_survives_the_kept_tail(fleet: TestFleet) -> None:
     """Past the kept tail of fallback events, new ones still reach the monitor."""
     sid = await fleet.spawn_ready()
-    session = fleet.bridge.roster.get(sid)
+    session = fleet.bridge.reads.session(sid)
     assert session is not None
     monitor = fleet.service.health
     for _ in range(1005):
@@ -161,7 +161,7 @@ async def test_worktree_failures_are_lead_errors(
     result = await fleet.call("fleet_spawn", profile="sonnet")
     assert result.error is not None
     assert (result.error.code, result.error.http_status) == (code, status)
-    assert fleet.bridge.roster.live() == []
+    assert fleet.bridge.reads.live_members() == []
 
 
 async def test_herdr_down_during_spawn_is_unavailable_and_rolled_back(fleet: TestFleet) -> None:
@@ -171,7 +171,7 @@ async def test_herdr_down_during_spawn_is_unavailable_and_rolled_back(fleet: Tes
     assert result.error is not None
     assert (result.error.code, result.error.http_status) == ("unavailable", 503)
     assert len(fleet.worktrees.removed) == 1
-    assert fleet.bridge.roster.live() == []
+    assert fleet.bridge.reads.live_members() == []
 
 
 async def test_unexpected_spawn_failure_still_rolls_back(
@@ -186,7 +186,7 @@ async def test_unexpected_spawn_failure_still_rolls_back(
     result = await fleet.call("fleet_spawn", profile="sonnet")
     assert result.error is not None
     assert result.error.code == "internal_error"
-    assert fleet.bridge.roster.live() == []
+    assert fleet.bridge.reads.live_members() == []
     assert len(fleet.worktrees.removed) == 1
 
 
@@ -195,7 +195,7 @@ async def test_stop_during_spawn_closes_the_late_pane(fleet: TestFleet) -> None:
     gate = hold_calls(fleet.control, "create_pane")
     spawn = asyncio.ensure_future(fleet.call("fleet_spawn", profile="sonnet"))
     await asyncio.wait_for(gate.entered.wait(), 5)
-    [session] = fleet.bridge.roster.live()
+    [session] = fleet.bridge.reads.live_members()
     await fleet.ok("fleet_stop", sessionId=session.session_id)
     gate.release()
     result = await spawn

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from fleetd.bridge import ResultSource, TicketOutcome
 from fleetd.bridge.repair_gates import (
     MAX_ATTEMPTS,
     RETRY_DELAY,
@@ -18,7 +19,6 @@ from fleetd.bridge.repair_gates import (
     record,
 )
 from fleetd.bridge.resolver import Policy, Resolve, Scrape, judge_scrape, unchanged
-from fleetd.bridge.tasks import ResultSource, TicketOutcome
 from fleetd.bridge.turns import BaselineCapture, DeliveryBaseline, RepairLedger
 from fleetd.screens import (
     CLIPPED_TAIL_MARKER,

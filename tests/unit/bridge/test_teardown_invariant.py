@@ -3,7 +3,8 @@
 Each part is checked apart from the failure operation it guards: a member is stopped through
 ``fleet_stop`` with a delivered turn, a queued send and a caller waiting, the invariant holds,
 and then one regression at a time is written into what the bridge holds, as a late or broken write
-would leave it; the check names exactly the part it breaks. Then the same through the health tick:
+would leave it (straight into the roster and the ticket book: no public operation makes these
+broken states); the check names exactly the part it breaks. Then the same through the health tick:
 a regression after teardown becomes DELEGATION_ORPHANED under its name, the monitor's one retry
 of the failure operation runs, and the incident resolves once the invariant holds again.
 """
@@ -17,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from fleetd.bridge import Ticket
 from fleetd.bridge.roster import SendQueue
 from fleetd.bridge.service import Bridge
 from fleetd.bridge.sessions import Session, SessionState
-from fleetd.bridge.tasks import Ticket
 from fleetd.bridge.teardown_check import TeardownInvariant, check_teardown
 from fleetd.bridge.turns import TurnToken
 from fleetd.health.settings import TEARDOWN_GRACE
@@ -76,7 +77,7 @@ def _open_a_turn(bridge: Bridge, session: Session) -> None:
 def _mark_delivered(bridge: Bridge, session: Session) -> None:
     """A completion record written for the target after its teardown."""
     [ticket, *_] = session.teardown_tickets
-    found = bridge.tasks.get(ticket)
+    found = bridge.reads.ticket(ticket)
     assert found is not None
     bridge.tasks.mark_delivered(found, turn=9, now=bridge.clock.now())
 
@@ -102,7 +103,7 @@ def _readd(bridge: Bridge, session: Session) -> None:
 
 def _count_again(bridge: Bridge, session: Session) -> None:
     """An old ticket's end counted a second time."""
-    ticket = bridge.tasks.get(session.teardown_tickets[0])
+    ticket = bridge.reads.ticket(session.teardown_tickets[0])
     assert ticket is not None
     bridge.tasks.on_terminal(ticket)
 
@@ -149,7 +150,7 @@ async def test_each_regression_breaks_exactly_its_part(
 
 async def test_an_end_the_metric_never_counted_breaks_the_outcome_part(fleet: TestFleet) -> None:
     """A failure operation whose ends bypass the count leaves each old task counted zero times."""
-    fleet.bridge.tasks.on_terminal = lambda _ticket: None
+    fleet.bridge.tasks.on_terminal = lambda _ticket: None  # forced: a count that never runs
     session, _ = await _stopped(fleet)
     assert session.teardown_violations == (TI.OUTCOME.value,)
 
@@ -160,6 +161,7 @@ async def test_a_broken_release_is_recorded_on_the_session_when_it_ends(fleet: T
     session says so before the stop answers."""
     bridge = fleet.bridge
 
+    # a deliberately broken failure operation: it writes the bridge's tables as a bug would
     def skips_the_queue(session: Session, *, reason: str) -> list[Any]:
         sid = session.session_id
         queued = list(bridge.roster.queues[sid])
@@ -168,7 +170,7 @@ async def test_a_broken_release_is_recorded_on_the_session_when_it_ends(fleet: T
         bridge.roster.inflight.close(sid, "test", now)
         return [
             ticket
-            for ticket in bridge.tasks.pending_for(sid)
+            for ticket in bridge.reads.pending_for(sid)
             if ticket not in queued and bridge.tasks.fail(ticket.ticket_id, reason=reason, now=now)
         ]
 
@@ -207,7 +209,7 @@ async def test_a_turn_opened_after_teardown_is_orphaned_and_the_one_retry_clears
     assert _member(fleet, sid) == (MemberState.DELEGATION_ORPHANED, "turn_after_teardown")
     [incident] = [i for i in fleet.service.health.state.open_incidents() if i.subject == sid]
     assert dict(incident.evidence)["teardown_invariants"] == "turn_after_teardown"
-    assert sid not in fleet.bridge.roster.inflight  # the one retry ran
+    assert fleet.bridge.reads.open_turn(sid) is None  # the one retry ran
     assert session.teardown_violations == ()
     polled = await fleet.ok("fleet_poll")
     [record] = [m for m in polled["messages"] if m["kind"] == "health"]

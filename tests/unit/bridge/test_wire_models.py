@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from fleetd.bridge import Delivery
 from fleetd.bridge.answers import OpenTurn, SessionRow, wire
 from fleetd.bridge.sessions import SessionState
-from fleetd.bridge.tasks import Delivery
 
 FIELDS = {
     "session_id": "s-1",

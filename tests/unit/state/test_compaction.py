@@ -109,6 +109,6 @@ async def test_a_start_deletes_what_the_retention_no_longer_keeps(tmp_path: Path
     await fleet.service.restore()
     kept = {r.ticket_id for r in records[-KEPT:]}
     assert set(store.tickets) == kept
-    assert fleet.bridge.tasks.kept == KEPT
+    assert fleet.bridge.reads.tickets_kept() == KEPT
     polled = await fleet.ok("fleet_poll", ticket=records[-1].ticket_id)
     assert polled["status"] == "done"
