@@ -30,7 +30,7 @@ __all__ = ["BridgeReads"]
 class BridgeReads:
     """Read-only answers about the bridge's sessions, tickets, turns and held records."""
 
-    __slots__ = ("_mutes", "_name_taken", "_outbox", "_roster", "_tasks")
+    __slots__ = ("_mutes", "_name_taken", "_outbox", "_releasing", "_roster", "_tasks")
 
     def __init__(
         self,
@@ -40,12 +40,14 @@ class BridgeReads:
         outbox: LeadOutbox,
         mutes: MuteLog,
         name_taken: Callable[[str], bool],
+        releasing: Callable[[str], bool],
     ) -> None:
         self._roster = roster
         self._tasks = tasks
         self._outbox = outbox
         self._mutes = mutes
         self._name_taken = name_taken
+        self._releasing = releasing
 
     # -------------------------------------------------------------- sessions
     def session(self, session_id: str) -> Session | None:
@@ -82,6 +84,10 @@ class BridgeReads:
     def name_taken(self, name: str) -> bool:
         """True while a live member or an orphan of a previous run has the agent name."""
         return self._name_taken(name)
+
+    def releasing(self, session_id: str) -> bool:
+        """True while a release of this session is under way."""
+        return self._releasing(session_id)
 
     # ----------------------------------------------------------- work held
     def queued(self, session_id: str) -> tuple[Ticket, ...]:

@@ -211,6 +211,7 @@ class Bridge:
             outbox=self.outbox,
             mutes=self.mutes,
             name_taken=self._spawn_parts.name_taken,
+            releasing=self.lifecycle.releasing,
         )
 
     def free_slots(self) -> dict[str, int | None]:
@@ -370,10 +371,6 @@ class Bridge:
         """Release, as NEVER_READY, every starting member whose waiting send outlived the
         readiness grace (the poller does this each pass; a health tick does it first too)."""
         await self.lifecycle.check_readiness()
-
-    def releasing(self, session_id: str) -> bool:
-        """True while a release of this session is under way."""
-        return self.lifecycle.releasing(session_id)
 
     async def release(
         self, session: Session, cause: ReleaseCause, *, code: str | None = None

@@ -267,7 +267,7 @@ class EffectDispatcher:
 
     async def _fail_target(self, effect: FailTargetWork) -> None:
         session = self.bridge.reads.session(effect.session_id)
-        if session is None or self.bridge.releasing(session.session_id):
+        if session is None or self.bridge.reads.releasing(session.session_id):
             return
         if session.state is SessionState.RELEASED or effect.cause not in _FAIL_CAUSES:
             self.bridge.fail_target_work(session, reason=effect.cause.value)
