@@ -178,14 +178,16 @@ def attribute_reads(source: str, names: frozenset[str]) -> list[tuple[str, int]]
     ]
 
 
-def test_api_and_runtime_use_the_bridge_through_named_operations() -> None:
-    """The api and the runtime ask the bridge (``session``, ``ticket``, ``pending_for`` …); they
-    never reach into its roster or its ticket book, so the bridge's invariants stay inside it."""
+def test_fleetd_outside_the_bridge_reads_it_through_its_view() -> None:
+    """The api, the runtime, the composition root and the test harness read the bridge through
+    ``bridge.reads`` (``session``, ``ticket``, ``pending_for`` …) and act on it through named
+    operations; no module outside ``fleetd.bridge`` reaches into its roster or its ticket book, so
+    the bridge's invariants stay inside it."""
     inner = frozenset({"roster", "tasks"})
     found = [
         (_module_name(path), read)
         for path in sorted(ROOT.rglob("*.py"))
-        if _module_name(path).startswith(("fleetd.api", "fleetd.runtime"))
+        if not _module_name(path).startswith("fleetd.bridge")
         for read in attribute_reads(path.read_text(), inner)
     ]
     assert found == []
