@@ -455,7 +455,7 @@ class Bridge:
     async def measure_terminal_edges(self) -> int:
         """Commits ahead for live members whose terminal edge is new (WORK_PRODUCT_AT_RISK)."""
         return await measure_terminal_edges(
-            self.roster.live(), self.worktrees, releasing=self.lifecycle.releasing
+            self.roster.sessions.values(), self.worktrees, releasing=self.lifecycle.releasing
         )
 
     def ticket_expired(self, ticket_id: str) -> bool:
