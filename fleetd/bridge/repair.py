@@ -25,8 +25,8 @@ only herdr calls are ``agent.get`` and one ``pane.read``. A refusal leaves the t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from fleetd.bridge.completion import TurnCompletion
@@ -80,6 +80,19 @@ class RepairOutcome:
         return self.result is RepairResult.REPAIRED
 
 
+#: Terminals of closed turns kept in the watch before a full sighting rebuilds it.
+_SLACK = 64
+
+
+@dataclass(slots=True)
+class _Watch:
+    """What the observation of open turns keeps between two lists: the member of each terminal
+    sighted (session ids whose turn may since have closed) and the members matched by name."""
+
+    terminals: dict[str, str] = field(default_factory=dict)
+    unbound: set[str] = field(default_factory=set)
+
+
 class LostBoundaryRepair:
     """``reconcile_lost_boundary`` and the observations its stable gate reads."""
 
@@ -101,22 +114,59 @@ class LostBoundaryRepair:
         self._settings = settings
         self._resolver = resolver
         self._completion = completion
+        self._watch: _Watch | None = None  # None: the next list sights every open turn
 
-    def observe(self, by_terminal: Mapping[str, AgentInfo]) -> None:
+    def observe(
+        self, by_terminal: Mapping[str, AgentInfo], *, moved: Sequence[AgentInfo] | None = None
+    ) -> None:
         """Record one successful fleet list (by terminal id) on every open turn; an absent agent
-        breaks it. (Every health tick, over every open turn: the lookups are bound once.)"""
+        breaks it.
+
+        With ``moved`` (the agents that changed since the previous list, every other one being
+        that list's very object at the same terminal), only the turns that could record
+        something new are sighted: those whose agent moved, those opened or whose watch moved
+        since the last list (:attr:`~fleetd.bridge.roster.OpenTurns.fresh`: the same sighting
+        may move it again), and those whose member has no terminal (matched by name). Any other
+        turn would record the very sighting it already holds, which changes nothing
+        (:meth:`~fleetd.bridge.turn_machine.BoundaryWatch.observe`). Without ``moved``, every open
+        turn is sighted."""
+        turns = self._roster.inflight
+        fresh, turns.fresh = turns.fresh, set()
+        watch = self._watch
+        if moved is None or watch is None or len(watch.terminals) > 2 * len(turns) + _SLACK:
+            self._watch = self._sight(by_terminal, list(turns))
+            return
+        of_terminal = watch.terminals.get
+        visit = fresh | watch.unbound
+        for agent in moved:
+            sid = of_terminal(agent.terminal_id)
+            if sid is not None:
+                visit.add(sid)
+        seen = self._sight(by_terminal, visit)
+        watch.terminals.update(seen.terminals)
+        watch.unbound = seen.unbound
+
+    def _sight(self, by_terminal: Mapping[str, AgentInfo], sids: Iterable[str]) -> _Watch:
+        """Sight the open turns of ``sids`` in the list; the terminals sighted and the members
+        matched by name."""
         by_name: dict[str, AgentInfo] | None = None  # built only for a member without a terminal
         session_of, agent_of = self._roster.sessions.get, by_terminal.get
         turns = self._roster.inflight
+        turn_of = turns.get
         now = self._clock.now()
-        for turn in list(turns.values()):
-            session = session_of(turn.token.session_id)
-            if session is None:
+        result = _Watch()
+        terminals, unbound = result.terminals, result.unbound
+        for sid in sids:
+            turn = turn_of(sid)
+            session = session_of(sid) if turn is not None else None
+            if turn is None or session is None:
                 continue
             terminal = session.terminal_id
             if terminal is not None:
+                terminals[terminal] = sid
                 agent = agent_of(terminal)
             else:
+                unbound.add(sid)  # matched by name: nothing says when its agent moves
                 if by_name is None:
                     by_name = {a.name: a for a in by_terminal.values() if a.name is not None}
                 agent = by_name.get(session.name)
@@ -124,6 +174,7 @@ class LostBoundaryRepair:
                 turns.sight(turn, None, None, now)
             else:
                 turns.sight(turn, agent.agent_status, agent.state_change_seq, now)
+        return result
 
     async def reconcile(self, target: str, token_id: str) -> RepairOutcome:
         """Repair the lost boundary of ``token_id`` on ``target`` if every gate holds."""

@@ -85,11 +85,15 @@ class OpenTurns(dict[str, TurnState]):
     bare status sighting marks the member in the roster's changes (its view reads the turn).
     """
 
-    __slots__ = ("_changes", "on_close")
+    __slots__ = ("_changes", "fresh", "on_close")
 
     def __init__(self, changes: Changes) -> None:
         super().__init__()
         self._changes = changes
+        #: the members whose turn was opened, or whose boundary watch moved, since the last look
+        #: at this set: the observation of open turns takes it and sights each of them at the
+        #: next list whatever its agent did (the same sighting may move such a watch again)
+        self.fresh: set[str] = set()
         #: told the session id of every turn closed (the state store drops its record)
         self.on_close: Callable[[str], None] = lambda _session_id: None
 
@@ -99,6 +103,7 @@ class OpenTurns(dict[str, TurnState]):
         if not turn.phase.open or sid in self:
             raise ValueError(f"a turn in phase {turn.phase} cannot be opened for {sid}")
         super().__setitem__(sid, turn)
+        self.fresh.add(sid)
         self._changes.mark(sid)
 
     def step(
@@ -124,6 +129,8 @@ class OpenTurns(dict[str, TurnState]):
             self.on_close(sid)
             return tuple(e for e in effects if not isinstance(e, ForgetTurnRecord))
         super().__setitem__(sid, new)
+        if new.watch is not turn.watch:
+            self.fresh.add(sid)
         if type(event) is not StatusSighted:
             self._changes.mark(sid)
         return effects

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from fleetd.bridge.adopt import Restored, confirm, restore
@@ -388,10 +388,14 @@ class Bridge:
         result (see :mod:`~fleetd.bridge.repair`). The only call the health monitor makes."""
         return await self.repair.reconcile(target, expected_turn_token)
 
-    def observe_live(self, by_terminal: Mapping[str, AgentInfo]) -> None:
+    def observe_live(
+        self, by_terminal: Mapping[str, AgentInfo], *, moved: Sequence[AgentInfo] | None = None
+    ) -> None:
         """A successful fleet-wide ``agent.list``, by terminal id: each open turn records its
-        agent's raw status (an absent agent breaks a stable boundary)."""
-        self.repair.observe(by_terminal)
+        agent's raw status (an absent agent breaks a stable boundary). ``moved``, when given,
+        names the only agents that changed since the previous list (the rest are the previous
+        list's very objects, at the same terminals)."""
+        self.repair.observe(by_terminal, moved=moved)
 
     def note_mute(self, session: Session) -> None:
         """Record one fallback resolution of ``session``."""
@@ -400,7 +404,7 @@ class Bridge:
     async def measure_terminal_edges(self) -> int:
         """Commits ahead for live members whose terminal edge is new (WORK_PRODUCT_AT_RISK)."""
         return await measure_terminal_edges(
-            self.roster.live(), self.worktrees, releasing=self.lifecycle.releasing
+            self.roster.sessions.values(), self.worktrees, releasing=self.lifecycle.releasing
         )
 
     def _retention(self) -> Retention:

@@ -37,22 +37,33 @@ async def measure_terminal_edges(
     releasing: Callable[[str], bool],
     limit: int = EDGES_PER_TICK,
 ) -> int:
-    """Measure commits ahead for live DONE/FAILED members whose edge is new; return how many."""
+    """Measure commits ahead for live DONE/FAILED members whose edge is new; return how many.
+
+    ``live`` may be every session kept (a released one is never at an edge): the members at a new
+    edge are picked in one pass before any is measured, so the sessions may change meanwhile."""
+    due = [
+        session
+        for session in live
+        if session.worktree is not None
+        and session.state in _TERMINAL
+        and session.commits_edge != (session.state, session.turn)
+    ]
     measured = 0
-    for session in live:
+    for session in due:
         if measured >= limit:
             break
-        if (
-            session.worktree is None
+        worktree, edge = session.worktree, (session.state, session.turn)
+        if (  # read again: an earlier measure awaited git
+            worktree is None
             or session.state not in _TERMINAL
-            or session.commits_edge == (session.state, session.turn)
+            or session.commits_edge == edge
             or releasing(session.session_id)
         ):
             continue
-        session.commits_edge = (session.state, session.turn)
+        session.commits_edge = edge
         measured += 1
         try:
-            session.commits_ahead = await worktrees.commits_ahead(session.worktree)
+            session.commits_ahead = await worktrees.commits_ahead(worktree)
         except FleetdError:
             session.commits_ahead = None
     return measured

@@ -81,7 +81,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
     book = IncidentBook(
         prior.incidents, prior.generations, prior.namespace, floor=prior.generation_floor
     )
-    tick = Tick(snapshot, book, now, steady=steady, adopted=prior.adopted)
+    tick = Tick(snapshot, book, now, steady=steady, adopted=prior.adopted, agents=prior.agents)
     link = step_link(tick, snapshot.live, prior.link)
     if link.state is not prior.link.state:
         tick.effects.append(
@@ -133,6 +133,7 @@ def decide(snapshot: FleetSnapshot, prior: HealthState, now: datetime) -> Decisi
         adopted=adopted,
         namespace=prior.namespace,
         index=index,
+        agents=tick.agents,
     )
     return Decision(state=state, effects=tuple(sorted(tick.effects, key=effect_order)))
 

@@ -34,6 +34,7 @@ from fleetd.health.snapshot import LiveStatus
 from fleetd.health.states import ControlLinkState, LeadState, MemberState
 
 if TYPE_CHECKING:
+    from fleetd.health.agent_index import AgentIndex
     from fleetd.health.member_index import MemberIndex
 
 __all__ = [
@@ -171,7 +172,8 @@ class HealthState:
     values the last tick ran with (a change to a member timer re-evaluates every member).
     ``index`` tells the next tick which members it must classify again
     (:mod:`fleetd.health.member_index`); it is derived from the rest, serves one ``decide`` only,
-    and takes no part in equality.
+    and takes no part in equality; ``agents`` likewise carries the last tick's live agents by
+    terminal (:class:`~fleetd.health.tick.AgentIndex`).
     """
 
     taken_at: datetime | None = None
@@ -188,6 +190,7 @@ class HealthState:
     adopted: Mapping[IncidentKey, int] = field(default_factory=dict)
     namespace: str = ""  # folded into new incident ids (the runtime's run id)
     index: MemberIndex | None = field(default=None, compare=False, repr=False)
+    agents: AgentIndex | None = field(default=None, compare=False, repr=False)
 
     def open_incidents(self) -> tuple[Incident, ...]:
         """Open incidents in key order."""

@@ -431,8 +431,10 @@ class FleetSnapshot:
     remote_leads: tuple[RemoteLead, ...] = ()
 
     def __post_init__(self) -> None:
+        # Members are checked by decide, which asks every member only when it cannot carry the
+        # last tick's members over (same ids at the same places): a large fleet is not walked
+        # once more here every tick (see member_pass.every_member).
         for what, items, field_name in (
-            ("member session_id", self.members, "session_id"),
             ("lead name", self.leads, "name"),
             ("inbox key", self.inboxes, "key"),
             ("profile", self.profiles, "profile"),

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from operator import attrgetter
 
+from fleetd.health.agent_index import AgentIndex
 from fleetd.health.effects import (
     Effect,
     OpenIncident,
@@ -37,17 +37,6 @@ from fleetd.health.snapshot import (
 from fleetd.health.states import Scope
 
 __all__ = ["Tick", "absorb_probe", "settle_probe"]
-
-
-_TERMINAL = attrgetter("terminal_id")
-
-
-def _by_terminal(agents: tuple[LiveAgent, ...]) -> dict[str, LiveAgent]:
-    index = dict(zip(map(_TERMINAL, agents), agents, strict=True))
-    if len(index) != len(agents):  # ambiguous herdr data: the smallest pane id wins
-        for agent in sorted(agents, key=lambda a: a.pane_id, reverse=True):
-            index[agent.terminal_id] = agent
-    return index
 
 
 def _by_name(agents: tuple[LiveAgent, ...]) -> dict[str, LiveAgent]:
@@ -142,6 +131,7 @@ class Tick:
         *,
         steady: bool,
         adopted: Mapping[IncidentKey, int] | None = None,
+        agents: AgentIndex | None = None,
     ) -> None:
         self.now = now
         self.steady = steady
@@ -150,7 +140,9 @@ class Tick:
         self.live_ok = snapshot.live.list_ok
         self.ping_ok = snapshot.live.ping_ok
         self._agents = snapshot.live.agents
-        self.by_terminal = _by_terminal(self._agents)
+        #: the live agents by terminal, taken over from the last tick's ``agents`` when it lines up
+        self.agents = AgentIndex.of(self._agents, agents)
+        self.by_terminal = self.agents.by_terminal
         self._by_name: dict[str, LiveAgent] | None = None
         self.targeted: Mapping[str, str] = snapshot.live.targeted_errors
         self.probes = _index_probes(snapshot.probes)

@@ -67,7 +67,7 @@ async def take_snapshot(
     lead_agents = {lead.agent for lead in config.leads}
     live_agents = seen.health_view(agents, names=lead_agents)
     if list_ok:  # the stable gate of lost-boundary repair reads the same list
-        bridge.observe_live(seen.listed)
+        bridge.observe_live(seen.listed, moved=seen.moved)
     terminals = seen.terminals
     ping_ok: bool | None = None
     if not list_ok or not lead_agents <= terminals.keys():
@@ -148,7 +148,7 @@ class SeenAgents:
     observation of open turns reads.
     """
 
-    __slots__ = ("_agents", "_kept", "_names", "_views", "listed", "terminals")
+    __slots__ = ("_agents", "_kept", "_names", "_views", "listed", "moved", "terminals")
 
     def __init__(self) -> None:
         self._kept: dict[str, LiveAgent] = {}
@@ -157,6 +157,9 @@ class SeenAgents:
         self._names: frozenset[str] = frozenset()  # the names asked for, last list
         self.listed: dict[str, AgentInfo] = {}  # the last list, by terminal id
         self.terminals: dict[str, str] = {}  # the terminal of each name asked for, last list
+        #: The agents of the last list that are new objects at a position which kept its terminal
+        #: and name; ``None`` when the list was indexed afresh (anything may have moved).
+        self.moved: list[AgentInfo] | None = None
 
     def health_view(
         self, agents: Iterable[AgentInfo], *, names: Collection[str] = ()
@@ -211,10 +214,11 @@ class SeenAgents:
             )
         )
         if in_place:
-            for position in changed:  # a key kept keeps its place: the order is the list's
-                agent = agents[position]
+            self.moved = moved = [agents[position] for position in changed]
+            for agent in moved:  # a key kept keeps its place: the order is the list's
                 listed[agent.terminal_id] = agent
         else:
+            self.moved = None
             self.listed = listed = dict(zip(map(_TERMINAL, agents), agents, strict=True))
             self.terminals = {
                 agent.name: agent.terminal_id

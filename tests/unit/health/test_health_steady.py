@@ -252,15 +252,25 @@ def test_a_reload_that_leaves_member_timers_alone_keeps_the_shortcut() -> None:
     assert run.state.members["s-m1"] is before
 
 
+def test_decide_refuses_two_members_with_one_session_id() -> None:
+    """Two members with one session id is a runtime bug: decide refuses the snapshot before it
+    asks any member, whether or not a tick came before (nothing carries over then)."""
+    run = Run()
+    run.tick(live(agent("m1")), [member()])
+    with pytest.raises(ValueError, match="duplicate member session_id"):
+        run.tick(live(agent("m1")), [member(), member()])
+    with pytest.raises(ValueError, match="duplicate member session_id"):
+        Run().tick(live(agent("m1")), [member(), member()])
+
+
 @pytest.mark.parametrize(
     "fields",
     [
-        {"members": (member(), member())},
         {"leads": (LEAD, LEAD)},
         {"inboxes": (InboxView(key="k", depth=1), InboxView(key="k", depth=2))},
     ],
 )
 def test_snapshot_refuses_duplicate_identities(fields: dict[str, Any]) -> None:
-    """Two members with one session id (or two leads, two inbox keys) is a runtime bug."""
+    """Two leads with one name, or two inboxes with one key, is a runtime bug."""
     with pytest.raises(ValueError, match="duplicate"):
         FleetSnapshot(live=live(), **fields)
