@@ -38,13 +38,14 @@ def _expected(fleet: TestFleet, listed: tuple[AgentInfo, ...]) -> dict[str, Boun
     """Each open turn's watch after one sighting of ``listed``, as a full pass records it."""
     by_terminal = {agent.terminal_id: agent for agent in listed}
     expected = {}
-    for sid, turn in fleet.bridge.roster.inflight.items():
-        session = fleet.bridge.session(sid)
-        assert session is not None
+    for session in fleet.bridge.reads.live_members():
+        turn = fleet.bridge.reads.open_turn(session.session_id)
+        if turn is None:
+            continue
         assert session.terminal_id is not None
         agent = by_terminal.get(session.terminal_id)
         status, seq = (agent.agent_status, agent.state_change_seq) if agent else (None, None)
-        expected[sid] = turn.watch.observe(status, seq)
+        expected[session.session_id] = turn.watch.observe(status, seq)
     return expected
 
 
@@ -61,23 +62,28 @@ async def _run(steps: list[tuple[str, int, AgentStatus]]) -> None:
             expected = _expected(fleet, listed)
             seen.health_view(listed)  # the two calls take_snapshot makes with the list
             fleet.bridge.observe_live(seen.listed, moved=seen.moved)
-            watches = {s: t.watch for s, t in fleet.bridge.roster.inflight.items()}
+            reads = fleet.bridge.reads
+            watches = {
+                s.session_id: t.watch
+                for s in reads.live_members()
+                if (t := reads.open_turn(s.session_id)) is not None
+            }
             assert watches == expected
 
         for what, n, status in steps:
             await sight()  # a health tick between any two steps
             sid = sids[n]
-            session = fleet.bridge.session(sid)
+            session = fleet.bridge.reads.session(sid)
             if what == "list":
                 await sight()
             elif session is None or sid in gone or not session.live:
                 continue
             elif what == "status":
                 fleet.set_status(sid, status)
-            elif what == "send" and fleet.bridge.roster.inflight.get(sid) is None:
+            elif what == "send" and fleet.bridge.reads.open_turn(sid) is None:
                 fleet.set_status(sid, AgentStatus.IDLE)
                 await fleet.ok("fleet_send", target=sid, prompt="a task")
-            elif what == "reply" and fleet.bridge.roster.inflight.get(sid) is not None:
+            elif what == "reply" and fleet.bridge.reads.open_turn(sid) is not None:
                 await fleet.ok("fleet_reply", fleet.member(sid), content="done")
             elif what == "unreadable":  # the poller's lookup fails: the turn is sighted unread
                 failure = HerdrError("internal_error", "agent unreadable")
@@ -122,7 +128,9 @@ def test_a_turn_at_the_prompt_is_sighted_again_until_its_watch_is_stable() -> No
             for _ in range(3):
                 seen.health_view(await fleet.control.list_agents())
                 fleet.bridge.observe_live(seen.listed, moved=seen.moved)
-                stable.append(fleet.bridge.roster.inflight[sid].watch.stable)
+                turn = fleet.bridge.reads.open_turn(sid)
+                assert turn is not None
+                stable.append(turn.watch.stable)
             assert seen.moved == []  # the last lists moved nothing at all
             assert stable == [False, True, True]
 
