@@ -292,12 +292,28 @@ async def test_after_a_restart_without_capture_the_old_turn_is_never_repaired(
                 lead.post("/v1/tools/fleet_poll", json={"ticket": lost.ticket})
             )
             assert status.json()["result"]["status"] == "pending"
+            # health asks for the repair once the turn sits stable at the prompt (two sightings)
+            reads = second.service.bridge.reads
+            await second.until(
+                lambda: (
+                    (turn := reads.open_turn(lost.session_id)) is not None
+                    and turn.repair.attempts > 0
+                )
+            )
+            turn = reads.open_turn(lost.session_id)
+            assert turn is not None
+            assert (turn.repair.last, turn.repair.detail, turn.repair.retry_at) == (
+                RepairResult.REFUSED_NO_CAPTURE.value,
+                "fleetd_restarted_during_turn",
+                None,
+            )
+            # asked again, the bridge refuses again: the token is never tried
             outcome = await second.run(
                 second.service.bridge.reconcile_lost_boundary("m-lost-9", token)
             )
             assert (outcome.result, outcome.detail) == (
                 RepairResult.REFUSED_NO_CAPTURE,
-                "fleetd_restarted_during_turn",
+                "repair_stopped_for_token",
             )
             await second.advance(120)
             after = second.herdr_requests[before:]
