@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import is_
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,10 @@ class FleetViewBuilder:
     dependencies: DependencyView | None = None
     agents: LiveAgents = field(default_factory=LiveAgents)
     manifests: ManifestShelf = field(init=False)
+    # the last version's live member views, capacity inputs and capacity rows (see _capacity)
+    _kept_capacity: tuple[list[MemberView], object, list[CapacityRow]] | None = field(
+        default=None, init=False
+    )
 
     def __post_init__(self) -> None:
         self.manifests = ManifestShelf(self.manifest_root)
@@ -160,9 +165,7 @@ class FleetViewBuilder:
                 (o.mark.owner, o.mark.name, orphan_row(o, now, statuses))
                 for o in self.bridge.orphans.members()
             ),
-            capacity=self.bridge.view.capacity_view(
-                backlogs, [v for s, v in zip(sessions, views, strict=True) if s.live], now=now
-            ),
+            capacity=self._capacity(sessions, views, now),
             leads=tuple(
                 (
                     lead,
@@ -181,6 +184,31 @@ class FleetViewBuilder:
             preserved=preserved_rows(preserved.manifests),
         )
         return facts, reading
+
+    def _capacity(
+        self, sessions: list[Session], views: list[MemberView], now: datetime
+    ) -> list[CapacityRow]:
+        """The capacity rows of ``views``: those of the last version when every live member's
+        view is the very same object (a view is a frozen value, made again when its member
+        moved) and the profiles' caps and benches and the orphans are as they were — most
+        versions of a busy fleet move a herdr status or a member's row, not its view."""
+        bridge = self.bridge.view
+        live = [v for s, v in zip(sessions, views, strict=True) if s.live]
+        inputs = (
+            bridge.profile_inputs(now),
+            tuple((o.profile, o.session_state) for o in self.bridge.orphans.members()),
+        )
+        kept = self._kept_capacity
+        if (
+            kept is not None
+            and kept[1] == inputs
+            and len(kept[0]) == len(live)
+            and all(map(is_, kept[0], live))
+        ):
+            return kept[2]
+        rows = bridge.capacity_view(None, live, now=now)
+        self._kept_capacity = (live, inputs, rows)
+        return rows
 
     def scoped(self, facts: FleetFacts, caller: Caller) -> dict[str, Any]:
         """What ``caller`` sees of ``facts``: the operator everything, a lead its own part."""

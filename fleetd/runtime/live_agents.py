@@ -43,6 +43,9 @@ class LiveAgents:
     _by_pane: dict[str, AgentInfo] | None = field(default_factory=dict)
     # rows() and statuses() as of a revision: a busy fleet's view reads them once per version
     _shown_at: tuple[int, list[dict[str, Any]], dict[str, str]] | None = None
+    # each pane's position in the rows last made (see seen: one agent moved, one row made);
+    # empty while two agents share a name (which of their statuses shows is the full pass's)
+    _row_of: dict[str, int] = field(default_factory=dict)
 
     def listed(self, agents: Iterable[AgentInfo], at: datetime) -> None:
         """A list answered: it replaces what was known (a new observation, a new revision).
@@ -72,6 +75,24 @@ class LiveAgents:
         self._agents[agent.pane_id] = agent
         if known is None or _shown(known) != _shown(agent):
             self.revision += 1
+            if known is not None and known.name == agent.name:
+                self._moved(agent)
+
+    def _moved(self, agent: AgentInfo) -> None:
+        """A known agent's kind or status changed, its name did not (so neither did its place in
+        the order): the rows and statuses of the new revision are the last ones with this one
+        agent's row made again, not every row. Copies, so a reader of the last revision's rows
+        keeps what it read."""
+        kept = self._shown_at
+        at = self._row_of.get(agent.pane_id)
+        if kept is None or kept[0] != self.revision - 1 or at is None:
+            return
+        rows, statuses = list(kept[1]), kept[2]
+        rows[at] = _row(agent)
+        if agent.name:
+            statuses = dict(statuses)
+            statuses[agent.name] = agent.agent_status.value
+        self._shown_at = (self.revision, rows, statuses)
 
     def rows(self) -> list[dict[str, Any]] | None:
         """The agents as ``fleet_list.agents`` shows them, by name then pane; None when unknown.
@@ -91,16 +112,21 @@ class LiveAgents:
         revision (a list, a failed list, an agent seen with a new pane or a changed field)."""
         kept = self._shown_at
         if kept is None or kept[0] != self.revision:
-            agents = self._agents.values()
-            rows = [
-                {
-                    "name": a.name,
-                    "paneId": a.pane_id,
-                    "agent": a.agent,
-                    "status": a.agent_status.value,
-                }
-                for a in sorted(agents, key=lambda a: (a.name or "", a.pane_id))
-            ]
-            statuses = {a.name: a.agent_status.value for a in agents if a.name}
+            agents = sorted(self._agents.values(), key=lambda a: (a.name or "", a.pane_id))
+            rows = [_row(a) for a in agents]
+            self._row_of = {a.pane_id: n for n, a in enumerate(agents)}
+            statuses = {a.name: a.agent_status.value for a in self._agents.values() if a.name}
+            if len(statuses) < sum(1 for a in agents if a.name):  # a name twice: no shortcut
+                self._row_of = {}
             kept = self._shown_at = (self.revision, rows, statuses)
         return kept[1], kept[2]
+
+
+def _row(agent: AgentInfo) -> dict[str, Any]:
+    """One agent as ``fleet_list.agents`` shows it."""
+    return {
+        "name": agent.name,
+        "paneId": agent.pane_id,
+        "agent": agent.agent,
+        "status": agent.agent_status.value,
+    }

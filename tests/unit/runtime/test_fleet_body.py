@@ -227,3 +227,45 @@ async def test_get_answers_the_kept_bytes_and_long_polls_as_before(tmp_path: Pat
     assert answered.content == await _expected(
         fleet, OPERATOR, answered.json()["result"]["viewVersion"]
     )
+
+
+async def test_a_moved_herdr_agent_is_the_only_agent_row_encoded_again(tmp_path: Path) -> None:
+    """A herdr status change of one member encodes that agent's row again and no other; the body
+    is still the tool's document built afresh."""
+    fleet = await _fleet(tmp_path)
+    sids = [await fleet.spawn_ready("codex") for _ in range(9)]
+    await fleet.ok("fleet_send", target=sids[4], prompt="go")  # the poller reads it now
+    fleet.clock.advance(60)
+    await fleet.service.observe_herdr()
+    views = fleet.service.views
+    assert len(json.loads((await views.encoded(OPERATOR)).body)["result"]["agents"]) >= 9
+    built = views.bodies.agents.built
+    fleet.set_status(sids[4], AgentStatus.BLOCKED)
+    await fleet.poll()
+    views.touched()
+    body = json.loads((await views.encoded(OPERATOR)).body)["result"]
+    assert views.bodies.agents.built == built + 1
+    name = fleet.bridge.reads.session(sids[4]).name  # type: ignore[union-attr]
+    assert [a["status"] for a in body["agents"] if a["name"] == name] == ["blocked"]
+    await _same_bodies(fleet)
+
+
+async def test_capacity_is_kept_only_while_every_live_view_is_the_same(tmp_path: Path) -> None:
+    """The capacity rows of the last version are handed out again while no live member's view
+    moved (a herdr status alone), and made again when one did (a send takes a reclaimable slot)."""
+    fleet = await _fleet(tmp_path)
+    sids = [await fleet.spawn_ready("codex") for _ in range(3)]
+    builder = fleet.service.view
+
+    def reclaimable(rows: list[Any]) -> int:
+        return sum(row.reclaimable for row in rows if row.profile == "codex")
+
+    first = (await builder.facts(1)).capacity
+    assert reclaimable(first) == 3
+    fleet.set_status(sids[0], AgentStatus.WORKING)
+    await fleet.poll()
+    assert (await builder.facts(2)).capacity is first
+    await fleet.ok("fleet_send", target=sids[1], prompt="go")
+    moved = (await builder.facts(3)).capacity
+    assert reclaimable(moved) == 2
+    assert moved == builder.bridge.view.capacity_view(now=fleet.clock.now())

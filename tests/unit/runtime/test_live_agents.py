@@ -52,3 +52,43 @@ def test_a_failed_list_hides_the_agents_until_one_answers() -> None:
     assert agents.listed_at == T0  # the age of what was last known stays readable
     agents.listed([_agent("a", "w1:p1")], T0)
     assert agents.rows() is not None
+
+
+def _afresh(agents: list[AgentInfo]) -> LiveAgents:
+    fresh = LiveAgents()
+    fresh.listed(agents, T0)
+    return fresh
+
+
+def test_one_agent_moved_makes_its_row_again_and_leaves_the_last_rows_as_read() -> None:
+    """A status change of a known agent makes the new revision's rows and statuses from the last
+    ones with that one row replaced: equal to a full build of the same agents, and the rows a
+    reader of the last revision holds are not changed under it."""
+    listed = [_agent("b", "w1:p2"), _agent("a", "w1:p1"), _agent("c", "w1:p3")]
+    agents = _afresh(listed)
+    before_rows, before_statuses = agents.rows(), agents.statuses()
+    shared = agents._shown()[0]
+    moved = _agent("b", "w1:p2", AgentStatus.WORKING)
+    agents.seen(moved)
+    expected = _afresh([moved, listed[1], listed[2]])
+    assert agents.rows() == expected.rows()
+    assert agents.statuses() == expected.statuses() == {"a": "idle", "b": "working", "c": "idle"}
+    assert [r["status"] for r in shared] == ["idle", "idle", "idle"]  # the last revision's rows
+    assert (before_rows, before_statuses) == (_afresh(listed).rows(), _afresh(listed).statuses())
+    again = _agent("b", "w1:p2", AgentStatus.BLOCKED)  # twice in a row, without a read between
+    agents.seen(again)
+    agents.seen(_agent("a", "w1:p1", AgentStatus.DONE))
+    assert (
+        agents.rows() == _afresh([again, _agent("a", "w1:p1", AgentStatus.DONE), listed[2]]).rows()
+    )
+
+
+def test_two_agents_of_one_name_are_shown_as_a_full_build_shows_them() -> None:
+    """While two agents share a name, a moved one is shown as building every row shows it."""
+    listed = [_agent("a", "w1:p1"), _agent("a", "w1:p2")]
+    agents = _afresh(listed)
+    agents.rows()
+    moved = _agent("a", "w1:p1", AgentStatus.WORKING)
+    agents.seen(moved)
+    expected = _afresh([moved, listed[1]])
+    assert (agents.rows(), agents.statuses()) == (expected.rows(), expected.statuses())
