@@ -43,6 +43,7 @@ from fleetd.api.mcp_server import install_mcp
 from fleetd.api.page import install_page
 from fleetd.api.service import FleetService
 from fleetd.api.whoami import install_whoami
+from fleetd.bridge.answers import wire
 
 __all__ = ["create_app"]
 
@@ -119,7 +120,7 @@ def create_app(service: FleetService) -> FastAPI:
     async def healthz() -> JSONResponse:
         link = service.health.link_view(service.link)
         components: dict[str, Any] = {
-            "controlLink": {"status": _LINK_STATUS[str(link["state"])], **link},
+            "controlLink": {"status": _LINK_STATUS[link.state], **wire(link)},
             "inbox": service.view.inbox_component(),
             "config": {
                 "status": "warn" if service.config.status.last_error_key else "pass",

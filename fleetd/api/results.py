@@ -11,8 +11,7 @@ A field that is *absent* when there is nothing to say is typed ``X | Absent`` (n
 the schema, and no ``default``: a default of ``null`` on a field whose schema refuses null is an
 invalid schema, which OpenAPI validators reject); a field that is always present but may be
 unknown is ``X | None`` with no default.
-Models refuse unknown fields, except where the payload is genuinely open (inbox evidence) or is
-still built by hand (``fleet_list``'s control link, ``healthCoverage`` and dependencies).
+Models refuse unknown fields, except where the payload is genuinely open (inbox evidence).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from fleetd.identity import Caller
 from fleetd.inbox.port import ReplyInbox
 from fleetd.metrics import Metrics
 from fleetd.notify.desk import IncidentListing, ReplayResult
+from fleetd.runtime.fleet_models import ControlLink
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.scheduler import Scheduler
@@ -39,7 +40,7 @@ class InboxHolder(Protocol):
 class HealthReport(Protocol):
     """The part of the health monitor ``/healthz`` reads."""
 
-    def link_view(self, link: LinkState) -> dict[str, Any]:
+    def link_view(self, link: LinkState) -> ControlLink:
         """The control link component: classification and the last herdr call."""
         ...
 

@@ -59,12 +59,12 @@ def feed_metrics(
             metrics.sessions.labels(profile=profile, state=state).set(count)
 
     def link_up() -> float:
-        return 1.0 if health.link_view(link)["state"] == "up" else 0.0
+        return 1.0 if health.link_view(link).state == "up" else 0.0
 
     def capability() -> None:
         mode = health.config.current.health.notifications.mode.value
         metrics.reset(metrics.notification_capability)
-        metrics.notification_capability.labels(mode=mode, status=health.coverage()["status"]).set(1)
+        metrics.notification_capability.labels(mode=mode, status=health.coverage().status).set(1)
 
     registry.on_result.append(count_call)
     metrics.before_scrape.append(count_sessions)

@@ -8,10 +8,12 @@ from fleetd.runtime.dependencies import DependencyCollector, DependencyView
 from fleetd.runtime.escalation import instance_name
 from fleetd.runtime.fleet_all import FleetAcross
 from fleetd.runtime.fleet_models import (
+    ControlLink,
     DependenciesBlock,
     FleetHealthBlock,
     FleetListResult,
     FleetMember,
+    HealthCoverage,
     LeadRow,
     LiveAgent,
     OrphanMember,
@@ -28,6 +30,7 @@ from fleetd.runtime.scheduler import STALL_FLOOR_SECONDS, Loop, Scheduler
 
 __all__ = [
     "STALL_FLOOR_SECONDS",
+    "ControlLink",
     "DependenciesBlock",
     "DependencyCollector",
     "DependencyView",
@@ -38,6 +41,7 @@ __all__ = [
     "FleetMember",
     "FleetViewBuilder",
     "FleetViews",
+    "HealthCoverage",
     "InstanceSummary",
     "InstanceWatch",
     "LeadRow",

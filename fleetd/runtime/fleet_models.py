@@ -9,16 +9,16 @@ many) and hand on its wire JSON (:func:`~fleetd.bridge.answers.wire`): camelCase
 it was given, in the order the model declares them. The registry checks the ``fleet_list`` answer
 against :class:`FleetListResult`.
 
-Still built by hand, and open objects in the contract: the control link and
-``healthCoverage``. The ``dependencies`` block and herdr's agents are described here but still
-built by hand: the first is read again on every request (the view's change key compares it), the
-second made again for every agent whenever one changes; built as models, each request and each
-agent change would pay for them, so they wait for a build kept between reads.
+The control link and ``healthCoverage`` are built as their models too (:mod:`fleetd.runtime.link`,
+:mod:`fleetd.runtime.health_views`). The ``dependencies`` block and herdr's agents are described
+here but still built by hand: the first is read again on every request (the view's change key
+compares it), the second made again for every agent whenever one changes; built as models, each
+request and each agent change would pay for them, so they wait for a build kept between reads.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -31,6 +31,7 @@ from fleetd.resilience import Availability, BreakerState, ErrorClass, Standing, 
 __all__ = [
     "BenchedProfile",
     "ConfigStatus",
+    "ControlLink",
     "DecodeFailureRow",
     "DependenciesBlock",
     "DependencyEndpoint",
@@ -38,6 +39,7 @@ __all__ = [
     "FleetListResult",
     "FleetMember",
     "ForeignIncident",
+    "HealthCoverage",
     "HeldInMemory",
     "InboxBlock",
     "InboxDependency",
@@ -129,6 +131,33 @@ class LeadRow(WireModel):
     nudges_for_head: int | Absent = None
     nudge_cap_reached: bool | Absent = None
     health: LeadHealth | Absent | None = None  # null until a tick has seen the lead
+
+
+class ControlLink(WireModel):
+    """The control link to herdr (``fleet_list.controlLink``, the ``/healthz`` component):
+    ``state`` is health's verdict or, health off, the calls' over two snapshot intervals
+    (``classifiedBy`` says which); ``lastCall`` is the last call's own outcome, null before one."""
+
+    state: Literal["unknown", "up", "down"]
+    classified_by: Literal["health", "calls"]
+    last_call: Literal["ok", "failed"] | None
+    last_ok_at: str | None
+    last_failure_at: str | None
+    last_failure_code: str | None
+    consecutive_failures: Annotated[int, Field(ge=0)]
+    herdr_version: str | None
+    herdr_protocol: int | None
+
+
+class HealthCoverage(WireModel):
+    """What this deployment can do about an incident no lead can act on (§10.2, §7.6); health
+    off says only that (no ``peerRouting``, no ``reason``)."""
+
+    detection: Literal["enabled", "disabled"]
+    peer_routing: Literal["available", "no_peer"] | Absent = None
+    human_escalation: str  # the sink's kind, or "unavailable"
+    status: Literal["full", "partial", "degraded", "off"]
+    reason: str | Absent = None
 
 
 class FleetHealthBlock(WireModel):
@@ -318,7 +347,7 @@ class OpenIncident(WireModel):
 
 
 class FleetListResult(WireModel):
-    """``fleet_list`` v1: the top level is closed; nested health and link views stay open."""
+    """``fleet_list`` v1: the top level and every block in it are closed objects."""
 
     version: Literal[1]
     view_version: Annotated[int, Field(ge=0)] | Absent = Field(
@@ -331,7 +360,7 @@ class FleetListResult(WireModel):
     agents_age_seconds: float | None = Field(
         default=None, description="how old that list was at generatedAt"
     )
-    control_link: dict[str, Any]
+    control_link: ControlLink
     agents: list[LiveAgent] | None  # null while herdr cannot list them
     members: list[FleetMember | OrphanMember]
     capacity: list[CapacityRow]
@@ -342,5 +371,5 @@ class FleetListResult(WireModel):
     dependencies: DependenciesBlock | Absent = None
     health: FleetHealthBlock | Absent = None
     incidents: list[OpenIncident] | Absent = None
-    health_coverage: dict[str, Any] | Absent = None
+    health_coverage: HealthCoverage | Absent = None
     preserved_worktrees: list[PreservedWorktreeRow] | Absent = None  # leads only

@@ -45,6 +45,7 @@ from fleetd.inbox.records import InboxRecord
 from fleetd.runtime.dependencies import DependencyView
 from fleetd.runtime.fleet_models import (
     ConfigStatus,
+    ControlLink,
     FleetMember,
     HeldInMemory,
     InboxBlock,
@@ -75,7 +76,7 @@ class FleetFacts:
     now: datetime
     agents: list[dict[str, Any]] | None
     agents_listed_at: datetime | None
-    control_link: dict[str, Any]
+    control_link: ControlLink
     members: tuple[tuple[str, str, dict[str, Any]], ...]
     orphans: tuple[tuple[str, str, OrphanMember], ...]
     capacity: list[CapacityRow]
@@ -232,7 +233,7 @@ class FleetViewBuilder:
             "generatedAt": facts.now.isoformat(),
             "agentsListedAt": listed.isoformat() if listed else None,
             "agentsAgeSeconds": round((facts.now - listed).total_seconds(), 3) if listed else None,
-            "controlLink": facts.control_link,
+            "controlLink": wire(facts.control_link),
             "agents": live,
             "members": members + orphans,
             "capacity": [wire(row) for row in capacity],

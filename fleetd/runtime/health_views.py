@@ -1,7 +1,8 @@
 """The health part of what fleetd shows: ``fleet_list`` health, the ``/healthz`` component.
 
 Pure renderers: the monitor's state, counters and routing notes and ``now`` in, JSON-ready dicts
-out. No pane content ever reaches a view, only states, codes, names and ages. Each incident shows
+or the wire models of :mod:`fleetd.runtime.fleet_models` (the link, the coverage) out. No pane
+content ever reaches a view, only states, codes, names and ages. Each incident shows
 its owner, its recipient and its ``routing`` (route, reason, generation, on whose behalf); a lead's
 health shows the foreign incidents it holds for others (§7.4). Coverage says what this deployment
 can do about an incident no lead can act on (§10.2, §7.6): ``full`` when a sink of any kind tells a
@@ -24,8 +25,10 @@ from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState, spec_of
 from fleetd.runtime.dispatch import RoutingNote
 from fleetd.runtime.fleet_models import (
+    ControlLink,
     FleetHealthBlock,
     ForeignIncident,
+    HealthCoverage,
     LeadHealth,
     MemberHealth,
     OpenIncident,
@@ -50,7 +53,7 @@ FOREIGN_SHOWN = 10
 """A lead's health row lists at most this many of the foreign incidents it holds."""
 
 
-def coverage(health: HealthConfig, *, leads: int, degraded: Sequence[str] = ()) -> dict[str, Any]:
+def coverage(health: HealthConfig, *, leads: int, degraded: Sequence[str] = ()) -> HealthCoverage:
     """What detection and escalation this deployment has (§10.2, §7.6), for ``leads`` leads.
 
     ``full``: a sink (any kind) takes what no lead can act on. ``partial``: notifications are
@@ -59,7 +62,7 @@ def coverage(health: HealthConfig, *, leads: int, degraded: Sequence[str] = ()) 
     detection goes on regardless.
     """
     if not health.enabled:
-        return {"detection": "disabled", "humanEscalation": "unavailable", "status": "off"}
+        return HealthCoverage.of(detection="disabled", human_escalation="unavailable", status="off")
     mode = health.notifications.mode
     webhook = mode.sends
     if webhook:
@@ -72,18 +75,18 @@ def coverage(health: HealthConfig, *, leads: int, degraded: Sequence[str] = ()) 
     if degraded:
         status = "degraded"
         reason = "; ".join(degraded) + f"; {reason}"
-    return {
-        "detection": "enabled",
-        "peerRouting": "available" if leads >= 2 else "no_peer",
-        "humanEscalation": mode.value if webhook else "unavailable",
-        "status": status,
-        "reason": reason,
-    }
+    return HealthCoverage.of(
+        detection="enabled",
+        peer_routing="available" if leads >= 2 else "no_peer",
+        human_escalation=mode.value if webhook else "unavailable",
+        status=status,
+        reason=reason,
+    )
 
 
 def link_view(
     link: LinkState, *, classified: ControlLinkState | None, now: datetime, interval: timedelta
-) -> dict[str, Any]:
+) -> ControlLink:
     """The control link for ``fleet_list``, ``/healthz`` and the link gauge: health's verdict,
     or (health off) the calls judged over the same two-snapshot window."""
     window = TWO_SNAPSHOTS * interval
@@ -136,7 +139,7 @@ def fleet_health(
     pane_reads: int,
     routing: Mapping[str, RoutingNote],
     now: datetime,
-    covered: dict[str, Any],
+    covered: HealthCoverage,
 ) -> dict[str, Any]:
     """The health part of ``fleet_list``: monitor counters, incidents, coverage — no pane content.
 
@@ -150,7 +153,7 @@ def fleet_health(
         "incidents": [
             incident_row(i, now=now, note=routing.get(i.id)) for i in state.open_incidents()
         ],
-        "healthCoverage": covered,
+        "healthCoverage": wire(covered),
     }
 
 
@@ -198,11 +201,11 @@ def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None)
     )
 
 
-def healthz_component(state: HealthState, *, ticks: int, covered: dict[str, Any]) -> dict[str, Any]:
+def healthz_component(state: HealthState, *, ticks: int, covered: HealthCoverage) -> dict[str, Any]:
     """The nested ``fleetHealth`` component of ``/healthz``."""
     return {
-        "status": covered["status"],
+        "status": covered.status,
         "openIncidents": len(state.incidents),
         "ticks": ticks,
-        "coverage": covered,
+        "coverage": wire(covered),
     }

@@ -29,6 +29,7 @@ from fleetd.errors import ControlLinkError, HerdrError
 from fleetd.health.states import ControlLinkState
 from fleetd.herdr.model import AgentInfo, Pong
 from fleetd.metrics import Metrics
+from fleetd.runtime.fleet_models import ControlLink
 from fleetd.runtime.live_agents import LiveAgents
 
 __all__ = ["LinkObserver", "LinkState", "LinkStatus"]
@@ -61,26 +62,27 @@ class LinkState:
         *,
         now: datetime | None = None,
         window: timedelta = timedelta(0),
-    ) -> dict[str, object]:
+    ) -> ControlLink:
         """The link for ``fleet_list`` and ``/healthz``; ``classified`` is health's verdict, else
-        the calls decide once a failure streak has lasted ``window`` (at ``now``)."""
+        the calls decide once a failure streak has lasted ``window`` (at ``now``). Built as its
+        model unvalidated (:meth:`~fleetd.bridge.answers.WireModel.of`): each view reads it."""
         if classified is None:
             state, source = self._from_calls(now, window), "calls"
         elif classified is ControlLinkState.CONTROL_LINK_DOWN:
             state, source = LinkStatus.DOWN, "health"
         else:
             state, source = LinkStatus.UP, "health"
-        return {
-            "state": state.value,
-            "classifiedBy": source,
-            "lastCall": _LAST_CALL[self.status],
-            "lastOkAt": self.last_ok_at.isoformat() if self.last_ok_at else None,
-            "lastFailureAt": self.last_failure_at.isoformat() if self.last_failure_at else None,
-            "lastFailureCode": self.last_failure_code,
-            "consecutiveFailures": self.consecutive_failures,
-            "herdrVersion": self.herdr_version,
-            "herdrProtocol": self.herdr_protocol,
-        }
+        return ControlLink.of(
+            state=state.value,
+            classified_by=source,
+            last_call=_LAST_CALL[self.status],
+            last_ok_at=self.last_ok_at.isoformat() if self.last_ok_at else None,
+            last_failure_at=self.last_failure_at.isoformat() if self.last_failure_at else None,
+            last_failure_code=self.last_failure_code,
+            consecutive_failures=self.consecutive_failures,
+            herdr_version=self.herdr_version,
+            herdr_protocol=self.herdr_protocol,
+        )
 
     def _from_calls(self, now: datetime | None, window: timedelta) -> LinkStatus:
         if self.status is not LinkStatus.DOWN:

@@ -43,7 +43,7 @@ from fleetd.notify.payload import CoverageStatus
 from fleetd.runtime import health_views
 from fleetd.runtime.dispatch import EffectDispatcher, RoutingNote
 from fleetd.runtime.escalation import Escalation
-from fleetd.runtime.fleet_models import LeadHealth, MemberHealth
+from fleetd.runtime.fleet_models import ControlLink, HealthCoverage, LeadHealth, MemberHealth
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.pane_excerpts import PaneExcerpts
 from fleetd.runtime.snapshot import SeenAgents, take_snapshot
@@ -202,7 +202,7 @@ class FleetHealthMonitor:
             assigned.labels(lead=lead.name).set(len(held.get(lead.name, ())))
 
     # ------------------------------------------- views (rendered in health_views)
-    def coverage(self) -> dict[str, Any]:
+    def coverage(self) -> HealthCoverage:
         """What detection and escalation this deployment has (§10.2): ``degraded`` while the
         journal or the human sink fails."""
         degraded: list[str] = []
@@ -220,7 +220,7 @@ class FleetHealthMonitor:
 
     def _coverage_status(self) -> CoverageStatus:
         """The coverage an outbound event reports when it is recorded (§10.2)."""
-        status = self.coverage()["status"]
+        status = self.coverage().status
         return CoverageStatus(status) if status in _COVERAGE else CoverageStatus.PARTIAL
 
     def _lead_count(self) -> int:
@@ -230,7 +230,7 @@ class FleetHealthMonitor:
         """The control link as the last tick classified it; None while health is off or unticked."""
         return self.state.link.state if self.enabled and self.ticks else None
 
-    def link_view(self, link: LinkState) -> dict[str, Any]:
+    def link_view(self, link: LinkState) -> ControlLink:
         """The control link for ``fleet_list``, ``/healthz`` and the link gauge."""
         return health_views.link_view(
             link,

@@ -192,7 +192,7 @@ async def test_every_receiver_down_degrades_coverage_and_the_event_goes_out_once
         for _ in range(3):
             fleet.clock.advance(15)
             await service.health.tick()
-        assert service.health.coverage()["status"] == "full"
+        assert service.health.coverage().status == "full"
         for attempt in range(3):
             if attempt:
                 fleet.clock.advance(15 * 60)  # past any retry wait; the breakers stay closed
@@ -201,8 +201,8 @@ async def test_every_receiver_down_degrades_coverage_and_the_event_goes_out_once
         assert (len(primary.received), len(second.received)) == (3, 3)
 
         coverage = service.health.coverage()
-        assert coverage["status"] == "degraded"
-        assert "all_receivers_down" in coverage["reason"]
+        assert coverage.status == "degraded"
+        assert "all_receivers_down" in str(coverage.reason)
         webhook = (await fleet_view(fleet))["dependencies"]["webhook"]
         assert (webhook["kind"], webhook["allDown"], webhook["active"]) == ("webhook", True, None)
         assert [e["breaker"] for e in webhook["endpoints"]] == ["open", "open"]
@@ -215,7 +215,7 @@ async def test_every_receiver_down_degrades_coverage_and_the_event_goes_out_once
         report = await webhook_pass(service)
         assert (report.claimed, report.delivered) == (1, 1)
         assert (len(primary.received), len(second.received)) == (4, 3)
-        assert service.health.coverage()["status"] == "full"
+        assert service.health.coverage().status == "full"
         assert (await fleet_view(fleet))["dependencies"]["webhook"]["active"] == 0
         fleet.clock.advance(60)
         assert (await webhook_pass(service)).claimed == 0

@@ -94,7 +94,7 @@ async def test_a_sole_lead_failure_is_journaled_with_one_signed_ready_open_event
     assert isinstance(sent, dict)
     assert sent["state"] == "LEAD_UNREACHABLE"
     covered = fleet.service.health.coverage()
-    assert (covered["status"], covered["humanEscalation"]) == ("full", "webhook")
+    assert (covered.status, covered.human_escalation) == ("full", "webhook")
     assert fleet.service.health.routing[incident.id].outcome == "webhook"
 
 
@@ -111,8 +111,8 @@ async def test_without_a_sink_incidents_are_journaled_but_no_event_is_built(
     assert stored is not None
     assert stored.events == ()
     covered = fleet.service.health.coverage()
-    assert covered["status"] == "partial"
-    assert "single lead" in covered["reason"]
+    assert covered.status == "partial"
+    assert "single lead" in str(covered.reason)
 
 
 async def test_resolved_follows_only_a_delivered_event(tmp_path: Path) -> None:
@@ -167,21 +167,21 @@ async def test_a_failing_journal_degrades_coverage_and_detection_goes_on(tmp_pat
     assert incident.route == "human"
     assert fleet.service.health.ticks == 3
     covered = fleet.service.health.coverage()
-    assert covered["status"] == "degraded"
-    assert "incident journal failing" in covered["reason"]
+    assert covered.status == "degraded"
+    assert "incident journal failing" in str(covered.reason)
     journal.fail_with = None
     observed = fleet.service.health.journal
     assert observed is not None
     assert await observed.get(incident.id) is None  # it answers; nothing was recorded yet
     covered = fleet.service.health.coverage()
-    assert covered["status"] == "degraded"  # the incident is still owed
-    assert "1 incidents owed" in covered["reason"]
+    assert covered.status == "degraded"  # the incident is still owed
+    assert "1 incidents owed" in str(covered.reason)
     fleet.clock.advance(15)
     await _tick(fleet)
     stored = await journal.get(incident.id)
     assert stored is not None
     assert [(e.type, e.state) for e in stored.events] == [(EventType.OPEN, EventState.PENDING)]
-    assert fleet.service.health.coverage()["status"] == "full"
+    assert fleet.service.health.coverage().status == "full"
 
 
 async def test_while_the_journal_fails_a_vanished_member_is_reported_and_resolved(
@@ -214,15 +214,15 @@ async def test_while_the_journal_fails_a_vanished_member_is_reported_and_resolve
         await _tick(fleet)
     assert _member_incidents(fleet) == []  # reported once, then resolved
     covered = health.coverage()
-    assert covered["status"] == "degraded"
-    assert "incident journal failing" in covered["reason"]
+    assert covered.status == "degraded"
+    assert "incident journal failing" in str(covered.reason)
 
     await _sole_lead_gone(fleet)
     [lead_incident] = _lead_incidents(fleet)
     assert (lead_incident.state, lead_incident.route) == ("LEAD_UNREACHABLE", "human")
     journal.fail_with = None
     await _tick(fleet)  # the owed changes are recorded, and only then is coverage full
-    assert health.coverage()["status"] == "full"
+    assert health.coverage().status == "full"
 
 
 async def test_a_restart_resumes_the_journal_incidents_without_opening_them_again(

@@ -50,12 +50,12 @@ HUMAN = Assignment(
 
 def test_peer_routing_is_available_only_with_a_second_lead() -> None:
     """Two leads: peers exist; one lead: no peer, and its failure has no active recovery."""
-    assert coverage(ON, leads=2)["peerRouting"] == "available"
+    assert coverage(ON, leads=2).peer_routing == "available"
     sole = coverage(ON, leads=1)
-    assert (sole["peerRouting"], sole["status"]) == ("no_peer", "partial")
-    assert "single lead" in sole["reason"]
-    assert "single lead" not in coverage(ON, leads=2)["reason"]
-    assert "peerRouting" not in coverage(HealthConfig(), leads=2)
+    assert (sole.peer_routing, sole.status) == ("no_peer", "partial")
+    assert "single lead" in str(sole.reason)
+    assert "single lead" not in str(coverage(ON, leads=2).reason)
+    assert "peerRouting" not in wire(coverage(HealthConfig(), leads=2))
 
 
 def test_an_incident_row_shows_owner_recipient_and_its_routing() -> None:

@@ -32,7 +32,7 @@ async def test_disabled_monitor_does_no_herdr_work(tmp_path: Path) -> None:
         await fleet.service.health.tick()
     assert len(fleet.control.calls) == before
     assert fleet.service.health.ticks == 0
-    assert fleet.service.health.coverage()["detection"] == "disabled"
+    assert fleet.service.health.coverage().detection == "disabled"
 
 
 async def test_healthy_fifty_member_fleet_reads_no_pane_and_lists_once_per_tick(
@@ -154,7 +154,7 @@ async def test_the_notification_capability_series_follows_the_coverage(tmp_path:
             f'fleet_health_notification_capability{{mode="disabled",status="{status}"}} 1.0'
         ]
         assert len(series) == 5 * 4  # mode x coverage status
-        assert fleet.service.health.coverage()["status"] == status
+        assert fleet.service.health.coverage().status == status
 
 
 async def test_preserved_branch_with_commits_is_work_product_at_risk(tmp_path: Path) -> None:
