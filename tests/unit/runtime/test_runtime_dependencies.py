@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from fleetd.catalog.fake import FakeModelCatalog
@@ -37,6 +39,11 @@ class Linked(InMemoryInbox):
         return self.state
 
 
+def _block(view: DependencyView, clock: FakeClock) -> dict[str, Any]:
+    """The ``dependencies`` block as ``fleet_list`` writes it."""
+    return view.view(clock.now())
+
+
 def _view(inbox: InMemoryInbox, clock: FakeClock) -> tuple[DependencyView, FakeModelCatalog]:
     fake = FakeModelCatalog()
     config = parse_config(DOCUMENT, {}).config
@@ -49,7 +56,7 @@ async def test_brokers_show_by_index_which_serves_and_why_the_others_do_not() ->
     is false; readiness says the same."""
     clock = FakeClock()
     view, _ = _view(Linked(clock), clock)
-    inbox = view.view(clock.now())["inbox"]
+    inbox = _block(view, clock)["inbox"]
     primary, second = inbox["endpoints"]
     assert (inbox["kind"], inbox["allDown"], inbox["active"]) == ("amqp", False, 1)
     assert (primary["standing"], primary["breaker"], primary["lastError"]) == (
@@ -66,7 +73,7 @@ async def test_a_memory_inbox_has_no_endpoints() -> None:
     """The in-memory inbox is never down and lists nothing."""
     clock = FakeClock()
     view, _ = _view(InMemoryInbox(), clock)
-    assert view.view(clock.now())["inbox"] == {
+    assert _block(view, clock)["inbox"] == {
         "kind": "memory",
         "allDown": False,
         "active": None,
@@ -115,7 +122,7 @@ async def test_webhook_receivers_show_by_index_which_serves_and_why_the_others_d
     view, _ = _view(InMemoryInbox(), clock)
     report = _receivers(clock)
     view.webhook = lambda: report
-    webhook = view.view(clock.now())["webhook"]
+    webhook = _block(view, clock)["webhook"]
     primary, second = webhook["endpoints"]
     assert (webhook["kind"], webhook["allDown"], webhook["active"]) == ("webhook", False, 1)
     assert (primary["index"], primary["kind"], primary["standing"]) == (
@@ -131,7 +138,7 @@ async def test_webhook_receivers_show_by_index_which_serves_and_why_the_others_d
     assert primary["breakerReadyAt"] == (clock.now() + timedelta(seconds=5)).isoformat()
     assert (second["standing"], second["latencyMs"], second["calls"]) == ("active", 7.0, 1)
     clock.advance(5)
-    assert view.view(clock.now())["webhook"]["endpoints"][0]["standing"] == "probe_due"
+    assert _block(view, clock)["webhook"]["endpoints"][0]["standing"] == "probe_due"
     assert view.readiness() == {"inbox": {"kind": "memory", "allDown": False, "active": None}}
 
 
@@ -140,9 +147,9 @@ async def test_a_disabled_sink_has_no_receivers() -> None:
     clock = FakeClock()
     view, _ = _view(InMemoryInbox(), clock)
     disabled = {"kind": "disabled", "allDown": False, "active": None, "endpoints": []}
-    assert view.view(clock.now())["webhook"] == disabled
+    assert _block(view, clock)["webhook"] == disabled
     view.webhook = lambda: None
-    assert view.view(clock.now())["webhook"] == disabled
+    assert _block(view, clock)["webhook"] == disabled
 
 
 async def test_webhook_metrics_label_by_index_and_count_all_down() -> None:
@@ -186,5 +193,20 @@ async def test_a_never_tried_endpoint_reads_up_and_a_disabled_one_says_so() -> N
         'fleetd_dependency_endpoint_disabled{endpoint="1",kind="webhook"} 0.0',
     ):
         assert line in text, line
-    webhook = view.view(clock.now())["webhook"]
+    webhook = _block(view, clock)["webhook"]
     assert [e["standing"] for e in webhook["endpoints"]] == ["disabled", "active", "unreachable"]
+
+
+GOLDEN = Path(__file__).with_name("dependencies_block.json")
+
+
+async def test_the_block_keeps_its_bytes_with_every_part_filled() -> None:
+    """Brokers, receivers, a provider that benches a profile and that profile's seat, written
+    byte for byte (names, order, nulls) as the block has always been written."""
+    clock = FakeClock()
+    view, fake = _view(Linked(clock), clock)
+    fake.lists("prov", {"other": 8000})
+    await view.models.step()
+    view.webhook = lambda: _receivers(clock)
+    text = json.dumps(_block(view, clock), separators=(",", ":"))
+    assert text == GOLDEN.read_text().strip()
