@@ -109,7 +109,7 @@ def create_app(service: FleetService) -> FastAPI:
         ready = service.started and bool(service.registry.names()) and inbox
         body: dict[str, Any] = {"status": "pass" if ready else "fail", "inboxReachable": inbox}
         if service.view.dependencies is not None:
-            body["dependencies"] = service.view.dependencies.readiness()
+            body["dependencies"] = wire(service.view.dependencies.readiness())
         return JSONResponse(
             body,
             status_code=200 if ready else 503,

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -38,6 +38,17 @@ from fleetd.inbox.amqp_link import BrokerReport
 from fleetd.inbox.port import ReplyInbox
 from fleetd.notify.receivers import ReceiverReport
 from fleetd.resilience import BreakerState, EndpointHealth, Pool, standing
+from fleetd.runtime.fleet_models import (
+    BenchedProfile,
+    BrokerReadiness,
+    DependenciesBlock,
+    DependencyEndpoint,
+    DependencyReadiness,
+    InboxDependency,
+    ModelSeat,
+    ProviderDependency,
+    WebhookDependency,
+)
 
 __all__ = ["BrokerReporter", "DependencyCollector", "DependencyView"]
 
@@ -56,17 +67,18 @@ def _iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat()
 
 
-def _health(health: EndpointHealth) -> dict[str, Any]:
+def _health(health: EndpointHealth) -> dict[str, object]:
+    """An endpoint's health record, as the fields of its model."""
     latency = health.latency
     return {
         "reachable": health.reachable,
-        "latencyMs": None if latency is None else round(latency.total_seconds() * 1000, 3),
+        "latency_ms": None if latency is None else round(latency.total_seconds() * 1000, 3),
         "calls": health.calls,
         "failures": health.failures,
-        "errorRate": round(health.error_rate, 4),
-        "lastError": None if health.last_error is None else health.last_error.value,
-        "lastErrorAt": _iso(health.last_error_at),
-        "lastOkAt": _iso(health.last_ok_at),
+        "error_rate": round(health.error_rate, 4),
+        "last_error": health.last_error,
+        "last_error_at": _iso(health.last_error_at),
+        "last_ok_at": _iso(health.last_ok_at),
     }
 
 
@@ -76,23 +88,25 @@ def _endpoints(
     now: datetime,
     kind: str,
     disabled: frozenset[int] = frozenset(),
-) -> list[dict[str, Any]]:
+) -> list[DependencyEndpoint]:
     rows = []
     for index, endpoint in enumerate(pool.endpoints):
         breaker = endpoint.breaker
-        where = standing(endpoint, index, active, now, disabled=index in disabled)
         rows.append(
-            {
-                "index": index,
-                "kind": kind,
-                "active": index == active,
-                "standing": where.value,
-                "breaker": breaker.state_at(now).value,
-                "breakerReadyAt": _iso(breaker.ready_at),
+            DependencyEndpoint.of(
+                index=index,
+                kind=kind,
+                active=index == active,
+                standing=standing(endpoint, index, active, now, disabled=index in disabled),
+                breaker=breaker.state_at(now),
+                breaker_ready_at=_iso(breaker.ready_at),
                 **_health(endpoint.health),
-            }
+            )
         )
     return rows
+
+
+_NO_BROKERS = BrokerReadiness.of(kind="memory", all_down=False, active=None)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -112,21 +126,22 @@ class DependencyView:
     def __post_init__(self) -> None:
         self._broker = self.inbox if isinstance(self.inbox, BrokerReporter) else None
 
-    def view(self, now: datetime) -> dict[str, Any]:
+    def view(self, now: datetime) -> DependenciesBlock:
         """The ``dependencies`` block of ``fleet_list``."""
-        return {
-            "inbox": self._inbox(now),
-            "webhook": self._webhook(now),
-            "providers": self._providers(now),
-            "models": self._models(now),
-        }
+        return DependenciesBlock.of(
+            inbox=self._inbox(now),
+            webhook=self._webhook(now),
+            providers=self._providers(now),
+            models=self._models(now),
+        )
 
-    def readiness(self) -> dict[str, Any]:
+    def readiness(self) -> DependencyReadiness:
         """What ``/readyz`` adds: the broker in use and whether every broker is down."""
         if self._broker is None:
-            return {"inbox": {"kind": "memory", "allDown": False, "active": None}}
+            return DependencyReadiness.of(inbox=_NO_BROKERS)
         state = self._broker.broker_report()
-        return {"inbox": {"kind": _AMQP, "allDown": not state.reachable, "active": state.active}}
+        brokers = BrokerReadiness.of(kind=_AMQP, all_down=not state.reachable, active=state.active)
+        return DependencyReadiness.of(inbox=brokers)
 
     def decorate_capacity(self, rows: list[CapacityRow], now: datetime) -> list[CapacityRow]:
         """The capacity rows with each profile's effective context window (the row's bench
@@ -140,71 +155,73 @@ class DependencyView:
             )
         return decorated
 
-    def _inbox(self, now: datetime) -> dict[str, Any]:
+    def _inbox(self, now: datetime) -> InboxDependency:
         if self._broker is None:
-            return {"kind": "memory", "allDown": False, "active": None, "endpoints": []}
+            return InboxDependency.of(kind="memory", all_down=False, active=None, endpoints=[])
         state = self._broker.broker_report()
-        return {
-            "kind": _AMQP,
-            "allDown": not state.reachable,
-            "active": state.active,
-            "endpoints": _endpoints(state.pool, state.active, now, _AMQP),
-        }
+        return InboxDependency.of(
+            kind=_AMQP,
+            all_down=not state.reachable,
+            active=state.active,
+            endpoints=_endpoints(state.pool, state.active, now, _AMQP),
+        )
 
     def receivers(self) -> ReceiverReport | None:
         """The webhook receivers now, or ``None`` while notifications are off."""
         return None if self.webhook is None else self.webhook()
 
-    def _webhook(self, now: datetime) -> dict[str, Any]:
+    def _webhook(self, now: datetime) -> WebhookDependency:
         report = self.receivers()
         if report is None:
-            return {"kind": "disabled", "allDown": False, "active": None, "endpoints": []}
-        return {
-            "kind": report.kind,
-            "allDown": report.all_down,
-            "active": report.active,
-            "endpoints": _endpoints(report.pool, report.active, now, report.kind, report.disabled),
-        }
+            return WebhookDependency.of(kind="disabled", all_down=False, active=None, endpoints=[])
+        return WebhookDependency.of(
+            kind=report.kind,
+            all_down=report.all_down,
+            active=report.active,
+            endpoints=_endpoints(report.pool, report.active, now, report.kind, report.disabled),
+        )
 
-    def _providers(self, now: datetime) -> list[dict[str, Any]]:
-        benched: dict[str | None, list[dict[str, Any]]] = {}
+    def _providers(self, now: datetime) -> list[ProviderDependency]:
+        benched: dict[str | None, list[BenchedProfile]] = {}
         for profile, until in self.models.benched(now):
             key = self.models.seats[profile][0]
-            benched.setdefault(key.provider, []).append({"profile": profile, "until": _iso(until)})
+            benched.setdefault(key.provider, []).append(
+                BenchedProfile.of(profile=profile, until=until.isoformat())
+            )
         return [
             self._provider(state, benched.get(name, []))
             for name, state in self.models.providers.items()
         ]
 
-    def _provider(self, state: ProviderState, benched: list[dict[str, Any]]) -> dict[str, Any]:
+    def _provider(self, state: ProviderState, benched: list[BenchedProfile]) -> ProviderDependency:
         fetch = state.fetch
         outcome = None if fetch is None else ("ok" if fetch.error is None else fetch.error.value)
-        return {
-            "name": state.name,
-            "lastProbeAt": _iso(state.last_probe_at),
-            "nextProbeAt": _iso(self.models.schedule_due(state)),
-            "lastOutcome": outcome,
-            "listedModels": None if state.catalog is None else len(state.catalog.entries),
-            "benched": benched,
+        return ProviderDependency.of(
+            name=state.name,
+            last_probe_at=_iso(state.last_probe_at),
+            next_probe_at=_iso(self.models.schedule_due(state)),
+            last_outcome=outcome,
+            listed_models=None if state.catalog is None else len(state.catalog.entries),
+            benched=benched,
             **_health(state.health),
-        }
+        )
 
-    def _models(self, now: datetime) -> list[dict[str, Any]]:
+    def _models(self, now: datetime) -> list[ModelSeat]:
         rows = []
         for profile, (key, seat) in sorted(self.models.seats.items()):
             window, source = self.models.context_window(profile)
             rows.append(
-                {
-                    "profile": profile,
-                    "provider": key.provider,
-                    "model": key.model,
-                    "verdict": seat.verdict.availability.value,
-                    "reason": seat.verdict.reason.value,
-                    "benchedUntil": _iso(self.models.benched_until(profile, now)),
-                    "strikes": seat.bench.strikes,
-                    "contextWindow": window,
-                    "contextWindowSource": source,
-                }
+                ModelSeat.of(
+                    profile=profile,
+                    provider=key.provider,
+                    model=key.model,
+                    verdict=seat.verdict.availability,
+                    reason=seat.verdict.reason,
+                    benched_until=_iso(self.models.benched_until(profile, now)),
+                    strikes=seat.bench.strikes,
+                    context_window=window,
+                    context_window_source=source,
+                )
             )
         return rows
 

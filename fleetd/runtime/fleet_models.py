@@ -9,11 +9,9 @@ many) and hand on its wire JSON (:func:`~fleetd.bridge.answers.wire`): camelCase
 it was given, in the order the model declares them. The registry checks the ``fleet_list`` answer
 against :class:`FleetListResult`.
 
-The control link and ``healthCoverage`` are built as their models too (:mod:`fleetd.runtime.link`,
-:mod:`fleetd.runtime.health_views`). The ``dependencies`` block and herdr's agents are described
-here but still built by hand: the first is read again on every request (the view's change key
-compares it), the second made again for every agent whenever one changes; built as models, each
-request and each agent change would pay for them, so they wait for a build kept between reads.
+The control link, ``healthCoverage`` and the ``dependencies`` block are built as their models too
+(:mod:`fleetd.runtime.link`, :mod:`fleetd.runtime.health_views`,
+:mod:`fleetd.runtime.dependencies`). herdr's agents are described here but still built by hand.
 """
 
 from __future__ import annotations
@@ -30,11 +28,13 @@ from fleetd.resilience import Availability, BreakerState, ErrorClass, Standing, 
 
 __all__ = [
     "BenchedProfile",
+    "BrokerReadiness",
     "ConfigStatus",
     "ControlLink",
     "DecodeFailureRow",
     "DependenciesBlock",
     "DependencyEndpoint",
+    "DependencyReadiness",
     "FleetHealthBlock",
     "FleetListResult",
     "FleetMember",
@@ -181,8 +181,8 @@ class _HealthRecord(WireModel):
     last_ok_at: str | None
 
 
-class DependencyEndpoint(_HealthRecord):
-    """One endpoint of a dependency, by index and kind (never its URL): in use or why not."""
+class _EndpointPlace(WireModel):
+    """Where an endpoint stands among its dependency's: by index and kind (never its URL)."""
 
     index: int
     kind: str
@@ -192,12 +192,30 @@ class DependencyEndpoint(_HealthRecord):
     breaker_ready_at: str | None
 
 
-class InboxDependency(WireModel):
-    """The reply inbox's brokers; ``allDown`` makes ``/readyz`` not ready."""
+# The health record comes last, as the block has always been written: pydantic lays out the
+# fields base by base from the last base to the first.
+class DependencyEndpoint(_HealthRecord, _EndpointPlace):
+    """One endpoint of a dependency, by index and kind (never its URL): in use or why not."""
+
+
+class BrokerReadiness(WireModel):
+    """The reply inbox's brokers as ``/readyz`` shows them: the one in use and whether all are
+    down (``kind`` ``memory``: none)."""
 
     kind: str
     all_down: bool
     active: int | None
+
+
+class DependencyReadiness(WireModel):
+    """What ``/readyz`` adds about the dependencies: the reply inbox's brokers."""
+
+    inbox: BrokerReadiness
+
+
+class InboxDependency(BrokerReadiness):
+    """The reply inbox's brokers; ``allDown`` makes ``/readyz`` not ready."""
+
     endpoints: list[DependencyEndpoint]
 
 
@@ -216,7 +234,7 @@ class BenchedProfile(WireModel):
     until: str
 
 
-class ProviderDependency(_HealthRecord):
+class _ProviderProbe(WireModel):
     """A model provider's catalog probe: the last one, the next due, and whom it benches."""
 
     name: str
@@ -225,6 +243,10 @@ class ProviderDependency(_HealthRecord):
     last_outcome: str | None  # "ok" or an error class
     listed_models: int | None
     benched: list[BenchedProfile]
+
+
+class ProviderDependency(_HealthRecord, _ProviderProbe):  # the health record last, as above
+    """A model provider's catalog probe: the last one, the next due, and whom it benches."""
 
 
 class ModelSeat(WireModel):

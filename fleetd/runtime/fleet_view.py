@@ -246,7 +246,7 @@ class FleetViewBuilder:
             view.update(facts.health)
             view["incidents"] = [i for i in facts.health["incidents"] if _sees_incident(caller, i)]
         if self.dependencies is not None:  # outbound endpoints, providers, model benches
-            view["dependencies"] = self.dependencies.view(facts.now)
+            view["dependencies"] = wire(self.dependencies.view(facts.now))
         if caller.role is Role.LEAD:
             view["preservedWorktrees"] = [wire(p) for p in facts.preserved.get(caller.name, [])]
         return view
@@ -278,7 +278,7 @@ class FleetViewBuilder:
             status.loaded_at,
             status.reload_failures,
             status.last_error_key,
-            repr(self.dependencies.view(self.bridge.clock.now())) if self.dependencies else None,
+            self.dependencies.view(self.bridge.clock.now()) if self.dependencies else None,
         )
 
     async def refresh_agents(self, older_than: timedelta) -> None:

@@ -131,8 +131,8 @@ async def test_the_probe_shows_the_outcome_and_never_benches_on_it() -> None:
     outcomes = []
     for _ in range(2):
         await health.step()
-        [provider] = view.view(clock.now())["providers"]
-        outcomes.append(provider["lastOutcome"])
+        [provider] = view.view(clock.now()).providers
+        outcomes.append(provider.last_outcome)
         assert health.availability("p") is Availability.UNKNOWN
         assert health.benched_until("p", clock.now()) is None
         clock.advance(300)

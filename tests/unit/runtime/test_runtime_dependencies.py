@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from fleetd.bridge.answers import wire
 from fleetd.catalog.fake import FakeModelCatalog
 from fleetd.catalog.tracker import ModelHealth
 from fleetd.clock import FakeClock
@@ -41,7 +42,7 @@ class Linked(InMemoryInbox):
 
 def _block(view: DependencyView, clock: FakeClock) -> dict[str, Any]:
     """The ``dependencies`` block as ``fleet_list`` writes it."""
-    return view.view(clock.now())
+    return wire(view.view(clock.now()))
 
 
 def _view(inbox: InMemoryInbox, clock: FakeClock) -> tuple[DependencyView, FakeModelCatalog]:
@@ -66,7 +67,7 @@ async def test_brokers_show_by_index_which_serves_and_why_the_others_do_not() ->
     )
     assert primary["breakerReadyAt"] == (clock.now() + timedelta(seconds=5)).isoformat()
     assert (second["standing"], second["latencyMs"], second["failures"]) == ("active", 3.0, 0)
-    assert view.readiness() == {"inbox": {"kind": "amqp", "allDown": False, "active": 1}}
+    assert wire(view.readiness()) == {"inbox": {"kind": "amqp", "allDown": False, "active": 1}}
 
 
 async def test_a_memory_inbox_has_no_endpoints() -> None:
@@ -79,7 +80,7 @@ async def test_a_memory_inbox_has_no_endpoints() -> None:
         "active": None,
         "endpoints": [],
     }
-    assert view.readiness()["inbox"]["allDown"] is False
+    assert wire(view.readiness())["inbox"]["allDown"] is False
 
 
 async def test_metrics_label_by_kind_index_and_names_never_urls() -> None:
@@ -139,7 +140,7 @@ async def test_webhook_receivers_show_by_index_which_serves_and_why_the_others_d
     assert (second["standing"], second["latencyMs"], second["calls"]) == ("active", 7.0, 1)
     clock.advance(5)
     assert _block(view, clock)["webhook"]["endpoints"][0]["standing"] == "probe_due"
-    assert view.readiness() == {"inbox": {"kind": "memory", "allDown": False, "active": None}}
+    assert wire(view.readiness()) == {"inbox": {"kind": "memory", "allDown": False, "active": None}}
 
 
 async def test_a_disabled_sink_has_no_receivers() -> None:
