@@ -66,7 +66,7 @@ class FleetBodies:
         self.members = RowCache()
         self.agents = RowCache()
         # the agent rows last read and their texts: herdr's rows are the same objects until
-        # what herdr showed changes (LiveAgents makes them once per revision)
+        # what herdr shows of that agent changes (LiveAgents keeps them across lists)
         self._listed: tuple[list[dict[str, Any]], tuple[tuple[str | None, str], ...]] | None = None
 
     async def read(self, version: int) -> EncodedFleet:

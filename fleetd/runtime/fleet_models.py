@@ -9,9 +9,9 @@ many) and hand on its wire JSON (:func:`~fleetd.bridge.answers.wire`): camelCase
 it was given, in the order the model declares them. The registry checks the ``fleet_list`` answer
 against :class:`FleetListResult`.
 
-The control link, ``healthCoverage`` and the ``dependencies`` block are built as their models too
-(:mod:`fleetd.runtime.link`, :mod:`fleetd.runtime.health_views`,
-:mod:`fleetd.runtime.dependencies`). herdr's agents are described here but still built by hand.
+The control link, ``healthCoverage``, the ``dependencies`` block and herdr's agents are built as
+their models too (:mod:`fleetd.runtime.link`, :mod:`fleetd.runtime.health_views`,
+:mod:`fleetd.runtime.dependencies`, :mod:`fleetd.runtime.live_agents`).
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ reads the leads). Lists come from the loops that list anyway — the health tick
 ``agentsAgeSeconds``); after a failed list :meth:`LiveAgents.rows` is ``None`` (``agents: null``:
 herdr cannot list them now) until a list succeeds again. :attr:`LiveAgents.revision` moves with
 every list and every shown field that changed, so the fleet view knows when to build again.
+
+Each row is the wire form of its :class:`~fleetd.runtime.fleet_models.LiveAgent` model, made once
+and kept while the agent shows the same: a new list makes rows only for the agents that moved, and
+the others keep their very row objects (which the encoded view tells apart by identity).
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from fleetd.bridge.answers import wire
 from fleetd.herdr.model import AgentInfo
+from fleetd.runtime.fleet_models import LiveAgent
 
 __all__ = ["LiveAgents"]
 
@@ -46,6 +52,8 @@ class LiveAgents:
     # each pane's position in the rows last made (see seen: one agent moved, one row made);
     # empty while two agents share a name (which of their statuses shows is the full pass's)
     _row_of: dict[str, int] = field(default_factory=dict)
+    # each pane's row as last made, kept while its agent shows the same (bounded by the last list)
+    _made: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def listed(self, agents: Iterable[AgentInfo], at: datetime) -> None:
         """A list answered: it replaces what was known (a new observation, a new revision).
@@ -88,7 +96,7 @@ class LiveAgents:
         if kept is None or kept[0] != self.revision - 1 or at is None:
             return
         rows, statuses = list(kept[1]), kept[2]
-        rows[at] = _row(agent)
+        rows[at] = self._made[agent.pane_id] = _row(agent)
         if agent.name:
             statuses = dict(statuses)
             statuses[agent.name] = agent.agent_status.value
@@ -113,7 +121,12 @@ class LiveAgents:
         kept = self._shown_at
         if kept is None or kept[0] != self.revision:
             agents = sorted(self._agents.values(), key=lambda a: (a.name or "", a.pane_id))
-            rows = [_row(a) for a in agents]
+            prior, made = self._made, {}
+            for a in agents:
+                row = prior.get(a.pane_id)
+                made[a.pane_id] = row if row is not None and _same(row, a) else _row(a)
+            self._made = made
+            rows = list(made.values())
             self._row_of = {a.pane_id: n for n, a in enumerate(agents)}
             statuses = {a.name: a.agent_status.value for a in self._agents.values() if a.name}
             if len(statuses) < sum(1 for a in agents if a.name):  # a name twice: no shortcut
@@ -123,10 +136,11 @@ class LiveAgents:
 
 
 def _row(agent: AgentInfo) -> dict[str, Any]:
-    """One agent as ``fleet_list.agents`` shows it."""
-    return {
-        "name": agent.name,
-        "paneId": agent.pane_id,
-        "agent": agent.agent,
-        "status": agent.agent_status.value,
-    }
+    """One agent as ``fleet_list.agents`` shows it: its model's wire form."""
+    name, kind, status = _shown(agent)
+    return wire(LiveAgent.of(name=name, pane_id=agent.pane_id, agent=kind, status=status))
+
+
+def _same(row: dict[str, Any], agent: AgentInfo) -> bool:
+    """Whether ``row`` still shows ``agent`` (its pane is the row's own)."""
+    return (row["name"], row["agent"], row["status"]) == _shown(agent)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import UTC, datetime
 
 from fleetd.herdr.model import AgentInfo, AgentStatus
@@ -92,3 +93,30 @@ def test_two_agents_of_one_name_are_shown_as_a_full_build_shows_them() -> None:
     agents.seen(moved)
     expected = _afresh([moved, listed[1]])
     assert (agents.rows(), agents.statuses()) == (expected.rows(), expected.statuses())
+
+
+def test_a_new_list_keeps_the_rows_of_agents_that_show_the_same() -> None:
+    """A list where one agent moved, one came and one went: the unmoved agents keep their very
+    row objects, the moved and the new one get new rows, and the rows equal a full build's."""
+    listed = [_agent("a", "w1:p1"), _agent("b", "w1:p2"), _agent("c", "w1:p3")]
+    agents = _afresh(listed)
+    first = {row["paneId"]: row for row in agents.rows() or []}
+    relisted = [listed[0], _agent("b", "w1:p2", AgentStatus.WORKING), _agent("d", "w1:p4")]
+    agents.listed(relisted, T0)
+    rows = agents.rows() or []
+    assert rows == _afresh(relisted).rows()
+    same = [row is first.get(row["paneId"]) for row in rows]
+    assert same == [True, False, False]
+    agents.seen(_agent("a", "w1:p1", AgentStatus.BLOCKED))  # a single answer, then a list again
+    agents.listed([_agent("a", "w1:p1", AgentStatus.BLOCKED)], T0)
+    [row] = agents.rows() or []
+    assert row["status"] == "blocked"
+
+
+def test_a_row_is_written_as_fleet_list_has_always_written_it() -> None:
+    """Name, pane, kind and status, in that order, camelCase; a nameless agent shows null."""
+    agents = _afresh([_agent("a", "w1:p1"), dataclasses.replace(_agent("", "w1:p0"), name=None)])
+    assert [json.dumps(row, separators=(",", ":")) for row in agents.rows() or []] == [
+        '{"name":null,"paneId":"w1:p0","agent":"claude","status":"idle"}',
+        '{"name":"a","paneId":"w1:p1","agent":"claude","status":"idle"}',
+    ]
