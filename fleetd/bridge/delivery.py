@@ -335,10 +335,9 @@ class Deliverer:
         config = self._settings().bridge
         budget = RetryBudget(retries=config.prompt_retries, base=config.prompt_retry_base)
         now = self._clock.now()
-        ticket.refusals += 1
-        delay = retry_delay(ticket.refusals, budget)
+        delay = retry_delay(ticket.refusals + 1, budget)
+        self._tasks.refused(ticket, retry_at=None if delay is None else now + delay)
         if delay is not None:
-            ticket.retry_at = now + delay
             return
         queue.popleft()
         _log.warning(

@@ -15,7 +15,8 @@ The prompt is held only until delivery, then dropped: no path can replay a deliv
 delivered ticket says how sure the delivery is (:class:`Delivery`): ``uncertain`` when herdr's
 answer could have come after the prompt was typed. A prompt herdr refused before typing it is kept
 with a count of refusals and the earliest time to try again; past the budget the ticket fails,
-with a hint.
+with a hint. What may happen to a ticket, and when, is the table of
+:mod:`~fleetd.bridge.ticket_machine`; this book carries it out.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from fleetd.bridge.ticket_machine import TicketEvent, TicketPhase, ticket_step
 from fleetd.runs import new_run_id, run_of_ticket, ticket_id, ticket_number
 
 __all__ = ["Delivery", "ResultSource", "Retention", "TaskBook", "Ticket", "TicketOutcome"]
@@ -85,6 +87,13 @@ class Ticket:
     @property
     def terminal(self) -> bool:
         return self.outcome is not TicketOutcome.PENDING
+
+    @property
+    def phase(self) -> TicketPhase:
+        """Where the ticket stands in :data:`~fleetd.bridge.ticket_machine.TRANSITIONS`."""
+        if self.outcome is not TicketOutcome.PENDING:
+            return TicketPhase(self.outcome.value)
+        return TicketPhase.QUEUED if self.delivered_at is None else TicketPhase.DELIVERED
 
     @property
     def done_event(self) -> asyncio.Event:
@@ -218,6 +227,9 @@ class TaskBook:
         now: datetime,
         delivery: Delivery = Delivery.CONFIRMED,
     ) -> None:
+        """herdr typed the ticket's prompt, or may have (``delivery``): it is never typed again.
+        :class:`~fleetd.errors.IllegalTransitionError` for a ticket typed or ended before."""
+        ticket_step(ticket.phase, TicketEvent.TYPED)
         ticket.delivered_at = now
         ticket.turn = turn
         ticket.delivery = delivery
@@ -227,17 +239,27 @@ class TaskBook:
         self.on_write(ticket)
         self.on_change()
 
+    def refused(self, ticket: Ticket, *, retry_at: datetime | None) -> None:
+        """herdr typed nothing of the ticket's prompt: it waits for ``retry_at`` in its queue
+        (``None``: the retry budget is spent, and the caller fails it). Counted either way.
+        :class:`~fleetd.errors.IllegalTransitionError` for a ticket typed or ended before."""
+        ticket_step(ticket.phase, TicketEvent.REFUSED)
+        ticket.refusals += 1
+        ticket.retry_at = retry_at
+
     def resolve(self, ticket_id: str, *, content: str, source: ResultSource, now: datetime) -> bool:
         """Finish a ticket as done; False when it was already terminal."""
         return self._finish(
-            ticket_id, TicketOutcome.DONE, now=now, content=content, source=source, reason=None
+            ticket_id, TicketEvent.RESOLVED, now=now, content=content, source=source, reason=None
         )
 
     def fail(self, ticket_id: str, *, reason: str, now: datetime, hint: str | None = None) -> bool:
-        return self._finish(ticket_id, TicketOutcome.FAILED, now=now, reason=reason, hint=hint)
+        """Finish a ticket as failed; False when it was already terminal."""
+        return self._finish(ticket_id, TicketEvent.FAILED, now=now, reason=reason, hint=hint)
 
     def cancel(self, ticket_id: str, *, reason: str, now: datetime) -> bool:
-        return self._finish(ticket_id, TicketOutcome.CANCELLED, now=now, reason=reason)
+        """Finish a ticket as cancelled; False when it was already terminal."""
+        return self._finish(ticket_id, TicketEvent.CANCELLED, now=now, reason=reason)
 
     def fail_target(self, target: str, *, reason: str, now: datetime) -> list[Ticket]:
         """Fail every pending ticket of ``target`` once; terminal tickets stay as they are."""
@@ -250,7 +272,7 @@ class TaskBook:
     def _finish(
         self,
         ticket_id: str,
-        outcome: TicketOutcome,
+        event: TicketEvent,
         *,
         now: datetime,
         content: str | None = None,
@@ -259,7 +281,11 @@ class TaskBook:
         hint: str | None = None,
     ) -> bool:
         ticket = self._by_id.get(ticket_id)
-        if ticket is None or ticket.terminal:
+        if ticket is None:
+            return False
+        phase = ticket.phase
+        after = ticket_step(phase, event)
+        if after is phase:  # already ended: its one outcome stays
             return False
         pending = self._pending.get(ticket.target)
         if pending is not None:
@@ -267,7 +293,7 @@ class TaskBook:
             if not pending:
                 del self._pending[ticket.target]
         self._ended[ticket_id] = ticket
-        ticket.outcome = outcome
+        ticket.outcome = TicketOutcome(after.value)
         ticket.content = content
         ticket.source = source
         ticket.reason = reason

@@ -32,6 +32,9 @@ def test_pending_work_is_indexed_by_target_and_leaves_the_index_when_it_ends() -
     book = _book()
     a1, a2, b1 = _accept(book, "a"), _accept(book, "a"), _accept(book, "b")
     assert [t.ticket_id for t in book.pending_for("a")] == [a1, a2]
+    first = book.get(a1)
+    assert first is not None
+    book.mark_delivered(first, turn=1, now=T0)  # a result is for a prompt typed
     assert book.resolve(a1, content="x", source=ResultSource.REPLY, now=T0)
     assert [t.ticket_id for t in book.pending_for("a")] == [a2]
     assert [t.ticket_id for t in book.fail_target("b", reason="gone", now=T0)] == [b1]
@@ -156,7 +159,7 @@ def test_a_ticket_carries_a_done_event_only_once_someone_waits() -> None:
     assert ended is not None
     event = waited.done_event
     assert not event.is_set()
-    book.resolve(ended.ticket_id, content="x", source=ResultSource.REPLY, now=T0)
+    book.cancel(ended.ticket_id, reason="x", now=T0)
     assert ended._done is None  # ended without a waiter: no event was ever made
     assert ended.done_event.is_set()
     book.mark_delivered(waited, turn=1, now=T0)
