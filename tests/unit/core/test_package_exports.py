@@ -110,6 +110,8 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "LeadRow",
         "LiveAgent",
         "OrphanMember",
+        "FleetHealthComponent",
+        "InboxComponent",
     },
 }
 
