@@ -17,6 +17,8 @@
   health+json draft ties ``fail`` to a 4xx/5xx answer, and M4 §10.2/§13 keep this endpoint's
   HTTP liveness result unchanged (a supervisor that restarts fleetd on it would not bring herdr
   back, and would drop what fleetd holds in memory). ``/readyz`` is the endpoint that fails.
+  Both bodies are built from the models of :mod:`fleetd.api.probes`, which the routes name, so
+  ``/openapi.json`` describes them.
 * ``/metrics`` — the service's own registry, never the process-global one.
 * ``POST /v1/tools/<name>``, ``GET /v1/fleet`` and ``/mcp`` — the fleet tools.
 * ``GET /v1/incidents`` and ``POST /v1/incidents/{id}/replay`` — the incident journal
@@ -41,9 +43,19 @@ from fleetd.api.http_tools import install_tool_routes
 from fleetd.api.incident_routes import install_incident_routes
 from fleetd.api.mcp_server import install_mcp
 from fleetd.api.page import install_page
+from fleetd.api.probes import (
+    ConfigComponent,
+    HealthzAnswer,
+    HealthzComponents,
+    LoopComponent,
+    ReadyzAnswer,
+    control_link_component,
+    healthz_answer,
+)
 from fleetd.api.service import FleetService
 from fleetd.api.whoami import install_whoami
 from fleetd.bridge.answers import wire
+from fleetd.runtime import DependencyReadiness
 
 __all__ = ["create_app"]
 
@@ -63,18 +75,13 @@ class _Exposition(Response):
 
 
 _UNHEALTHY: dict[int | str, dict[str, Any]] = {503: {"description": "not alive, or not ready"}}
-_LINK_STATUS = {"up": "pass", "down": "fail", "unknown": "warn"}
-
-
-def _overall(components: dict[str, Any]) -> str:
-    """``/healthz``'s top-level status: ``warn`` while a component warns or fails (alive, but not
-    all is well), else ``pass``; ``fleetHealth`` speaks coverage words (§10.2), not statuses."""
-    statuses = {
-        component.get("status")
-        for name, component in components.items()
-        if name != "fleetHealth" and isinstance(component, dict)
-    }
-    return "warn" if statuses & {"warn", "fail"} else "pass"
+_READYZ: dict[int | str, dict[str, Any]] = {
+    200: {"model": ReadyzAnswer, "description": "ready"},
+    503: {"model": ReadyzAnswer, "description": "not ready"},
+}
+_HEALTHZ: dict[int | str, dict[str, Any]] = {
+    200: {"model": HealthzAnswer, "description": "alive, with each component's status"}
+}
 
 
 def create_app(service: FleetService) -> FastAPI:
@@ -103,38 +110,35 @@ def create_app(service: FleetService) -> FastAPI:
             {"status": "ok" if alive else "fail"}, status_code=200 if alive else 503
         )
 
-    @app.get("/readyz", response_class=_HealthJSON, responses=_UNHEALTHY)
+    @app.get("/readyz", response_class=_HealthJSON, responses=_READYZ)
     async def readyz() -> JSONResponse:
         inbox = service.bridge.inbox.reachable()
         ready = service.started and bool(service.registry.names()) and inbox
-        body: dict[str, Any] = {"status": "pass" if ready else "fail", "inboxReachable": inbox}
+        parts: dict[str, DependencyReadiness] = {}
         if service.view.dependencies is not None:
-            body["dependencies"] = wire(service.view.dependencies.readiness())
+            parts["dependencies"] = service.view.dependencies.readiness()
+        answer = ReadyzAnswer.of(status="pass" if ready else "fail", inbox_reachable=inbox, **parts)
         return JSONResponse(
-            body,
-            status_code=200 if ready else 503,
-            media_type=_HEALTH_JSON,
+            wire(answer), status_code=200 if ready else 503, media_type=_HEALTH_JSON
         )
 
-    @app.get("/healthz", response_class=_HealthJSON)
+    @app.get("/healthz", response_class=_HealthJSON, responses=_HEALTHZ)
     async def healthz() -> JSONResponse:
-        link = service.health.link_view(service.link)
-        components: dict[str, Any] = {
-            "controlLink": {"status": _LINK_STATUS[link.state], **wire(link)},
-            "inbox": service.view.inbox_component(),
-            "config": {
-                "status": "warn" if service.config.status.last_error_key else "pass",
-                "pendingRestartKeys": list(service.config.status.pending_restart_keys),
-            },
-            "loops": [
-                {"name": s.name, "steps": s.steps, "failures": s.failures}
+        config = service.config.status
+        components = HealthzComponents.of(
+            control_link=control_link_component(service.health.link_view(service.link)),
+            inbox=service.view.inbox_component(),
+            config=ConfigComponent.of(
+                status="warn" if config.last_error_key else "pass",
+                pending_restart_keys=list(config.pending_restart_keys),
+            ),
+            loops=[
+                LoopComponent.of(name=s.name, steps=s.steps, failures=s.failures)
                 for s in service.scheduler.status()
             ],
-            "fleetHealth": service.health.component(),
-        }
-        return JSONResponse(
-            {"status": _overall(components), "components": components}, media_type=_HEALTH_JSON
+            fleet_health=service.health.component(),
         )
+        return JSONResponse(wire(healthz_answer(components)), media_type=_HEALTH_JSON)
 
     @app.get("/metrics", response_class=_Exposition)
     async def metrics() -> Response:

@@ -12,7 +12,7 @@ its ``ETag`` values name, ``across`` for ``scope=all``) and the incident journal
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from fleetd.api.auth import Authenticator
 from fleetd.api.http_tools import FleetAcrossView, FleetVersions
@@ -22,6 +22,7 @@ from fleetd.identity import Caller
 from fleetd.inbox.port import ReplyInbox
 from fleetd.metrics import Metrics
 from fleetd.notify.desk import IncidentListing, ReplayResult
+from fleetd.runtime import FleetHealthComponent
 from fleetd.runtime.fleet_models import ControlLink
 from fleetd.runtime.fleet_view import FleetViewBuilder
 from fleetd.runtime.link import LinkState
@@ -44,7 +45,7 @@ class HealthReport(Protocol):
         """The control link component: classification and the last herdr call."""
         ...
 
-    def component(self) -> dict[str, Any]:
+    def component(self) -> FleetHealthComponent:
         """The ``fleetHealth`` component."""
         ...
 

@@ -10,6 +10,7 @@ from fleetd.runtime.fleet_all import FleetAcross
 from fleetd.runtime.fleet_models import (
     ControlLink,
     DependenciesBlock,
+    DependencyReadiness,
     FleetHealthBlock,
     FleetListResult,
     FleetMember,
@@ -20,7 +21,8 @@ from fleetd.runtime.fleet_models import (
 )
 from fleetd.runtime.fleet_summary import InstanceSummary, summarize
 from fleetd.runtime.fleet_versions import FleetViews
-from fleetd.runtime.fleet_view import FleetViewBuilder
+from fleetd.runtime.fleet_view import FleetViewBuilder, InboxComponent
+from fleetd.runtime.health_views import FleetHealthComponent
 from fleetd.runtime.heap import freeze_startup_heap
 from fleetd.runtime.instances import InstanceWatch, RemotePeers
 from fleetd.runtime.link import LinkObserver, LinkState
@@ -33,15 +35,18 @@ __all__ = [
     "ControlLink",
     "DependenciesBlock",
     "DependencyCollector",
+    "DependencyReadiness",
     "DependencyView",
     "FleetAcross",
     "FleetHealthBlock",
+    "FleetHealthComponent",
     "FleetHealthMonitor",
     "FleetListResult",
     "FleetMember",
     "FleetViewBuilder",
     "FleetViews",
     "HealthCoverage",
+    "InboxComponent",
     "InstanceSummary",
     "InstanceWatch",
     "LeadRow",

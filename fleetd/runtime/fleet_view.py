@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import is_
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from fleetd.bridge.answers import CapacityRow, wire
+from fleetd.bridge.answers import CapacityRow, WireModel, wire
 from fleetd.bridge.backlog import MemberBacklog, member_backlogs, read_lead_stats
 from fleetd.bridge.manifests import ManifestShelf
 from fleetd.bridge.push import PushLoop, PushOutcome
@@ -59,9 +59,20 @@ from fleetd.runtime.link import LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
 
-__all__ = ["FleetFacts", "FleetReading", "FleetViewBuilder"]
+__all__ = ["FleetFacts", "FleetReading", "FleetViewBuilder", "InboxComponent"]
 
 VIEW_VERSION = 1
+
+
+class InboxComponent(WireModel):
+    """The ``inbox`` component of ``/healthz``: counts only, never content (see
+    :meth:`FleetViewBuilder.inbox_component` for when it warns or fails)."""
+
+    status: Literal["pass", "warn", "fail"]
+    reachable: bool
+    backend: str
+    held_in_memory: HeldInMemory
+    decode_failures: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -290,7 +301,7 @@ class FleetViewBuilder:
         with contextlib.suppress(HerdrError):
             await self.bridge.control.list_agents()
 
-    def inbox_component(self) -> dict[str, Any]:
+    def inbox_component(self) -> InboxComponent:
         """The nested ``inbox`` component of ``/healthz``: counts only, never content.
 
         ``fail`` while the inbox is known to be unreachable (replies are refused, polls answer
@@ -301,13 +312,13 @@ class FleetViewBuilder:
         failures = self.bridge.inbox.failures()
         reachable = self.bridge.inbox.reachable()
         status = "fail" if not reachable else "warn" if held.records or failures else "pass"
-        return {
-            "status": status,
-            "reachable": reachable,
-            "backend": self.config.current.inbox.backend.value,
-            "heldInMemory": wire(held),
-            "decodeFailures": len(failures),
-        }
+        return InboxComponent.of(
+            status=status,
+            reachable=reachable,
+            backend=self.config.current.inbox.backend.value,
+            held_in_memory=held,
+            decode_failures=len(failures),
+        )
 
     def _inbox(self, caller: Caller, facts: FleetFacts) -> InboxBlock:
         """Reachability, decode failures and records held in memory. A lead's figures are its

@@ -1,22 +1,23 @@
 """The health part of what fleetd shows: ``fleet_list`` health, the ``/healthz`` component.
 
 Pure renderers: the monitor's state, counters and routing notes and ``now`` in, JSON-ready dicts
-or the wire models of :mod:`fleetd.runtime.fleet_models` (the link, the coverage) out. No pane
-content ever reaches a view, only states, codes, names and ages. Each incident shows
-its owner, its recipient and its ``routing`` (route, reason, generation, on whose behalf); a lead's
-health shows the foreign incidents it holds for others (§7.4). Coverage says what this deployment
-can do about an incident no lead can act on (§10.2, §7.6): ``full`` when a sink of any kind tells a
-person, ``partial`` while notifications are disabled, ``degraded`` while the journal or the sink
-fails, and ``off`` while health is disabled; peer routing needs a second lead.
+or wire models out: those of :mod:`fleetd.runtime.fleet_models` (the link, the coverage) and the
+``/healthz`` component, :class:`FleetHealthComponent`. No pane content ever reaches a view, only
+states, codes, names and ages. Each incident shows its owner, its recipient and its ``routing``
+(route, reason, generation, on whose behalf); a lead's health shows the foreign incidents it holds
+for others (§7.4). Coverage says what this deployment can do about an incident no lead can act on
+(§10.2, §7.6): ``full`` when a sink of any kind tells a person, ``partial`` while notifications
+are disabled, ``degraded`` while the journal or the sink fails, and ``off`` while health is
+disabled; peer routing needs a second lead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
-from fleetd.bridge.answers import wire
+from fleetd.bridge.answers import WireModel, wire
 from fleetd.config import HealthConfig
 from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.health.evidence import HealthState
@@ -39,6 +40,7 @@ from fleetd.runtime.link import LinkState
 
 __all__ = [
     "FOREIGN_SHOWN",
+    "FleetHealthComponent",
     "coverage",
     "fleet_health",
     "healthz_component",
@@ -51,6 +53,16 @@ __all__ = [
 
 FOREIGN_SHOWN = 10
 """A lead's health row lists at most this many of the foreign incidents it holds."""
+
+
+class FleetHealthComponent(WireModel):
+    """The ``fleetHealth`` component of ``/healthz``: its ``status`` is the coverage's word
+    (§10.2), not a health+json status, so it never moves the top-level status."""
+
+    status: Literal["full", "partial", "degraded", "off"]
+    open_incidents: int
+    ticks: int
+    coverage: HealthCoverage
 
 
 def coverage(health: HealthConfig, *, leads: int, degraded: Sequence[str] = ()) -> HealthCoverage:
@@ -201,11 +213,13 @@ def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None)
     )
 
 
-def healthz_component(state: HealthState, *, ticks: int, covered: HealthCoverage) -> dict[str, Any]:
+def healthz_component(
+    state: HealthState, *, ticks: int, covered: HealthCoverage
+) -> FleetHealthComponent:
     """The nested ``fleetHealth`` component of ``/healthz``."""
-    return {
-        "status": covered.status,
-        "openIncidents": len(state.incidents),
-        "ticks": ticks,
-        "coverage": wire(covered),
-    }
+    return FleetHealthComponent.of(
+        status=covered.status,
+        open_incidents=len(state.incidents),
+        ticks=ticks,
+        coverage=covered,
+    )

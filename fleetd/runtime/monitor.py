@@ -44,6 +44,7 @@ from fleetd.runtime import health_views
 from fleetd.runtime.dispatch import EffectDispatcher, RoutingNote
 from fleetd.runtime.escalation import Escalation
 from fleetd.runtime.fleet_models import ControlLink, HealthCoverage, LeadHealth, MemberHealth
+from fleetd.runtime.health_views import FleetHealthComponent
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.pane_excerpts import PaneExcerpts
 from fleetd.runtime.snapshot import SeenAgents, take_snapshot
@@ -258,6 +259,6 @@ class FleetHealthMonitor:
             covered=self.coverage(),
         )
 
-    def component(self) -> dict[str, Any]:
+    def component(self) -> FleetHealthComponent:
         """The nested ``fleetHealth`` component of ``/healthz``."""
         return health_views.healthz_component(self.state, ticks=self.ticks, covered=self.coverage())

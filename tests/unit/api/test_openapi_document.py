@@ -229,3 +229,47 @@ def test_the_served_document_is_valid_openapi_3_1(document: dict[str, Any]) -> N
     """/openapi.json passes openapi-spec-validator as OpenAPI 3.1, with no error at all."""
     errors = [error.message for error in OpenAPIV31SpecValidator(document).iter_errors()]
     assert errors == []
+
+
+PROBE_BODIES = Path(__file__).resolve().parents[2] / "fixtures" / "answers" / "probes.json"
+
+
+def _probe_schema(document: dict[str, Any], path: str, status: int) -> Any:
+    """The body schema /openapi.json gives ``GET path`` for ``status``, references inlined."""
+    answer = document["paths"][path]["get"]["responses"][str(status)]
+    return _from_document(document, answer["content"]["application/health+json"]["schema"])
+
+
+def test_healthz_names_its_components(document: dict[str, Any]) -> None:
+    """/healthz's 200 body is described: a pass-or-warn status and a closed components object
+    naming controlLink (its status first, then the link), inbox, config, loops and fleetHealth."""
+    body = _probe_schema(document, "/healthz", 200)
+    assert body["properties"]["status"]["enum"] == ["pass", "warn"]
+    components = body["properties"]["components"]
+    names = ["controlLink", "inbox", "config", "loops", "fleetHealth"]
+    assert (list(components["properties"]), components["required"]) == (names, names)
+    assert components["additionalProperties"] is False
+    link = components["properties"]["controlLink"]
+    assert list(link["properties"])[:3] == ["status", "state", "classifiedBy"]
+    assert list(
+        components["properties"]["fleetHealth"]["properties"]["coverage"]["properties"]
+    ) == [
+        "detection",
+        "peerRouting",
+        "humanEscalation",
+        "status",
+        "reason",
+    ]
+
+
+def test_the_pinned_probe_bodies_match_their_described_schemas(document: dict[str, Any]) -> None:
+    """Every /healthz and /readyz body pinned in tests/fixtures/answers/probes.json is valid
+    against the schema /openapi.json gives its path and status (200 and 503 for /readyz)."""
+    pinned = json.loads(PROBE_BODIES.read_text(encoding="utf-8"))
+    for label, answer in pinned.items():
+        path = "/healthz" if "/healthz" in label else "/readyz"
+        schema = _probe_schema(document, path, answer["status"])
+        errors = [
+            e.message for e in Draft202012Validator(schema).iter_errors(json.loads(answer["body"]))
+        ]
+        assert errors == [], label

@@ -84,6 +84,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
     },
     runtime: {
         "DependencyCollector",
+        "DependencyReadiness",
         "DependencyView",
         "FleetAcross",
         "FleetHealthMonitor",
@@ -110,6 +111,8 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "LeadRow",
         "LiveAgent",
         "OrphanMember",
+        "FleetHealthComponent",
+        "InboxComponent",
     },
 }
 
