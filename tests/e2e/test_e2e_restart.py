@@ -133,8 +133,10 @@ async def test_a_member_whose_pane_went_while_fleetd_was_down_is_released_as_gon
             assert (session.state, session.released_cause) == (SessionState.RELEASED, "gone")
             members = (await second.tool(lead, "fleet_list"))["members"]
             assert [m["state"] for m in members] in ([], ["released"]), members
-            counted = second.service.metrics.tickets_total.labels(outcome="failed", source="none")
-            assert counted._value.get() == 1
+            counted = second.service.metrics.registry.get_sample_value(
+                "fleetd_tickets_total", {"outcome": "failed", "source": "none"}
+            )
+            assert counted == 1
 
 
 async def test_a_turn_spanning_a_restart_without_a_reply_is_never_reconstructed(
