@@ -25,13 +25,12 @@ import pytest
 
 from fleetd.api.tools import Caller, Role, ToolResult
 from fleetd.catalog.fake import FakeModelCatalog
-from fleetd.errors import InboxUnavailableError
 from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.codec import DecodeReason
 from fleetd.inbox.failures import DecodeFailure, Disposition
-from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
+from tests.unit.troubled_inbox import TroubledInbox
 
 GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "answers" / "golden.json"
 LEAD = Caller(role=Role.LEAD, name="lead")
@@ -74,31 +73,10 @@ class _Recorder:
             self.answers[f"{label}/GET/{caller.name}"] = _rooted(body.decode(), self.fleet.root)
 
 
-class _TroubledInbox(InMemoryInbox):
-    """An inbox that can be down (records wait in memory) and reports entries it cannot
-    decode."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.down = False
-        self.bad: list[DecodeFailure] = []
-
-    async def publish(self, record: InboxRecord) -> bool:
-        if self.down:
-            raise InboxUnavailableError("the broker is away")
-        return await super().publish(record)
-
-    def failures(self) -> list[DecodeFailure]:
-        return list(self.bad)
-
-    def reachable(self) -> bool:
-        return not self.down and super().reachable()
-
-
 async def _troubled(root: Path, rec: dict[str, str]) -> None:
     """Records held in memory for a lead and entries the inbox could not decode, as each
     scope's fleet view shows them."""
-    inbox = _TroubledInbox()
+    inbox = TroubledInbox()
     fleet = build_test_fleet(root / "troubled", inbox=inbox)
     await fleet.service.own_lead_keys()
     inbox.down = True

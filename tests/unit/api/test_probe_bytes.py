@@ -21,37 +21,20 @@ import pytest
 
 from fleetd.api.app import create_app
 from fleetd.clock import FakeClock
-from fleetd.errors import ConfigError, InboxUnavailableError
+from fleetd.errors import ConfigError
 from fleetd.inbox.amqp_link import BrokerReport
 from fleetd.inbox.codec import DecodeReason
 from fleetd.inbox.failures import DecodeFailure, Disposition
-from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.resilience import ErrorClass, Outcome, Pool
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
+from tests.unit.troubled_inbox import TroubledInbox
 
 GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "answers" / "probes.json"
 
 
-class _TroubledInbox(InMemoryInbox):
-    """An inbox on two brokers that can both be down (records wait in memory), and that
-    reports entries it cannot decode."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.down = False
-        self.bad: list[DecodeFailure] = []
-
-    async def publish(self, record: InboxRecord) -> bool:
-        if self.down:
-            raise InboxUnavailableError("the broker is away")
-        return await super().publish(record)
-
-    def failures(self) -> list[DecodeFailure]:
-        return list(self.bad)
-
-    def reachable(self) -> bool:
-        return not self.down and super().reachable()
+class _TroubledInbox(TroubledInbox):
+    """A troubled inbox on two brokers, both down while it is."""
 
     def broker_report(self) -> BrokerReport:
         pool = Pool.of("0", "1").observe(0, Outcome(error=ErrorClass.REFUSED), FakeClock().now())

@@ -12,12 +12,12 @@ from jsonschema import Draft202012Validator
 
 from fleetd.api.app import create_app
 from fleetd.api.tools import Caller, Role
-from fleetd.errors import ControlLinkError, HerdrError, InboxUnavailableError
+from fleetd.errors import ControlLinkError, HerdrError
 from fleetd.inbox.codec import DecodeReason
 from fleetd.inbox.failures import DecodeFailure, Disposition
-from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord, MessageKind, Severity
 from fleetd.testing import LEAD_TOKEN, OPERATOR_TOKEN, TestFleet, build_test_fleet, sample_document
+from tests.unit.troubled_inbox import TroubledInbox
 
 LEAD = Caller(role=Role.LEAD, name="lead")
 LEAD_B = Caller(role=Role.LEAD, name="lead-b")
@@ -130,26 +130,6 @@ async def test_no_field_appears_twice(tmp_path: Path) -> None:
         assert not set(view["health"]) & set(view)
         assert view["controlLink"]["classifiedBy"] == "health"
         assert {row["health"]["state"] for row in view["leads"]} >= {"LEAD_UNRESPONSIVE"}
-
-
-class TroubledInbox(InMemoryInbox):
-    """An inbox that can be down (records wait in memory) and reports entries it cannot decode."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.down = False
-        self.bad: list[DecodeFailure] = []
-
-    async def publish(self, record: InboxRecord) -> bool:
-        if self.down:
-            raise InboxUnavailableError("the broker is away")
-        return await super().publish(record)
-
-    def failures(self) -> list[DecodeFailure]:
-        return list(self.bad)
-
-    def reachable(self) -> bool:
-        return not self.down and super().reachable()
 
 
 def _bad_entry(key: str, message_id: str, reason: DecodeReason) -> DecodeFailure:
