@@ -1,27 +1,24 @@
 """The answer envelope of every fleet tool, as pydantic models: one tool's whole answer.
 
 Every call answers ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {code, message,
-hint?}}`` (``contracts/api/tool-result.v1.schema.json``). This module holds the failure branch as
-models (:class:`ToolFailureAnswer`, its :class:`ToolErrorBody` and the hint of each correctable
-code) — in the package, not read from ``contracts/`` (an installed fleetd has no ``contracts/``
-directory); a test holds them to the file — and builds, per tool, the success envelope whose
-``result`` is that tool's result model (:func:`success_model`). FastAPI documents the pieces in
+hint?}}`` (``contracts/api/tool-result.v1.schema.json``). The failure branch is
+:mod:`fleetd.api.failures`' (:class:`ToolFailureAnswer`, re-exported here); this module builds,
+per tool, the success envelope whose ``result`` is that tool's result model
+(:func:`success_model`). FastAPI documents the pieces in
 ``/openapi.json`` (:mod:`fleetd.api.http_tools`); MCP declares the whole as each tool's
 ``outputSchema`` (:func:`output_schema`, :mod:`fleetd.api.mcp_server`), which the structured
-content of every answer, success or failure, satisfies. The models document; the answers are
-built by :class:`~fleetd.api.tools.ToolResult`, whose bytes the contract tests pin.
+content of every answer, success or failure, satisfies. The answers are written by
+:class:`~fleetd.api.tools.ToolResult` (a failure as its :class:`ToolErrorBody`), whose bytes
+the contract tests pin.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, create_model
-from pydantic.alias_generators import to_camel
-from pydantic.json_schema import JsonSchemaValue, WithJsonSchema
-from pydantic_core import CoreSchema
+from pydantic import BaseModel, ConfigDict, create_model
 
+from fleetd.api.failures import ToolErrorBody, ToolFailureAnswer, untitled
 from fleetd.api.tools import ToolSpec
 
 __all__ = [
@@ -33,130 +30,6 @@ __all__ = [
     "success_model",
 ]
 
-#: Codes whose failure never carries a hint (only an outside change can fix them).
-_HINTLESS = ["unauthenticated", "forbidden", "rate_limited", "internal_error"]
-
-
-def _untitled(schema: dict[str, Any]) -> None:
-    """Drop pydantic's generated titles (the class and field names restated)."""
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
-
-
-class _Closed(BaseModel):
-    """A closed wire object of the envelope: camelCase names, unknown fields refused."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        alias_generator=to_camel,
-        validate_by_name=True,
-        json_schema_extra=_untitled,
-    )
-
-
-class UnknownToolHint(_Closed):
-    """``unknown_tool``: the tools the caller may call."""
-
-    tools: list[str] = Field(description="the tools the caller's role may call")
-
-
-class FieldError(_Closed):
-    """One refused field; never the rejected value."""
-
-    path: str = Field(description="dotted field path; empty for the whole object")
-    type: str
-    message: str
-
-
-class InvalidArgumentsHint(_Closed):
-    """``invalid_arguments``: the params schema and each refused field."""
-
-    schema_: Annotated[
-        dict[str, Any],
-        WithJsonSchema({"type": "object", "description": "the tool's params JSON Schema"}),
-    ] = Field(alias="schema")
-    errors: list[FieldError]
-
-
-class BodyTooLargeHint(_Closed):
-    """``body_too_large``: the limit."""
-
-    max_bytes: int = Field(ge=1)
-
-
-class InvalidBodyHint(_Closed):
-    """``invalid_body``: what the body should have been."""
-
-    expected: str
-
-
-class ProfileBenchedHint(_Closed):
-    """``profile_benched``: the bench, and the profiles that can take the work now."""
-
-    profile: str
-    model: str
-    provider: str | None
-    reason: Literal["model_unavailable"]
-    benched_until: datetime
-    retry_after_seconds: int = Field(ge=1)
-    profiles: list[str] = Field(
-        description="profiles that can take the work now: not benched, a slot free"
-    )
-
-
-#: The hint each correctable code must carry.
-_HINTS: dict[str, type[BaseModel]] = {
-    "unknown_tool": UnknownToolHint,
-    "invalid_arguments": InvalidArgumentsHint,
-    "body_too_large": BodyTooLargeHint,
-    "invalid_body": InvalidBodyHint,
-    "profile_benched": ProfileBenchedHint,
-}
-
-
-class ToolErrorBody(_Closed):
-    """A model-visible failure: a code, a message and, only when correctable, a hint."""
-
-    code: str = Field(pattern="^[a-z][a-z_]*$")
-    message: str = Field(min_length=1)
-    hint: Annotated[Any, WithJsonSchema({})] = None
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        """The fields, and which codes must (or must not) carry which hint."""
-        reference = handler(core_schema)
-        schema = handler.resolve_ref_schema(reference)
-        schema["properties"]["hint"].pop("default", None)
-        rules: list[dict[str, Any]] = [
-            {
-                "if": {"properties": {"code": {"enum": _HINTLESS}}},
-                "then": {"not": {"required": ["hint"]}},
-            }
-        ]
-        for code, hint in _HINTS.items():
-            rules.append(
-                {
-                    "if": {"properties": {"code": {"const": code}}},
-                    "then": {
-                        "required": ["hint"],
-                        "properties": {"hint": handler(hint.__pydantic_core_schema__)},
-                    },
-                }
-            )
-        schema["allOf"] = rules
-        return reference
-
-
-class ToolFailureAnswer(_Closed):
-    """The failure branch of every answer (every error status of the HTTP routes)."""
-
-    ok: Literal[False]
-    error: ToolErrorBody
-
 
 def success_model(spec: ToolSpec[Any]) -> type[BaseModel]:
     """The success branch of tool ``spec``'s answer: ``{"ok": true, "result": <result model>}``
@@ -165,7 +38,7 @@ def success_model(spec: ToolSpec[Any]) -> type[BaseModel]:
     name = "".join(part.title() for part in spec.name.split("_")) + "Answer"
     model: type[BaseModel] = create_model(
         name,
-        __config__=ConfigDict(extra="forbid", frozen=True, json_schema_extra=_untitled),
+        __config__=ConfigDict(extra="forbid", frozen=True, json_schema_extra=untitled),
         __doc__=f"The success branch of {spec.name}'s answer.",
         ok=(Literal[True], ...),
         result=(result, ...),

@@ -26,7 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from fleetd.api.auth import BEARER_SCHEME
-from fleetd.api.envelope import ToolFailureAnswer, success_model
+from fleetd.api.envelope import success_model
+from fleetd.api.failures import ToolFailureAnswer
 from fleetd.api.tools import ToolSpec
 
 __all__ = [

@@ -37,6 +37,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from fleetd.api.failures import HINTLESS_CODES, INTERNAL_ERROR_CODE, error_body
 from fleetd.errors import (
     InvalidArgumentsError,
     PermissionDeniedError,
@@ -62,10 +63,6 @@ __all__ = [
 
 logger = logging.getLogger("fleetd.api")
 
-INTERNAL_ERROR_CODE = "internal_error"
-
-# Failures that only an outside change can fix: the model gets no recovery hint for them.
-_HINTLESS_CODES = frozenset({"unauthenticated", "forbidden", "rate_limited", INTERNAL_ERROR_CODE})
 # pydantic error types whose message may quote the rejected value (custom validators).
 _FREE_TEXT_ERROR_TYPES = frozenset({"value_error", "assertion_error"})
 _TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -146,10 +143,8 @@ class ToolFailure:
     http_status: int = 400
 
     def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.hint is not None:
-            body["hint"] = self.hint
-        return body
+        """The ``error`` object, written as its :class:`~fleetd.api.failures.ToolErrorBody`."""
+        return error_body(self.code, self.message, self.hint)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,7 +175,7 @@ class ToolResult:
 
 def failure_from_error(error: ToolError) -> ToolFailure:
     """Turn a tool error into its model-visible value, dropping hints the policy forbids."""
-    hint = None if error.code in _HINTLESS_CODES else error.hint
+    hint = None if error.code in HINTLESS_CODES else error.hint
     return ToolFailure(code=error.code, message=error.message, hint=hint, http_status=error.status)
 
 

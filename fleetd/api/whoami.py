@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from fleetd.api.auth import BEARER_SCHEME, Authenticator, bearer_challenge
-from fleetd.api.envelope import ToolFailureAnswer
+from fleetd.api.failures import ToolFailureAnswer
 from fleetd.api.tools import Role, ToolFailure, ToolResult, failure_from_error
 from fleetd.errors import AuthError
 
