@@ -12,6 +12,7 @@ beside each tool's success branch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -26,6 +27,7 @@ __all__ = [
     "ToolErrorBody",
     "ToolFailureAnswer",
     "error_body",
+    "failure_responses",
     "untitled",
 ]
 
@@ -166,3 +168,17 @@ def error_body(code: str, message: str, hint: Any = None) -> dict[str, Any]:
         by_alias=True, exclude_unset=True
     )
     return body
+
+
+def failure_responses(described: Mapping[int, str]) -> dict[int | str, dict[str, Any]]:
+    """FastAPI's ``responses`` for the error statuses ``described`` (status: description): each
+    answers the failure envelope, and a 401 also names its challenge."""
+    answers: dict[int | str, dict[str, Any]] = {
+        status: {"description": description, "model": ToolFailureAnswer}
+        for status, description in described.items()
+    }
+    if 401 in answers:
+        answers[401]["headers"] = {
+            "WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}
+        }
+    return answers

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from fleetd.api.auth import BEARER_SCHEME, Authenticator, bearer_challenge
-from fleetd.api.failures import ToolFailureAnswer
+from fleetd.api.failures import failure_responses
 from fleetd.api.service import IncidentService
 from fleetd.api.tools import Caller, Role, ToolFailure, ToolResult, failure_from_error
 from fleetd.errors import AuthError, JournalError
@@ -233,14 +233,7 @@ def _unavailable(exc: JournalError) -> JSONResponse:
 
 
 def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    answers: dict[int | str, dict[str, Any]] = {
-        status: {"description": _STATUSES[status], "model": ToolFailureAnswer}
-        for status in statuses
-    }
-    answers[401]["headers"] = {
-        "WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}
-    }
-    return answers
+    return failure_responses({status: _STATUSES[status] for status in statuses})
 
 
 _ID_PARAMETER: dict[str, Any] = {

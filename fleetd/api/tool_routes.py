@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 from fleetd.api.auth import BEARER_SCHEME
 from fleetd.api.envelope import success_model
-from fleetd.api.failures import ToolFailureAnswer
+from fleetd.api.failures import failure_responses
 from fleetd.api.tools import ToolSpec
 
 __all__ = [
@@ -149,14 +149,7 @@ def _declaring(*parameters: inspect.Parameter) -> Callable[..., Any]:
 
 def _answers(statuses: tuple[int, ...]) -> dict[int | str, dict[str, Any]]:
     """Each error status with the failure envelope; a 401 also with its challenge."""
-    answers: dict[int | str, dict[str, Any]] = {
-        status: {"model": ToolFailureAnswer, "description": ERROR_STATUSES[status]}
-        for status in statuses
-    }
-    answers[401]["headers"] = {
-        "WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}
-    }
-    return answers
+    return failure_responses({status: ERROR_STATUSES[status] for status in statuses})
 
 
 def tool_route(spec: ToolSpec[Any], serve: Handler) -> RegistryRoute:

@@ -17,7 +17,7 @@ The answer never holds the token and is never cached (``Cache-Control: no-store`
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import FastAPI, Security
 from pydantic import BaseModel, ConfigDict
@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from fleetd.api.auth import BEARER_SCHEME, Authenticator, bearer_challenge
-from fleetd.api.failures import ToolFailureAnswer
+from fleetd.api.failures import failure_responses
 from fleetd.api.tools import Role, ToolFailure, ToolResult, failure_from_error
 from fleetd.errors import AuthError
 
@@ -67,17 +67,6 @@ def _refuse(
     )
 
 
-def _responses() -> dict[int | str, dict[str, Any]]:
-    answers: dict[int | str, dict[str, Any]] = {
-        status: {"description": description, "model": ToolFailureAnswer}
-        for status, description in _STATUSES.items()
-    }
-    answers[401]["headers"] = {
-        "WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}
-    }
-    return answers
-
-
 def install_whoami(app: FastAPI, authenticator: Authenticator) -> None:
     """Add ``GET /v1/whoami`` to ``app`` (and to its ``/openapi.json``)."""
 
@@ -86,7 +75,7 @@ def install_whoami(app: FastAPI, authenticator: Authenticator) -> None:
         response_model=WhoamiAnswer,
         response_description="ok",
         operation_id="whoami",
-        responses=_responses(),
+        responses=failure_responses(_STATUSES),
         tags=["callers"],
         summary="who the bearer token stands for",
         description="The role of the token's caller, operator or lead, and a lead's name: what "
