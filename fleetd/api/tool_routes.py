@@ -3,7 +3,7 @@
 FastAPI generates the document from its routes. :func:`tool_route` makes ``POST /v1/tools/<tool>``
 a :class:`RegistryRoute` whose endpoint signature declares the tool's params model as the body,
 its success envelope (:func:`~fleetd.api.envelope.success_model`) as the ``200`` answer, every
-error status with :class:`~fleetd.api.envelope.ToolFailureAnswer`, and the bearer scheme;
+error status with :class:`~fleetd.api.failures.ToolFailureAnswer`, and the bearer scheme;
 :func:`fleet_route` does the same for ``GET /v1/fleet`` (``fleet_list``) with its long-poll query
 (``sinceVersion``, ``wait``), ``If-None-Match``, the ``ETag`` it answers and ``304``.
 
