@@ -3,7 +3,9 @@
 At start :func:`restore` rebuilds, from the state store's :class:`~fleetd.state.facts.Snapshot`,
 
 * every stored member as a live session with its token (by hash: the member's token still
-  works), its turn count and its presence; a member with an open turn is BUSY on it;
+  works), its turn count and its presence; a member with an open turn is BUSY on it, since its
+  delivery; one whose last turn ended is DONE since that end (its ``stateAgeSeconds`` and
+  ``idleForSeconds`` go on from before the restart);
 * every stored ticket with its real outcome (``fleet_poll(ticket)`` answers tickets of before the
   restart), queued sends back in their member's queue in acceptance order (never typed before, so
   delivering them is not a replay);
@@ -32,7 +34,7 @@ from fleetd.bridge.tasks import Delivery, ResultSource, TaskBook, Ticket, Ticket
 from fleetd.bridge.turn_machine import TurnRestored, TurnState, TurnToken, step
 from fleetd.bridge.worktrees import Worktree
 from fleetd.herdr.model import AgentInfo
-from fleetd.state.facts import DeliveryState, MemberRecord, Snapshot, TicketRecord
+from fleetd.state.facts import DeliveryState, MemberRecord, Snapshot, TicketRecord, TurnRecord
 
 __all__ = ["Restored", "confirm", "restore"]
 
@@ -71,9 +73,10 @@ def restore(
         for turn in snapshot.turns
         if (ticket := tickets.get(turn.ticket_id)) is not None and ticket.outcome == "pending"
     }
+    settled = _last_settled(snapshot.tickets)
     for member in snapshot.members:
         turn = turns.get(member.session_id)
-        session = _session(member, busy_on=turn.turn if turn is not None else None, now=now)
+        session = _session(member, turn=turn, settled=settled.get(member.session_id), now=now)
         roster.add(session)
         adopt_token(member.session_id, member.name, member.token_hash)
         restored.members += 1
@@ -133,13 +136,32 @@ async def confirm(
         await gone(session)
 
 
-def _session(member: MemberRecord, *, busy_on: int | None, now: datetime) -> Session:
-    if busy_on is not None:
-        state, turn = SessionState.BUSY, busy_on
+def _last_settled(tickets: Iterable[TicketRecord]) -> dict[str, datetime]:
+    """When each member's last typed ticket ended (its turn's end: the member is DONE since)."""
+    settled: dict[str, datetime] = {}
+    for record in tickets:
+        ended = record.resolved_at
+        if record.outcome == "pending" or record.delivered_at is None or ended is None:
+            continue
+        if record.target not in settled or ended > settled[record.target]:
+            settled[record.target] = ended
+    return settled
+
+
+def _session(
+    member: MemberRecord, *, turn: TurnRecord | None, settled: datetime | None, now: datetime
+) -> Session:
+    """The member as a live session, in the state it was in and since when it was: BUSY since its
+    open turn's delivery, DONE since its last turn ended, READY or SPAWNING since it was made
+    (now, when the store no longer keeps what says so)."""
+    if turn is not None:
+        state, turns, since = SessionState.BUSY, turn.turn, turn.delivered_at
+    elif member.presence and member.turn:
+        state, turns, since = SessionState.DONE, member.turn, settled or now
     elif member.presence:
-        state, turn = (SessionState.DONE if member.turn else SessionState.READY), member.turn
+        state, turns, since = SessionState.READY, member.turn, member.created_at
     else:
-        state, turn = SessionState.SPAWNING, member.turn
+        state, turns, since = SessionState.SPAWNING, member.turn, member.created_at
     worktree = None
     if member.worktree_path and member.worktree_repo and member.worktree_branch:
         worktree = Worktree(
@@ -164,8 +186,8 @@ def _session(member: MemberRecord, *, busy_on: int | None, now: datetime) -> Ses
         launched=True,
         presence=member.presence,
         presence_at=now if member.presence else None,
-        turn=turn,
-        state_since=now,
+        turn=turns,
+        state_since=min(since, now),
     )
 
 
