@@ -90,10 +90,13 @@ class Ticket:
 
     @property
     def phase(self) -> TicketPhase:
-        """Where the ticket stands in :data:`~fleetd.bridge.ticket_machine.TRANSITIONS`."""
+        """Where the ticket stands in :data:`~fleetd.bridge.ticket_machine.TRANSITIONS` (typed
+        once it has a delivery time or a delivery: either says its prompt may have been typed)."""
         if self.outcome is not TicketOutcome.PENDING:
             return TicketPhase(self.outcome.value)
-        return TicketPhase.QUEUED if self.delivered_at is None else TicketPhase.DELIVERED
+        if self.delivered_at is None and self.delivery is None:
+            return TicketPhase.QUEUED
+        return TicketPhase.DELIVERED
 
     @property
     def done_event(self) -> asyncio.Event:

@@ -151,3 +151,23 @@ def test_any_order_of_operations_ends_a_ticket_once_and_types_it_at_most_once(
     assert ticket.outcome is (first_end or TicketOutcome.PENDING)
     assert len(writes) == typed + (1 if ticket.terminal else 0)  # stored once per change
     assert ticket.prompt is (None if ticket.phase is not P.QUEUED else "p")
+
+
+def test_a_ticket_with_a_delivery_but_no_delivery_time_counts_as_typed() -> None:
+    """A stored ticket that says its prompt may have been typed is delivered for the table even
+    without a delivery time: its result is taken, and it is never typed again."""
+    book = TaskBook(run=new_run_id())
+    ticket = Ticket(
+        ticket_id="t1-abc-r1",
+        target="a",
+        owner="lead",
+        accepted_at=T0,
+        prompt=None,
+        delivery=Delivery.UNCERTAIN,
+    )
+    book.restore(ticket)
+    assert ticket.phase is P.DELIVERED
+    with pytest.raises(IllegalTransitionError):
+        book.mark_delivered(ticket, turn=1, now=T0)
+    assert book.resolve(ticket.ticket_id, content="r", source=ResultSource.REPLY, now=T0)
+    assert ticket.outcome is TicketOutcome.DONE
