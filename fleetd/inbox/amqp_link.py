@@ -270,6 +270,7 @@ class AmqpLink:
                 await gen.connection.connected.wait()
         except TimeoutError:
             self._reachable = False
+            self._observe(Outcome(error=ErrorClass.RESET))  # the broker's record says so too
             self._note()
             raise InboxUnavailableError("the broker connection is down (reconnecting)") from None
 

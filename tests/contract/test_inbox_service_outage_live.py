@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -131,6 +131,36 @@ async def test_a_poll_while_the_broker_is_away_is_a_retryable_refusal(
     assert response.status_code == 200, response.text
     messages = response.json()["result"]["messages"]
     assert [(m["ticket"], m["content"]) for m in messages] == [(ticket, "waiting for you")]
+
+
+async def test_the_broker_s_own_record_shows_it_away_while_the_inbox_is_unreachable(
+    outage: Outage,
+) -> None:
+    """fleet_list's dependencies and the endpoint metric agree with /readyz: once a call finds
+    the connection down, the broker's endpoint reads unreachable with the failure counted (it
+    used to read reachable, no failure, while allDown was true), and answered again once back."""
+    outage.proxy.cut()
+    assert (await outage.http.post("/v1/tools/fleet_poll", json={})).status_code == 503
+
+    async def endpoint() -> dict[str, Any]:
+        listed = (await outage.http.get("/v1/fleet")).json()["result"]
+        inbox: dict[str, Any] = listed["dependencies"]["inbox"]
+        assert inbox["kind"] == "amqp"
+        [only] = inbox["endpoints"]
+        return {"allDown": inbox["allDown"], **only}
+
+    away = await endpoint()
+    assert (away["allDown"], away["reachable"], away["lastError"]) == (True, False, "reset")
+    assert away["failures"] >= 1
+    metrics = outage.fleet.service.metrics.registry
+    labels = {"kind": "amqp", "endpoint": "0"}
+    assert metrics.get_sample_value("fleetd_dependency_endpoint_up", labels) == 0.0
+
+    await outage.restore()
+    assert (await outage.http.post("/v1/tools/fleet_poll", json={})).status_code == 200
+    back = await endpoint()
+    assert (back["allDown"], back["reachable"]) == (False, True)
+    assert metrics.get_sample_value("fleetd_dependency_endpoint_up", labels) == 1.0
 
 
 async def test_records_held_in_memory_show_on_fleet_list_and_healthz(outage: Outage) -> None:
