@@ -66,7 +66,7 @@ async def _time_encoded(fleet: TestFleet, sids: list[str], rounds: int) -> list[
     for n in range(rounds):
         fleet.clock.advance(0.1)
         _move(fleet, sids, n)
-        await fleet.bridge.poll_once()
+        await fleet.bridge.deliverer.poll_once()
         views.touched()
         started = time.perf_counter()
         await views.encoded(OPERATOR)
@@ -80,7 +80,7 @@ async def _time_tool(fleet: TestFleet, sids: list[str], rounds: int) -> list[flo
     for n in range(rounds):
         fleet.clock.advance(0.1)
         _move(fleet, sids, n + rounds)
-        await fleet.bridge.poll_once()
+        await fleet.bridge.deliverer.poll_once()
         views.touched()
         started = time.perf_counter()
         result = await fleet.call("fleet_list", OPERATOR)

@@ -103,7 +103,7 @@ class TestFleet:
     async def poll(self, seconds: float = 0.25) -> None:
         """Move the clock, then run one status-poller pass."""
         self.clock.advance(seconds)
-        await self.bridge.poll_once()
+        await self.bridge.deliverer.poll_once()
 
     def member(self, session_id: str) -> Caller:
         """The caller a member's own token resolves to."""

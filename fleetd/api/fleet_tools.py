@@ -156,7 +156,7 @@ def register_fleet_tools(
         key = p.target or caller.name
         if key != caller.name:
             raise PermissionDeniedError("a lead may drain only its own inbox")
-        records = await bridge.drain_inbox(key)
+        records = await bridge.outbox.drain(key)
         return InboxDrainResult(inbox=key, messages=[_message(r) for r in records])
 
     async def fleet_status(caller: Caller, p: StatusParams) -> SessionRow:
@@ -188,12 +188,12 @@ def register_fleet_tools(
         session = bridge.reads.find_owned(caller.name, target)
         pending = bool(bridge.reads.pending_for(session.session_id))
         cause = stop_cause(session.state.value, pending)
-        return await bridge.release(session, cause)
+        return await bridge.lifecycle.release(session, cause)
 
     async def fleet_reply(caller: Caller, p: ReplyParams) -> ReplyResult:
         if caller.session_id is None:
             raise PermissionDeniedError("only a member session may reply")
-        return await bridge.reply(session_id=caller.session_id, content=p.content)
+        return await bridge.replies.reply(session_id=caller.session_id, content=p.content)
 
     specs: list[ToolSpec[Any]] = [
         ToolSpec(

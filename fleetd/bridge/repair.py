@@ -176,7 +176,7 @@ class LostBoundaryRepair:
                 turns.sight(turn, agent.agent_status, agent.state_change_seq, now)
         return result
 
-    async def reconcile(self, target: str, token_id: str) -> RepairOutcome:
+    async def reconcile_lost_boundary(self, target: str, token_id: str) -> RepairOutcome:
         """Repair the lost boundary of ``token_id`` on ``target`` if every gate holds."""
         session = self._roster.find(target)
         token = self._roster.token(token_id)

@@ -1,22 +1,30 @@
 """The bridge: leads delegate, members reply.
 
-:class:`Bridge` composes the roster, the tickets and the turn machinery and is what the fleet tools
-and the runtime call, through a few named operations (``send``, ``reply``, ``spawn``,
-``release``, ``fail_target_work`` …) and read through one read-only view, ``bridge.reads`` (a
-:class:`~fleetd.bridge.reads.BridgeReads`: ``session``, ``ticket``, ``pending_for`` …); nothing
-outside the bridge reaches into the roster or the ticket book. Each collaborator takes only what it
-uses:
+:class:`Bridge` composes the roster, the tickets and the turn machinery. Its own operations are the
+ones that span several parts (``send``, ``spawn``, ``presence``, ``restore`` …); every other call
+goes straight to the part that does the work, which the bridge holds as a public attribute, and
+``Bridge`` forwards nothing. What the rest of fleetd reads goes through one read-only view,
+``bridge.reads`` (a :class:`~fleetd.bridge.reads.BridgeReads`: ``session``, ``ticket``,
+``pending_for`` …); nothing outside the bridge reaches into the roster or the ticket book. The
+parts, each taking only what it uses:
 
-* :class:`~fleetd.bridge.delivery.Deliverer` — the poller step: delivery, turn watching, fallback;
-* :class:`~fleetd.bridge.completion.TurnCompletion` — resolves the exact open turn once;
-* :class:`~fleetd.bridge.resolver.CompletionResolver` — the resolver guard core, with the
-  observed-boundary and lost-boundary-repair policies;
-* :class:`~fleetd.bridge.repair.LostBoundaryRepair` — ``reconcile_lost_boundary`` (M4 §8);
-* :class:`~fleetd.bridge.replies.Replies` — ``fleet_reply``, stored before it answers;
-* :class:`~fleetd.bridge.lifecycle.TargetLifecycle` — every terminal cause for a target, through
-  the one idempotent target-wide failure operation and one release per session;
-* :class:`~fleetd.bridge.orphans.OrphanBook`, :class:`~fleetd.bridge.view.BridgeView` and
-  :func:`~fleetd.bridge.spawn.spawn_member`.
+* ``deliverer``, a :class:`~fleetd.bridge.delivery.Deliverer` — the poller step
+  (``poll_once``): delivery, turn watching, fallback;
+* ``replies``, :class:`~fleetd.bridge.replies.Replies` — a member's ``fleet_reply``, stored
+  before it answers;
+* ``outbox``, :class:`~fleetd.inbox.outbox.LeadOutbox` — records kept for a lead until its inbox
+  takes them (``keep``, ``flush``), and a lead's ``fleet_poll`` (``drain``);
+* ``lifecycle``, :class:`~fleetd.bridge.lifecycle.TargetLifecycle` — every terminal cause for a
+  target, through the one idempotent target-wide failure operation (``fail_target_work``) and one
+  release per session (``release``, ``release_all``, ``check_readiness``);
+* ``repair``, :class:`~fleetd.bridge.repair.LostBoundaryRepair` — the health monitor's one call,
+  ``reconcile_lost_boundary`` (M4 §8), and the sightings of each list that gate it (``observe``);
+* ``view``, :class:`~fleetd.bridge.view.BridgeView` — the fleet view's member rows and capacity;
+* ``mutes``, :class:`~fleetd.bridge.mutes.MuteLog` — the fallback resolutions health counts;
+* inside: :class:`~fleetd.bridge.completion.TurnCompletion` (resolves the exact open turn once),
+  :class:`~fleetd.bridge.resolver.CompletionResolver` (the resolver guard core, with the
+  observed-boundary and lost-boundary-repair policies), :class:`~fleetd.bridge.orphans.OrphanBook`
+  and :func:`~fleetd.bridge.spawn.spawn_member`.
 
 It talks to herdr through the :class:`~fleetd.herdr.control.AgentControl` port, hands records to
 leads and drains their inboxes through the :class:`~fleetd.inbox.outbox.LeadOutbox`, and
@@ -28,11 +36,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from fleetd.bridge.adopt import Restored, confirm, restore
-from fleetd.bridge.answers import ReleaseResult, ReplyResult
 from fleetd.bridge.completion import TurnCompletion
 from fleetd.bridge.delivery import Deliverer
 from fleetd.bridge.durable import DurableState
@@ -41,7 +48,6 @@ from fleetd.bridge.mutes import MuteEvent, MuteLog
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.placement import NO_BENCH, ModelBench
 from fleetd.bridge.reads import BridgeReads
-from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.repair import LostBoundaryRepair, RepairOutcome
 from fleetd.bridge.replies import Replies
 from fleetd.bridge.resolver import CompletionResolver
@@ -63,10 +69,8 @@ from fleetd.errors import (
     UnavailableError,
 )
 from fleetd.herdr.control import AgentControl
-from fleetd.herdr.model import AgentInfo
 from fleetd.inbox.outbox import LeadOutbox
 from fleetd.inbox.port import ReplyInbox
-from fleetd.inbox.records import InboxRecord
 from fleetd.inbox.registry import LeadInboxRegistry
 from fleetd.metrics import Metrics
 from fleetd.runs import Runs
@@ -270,28 +274,6 @@ class Bridge:
             if not ticket.terminal:
                 ticket.collected_sync = False
 
-    async def poll_once(self) -> None:
-        """One poller pass over every session with outstanding work."""
-        await self.deliverer.poll_once()
-
-    # ---------------------------------------------------------------- replies
-    async def reply(self, *, session_id: str, content: str) -> ReplyResult:
-        """A member's ``fleet_reply``: stored first, then resolves its open turn (see
-        :mod:`~fleetd.bridge.replies`)."""
-        return await self.replies.reply(session_id=session_id, content=content)
-
-    async def keep_for_lead(self, record: InboxRecord) -> None:
-        """Hand a reply or health record to its lead's inbox, held until it is taken."""
-        await self.outbox.keep(record)
-
-    async def flush_unpublished(self) -> None:
-        """Publish held records oldest first; keep what still fails."""
-        await self.outbox.flush()
-
-    async def drain_inbox(self, key: str) -> list[InboxRecord]:
-        """Collect a lead's inbox for ``fleet_poll``; a cancelled poll loses nothing."""
-        return await self.outbox.drain(key)
-
     # ------------------------------------------------------------ presence
     def presence(self, session_id: str) -> None:
         """The member's first authenticated contact makes it READY."""
@@ -361,45 +343,6 @@ class Bridge:
             roster=self.roster,
             gone=lambda session: self.lifecycle.target_not_found(session, "pane_not_found"),
         )
-
-    # -------------------------------------------------------------- teardown
-    def fail_target_work(self, session: Session, *, reason: str) -> list[Ticket]:
-        """Fail every queued, accepted and async task of a target exactly once (idempotent)."""
-        return self.lifecycle.fail_target_work(session, reason=reason)
-
-    async def check_readiness(self) -> None:
-        """Release, as NEVER_READY, every starting member whose waiting send outlived the
-        readiness grace (the poller does this each pass; a health tick does it first too)."""
-        await self.lifecycle.check_readiness()
-
-    async def release(
-        self, session: Session, cause: ReleaseCause, *, code: str | None = None
-    ) -> ReleaseResult:
-        """Stop a member and settle its work and worktree (see :mod:`~fleetd.bridge.teardown`)."""
-        return await self.lifecycle.release(session, cause, code=code)
-
-    async def release_all(self, cause: ReleaseCause) -> None:
-        """Release every live member with ``cause`` (a clean stop: SHUTDOWN), all at once."""
-        await self.lifecycle.release_all(cause)
-
-    # ---------------------------------------------------------------- health
-    async def reconcile_lost_boundary(self, target: str, expected_turn_token: str) -> RepairOutcome:
-        """Repair a lost turn boundary under the strict gates of M4 §8, or refuse with a typed
-        result (see :mod:`~fleetd.bridge.repair`). The only call the health monitor makes."""
-        return await self.repair.reconcile(target, expected_turn_token)
-
-    def observe_live(
-        self, by_terminal: Mapping[str, AgentInfo], *, moved: Sequence[AgentInfo] | None = None
-    ) -> None:
-        """A successful fleet-wide ``agent.list``, by terminal id: each open turn records its
-        agent's raw status (an absent agent breaks a stable boundary). ``moved``, when given,
-        names the only agents that changed since the previous list (the rest are the previous
-        list's very objects, at the same terminals)."""
-        self.repair.observe(by_terminal, moved=moved)
-
-    def note_mute(self, session: Session) -> None:
-        """Record one fallback resolution of ``session``."""
-        self.mutes.note(session_id=session.session_id, profile=session.profile, at=self.clock.now())
 
     async def measure_terminal_edges(self) -> int:
         """Commits ahead for live members whose terminal edge is new (WORK_PRODUCT_AT_RISK)."""

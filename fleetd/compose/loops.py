@@ -25,7 +25,7 @@ def schedule(service: Fleetd) -> None:
     service.scheduler.add(
         Loop(
             name="status-poller",
-            step=settled(service.bridge.poll_once),
+            step=settled(service.bridge.deliverer.poll_once),
             interval=service.config.current.herdr.status_poll_interval.total_seconds,  # no reload
         )
     )

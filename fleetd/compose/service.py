@@ -166,13 +166,13 @@ class Fleetd:
         manifest; M4 §5.3)."""
         await self.scheduler.stop()
         if self.config.current.bridge.release_on_stop:
-            await self.bridge.release_all(ReleaseCause.SHUTDOWN)
+            await self.bridge.lifecycle.release_all(ReleaseCause.SHUTDOWN)
         elif self.bridge.reads.live_members():
             _log.info(
                 "stopping with %d members kept running: the next start adopts them",
                 len(self.bridge.reads.live_members()),
             )
-        await self.bridge.flush_unpublished()  # a last try for what waits in memory
+        await self.bridge.outbox.flush()  # a last try for what waits in memory
         held = self.bridge.reads.unpublished
         if held:
             kinds = Counter(record.kind.value for record in held)

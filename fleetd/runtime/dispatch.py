@@ -208,7 +208,7 @@ class EffectDispatcher:
         record = superseded_record(
             incident, previous, now=self.clock.now(), run=self.bridge.runs.current
         )
-        await self.bridge.keep_for_lead(record)
+        await self.bridge.outbox.keep(record)
 
     async def _retire(self, lead: str) -> None:
         """A lead gone from the identity map past its grace: its inbox key goes once nothing of
@@ -226,7 +226,7 @@ class EffectDispatcher:
         record = health_record(incident, lead=lead, now=now, run=self.bridge.runs.current)
         if self.excerpts is not None:  # the lead's record only: never the incident or a person
             record = self.excerpts.attach(record, incident, now=now)
-        await self.bridge.keep_for_lead(record)
+        await self.bridge.outbox.keep(record)
 
     async def _probe(self, request: RequestPaneProbe) -> None:
         session = self.bridge.reads.find_live(request.target)
@@ -270,16 +270,16 @@ class EffectDispatcher:
         if session is None or self.bridge.reads.releasing(session.session_id):
             return
         if session.state is SessionState.RELEASED or effect.cause not in _FAIL_CAUSES:
-            self.bridge.fail_target_work(session, reason=effect.cause.value)
+            self.bridge.lifecycle.fail_target_work(session, reason=effect.cause.value)
             return
         event = _EVENTS[effect.cause]
         if (session.state, event) in TRANSITIONS:
             session.apply(event, self.clock.now())
-        await self.bridge.release(session, _FAIL_CAUSES[effect.cause])
+        await self.bridge.lifecycle.release(session, _FAIL_CAUSES[effect.cause])
 
     async def _lost_boundary(self, effect: RequestLostBoundaryRepair) -> None:
         """The one repair call; its answer reaches the lead through the next tick's snapshot."""
-        outcome = await self.bridge.reconcile_lost_boundary(effect.target, effect.token)
+        outcome = await self.bridge.repair.reconcile_lost_boundary(effect.target, effect.token)
         self.metrics.repairs_total.labels(result=outcome.result.value).inc()
 
     def _transition(self, effect: RecordTransition) -> None:

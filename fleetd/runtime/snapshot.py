@@ -67,7 +67,7 @@ async def take_snapshot(
     lead_agents = {lead.agent for lead in config.leads}
     live_agents = seen.health_view(agents, names=lead_agents)
     if list_ok:  # the stable gate of lost-boundary repair reads the same list
-        bridge.observe_live(seen.listed, moved=seen.moved)
+        bridge.repair.observe(seen.listed, moved=seen.moved)
     terminals = seen.terminals
     ping_ok: bool | None = None
     if not list_ok or not lead_agents <= terminals.keys():
@@ -85,7 +85,7 @@ async def take_snapshot(
     # A member whose readiness grace ended since the poller's last pass is released by the
     # bridge now, so this tick reads the bridge's loss (with the tickets it failed) instead of
     # racing it with health's own NEVER_READY rule at the same deadline.
-    await bridge.check_readiness()
+    await bridge.lifecycle.check_readiness()
     stats = await read_lead_stats(bridge.inbox, [lead.name for lead in config.leads])
     sessions = bridge.reads.sessions()
     backlogs = member_backlogs(stats, sessions)

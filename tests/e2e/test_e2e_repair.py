@@ -67,7 +67,9 @@ async def test_trace_two_a_lost_turn_and_a_queued_send_when_the_pane_stops(
         for ticket in (lost.ticket, queued["ticket"]):
             polled = await lost.poll(ticket)
             assert polled["status"] == "failed"
-        outcome = await e2e.run(e2e.service.bridge.reconcile_lost_boundary(lost.session_id, token))
+        outcome = await e2e.run(
+            e2e.service.bridge.repair.reconcile_lost_boundary(lost.session_id, token)
+        )
         assert outcome.result is RepairResult.STALE_TURN
         assert lost.repairs("repaired") == 0
         assert sample(e2e.service.metrics.tickets_total, outcome="failed", source="none") == 2
@@ -309,7 +311,7 @@ async def test_after_a_restart_without_capture_the_old_turn_is_never_repaired(
             )
             # asked again, the bridge refuses again: the token is never tried
             outcome = await second.run(
-                second.service.bridge.reconcile_lost_boundary("m-lost-9", token)
+                second.service.bridge.repair.reconcile_lost_boundary("m-lost-9", token)
             )
             assert (outcome.result, outcome.detail) == (
                 RepairResult.REFUSED_NO_CAPTURE,

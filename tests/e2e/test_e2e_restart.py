@@ -158,7 +158,9 @@ async def test_a_turn_spanning_a_restart_without_a_reply_is_never_reconstructed(
             bridge = second.service.bridge
             turn = bridge.reads.open_turn(sid)
             assert turn is not None
-            outcome = await second.run(bridge.reconcile_lost_boundary(sid, turn.token.token_id))
+            outcome = await second.run(
+                bridge.repair.reconcile_lost_boundary(sid, turn.token.token_id)
+            )
             assert (outcome.result.value, outcome.detail) == (
                 "refused_no_capture",
                 "fleetd_restarted_during_turn",

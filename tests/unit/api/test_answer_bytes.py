@@ -83,7 +83,7 @@ async def _troubled(root: Path, rec: dict[str, str]) -> None:
     for n, (lead, kind) in enumerate(
         (("lead-b", MessageKind.REPLY), ("lead", MessageKind.REPLY), ("lead-b", MessageKind.REPLY))
     ):
-        await fleet.bridge.keep_for_lead(
+        await fleet.bridge.outbox.keep(
             InboxRecord(
                 msg_id=f"{lead}-{n}",
                 kind=kind,

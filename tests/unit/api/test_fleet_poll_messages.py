@@ -75,7 +75,7 @@ async def test_drained_messages_are_the_records_fields_in_contract_order(tmp_pat
     fleet = build_test_fleet(tmp_path)
     await fleet.service.own_lead_keys()
     for record in (_reply(), _health(), _bare()):
-        await fleet.service.bridge.keep_for_lead(record)
+        await fleet.service.bridge.outbox.keep(record)
     answer = await fleet.ok("fleet_poll")
     encoded = json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
     assert encoded == EXPECTED

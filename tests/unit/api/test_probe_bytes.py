@@ -78,7 +78,7 @@ async def _troubled(root: Path, answers: dict[str, Any], monkeypatch: pytest.Mon
     answers["troubled/readyz/up"] = await _probe(fleet, "/readyz")
     inbox.down = True
     for n, lead in enumerate(("lead-b", "lead")):
-        await fleet.bridge.keep_for_lead(
+        await fleet.bridge.outbox.keep(
             InboxRecord(
                 msg_id=f"{lead}-{n}",
                 kind=MessageKind.REPLY,

@@ -78,7 +78,7 @@ class LostTurn:
     async def snapshot(self) -> None:
         """One fleet-wide list, recorded on the open turn as the health monitor records it."""
         listed = await self.fleet.control.list_agents()
-        self.fleet.bridge.observe_live({agent.terminal_id: agent for agent in listed})
+        self.fleet.bridge.repair.observe({agent.terminal_id: agent for agent in listed})
 
     async def finish_unseen(self, screen: str) -> None:
         """The member works and returns to its prompt between two looks, then two snapshots."""
@@ -89,7 +89,7 @@ class LostTurn:
         await self.snapshot()
 
     async def reconcile(self) -> Any:
-        return await self.fleet.bridge.reconcile_lost_boundary(self.session.name, self.token)
+        return await self.fleet.bridge.repair.reconcile_lost_boundary(self.session.name, self.token)
 
 
 async def lost_turn(

@@ -187,7 +187,7 @@ async def test_records_held_for_an_unreachable_inbox_are_bounded(
         ("reply-3", MessageKind.REPLY),
         ("reply-4", MessageKind.REPLY),
     ]:
-        await fleet.bridge.keep_for_lead(record(msg_id, kind))
+        await fleet.bridge.outbox.keep(record(msg_id, kind))
     assert [r.msg_id for r in fleet.bridge.reads.unpublished] == ["reply-2", "reply-3", "reply-4"]
     assert fleet.bridge.reads.held_dropped == 2
     held = (await fleet.ok("fleet_list"))["inbox"]["heldInMemory"]

@@ -216,7 +216,7 @@ async def test_stop_with_pending_async_tasks_fails_each_exactly_once(fleet: Test
         assert polled["status"] == "failed"
         assert polled["reason"] == "release_with_pending_tasks"
     assert sample(fleet.service.metrics.tickets_total, outcome="failed", source="none") == 2
-    assert fleet.bridge.fail_target_work(session, reason="again") == []
+    assert fleet.bridge.lifecycle.fail_target_work(session, reason="again") == []
     assert sample(fleet.service.metrics.tickets_total, outcome="failed", source="none") == 2
     assert session.worktree.path not in fleet.worktrees.removed
     listed = await fleet.ok("fleet_list")

@@ -1,4 +1,5 @@
-"""``Bridge.reconcile_lost_boundary`` on fakes: one test per typed result, races, the gate."""
+"""``reconcile_lost_boundary`` (the bridge's ``repair``) on fakes: one test per typed result,
+races, the gate."""
 
 from __future__ import annotations
 
@@ -291,7 +292,7 @@ async def test_refused_ambiguous_output(fleet: TestFleet, screen: str, detail: s
 async def test_stale_turn_for_an_unknown_token_or_a_released_target(fleet: TestFleet) -> None:
     """A token this run never issued, or whose target is gone, is stale: nothing happens."""
     lost = await lost_turn(fleet)
-    unknown = await fleet.bridge.reconcile_lost_boundary(lost.session.name, "turn-nope")
+    unknown = await fleet.bridge.repair.reconcile_lost_boundary(lost.session.name, "turn-nope")
     assert (unknown.result, unknown.detail) == (R.STALE_TURN, "token_unknown")
     await fleet.ok("fleet_stop", sessionId=lost.session.session_id)
     released = await lost.reconcile()
@@ -416,7 +417,7 @@ async def test_an_agent_missing_from_a_fleet_list_breaks_the_stable_boundary(
     """A list without the member: the fresh look alone is one sighting, not two."""
     lost = await lost_turn(fleet)
     await lost.finish_unseen(claude_screen("two", "Second answer."))
-    fleet.bridge.observe_live({})
+    fleet.bridge.repair.observe({})
     outcome = await lost.reconcile()
     assert (outcome.result, outcome.detail) == (R.RACE_LOST, "not_stable_at_prompt")
     await lost.snapshot()  # a sighting after the gap, then the fresh look: two again

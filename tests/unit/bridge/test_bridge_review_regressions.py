@@ -134,10 +134,10 @@ async def test_mute_counting_survives_the_kept_tail(fleet: TestFleet) -> None:
     assert session is not None
     monitor = fleet.service.health
     for _ in range(1005):
-        fleet.bridge.note_mute(session)
+        fleet.bridge.mutes.note(session_id=sid, profile=session.profile, at=fleet.clock.now())
     assert monitor._new_mutes() == {sid: 1000}
     for _ in range(3):
-        fleet.bridge.note_mute(session)
+        fleet.bridge.mutes.note(session_id=sid, profile=session.profile, at=fleet.clock.now())
     assert monitor._new_mutes() == {sid: 3}
     assert monitor._new_mutes() == {}
 

@@ -61,7 +61,7 @@ async def _run(steps: list[tuple[str, int, AgentStatus]]) -> None:
             listed = await fleet.control.list_agents()
             expected = _expected(fleet, listed)
             seen.health_view(listed)  # the two calls take_snapshot makes with the list
-            fleet.bridge.observe_live(seen.listed, moved=seen.moved)
+            fleet.bridge.repair.observe(seen.listed, moved=seen.moved)
             reads = fleet.bridge.reads
             watches = {
                 s.session_id: t.watch
@@ -88,7 +88,7 @@ async def _run(steps: list[tuple[str, int, AgentStatus]]) -> None:
             elif what == "unreadable":  # the poller's lookup fails: the turn is sighted unread
                 failure = HerdrError("internal_error", "agent unreadable")
                 fleet.control.fail("get_agent", failure, target=session.name)
-                await fleet.bridge.poll_once()
+                await fleet.bridge.deliverer.poll_once()
                 fleet.control.fail("get_agent", None, target=session.name)
             elif what == "vanish":
                 fleet.control.remove(session.name)
@@ -122,12 +122,12 @@ def test_a_turn_at_the_prompt_is_sighted_again_until_its_watch_is_stable() -> No
             seen = SeenAgents()
             for _ in range(2):
                 seen.health_view(await fleet.control.list_agents())
-                fleet.bridge.observe_live(seen.listed, moved=seen.moved)
+                fleet.bridge.repair.observe(seen.listed, moved=seen.moved)
             fleet.set_status(sid, AgentStatus.IDLE)
             stable = []
             for _ in range(3):
                 seen.health_view(await fleet.control.list_agents())
-                fleet.bridge.observe_live(seen.listed, moved=seen.moved)
+                fleet.bridge.repair.observe(seen.listed, moved=seen.moved)
                 turn = fleet.bridge.reads.open_turn(sid)
                 assert turn is not None
                 stable.append(turn.watch.stable)

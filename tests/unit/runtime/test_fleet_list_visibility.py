@@ -185,7 +185,7 @@ async def _troubled_fleet(tmp_path: Path, *, quiet: str | None = None) -> TestFl
     ]
     for record in held:
         if record.recipient_lead != quiet:
-            await fleet.bridge.keep_for_lead(record)
+            await fleet.bridge.outbox.keep(record)
     bad = [
         _bad_entry("lead-b", "b-1", DecodeReason.MALFORMED_JSON),
         _bad_entry("lead", "a-1", DecodeReason.MISSING_FIELD),

@@ -139,7 +139,7 @@ async def test_what_lives_beside_the_bridge_moves_the_version(tmp_path: Path) ->
     assert views.version() > version
     version = views.version()
     await fleet.inbox.close()  # unreachable: the record waits in memory
-    await fleet.bridge.keep_for_lead(
+    await fleet.bridge.outbox.keep(
         InboxRecord(
             kind=MessageKind.REPLY,
             msg_id="r-1",

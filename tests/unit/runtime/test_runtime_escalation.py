@@ -320,7 +320,7 @@ async def test_a_record_the_inbox_keeps_refusing_takes_the_incident_to_a_person_
     assert [(e.type, e.state) for e in stored.events] == [(EventType.OPEN, EventState.PENDING)]
 
     inbox.down = False
-    await fleet.bridge.flush_unpublished()  # what the push loop does on its next pass
+    await fleet.bridge.outbox.flush()  # what the push loop does on its next pass
     assert not fleet.bridge.reads.unpublished
     fleet.clock.advance(15)
     await _tick(fleet)
