@@ -17,7 +17,7 @@ import socket
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import uvicorn
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from fleetd.state.opening import OpenedState
     from fleetd.state.port import StateStore
 
-__all__ = ["main"]
+__all__ = ["main", "migrate_main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,10 +54,59 @@ def _check_config(argv: list[str]) -> int:
 
 
 def _migrate(argv: list[str]) -> int:
-    from fleetd.journal.migrate import migrate_main  # noqa: PLC0415
-
     configure_logging("WARNING")
     return migrate_main(argv)
+
+
+def migrate_main(
+    argv: Sequence[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """``fleetd migrate [--config PATH] [--check]``: 0 done, 1 journal error or behind, 2 config.
+
+    Without ``--check`` it upgrades the configured journal to this build's head; with it, it only
+    reports and exits 1 when the database is not at the head. The URL prints with its password
+    masked.
+    """
+    from fleetd.config import load_config  # noqa: PLC0415
+    from fleetd.config.fields import mask_url  # noqa: PLC0415
+    from fleetd.errors import ConfigError, JournalError  # noqa: PLC0415
+    from fleetd.journal.engine import journal_engine  # noqa: PLC0415
+    from fleetd.journal.migrate import current_revision, head_revision, upgrade_engine  # noqa: PLC0415
+
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    env = dict(os.environ if environ is None else environ)
+    parser = argparse.ArgumentParser(
+        prog="fleetd migrate", description="Bring the incident journal to this build's schema."
+    )
+    parser.add_argument("--config", type=Path, default=None, help="config YAML (default: none)")
+    parser.add_argument("--check", action="store_true", help="only report; exit 1 if behind")
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        url = load_config(args.config, env).config.journal.url.get_secret_value()
+    except ConfigError as exc:
+        print(f"config error: {exc.key}: {exc.reason}", file=err)
+        return 2
+    try:
+        engine = journal_engine(url)
+        try:
+            head = head_revision()
+            reached = current_revision(engine) if args.check else upgrade_engine(engine)
+        finally:
+            engine.dispose()
+    except JournalError as exc:
+        print(f"journal error: {exc}", file=err)
+        return 1
+    print(f"journal: {mask_url(url)}", file=out)
+    print(f"revision: {reached or 'none'} (head {head})", file=out)
+    return 0 if reached == head else 1
 
 
 def _status(argv: list[str]) -> int:

@@ -5,7 +5,7 @@
 own tables. Anything else is the journal (``versions/``, ``alembic_version``).
 
 The database comes from ``config.attributes``: an open ``connection`` (what fleetd passes), else a
-``url``, else fleetd's own config (:func:`fleetd.journal.migrate.configured_url`). The engine is
+``url``, else fleetd's own config (``FLEETD_CONFIG`` names the file, if any). The engine is
 the journal's own (owner-only SQLite file, WAL, ``BEGIN IMMEDIATE``). SQLite runs in batch mode;
 every dialect runs the whole upgrade in one transaction. On PostgreSQL that transaction first
 takes an advisory lock of its store and schema, so fleetd processes starting at once on a fresh
@@ -16,12 +16,13 @@ database (several hosts, a standby) migrate one after another instead of racing 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from alembic import context
 from sqlalchemy import Connection, text
 
+from fleetd.config import load_config
 from fleetd.journal.engine import journal_engine
-from fleetd.journal.migrate import configured_url
 from fleetd.journal.tables import METADATA
 from fleetd.state.tables import STATE_METADATA, VERSION_TABLE
 
@@ -37,8 +38,14 @@ _MIGRATION_LOCK = text(
 
 
 def _url() -> str:
+    """The database given in ``config.attributes``, else the journal URL of fleetd's own config:
+    the file ``FLEETD_CONFIG`` names (or none) with the ``FLEETD_*`` overrides."""
     url = config.attributes.get("url")
-    return url if isinstance(url, str) else configured_url(os.environ)
+    if isinstance(url, str):
+        return url
+    path = os.environ.get("FLEETD_CONFIG")
+    loaded = load_config(Path(path) if path else None, os.environ)
+    return loaded.config.journal.url.get_secret_value()
 
 
 def _run(connection: Connection) -> None:

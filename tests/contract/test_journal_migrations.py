@@ -16,13 +16,13 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Column, Engine, Integer, MetaData, inspect, text
 
+from fleetd.cli import migrate_main
 from fleetd.journal.engine import journal_engine
 from fleetd.journal.migrate import (
     MIGRATIONS,
     alembic_config,
     current_revision,
     head_revision,
-    migrate_main,
     upgrade_engine,
 )
 from fleetd.journal.tables import METADATA
