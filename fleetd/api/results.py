@@ -16,9 +16,9 @@ Models refuse unknown fields, except where the payload is genuinely open (inbox 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import ConfigDict, Field, RootModel
+from pydantic import ConfigDict, RootModel
 
 from fleetd.bridge.answers import (
     Absent,
@@ -32,6 +32,7 @@ from fleetd.bridge.answers import (
     WireModel,
 )
 from fleetd.inbox.records import MessageKind, ReplySource, Severity
+from fleetd.runtime import FleetAllResult, FleetInstancePart
 from fleetd.runtime.fleet_models import (
     DependenciesBlock,
     FleetHealthBlock,
@@ -41,7 +42,6 @@ from fleetd.runtime.fleet_models import (
     LiveAgent,
     OrphanMember,
 )
-from fleetd.runtime.fleet_summary import InstanceSummary
 
 __all__ = [
     "CapacityRow",
@@ -92,53 +92,6 @@ class InboxDrainResult(WireModel):
 
 class PollResult(RootModel[TicketResult | InboxDrainResult]):
     """``fleet_poll``: one ticket, or an inbox drain."""
-
-
-class FleetInstancePart(WireModel):
-    """One fleetd sharing the journal in ``GET /v1/fleet?scope=all``: the answering one with
-    its own ``view``, every other one with its last published ``summary``. ``ageSeconds`` is
-    the time since its last renewal (null: the answering one's row was not read); ``down``: silent
-    for more than two snapshot intervals (INSTANCE_DOWN's rule), shown with its last summary."""
-
-    instance: str
-    answering: bool
-    host: str
-    fleetd_version: str
-    started_at: str
-    last_seen: str | None
-    age_seconds: float | None
-    down: bool
-    view: FleetListResult | Absent = None  # the answering instance only
-    summary: InstanceSummary | None = Field(
-        default=None, description="the other instances' last published summary (null: unreadable)"
-    )
-    summary_problem: str | Absent = Field(
-        default=None, description="why summary is null: not_published, unknown_version: N"
-    )
-
-
-class FleetJournalRead(WireModel):
-    """Whether the journal is shared (PostgreSQL) and whether its instance rows were read."""
-
-    shared: bool
-    read: Literal["ok", "failed", "not_shared"]
-    reason: str | Absent = None
-
-
-class FleetAllResult(WireModel):
-    """``GET /v1/fleet?scope=all`` v1: every fleetd sharing the journal, the answering one first
-    (see :mod:`fleetd.runtime.fleet_all`)."""
-
-    version: Literal[1]
-    scope: Literal["all"]
-    instance: str
-    generated_at: str
-    interval_seconds: float
-    journal: FleetJournalRead
-    instances: list[FleetInstancePart]
-    live: Annotated[int, Field(ge=1)]
-    down: Annotated[int, Field(ge=0)]
-    note: str | Absent = None
 
 
 class FleetAllAnswer(WireModel):

@@ -6,7 +6,7 @@ internal to it.
 
 from fleetd.runtime.dependencies import DependencyCollector, DependencyView
 from fleetd.runtime.escalation import instance_name
-from fleetd.runtime.fleet_all import FleetAcross
+from fleetd.runtime.fleet_all import FleetAcross, FleetAllResult, FleetInstancePart
 from fleetd.runtime.fleet_models import (
     ControlLink,
     DependenciesBlock,
@@ -38,9 +38,11 @@ __all__ = [
     "DependencyReadiness",
     "DependencyView",
     "FleetAcross",
+    "FleetAllResult",
     "FleetHealthBlock",
     "FleetHealthComponent",
     "FleetHealthMonitor",
+    "FleetInstancePart",
     "FleetListResult",
     "FleetMember",
     "FleetViewBuilder",

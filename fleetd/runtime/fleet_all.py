@@ -20,7 +20,10 @@ instance alone with ``journal.read: failed`` and the reason, so the others are n
 missing. An SQLite journal serves one fleetd: ``scope=all`` answers this instance alone and
 ``note`` says so (no journal read).
 
-:func:`fleet_all` is pure (rows, ``now`` and the interval in, the document out);
+:func:`fleet_all` is pure (rows, ``now`` and the interval in, the document out). The document and
+each part are built from their models (:class:`FleetAllResult`, :class:`FleetInstancePart`,
+:class:`FleetJournalRead`, which ``GET /v1/fleet?scope=all``'s contract is made from); what they
+nest — the answering instance's view and the others' summaries — is put in as it stands, and
 :class:`FleetAcross` reads the rows and splices the answering instance's view into it as text.
 """
 
@@ -30,18 +33,21 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
+from pydantic import Field
 
+from fleetd.bridge.answers import Absent, WireModel, wire
 from fleetd.clock import Clock
 from fleetd.errors import JournalError
 from fleetd.health.instances import instance_is_down
 from fleetd.identity import Caller
 from fleetd.journal.port import Journal
 from fleetd.journal.values import InstanceRecord
+from fleetd.runtime.fleet_models import FleetListResult
 from fleetd.runtime.fleet_rows import encode, marker
-from fleetd.runtime.fleet_summary import SUMMARY_VERSION
+from fleetd.runtime.fleet_summary import SUMMARY_VERSION, InstanceSummary
 from fleetd.runtime.fleet_versions import FleetViews
 from fleetd.runtime.instances import InstanceWatch
 
@@ -50,6 +56,9 @@ __all__ = [
     "SINGLE_INSTANCE_NOTE",
     "Answering",
     "FleetAcross",
+    "FleetAllResult",
+    "FleetInstancePart",
+    "FleetJournalRead",
     "fleet_all",
     "shown_summary",
 ]
@@ -73,6 +82,53 @@ class Answering:
     host: str
     version: str
     started_at: datetime
+
+
+class FleetInstancePart(WireModel):
+    """One fleetd sharing the journal in ``GET /v1/fleet?scope=all``: the answering one with
+    its own ``view``, every other one with its last published ``summary``. ``ageSeconds`` is
+    the time since its last renewal (null: the answering one's row was not read); ``down``: silent
+    for more than two snapshot intervals (INSTANCE_DOWN's rule), shown with its last summary."""
+
+    instance: str
+    answering: bool
+    host: str
+    fleetd_version: str
+    started_at: str
+    last_seen: str | None
+    age_seconds: float | None
+    down: bool
+    view: FleetListResult | Absent = None  # the answering instance only
+    summary: InstanceSummary | None = Field(
+        default=None, description="the other instances' last published summary (null: unreadable)"
+    )
+    summary_problem: str | Absent = Field(
+        default=None, description="why summary is null: not_published, unknown_version: N"
+    )
+
+
+class FleetJournalRead(WireModel):
+    """Whether the journal is shared (PostgreSQL) and whether its instance rows were read."""
+
+    shared: bool
+    read: Literal["ok", "failed", "not_shared"]
+    reason: str | Absent = None
+
+
+class FleetAllResult(WireModel):
+    """``GET /v1/fleet?scope=all`` v1: every fleetd sharing the journal, the answering one first
+    (see :mod:`fleetd.runtime.fleet_all`)."""
+
+    version: Literal[1]
+    scope: Literal["all"]
+    instance: str
+    generated_at: str
+    interval_seconds: float
+    journal: FleetJournalRead
+    instances: list[FleetInstancePart]
+    live: Annotated[int, Field(ge=1)]
+    down: Annotated[int, Field(ge=0)]
+    note: str | Absent = None
 
 
 def _age(last_seen: datetime, now: datetime) -> float:
@@ -105,19 +161,20 @@ def fleet_all(
     row, or what ``summaries`` holds for it (:class:`FleetAcross` passes markers of texts it
     keeps)."""
     own = next((r for r in rows if r.instance == me.instance), None)
-    parts: list[dict[str, Any]] = [
-        {
-            "instance": me.instance,
-            "answering": True,
-            "host": me.host,
-            "fleetdVersion": me.version,
-            "startedAt": me.started_at.isoformat(),
-            "lastSeen": own.last_seen.isoformat() if own is not None else None,
-            "ageSeconds": _age(own.last_seen, now) if own is not None else None,
-            "down": False,  # it is answering
-            "view": _VIEW,
-        }
-    ]
+    answering = wire(
+        FleetInstancePart.of(
+            instance=me.instance,
+            answering=True,
+            host=me.host,
+            fleetd_version=me.version,
+            started_at=me.started_at.isoformat(),
+            last_seen=own.last_seen.isoformat() if own is not None else None,
+            age_seconds=_age(own.last_seen, now) if own is not None else None,
+            down=False,  # it is answering
+        )
+    )
+    answering["view"] = _VIEW
+    parts = [answering]
     down = 0
     for record in sorted((r for r in rows if r.instance != me.instance), key=_name):
         if summaries is not None and record.instance in summaries:
@@ -126,40 +183,45 @@ def fleet_all(
             summary, problem = shown_summary(record)
         is_down = instance_is_down(record.last_seen, now=now, interval=interval)
         down += is_down
-        part: dict[str, Any] = {
-            "instance": record.instance,
-            "answering": False,
-            "host": record.host,
-            "fleetdVersion": record.version,
-            "startedAt": record.started_at.isoformat(),
-            "lastSeen": record.last_seen.isoformat(),
-            "ageSeconds": _age(record.last_seen, now),
-            "down": is_down,
-            "summary": summary,
-        }
+        part = wire(
+            FleetInstancePart.of(
+                instance=record.instance,
+                answering=False,
+                host=record.host,
+                fleetd_version=record.version,
+                started_at=record.started_at.isoformat(),
+                last_seen=record.last_seen.isoformat(),
+                age_seconds=_age(record.last_seen, now),
+                down=is_down,
+            )
+        )
+        part["summary"] = summary  # as published (or a marker of its kept text)
         if problem is not None:
             part["summaryProblem"] = problem
         parts.append(part)
-    journal: dict[str, Any] = {"shared": shared, "read": "ok" if shared else "not_shared"}
+    journal = FleetJournalRead.of(shared=shared, read="ok" if shared else "not_shared")
     if read_failure is not None:
-        journal.update(read="failed", reason=read_failure)
-    document: dict[str, Any] = {
-        "version": FLEET_ALL_VERSION,
-        "scope": "all",
-        "instance": me.instance,
-        "generatedAt": now.isoformat(),
-        "intervalSeconds": interval.total_seconds(),
-        "journal": journal,
-        "instances": parts,
-        "live": len(parts) - down,
-        "down": down,
-    }
+        journal = FleetJournalRead.of(shared=shared, read="failed", reason=read_failure)
+    note: dict[str, str] = {}
     if not shared:
-        document["note"] = SINGLE_INSTANCE_NOTE
+        note["note"] = SINGLE_INSTANCE_NOTE
     elif read_failure is not None:
-        document["note"] = (
-            "the journal could not be read: the other instances are unknown, not absent"
+        note["note"] = "the journal could not be read: the other instances are unknown, not absent"
+    document = wire(
+        FleetAllResult.of(
+            version=FLEET_ALL_VERSION,
+            scope="all",
+            instance=me.instance,
+            generated_at=now.isoformat(),
+            interval_seconds=interval.total_seconds(),
+            journal=journal,
+            instances=[],  # the parts, with the texts they splice, are put in below
+            live=len(parts) - down,
+            down=down,
+            **note,
         )
+    )
+    document["instances"] = parts
     return document
 
 

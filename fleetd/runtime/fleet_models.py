@@ -390,8 +390,8 @@ class FleetListResult(WireModel):
     inbox: InboxBlock
     teardown_failures: list[str]
     config: ConfigStatus
-    dependencies: DependenciesBlock | Absent = None
     health: FleetHealthBlock | Absent = None
     incidents: list[OpenIncident] | Absent = None
     health_coverage: HealthCoverage | Absent = None
+    dependencies: DependenciesBlock | Absent = None
     preserved_worktrees: list[PreservedWorktreeRow] | Absent = None  # leads only

@@ -46,15 +46,18 @@ from fleetd.runtime.dependencies import DependencyView
 from fleetd.runtime.fleet_models import (
     ConfigStatus,
     ControlLink,
+    FleetListResult,
     FleetMember,
     HeldInMemory,
     InboxBlock,
     LeadHealth,
     LeadRow,
+    OpenIncident,
     OrphanMember,
     PreservedWorktreeRow,
 )
 from fleetd.runtime.fleet_parts import failure_row, orphan_row, preserved_rows
+from fleetd.runtime.health_views import FleetHealthPart
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.live_agents import LiveAgents
 from fleetd.runtime.monitor import FleetHealthMonitor
@@ -97,7 +100,7 @@ class FleetFacts:
     reachable: bool
     teardown_failures: list[str]
     config: ConfigStatus
-    health: dict[str, Any] | None
+    health: FleetHealthPart | None
     preserved: dict[str, list[PreservedWorktreeRow]]
 
 
@@ -238,28 +241,44 @@ class FleetViewBuilder:
         capacity = facts.capacity
         if self.dependencies is not None:  # each profile's effective context window
             capacity = self.dependencies.decorate_capacity(capacity, facts.now)
-        view: dict[str, Any] = {
-            "version": VIEW_VERSION,
-            "viewVersion": facts.version,
-            "generatedAt": facts.now.isoformat(),
-            "agentsListedAt": listed.isoformat() if listed else None,
-            "agentsAgeSeconds": round((facts.now - listed).total_seconds(), 3) if listed else None,
-            "controlLink": wire(facts.control_link),
-            "agents": live,
-            "members": members + orphans,
-            "capacity": [wire(row) for row in capacity],
-            "leads": [wire(row) for row in self._leads(caller, facts)],
-            "inbox": wire(self._inbox(caller, facts)),
-            "teardownFailures": facts.teardown_failures,
-            "config": wire(facts.config),
-        }
-        if facts.health is not None:
-            view.update(facts.health)
-            view["incidents"] = [i for i in facts.health["incidents"] if _sees_incident(caller, i)]
-        if self.dependencies is not None:  # outbound endpoints, providers, model benches
-            view["dependencies"] = wire(self.dependencies.view(facts.now))
-        if caller.role is Role.LEAD:
-            view["preservedWorktrees"] = [wire(p) for p in facts.preserved.get(caller.name, [])]
+        health = facts.health
+        result = FleetListResult.of(
+            version=VIEW_VERSION,
+            view_version=facts.version,
+            generated_at=facts.now.isoformat(),
+            agents_listed_at=listed.isoformat() if listed else None,
+            agents_age_seconds=round((facts.now - listed).total_seconds(), 3) if listed else None,
+            control_link=facts.control_link,
+            agents=None,  # the rows, kept as their wire JSON, are put in below
+            members=[],
+            capacity=capacity,
+            leads=self._leads(caller, facts),
+            inbox=self._inbox(caller, facts),
+            teardown_failures=facts.teardown_failures,
+            config=facts.config,
+            **(
+                {
+                    "health": health.block,
+                    "incidents": [i for i in health.incidents if _sees_incident(caller, i)],
+                    "health_coverage": health.coverage,
+                }
+                if health is not None
+                else {}
+            ),
+            **(  # outbound endpoints, providers, model benches
+                {"dependencies": self.dependencies.view(facts.now)}
+                if self.dependencies is not None
+                else {}
+            ),
+            **(
+                {"preserved_worktrees": facts.preserved.get(caller.name, [])}
+                if caller.role is Role.LEAD
+                else {}
+            ),
+        )
+        view = wire(result)
+        view["agents"] = live
+        view["members"] = members + orphans
         return view
 
     def change_key(self) -> tuple[object, ...]:
@@ -404,17 +423,17 @@ class FleetViewBuilder:
         )
 
 
-def _sees_incident(caller: Caller, row: dict[str, Any]) -> bool:
+def _sees_incident(caller: Caller, incident: OpenIncident) -> bool:
     """The operator sees every incident; a lead what :func:`lead_may_see` allows (the rule
     ``GET /v1/incidents`` follows too)."""
     if caller.role is Role.OPERATOR:
         return True
     return lead_may_see(
         caller.name,
-        scope=row["scope"],
-        subject=row["subject"],
-        owner=row["owner"],
-        recipient=row["recipient"],
+        scope=incident.scope,
+        subject=incident.subject,
+        owner=incident.owner,
+        recipient=incident.recipient,
     )
 
 

@@ -14,10 +14,11 @@ disabled; peer routing needs a second lead.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from fleetd.bridge.answers import WireModel, wire
+from fleetd.bridge.answers import WireModel
 from fleetd.config import HealthConfig
 from fleetd.config.floors import TWO_SNAPSHOTS
 from fleetd.health.evidence import HealthState
@@ -41,13 +42,14 @@ from fleetd.runtime.link import LinkState
 __all__ = [
     "FOREIGN_SHOWN",
     "FleetHealthComponent",
+    "FleetHealthPart",
     "coverage",
     "fleet_health",
     "healthz_component",
-    "incident_row",
     "lead_health",
     "link_view",
     "member_health",
+    "open_incident",
 ]
 
 
@@ -142,6 +144,16 @@ def lead_health(state: HealthState, name: str, *, now: datetime) -> LeadHealth |
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetHealthPart:
+    """The health part of ``fleet_list``, as models: the monitor's counters (``health``), the open
+    incidents (``incidents``, which each scope filters) and the coverage (``healthCoverage``)."""
+
+    block: FleetHealthBlock
+    incidents: tuple[OpenIncident, ...]
+    coverage: HealthCoverage
+
+
 def fleet_health(
     state: HealthState,
     *,
@@ -152,28 +164,25 @@ def fleet_health(
     routing: Mapping[str, RoutingNote],
     now: datetime,
     covered: HealthCoverage,
-) -> dict[str, Any]:
+) -> FleetHealthPart:
     """The health part of ``fleet_list``: monitor counters, incidents, coverage — no pane content.
 
     The link's verdict lives in the top-level ``controlLink`` and each lead's health in its
     top-level lead row, so neither appears here a second time.
     """
-    return {
-        "health": wire(
-            FleetHealthBlock.of(enabled=health.enabled, ticks=ticks, pane_reads=pane_reads)
+    return FleetHealthPart(
+        block=FleetHealthBlock.of(enabled=health.enabled, ticks=ticks, pane_reads=pane_reads),
+        incidents=tuple(
+            open_incident(i, now=now, note=routing.get(i.id)) for i in state.open_incidents()
         ),
-        "incidents": [
-            incident_row(i, now=now, note=routing.get(i.id)) for i in state.open_incidents()
-        ],
-        "healthCoverage": wire(covered),
-    }
+        coverage=covered,
+    )
 
 
-def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None) -> dict[str, Any]:
+def open_incident(incident: Incident, *, now: datetime, note: RoutingNote | None) -> OpenIncident:
     """One open incident for ``fleet_list``: owner, recipient and ``routing`` once assigned —
     route (``lead`` or ``human``), reason, generation, on whose behalf, and for the human leg
-    what became of it. Built as :class:`OpenIncident`, handed on as its wire JSON (each scope's
-    view filters the rows of one version)."""
+    what became of it (each scope's view filters the incidents of one version)."""
     parts: dict[str, Any] = {}
     assignment = incident.assignment
     if assignment is not None:
@@ -197,19 +206,17 @@ def incident_row(incident: Incident, *, now: datetime, note: RoutingNote | None)
             reply_reconstructed=False,
             task_replayed=False,
         )
-    return wire(
-        OpenIncident.of(
-            id=incident.id,
-            scope=incident.scope.value,
-            subject=incident.subject,
-            state=str(incident.state),
-            severity=incident.severity.value,
-            certainty=incident.certainty.value,
-            age_seconds=round((now - incident.opened_at).total_seconds(), 3),
-            owner=incident.owner_lead,
-            recipient=incident.recipient_lead,
-            **parts,
-        )
+    return OpenIncident.of(
+        id=incident.id,
+        scope=incident.scope.value,
+        subject=incident.subject,
+        state=str(incident.state),
+        severity=incident.severity.value,
+        certainty=incident.certainty.value,
+        age_seconds=round((now - incident.opened_at).total_seconds(), 3),
+        owner=incident.owner_lead,
+        recipient=incident.recipient_lead,
+        **parts,
     )
 
 

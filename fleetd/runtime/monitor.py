@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
@@ -246,7 +245,7 @@ class FleetHealthMonitor:
     def lead_health(self, name: str) -> LeadHealth | None:
         return health_views.lead_health(self.state, name, now=self.clock.now())
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> health_views.FleetHealthPart:
         """The health part of ``fleet_list``."""
         return health_views.fleet_health(
             self.state,

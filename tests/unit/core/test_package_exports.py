@@ -87,6 +87,8 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "DependencyReadiness",
         "DependencyView",
         "FleetAcross",
+        "FleetAllResult",
+        "FleetInstancePart",
         "FleetHealthMonitor",
         "FleetViewBuilder",
         "FleetViews",

@@ -65,7 +65,8 @@ async def test_usage_limit_at_an_idle_boundary_opens_error_on_screen(
     await fleet.service.health.tick()
     evidence = fleet.service.health.state.members[sid]
     assert (str(evidence.state), evidence.cause) == ("ERROR_ON_SCREEN", signature)
-    incidents = [i for i in fleet.service.health.view()["incidents"] if i["subject"] == sid]
+    listed = (await fleet.ok("fleet_list"))["incidents"]
+    incidents = [i for i in listed if i["subject"] == sid]
     assert {i["state"] for i in incidents} >= {"ERROR_ON_SCREEN"}
     [error] = [i for i in incidents if i["state"] == "ERROR_ON_SCREEN"]
     assert error["recipient"] == "lead"
@@ -90,7 +91,7 @@ async def test_the_next_delivered_turn_ends_error_on_screen(tmp_path: Path) -> N
     fleet.clock.advance(30)
     await fleet.service.health.tick()
     assert str(fleet.service.health.state.members[sid].state) == "WORKING"
-    assert fleet.service.health.view()["incidents"] == []
+    assert (await fleet.ok("fleet_list"))["incidents"] == []
 
 
 async def test_a_normal_answer_at_the_boundary_is_no_error(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from fleetd.health.evidence import HealthState, LeadEvidence
 from fleetd.health.incidents import Assignment, Incident, IncidentKey, Route, RoutingReason
 from fleetd.health.states import Certainty, LeadState, MemberState, Scope, Severity
 from fleetd.runtime.dispatch import PASSIVE_NO_SINK, RoutingNote
-from fleetd.runtime.health_views import FOREIGN_SHOWN, coverage, incident_row, lead_health
+from fleetd.runtime.health_views import FOREIGN_SHOWN, coverage, lead_health, open_incident
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=2)
@@ -60,7 +60,7 @@ def test_peer_routing_is_available_only_with_a_second_lead() -> None:
 
 def test_an_incident_row_shows_owner_recipient_and_its_routing() -> None:
     """Routed to a peer: recipient, route, reason, generation and on whose behalf."""
-    row = incident_row(incident(assignment=PEER), now=NOW, note=None)
+    row = wire(open_incident(incident(assignment=PEER), now=NOW, note=None))
     assert (row["owner"], row["recipient"]) == ("lead-a", "lead-b")
     assert row["routing"] == {
         "route": "lead",
@@ -69,11 +69,11 @@ def test_an_incident_row_shows_owner_recipient_and_its_routing() -> None:
         "onBehalfOf": "lead-a",
     }
     note = RoutingNote(reason=HUMAN.reason.value, outcome=PASSIVE_NO_SINK)
-    human = incident_row(incident(assignment=HUMAN), now=NOW, note=note)
+    human = wire(open_incident(incident(assignment=HUMAN), now=NOW, note=note))
     assert human["recipient"] is None
     assert human["routing"]["route"] == "human"
     assert human["routing"]["outcome"] == "passive_no_sink"
-    assert "routing" not in incident_row(incident(), now=NOW, note=None)
+    assert "routing" not in wire(open_incident(incident(), now=NOW, note=None))
 
 
 def test_a_lead_row_counts_and_lists_a_bounded_set_of_foreign_incidents() -> None:

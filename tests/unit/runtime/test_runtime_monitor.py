@@ -87,7 +87,7 @@ async def test_link_down_opens_one_control_link_incident_and_no_member_fault(
     for _ in range(3):
         fleet.clock.advance(30)
         await fleet.service.health.tick()
-    view = fleet.service.health.view()
+    view = await fleet.ok("fleet_list")
     assert [i["state"] for i in view["incidents"]] == ["CONTROL_LINK_DOWN"]
     assert str(fleet.service.health.state.link.state) == "CONTROL_LINK_DOWN"
     link = (await fleet.ok("fleet_list"))["controlLink"]
@@ -172,7 +172,7 @@ async def test_preserved_branch_with_commits_is_work_product_at_risk(tmp_path: P
     for _ in range(40):
         fleet.clock.advance(30)
         await fleet.service.health.tick()
-    [incident] = fleet.service.health.view()["incidents"]
+    [incident] = (await fleet.ok("fleet_list"))["incidents"]
     assert (incident["state"], incident["severity"]) == ("WORK_PRODUCT_AT_RISK", "warning")
     assert fleet.worktrees.removed == []
 

@@ -6,10 +6,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from fleetd.bridge.answers import wire
 from fleetd.health.effects import RequestLostBoundaryRepair
 from fleetd.health.incidents import Assignment, Incident, IncidentKey, Route, RoutingReason
 from fleetd.health.states import Certainty, MemberState, Scope, Severity
-from fleetd.runtime.health_views import incident_row
+from fleetd.runtime.health_views import open_incident
 from fleetd.runtime.lead_records import health_record, health_summary
 from fleetd.testing import build_test_fleet, sample_document
 from tests.metric_samples import sample
@@ -77,8 +78,8 @@ def test_a_repair_answer_is_republished_under_its_own_id_and_says_nothing_was_re
 
 def test_the_fleet_list_incident_row_shows_the_repair_answer() -> None:
     """fleet_list: result, detail, attempts and retry, and that nothing was rebuilt."""
-    assert "repair" not in incident_row(LOST, now=T0, note=None)
-    assert incident_row(ANSWERED, now=T0, note=None)["repair"] == {
+    assert "repair" not in wire(open_incident(LOST, now=T0, note=None))
+    assert wire(open_incident(ANSWERED, now=T0, note=None))["repair"] == {
         "result": "refused_unchanged",
         "detail": "same_as_baseline",
         "attempts": 1,

@@ -50,7 +50,7 @@ async def test_done_member_with_commits_ahead_is_work_product_at_risk(tmp_path: 
     await _ticks(fleet, 40)
     assert session.live
     assert session.commits_ahead == 3
-    [incident] = fleet.service.health.view()["incidents"]
+    [incident] = (await fleet.ok("fleet_list"))["incidents"]
     assert (incident["state"], incident["subject"]) == ("WORK_PRODUCT_AT_RISK", sid)
     assert incident["severity"] == "warning"
     assert measures == [session.worktree]  # one edge, one measurement, not one per tick
