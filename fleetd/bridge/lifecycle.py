@@ -22,6 +22,7 @@ from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import TaskBook, Ticket
 from fleetd.bridge.teardown import Teardown
 from fleetd.bridge.teardown_check import record_teardown
+from fleetd.bridge.work_product import measure_terminal_edges
 from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
@@ -55,6 +56,7 @@ class TargetLifecycle:
         self._tasks = tasks
         self._clock = clock
         self._settings = settings
+        self._worktrees = worktrees
         self._teardown = Teardown(
             control=control,
             roster=roster,
@@ -65,6 +67,13 @@ class TargetLifecycle:
             revoke=revoke,
             fail_work=lambda session, reason: self.fail_target_work(session, reason=reason),
             on_failure=on_failure,
+        )
+
+    async def measure_terminal_edges(self) -> int:
+        """Commits ahead for live members whose terminal edge is new (WORK_PRODUCT_AT_RISK): the
+        work a release would have to preserve, measured before any release is asked for."""
+        return await measure_terminal_edges(
+            self._roster.sessions.values(), self._worktrees, releasing=self.releasing
         )
 
     def fail_target_work(self, session: Session, *, reason: str) -> list[Ticket]:

@@ -16,7 +16,8 @@ parts, each taking only what it uses:
   takes them (``keep``, ``flush``), and a lead's ``fleet_poll`` (``drain``);
 * ``lifecycle``, :class:`~fleetd.bridge.lifecycle.TargetLifecycle` — every terminal cause for a
   target, through the one idempotent target-wide failure operation (``fail_target_work``) and one
-  release per session (``release``, ``release_all``, ``check_readiness``);
+  release per session (``release``, ``release_all``, ``check_readiness``), and the commits a
+  release would have to preserve (``measure_terminal_edges``);
 * ``repair``, :class:`~fleetd.bridge.repair.LostBoundaryRepair` — the health monitor's one call,
   ``reconcile_lost_boundary`` (M4 §8), and the sightings of each list that gate it (``observe``);
 * ``view``, :class:`~fleetd.bridge.view.BridgeView` — the fleet view's member rows and capacity;
@@ -57,7 +58,6 @@ from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.spawn import SpawnParts, SpawnRequest, spawn_member
 from fleetd.bridge.tasks import Retention, TaskBook, Ticket
 from fleetd.bridge.view import BridgeView
-from fleetd.bridge.work_product import measure_terminal_edges
 from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock, wait_event
 from fleetd.config import FleetdConfig
@@ -342,12 +342,6 @@ class Bridge:
             agents,
             roster=self.roster,
             gone=lambda session: self.lifecycle.target_not_found(session, "pane_not_found"),
-        )
-
-    async def measure_terminal_edges(self) -> int:
-        """Commits ahead for live members whose terminal edge is new (WORK_PRODUCT_AT_RISK)."""
-        return await measure_terminal_edges(
-            self.roster.sessions.values(), self.worktrees, releasing=self.lifecycle.releasing
         )
 
     def _retention(self) -> Retention:

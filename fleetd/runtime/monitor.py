@@ -150,7 +150,7 @@ class FleetHealthMonitor:
         started = self.clock.monotonic()
         now = self.clock.now()
         probes, targeted = self.dispatcher.take_evidence()
-        await self.bridge.measure_terminal_edges()
+        await self.bridge.lifecycle.measure_terminal_edges()
         snapshot = await take_snapshot(
             control=self.control,
             bridge=self.bridge,
