@@ -92,7 +92,8 @@ class OpenTurns(dict[str, TurnState]):
         self._changes = changes
         #: the members whose turn was opened, or whose boundary watch moved, since the last look
         #: at this set: the observation of open turns takes it and sights each of them at the
-        #: next list whatever its agent did (the same sighting may move such a watch again)
+        #: next list whatever its agent did (the same sighting may move such a watch again); it
+        #: holds open turns only, so it stays bounded while health is off and never looks
         self.fresh: set[str] = set()
         #: told the session id of every turn closed (the state store drops its record)
         self.on_close: Callable[[str], None] = lambda _session_id: None
@@ -125,6 +126,7 @@ class OpenTurns(dict[str, TurnState]):
             return effects
         if new.phase.terminal:
             super().__delitem__(sid)
+            self.fresh.discard(sid)  # a closed turn needs no sighting (and health may never look)
             self._changes.mark(sid)
             self.on_close(sid)
             return tuple(e for e in effects if not isinstance(e, ForgetTurnRecord))

@@ -135,3 +135,24 @@ def test_a_turn_at_the_prompt_is_sighted_again_until_its_watch_is_stable() -> No
             assert stable == [False, True, True]
 
     asyncio.run(run())
+
+
+async def test_turns_waiting_for_a_sighting_are_only_open_ones_with_health_off() -> None:
+    """With health off no list ever sights the open turns, so what waits for a sighting must not
+    outlive them: members that each ran a turn and were released leave nothing behind (it used
+    to keep every session id that ever had a turn)."""
+    with tempfile.TemporaryDirectory() as root:
+        document = sample_document(Path(root))
+        assert not document.get("health", {}).get("enabled", False)
+        fleet = build_test_fleet(Path(root), document=document)
+        await fleet.service.own_lead_keys()
+        waiting = fleet.bridge.roster.inflight.fresh
+        for _ in range(20):
+            sid = await fleet.spawn_ready("codex")
+            await fleet.ok("fleet_send", target=sid, prompt="a task")
+            assert sid in waiting  # the open turn waits for the next list's sighting
+            await fleet.ok("fleet_reply", fleet.member(sid), content="done")
+            assert waiting == set()
+            await fleet.ok("fleet_stop", sessionId=sid)
+        assert fleet.bridge.reads.live_members() == []
+        assert waiting == set()
