@@ -22,10 +22,12 @@ parts, each taking only what it uses:
   ``reconcile_lost_boundary`` (M4 §8), and the sightings of each list that gate it (``observe``);
 * ``view``, :class:`~fleetd.bridge.view.BridgeView` — the fleet view's member rows and capacity;
 * ``mutes``, :class:`~fleetd.bridge.mutes.MuteLog` — the fallback resolutions health counts;
+* ``orphans``, :class:`~fleetd.bridge.orphans.OrphanBook` — members of an earlier run found in
+  herdr (``check``, ``find``, ``stop``);
 * inside: :class:`~fleetd.bridge.completion.TurnCompletion` (resolves the exact open turn once),
   :class:`~fleetd.bridge.resolver.CompletionResolver` (the resolver guard core, with the
-  observed-boundary and lost-boundary-repair policies), :class:`~fleetd.bridge.orphans.OrphanBook`
-  and :func:`~fleetd.bridge.spawn.spawn_member`.
+  observed-boundary and lost-boundary-repair policies) and
+  :func:`~fleetd.bridge.spawn.spawn_member`.
 
 It talks to herdr through the :class:`~fleetd.herdr.control.AgentControl` port, hands records to
 leads and drains their inboxes through the :class:`~fleetd.inbox.outbox.LeadOutbox`, and
