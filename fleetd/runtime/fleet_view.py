@@ -241,7 +241,15 @@ class FleetViewBuilder:
         capacity = facts.capacity
         if self.dependencies is not None:  # each profile's effective context window
             capacity = self.dependencies.decorate_capacity(capacity, facts.now)
-        health = facts.health
+        shown: dict[str, object] = {}  # the blocks a view has only when their part is there
+        if (health := facts.health) is not None:
+            shown["health"] = health.block
+            shown["incidents"] = [i for i in health.incidents if _sees_incident(caller, i)]
+            shown["health_coverage"] = health.coverage
+        if self.dependencies is not None:  # outbound endpoints, providers, model benches
+            shown["dependencies"] = self.dependencies.view(facts.now)
+        if caller.role is Role.LEAD:
+            shown["preserved_worktrees"] = facts.preserved.get(caller.name, [])
         result = FleetListResult.of(
             version=VIEW_VERSION,
             view_version=facts.version,
@@ -256,25 +264,7 @@ class FleetViewBuilder:
             inbox=self._inbox(caller, facts),
             teardown_failures=facts.teardown_failures,
             config=facts.config,
-            **(
-                {
-                    "health": health.block,
-                    "incidents": [i for i in health.incidents if _sees_incident(caller, i)],
-                    "health_coverage": health.coverage,
-                }
-                if health is not None
-                else {}
-            ),
-            **(  # outbound endpoints, providers, model benches
-                {"dependencies": self.dependencies.view(facts.now)}
-                if self.dependencies is not None
-                else {}
-            ),
-            **(
-                {"preserved_worktrees": facts.preserved.get(caller.name, [])}
-                if caller.role is Role.LEAD
-                else {}
-            ),
+            **shown,
         )
         view = wire(result)
         view["agents"] = live
