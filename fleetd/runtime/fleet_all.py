@@ -161,17 +161,15 @@ def fleet_all(
     row, or what ``summaries`` holds for it (:class:`FleetAcross` passes markers of texts it
     keeps)."""
     own = next((r for r in rows if r.instance == me.instance), None)
-    answering = wire(
-        FleetInstancePart.of(
-            instance=me.instance,
-            answering=True,
-            host=me.host,
-            fleetd_version=me.version,
-            started_at=me.started_at.isoformat(),
-            last_seen=own.last_seen.isoformat() if own is not None else None,
-            age_seconds=_age(own.last_seen, now) if own is not None else None,
-            down=False,  # it is answering
-        )
+    answering = _part(
+        me.instance,
+        me.host,
+        me.version,
+        me.started_at,
+        last_seen=own.last_seen if own is not None else None,
+        now=now,
+        answering=True,
+        down=False,  # it is answering
     )
     answering["view"] = _VIEW
     parts = [answering]
@@ -183,25 +181,24 @@ def fleet_all(
             summary, problem = shown_summary(record)
         is_down = instance_is_down(record.last_seen, now=now, interval=interval)
         down += is_down
-        part = wire(
-            FleetInstancePart.of(
-                instance=record.instance,
-                answering=False,
-                host=record.host,
-                fleetd_version=record.version,
-                started_at=record.started_at.isoformat(),
-                last_seen=record.last_seen.isoformat(),
-                age_seconds=_age(record.last_seen, now),
-                down=is_down,
-            )
+        part = _part(
+            record.instance,
+            record.host,
+            record.version,
+            record.started_at,
+            last_seen=record.last_seen,
+            now=now,
+            answering=False,
+            down=is_down,
         )
         part["summary"] = summary  # as published (or a marker of its kept text)
         if problem is not None:
             part["summaryProblem"] = problem
         parts.append(part)
-    journal = FleetJournalRead.of(shared=shared, read="ok" if shared else "not_shared")
     if read_failure is not None:
         journal = FleetJournalRead.of(shared=shared, read="failed", reason=read_failure)
+    else:
+        journal = FleetJournalRead.of(shared=shared, read="ok" if shared else "not_shared")
     note: dict[str, str] = {}
     if not shared:
         note["note"] = SINGLE_INSTANCE_NOTE
@@ -223,6 +220,32 @@ def fleet_all(
     )
     document["instances"] = parts
     return document
+
+
+def _part(
+    instance: str,
+    host: str,
+    version: str,
+    started_at: datetime,
+    *,
+    last_seen: datetime | None,
+    now: datetime,
+    answering: bool,
+    down: bool,
+) -> dict[str, Any]:
+    """One instance's part without what it nests (its ``view`` or ``summary``), as written."""
+    return wire(
+        FleetInstancePart.of(
+            instance=instance,
+            answering=answering,
+            host=host,
+            fleetd_version=version,
+            started_at=started_at.isoformat(),
+            last_seen=last_seen.isoformat() if last_seen is not None else None,
+            age_seconds=_age(last_seen, now) if last_seen is not None else None,
+            down=down,
+        )
+    )
 
 
 def _name(record: InstanceRecord) -> str:
