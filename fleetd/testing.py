@@ -19,6 +19,7 @@ from typing import Any
 from fleetd.api.tools import ToolRegistry, ToolResult
 from fleetd.bridge import CheckedMemberViews
 from fleetd.bridge.service import Bridge
+from fleetd.bridge.sessions import Session
 from fleetd.bridge.worktrees import FakeWorktrees
 from fleetd.catalog.port import ModelCatalog
 from fleetd.clock import FakeClock
@@ -104,6 +105,13 @@ class TestFleet:
         """Move the clock, then run one status-poller pass."""
         self.clock.advance(seconds)
         await self.bridge.deliverer.poll_once()
+
+    def session(self, session_id: str) -> Session:
+        """The member as the bridge holds it now (a session is a value: read it again after
+        anything that may change it)."""
+        session = self.bridge.reads.session(session_id)
+        assert session is not None, f"no session {session_id}"
+        return session
 
     def member(self, session_id: str) -> Caller:
         """The caller a member's own token resolves to."""

@@ -162,6 +162,7 @@ def register_fleet_tools(
     async def fleet_status(caller: Caller, p: StatusParams) -> SessionRow:
         session = bridge.reads.find_owned(caller.name, p.session_id, released=True)
         stats = await read_lead_stats(bridge.inbox, [session.owner])
+        session = bridge.reads.session(session.session_id) or session  # as it is after the read
         backlog = member_backlogs(stats, bridge.reads.sessions()).get(session.session_id)
         row = bridge.view.session_row(session, now=bridge.clock.now(), backlog=backlog)
         if not session.live:

@@ -42,7 +42,7 @@ class CheckedMemberViews(MemberViews):
         turn = self._roster.inflight.get(sid)
         ticket = self._tasks.get(turn.token.ticket_id) if turn is not None else None
         return (
-            session.revision,
+            session,
             turn.token if turn is not None else None,
             turn.repair if turn is not None else None,
             ticket is None,

@@ -78,11 +78,13 @@ class TurnCompletion:
         if not self._tasks.resolve(token.ticket_id, content=content, source=source, now=now):
             return False
         self._roster.inflight.step(token, TurnResolved(source.value), now)
+        sid = session.session_id
         if source is ResultSource.REPAIRED:
-            session.repaired_token = token.token_id  # health resolves its incident as repaired
-            session.apply(SessionEvent.TURN_RECONCILED, now)
+            # health resolves its incident as repaired
+            self._roster.update(sid, repaired_token=token.token_id)
+            session = self._roster.apply(sid, SessionEvent.TURN_RECONCILED, now)
         else:
-            session.apply(SessionEvent.TURN_COMPLETED, now)
+            session = self._roster.apply(sid, SessionEvent.TURN_COMPLETED, now)
         ticket = self._tasks.get(token.ticket_id)
         if ticket is not None and not ticket.collected_sync and not stored:
             await self._outbox.keep(

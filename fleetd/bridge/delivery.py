@@ -119,17 +119,20 @@ class Deliverer:
         polled = [s for s in self._roster.needs_poll() if s.live]
         watched = {s.session_id for s in polled}
         self._unreadable = {sid: c for sid, c in self._unreadable.items() if sid in watched}
-        for session in polled:
+        for picked in polled:
             try:
-                info = await self._control.get_agent(session.name)
+                info = await self._control.get_agent(picked.name)
             except TargetNotFoundError as exc:
-                await self._lifecycle.target_not_found(session, exc.code)
+                await self._lifecycle.target_not_found(picked, exc.code)
                 continue
             except ControlLinkError:
                 return  # the link is down: nothing can be judged this pass
             except HerdrError as exc:
-                self._skip(session, exc.code)  # one unreadable agent never stalls the others
+                self._skip(picked, exc.code)  # one unreadable agent never stalls the others
                 continue
+            session = self._roster.sessions[picked.session_id]  # as it is now, after awaits
+            if not session.live:
+                continue  # released while herdr was asked
             if self._unreadable.pop(session.session_id, None) is not None:
                 _log.info("session %s: herdr answers for it again", session.session_id)
             self._roster.live_status[session.session_id] = info.agent_status.value
@@ -181,7 +184,7 @@ class Deliverer:
             elif isinstance(effect, ReadBoundary):
                 current = self._roster.inflight.get(session.session_id)
                 if current is not None and current.token == effect.token:
-                    await self._fallback(session, current)
+                    await self._fallback(self._roster.sessions[session.session_id], current)
 
     async def _fallback(self, session: Session, turn: TurnState) -> None:
         """Resolve a turn at a trusted boundary from the pane, marked as a fallback.
@@ -194,13 +197,15 @@ class Deliverer:
         outcome = await self._resolver.resolve_captured(session, turn, Policy.OBSERVED_BOUNDARY)
         if outcome.resolution is not Resolution.RESOLVED:
             return
+        session = self._roster.sessions[session.session_id]  # the resolver marked the fallback
         now = session.fallback_at or self._clock.now()
         self._metrics.mute_total.labels(profile=session.profile).inc()
         self._mutes.note(session_id=session.session_id, profile=session.profile, at=now)
         if outcome.fatal is not None:
-            session.fatal_screen = FatalScreenSeen(
+            seen = FatalScreenSeen(
                 signature_id=outcome.fatal.id, ticket=turn.token.ticket_id, turn=turn.token.turn
             )
+            self._roster.update(session.session_id, fatal_screen=seen)
 
     async def inject_next(self, session: Session, status: AgentStatus | None = None) -> None:
         """Deliver the head of the session's queue if the session can take it now.
@@ -236,6 +241,7 @@ class Deliverer:
                     return
                 except HerdrError:
                     return  # nothing was sent: stays at the head of the queue
+                session = self._roster.sessions[sid]  # as it is now: herdr was asked meanwhile
             if not status.at_prompt:
                 return
             token = TurnToken(
@@ -282,6 +288,7 @@ class Deliverer:
             return
         if outcome is PromptOutcome.TARGET_LOST:
             await self._lifecycle.target_not_found(session, code)
+            session = self._roster.sessions.get(sid, session)
         if outcome in (PromptOutcome.REFUSED, PromptOutcome.TARGET_LOST):
             self._refused(session, ticket, code)
             self._untyped(session, ticket, step(turn, PromptRefused(code), self._clock.now())[1])
@@ -298,7 +305,7 @@ class Deliverer:
             _log.warning("session %s: prompt delivery uncertain (%s)", sid, code)
         queue.popleft()
         now = self._clock.now()
-        session.apply(SessionEvent.DELIVERED, now)
+        session = self._roster.apply(sid, SessionEvent.DELIVERED, now)
         delivery = Delivery.UNCERTAIN if outcome is PromptOutcome.UNCERTAIN else Delivery.CONFIRMED
         self._tasks.mark_delivered(ticket, turn=session.turn, now=now, delivery=delivery)
         answer = PromptUncertain(code) if outcome is PromptOutcome.UNCERTAIN else PromptTyped()

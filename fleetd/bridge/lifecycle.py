@@ -18,7 +18,7 @@ from pathlib import Path
 from fleetd.bridge.answers import ReleaseResult
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.roster import Roster
-from fleetd.bridge.sessions import Session, SessionEvent, SessionState
+from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import TaskBook, Ticket
 from fleetd.bridge.teardown import Teardown
 from fleetd.bridge.teardown_check import record_teardown
@@ -33,6 +33,12 @@ from fleetd.herdr.model import AgentInfo
 __all__ = ["TargetLifecycle"]
 
 _log = logging.getLogger("fleetd.bridge")
+
+#: The session table's move for a loss health found (:meth:`TargetLifecycle.release_lost`).
+_LOSS_EVENTS = {
+    ReleaseCause.GONE: SessionEvent.TARGET_GONE,
+    ReleaseCause.NEVER_READY: SessionEvent.NEVER_READY,
+}
 
 
 class TargetLifecycle:
@@ -72,9 +78,7 @@ class TargetLifecycle:
     async def measure_terminal_edges(self) -> int:
         """Commits ahead for live members whose terminal edge is new (WORK_PRODUCT_AT_RISK): the
         work a release would have to preserve, measured before any release is asked for."""
-        return await measure_terminal_edges(
-            self._roster.sessions.values(), self._worktrees, releasing=self.releasing
-        )
+        return await measure_terminal_edges(self._roster, self._worktrees, releasing=self.releasing)
 
     def fail_target_work(self, session: Session, *, reason: str) -> list[Ticket]:
         """Fail every queued, accepted and async task of a target exactly once (idempotent).
@@ -90,6 +94,7 @@ class TargetLifecycle:
         now = self._clock.now()
         self._roster.inflight.close(sid, reason, now)
         failed = self._tasks.fail_target(sid, reason=reason, now=now)
+        session = self._roster.sessions.get(sid, session)  # as it is now
         if not session.live:
             record_teardown(session, roster=self._roster, tasks=self._tasks)
         return failed
@@ -116,6 +121,16 @@ class TargetLifecycle:
         if live:
             _log.info("released %d members (%s)", len(live), cause.value)
 
+    async def release_lost(self, session: Session, cause: ReleaseCause) -> ReleaseResult:
+        """Health found the member lost (``GONE`` or ``NEVER_READY``): move it along the session
+        table where the table allows that move from where it is now, then release it."""
+        sid = session.session_id
+        session = self._roster.sessions.get(sid, session)
+        event = _LOSS_EVENTS[cause]
+        if (session.state, event) in TRANSITIONS:
+            session = self._roster.apply(sid, event, self._clock.now())
+        return await self.release(session, cause)
+
     async def target_not_found(self, session: Session, code: str | None = None) -> None:
         """herdr says the target is gone; confirm the link works, then fail its work once.
 
@@ -125,8 +140,10 @@ class TargetLifecycle:
             await self._control.ping()
         except HerdrError:
             return  # the link itself is in doubt: not proof of a dead member
-        if session.live and not self.releasing(session.session_id):
-            session.apply(SessionEvent.TARGET_GONE, self._clock.now())
+        sid = session.session_id
+        session = self._roster.sessions[sid]  # read again: the ping awaited
+        if session.live and not self.releasing(sid):
+            session = self._roster.apply(sid, SessionEvent.TARGET_GONE, self._clock.now())
             await self.release(session, ReleaseCause.GONE, code=code)
 
     async def start_progress(self, session: Session, info: AgentInfo) -> None:
@@ -136,7 +153,7 @@ class TargetLifecycle:
         member never became ready and its worktree is preserved.
         """
         if session.terminal_id is None:
-            session.terminal_id = info.terminal_id
+            session = self._roster.update(session.session_id, terminal_id=info.terminal_id)
         if (
             info.launch_pending
             or info.interactive_ready
@@ -144,8 +161,9 @@ class TargetLifecycle:
             or self.releasing(session.session_id)
         ):
             return
-        if self._roster.queues.get(session.session_id):
-            session.apply(SessionEvent.NEVER_READY, self._clock.now())
+        sid = session.session_id
+        if self._roster.queues.get(sid):
+            session = self._roster.apply(sid, SessionEvent.NEVER_READY, self._clock.now())
             await self.release(session, ReleaseCause.NEVER_READY, code="launch_failed")
         else:
             _log.warning(
@@ -154,7 +172,7 @@ class TargetLifecycle:
                 session.session_id,
                 session.name,
             )
-            session.apply(SessionEvent.START_FAILED, self._clock.now())
+            session = self._roster.apply(sid, SessionEvent.START_FAILED, self._clock.now())
             await self.release(session, ReleaseCause.SPAWN_ROLLBACK)
 
     async def check_readiness(self) -> None:
@@ -175,5 +193,5 @@ class TargetLifecycle:
                 and now - session.created_at >= grace
                 and not self.releasing(sid)
             ):
-                session.apply(SessionEvent.NEVER_READY, now)
+                session = self._roster.apply(sid, SessionEvent.NEVER_READY, now)
                 await self.release(session, ReleaseCause.NEVER_READY)

@@ -10,6 +10,7 @@ carries pane text, prompts or replies.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 
 from fleetd.bridge.backlog import MemberBacklog
 from fleetd.bridge.roster import Roster
@@ -30,11 +31,12 @@ from fleetd.health.snapshot import SessionState as HealthSessionState
 __all__ = ["MemberViews"]
 
 
-#: What a member's view was built from besides its session's own fields, read once per member:
-#: the revisions of its session, open turn and turn ledger; whether the turn's ticket is gone and
-#: whether it is still open; queued sends; pending tickets; mute events; waiting replies.
+#: What a member's view was built from besides its session's own fields, read once per member: its
+#: session (a frozen value: a new object is a change), its open turn and turn ledger; whether the
+#: turn's ticket is gone and whether it is still open; queued sends; pending tickets; mute events;
+#: waiting replies.
 _Stamp = tuple[
-    int,
+    Session,
     "TurnToken | None",
     "RepairLedger | None",
     bool,
@@ -51,8 +53,8 @@ class MemberViews:
 
     A tick reads every member — ten thousand on a large fleet — and about one in a hundred changes
     between ticks. A view is kept with the stamp of everything it was built from (:data:`_Stamp`):
-    the session is :class:`~fleetd.bridge.revision.Revised`, so any assignment to it renews its
-    revision; the open turn's token and repair ledger (frozen values that only the turn machine's
+    the session is a frozen value that only the roster replaces, so a new object is its change;
+    the open turn's token and repair ledger (frozen values that only the turn machine's
     ``step`` replaces), the ticket, queue, pending count, mutes and backlog are read as values. An
     unchanged stamp hands back the very same view object, which also lets the health core's reuse
     check compare it by identity. Views of sessions the roster no longer holds are dropped, so what
@@ -65,11 +67,11 @@ class MemberViews:
 
     __slots__ = (
         "_backlogs",
+        "_ids",
         "_kept",
         "_mutes",
         "_position",
         "_roster",
-        "_sessions",
         "_tasks",
         "_views",
     )
@@ -79,7 +81,7 @@ class MemberViews:
         self._tasks = tasks
         self._kept: dict[str, tuple[_Stamp, MemberView]] = {}
         # the last tick's sessions, views and per-tick inputs (see for_tick)
-        self._sessions: list[Session] = []
+        self._ids: list[str] = []  # the session ids of the last tick, in its order
         self._views: list[MemberView] = []
         self._position: dict[str, int] = {}
         self._mutes: Mapping[str, int] = {}
@@ -100,17 +102,18 @@ class MemberViews:
         The roster marks a session in its :class:`~fleetd.bridge.revision.Changes` whenever
         anything its view is built from may have moved (its session, open turn or ledger, queue,
         tickets); this tick's mute counts and waiting replies are compared with the last tick's.
-        When the sessions are the very ones of the last tick, in the same order, only the marked
+        When the sessions are the members of the last tick, in the same order, only the marked
         members are looked at again; otherwise every member is read through :meth:`build`.
         """
         marked = self._roster.changes.take()
         moved = _moved(mute_counts, self._mutes) | _moved(backlogs, self._backlogs)
         self._mutes, self._backlogs = dict(mute_counts), dict(backlogs)
-        # the roster's own session objects, compared pointer by pointer (a session is only ever
-        # put in the roster by Roster.add, which has it report its changes)
-        if marked is None or sessions != self._sessions:
+        # the same members in the same order, compared id by id at C speed (a member's new value
+        # is put in the roster only by the roster, which marks it)
+        ids = list(map(_SESSION_ID, sessions))
+        if marked is None or ids != self._ids:
             views = self._read(sessions, mute_counts=mute_counts, backlogs=backlogs)
-            self._sessions, self._views = list(sessions), views
+            self._ids, self._views = ids, views
             self._position = {session.session_id: n for n, session in enumerate(sessions)}
             return tuple(views)
         views, where = self._views, self._position.get
@@ -153,7 +156,7 @@ class MemberViews:
             queued, pending = len(queues(sid, ())), pending_count(sid)
             mutes, backlog = mutes_of(sid, 0), backlog_of(sid)
             stamp: _Stamp = (
-                session.revision,
+                session,
                 turn.token if turn is not None else None,
                 turn.repair if turn is not None else None,
                 ticket is None,
@@ -177,6 +180,8 @@ class MemberViews:
             self._kept = {sid: entry for sid, entry in kept.items() if sid in held}
         return views
 
+
+_SESSION_ID = attrgetter("session_id")
 
 #: Views kept beyond the roster's sessions before those of forgotten sessions are dropped.
 _SLACK = 64

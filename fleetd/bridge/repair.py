@@ -184,8 +184,10 @@ class LostBoundaryRepair:
             unknown = Refusal(result=RepairResult.STALE_TURN, detail="token_unknown")
             return self._answer(target, session, token, None, unknown)
         turn = self._open(session, token)
+        sid = session.session_id
         if turn is not None:
             await self._fresh_look(session, turn)
+            session = self._roster.sessions[sid]  # as it is after the look
             turn = self._open(session, token)
         before = turn.repair.attempts if turn is not None else 0
         refusal = judge_turn(self._facts(session, token, turn))
@@ -201,6 +203,7 @@ class LostBoundaryRepair:
                 refusal = outcome.refusal
             else:
                 refusal = Refusal(result=RepairResult.RACE_LOST, detail="lost_at_resolution")
+            session = self._roster.sessions[sid]  # as the resolution left it
         elif refusal.result is RepairResult.ALREADY_RESOLVED:
             self._close_same_turn(session, token)
         turn = self._open(session, token)
@@ -258,7 +261,7 @@ class LostBoundaryRepair:
             return
         now = self._clock.now()
         self._roster.inflight.close(session.session_id, "ticket_ended", now)
-        session.apply(SessionEvent.TURN_COMPLETED, now)
+        self._roster.apply(session.session_id, SessionEvent.TURN_COMPLETED, now)
 
     def _answer(
         self,

@@ -117,7 +117,8 @@ class Replies:
         except InboxRetryError:
             last.late_reply = False  # not stored: the member may call again
             raise
-        session.fallback_at = None  # the late reply is in: the next send need not wait for it
+        if session.session_id in self._roster.sessions:  # the late reply is in: the next send
+            self._roster.update(session.session_id, fallback_at=None)  # need not wait for it
         return ReplyResult(accepted=True, ticket=last.ticket_id, late=True)
 
     async def _store(

@@ -2,9 +2,16 @@
 
 One :class:`Roster` per process. Lookups accept what a lead may name a member by: the session id,
 the herdr agent name, or the pane id. Released sessions stay visible (read-only) so the teardown
-invariant and the fleet view can still see them; they never accept work again. Adding, retiring
-and every change a session's :meth:`~fleetd.bridge.sessions.Session.apply` makes are told to
-``on_change`` (the bridge's :class:`~fleetd.bridge.revision.Revision`).
+invariant and the fleet view can still see them; they never accept work again.
+
+A session is a frozen value (:class:`~fleetd.bridge.sessions.Session`) and the roster is the one
+place that changes one: :meth:`Roster.apply` moves a member along the session table,
+:meth:`Roster.update` sets the facts the table does not govern (its pane, its worktree's
+measures, its teardown record ...). Both read the member's current value by id, put the new value
+in its place and hand it back, so a caller that awaited meanwhile never writes over a change made
+in between. Every change — adding, updating, moving, retiring — marks the member in
+:attr:`Roster.changes` and is told to ``on_change`` (the bridge's
+:class:`~fleetd.bridge.revision.Revision`).
 """
 
 from __future__ import annotations
@@ -12,12 +19,12 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, NoReturn
 
 from fleetd.bridge.revision import Changes
-from fleetd.bridge.sessions import Session, SessionState
+from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import Ticket
 from fleetd.bridge.turn_machine import (
     ForgetTurnRecord,
@@ -35,6 +42,8 @@ __all__ = ["OpenTurns", "Roster", "SendQueue"]
 
 _RELEASED_KEPT = 256
 _TOKENS_KEPT = 4096
+#: What only the session table changes (:meth:`Roster.apply`), never :meth:`Roster.update`.
+_TABLE_FIELDS = frozenset({"state", "turn", "presence", "presence_at", "state_since", "history"})
 #: Changed session ids held beyond the roster's sessions before a tick must read every view.
 _CHANGES_SLACK = 1024
 
@@ -189,8 +198,33 @@ class Roster:
         self.sessions[sid] = session
         self.queues[sid] = SendQueue(self.changes, sid)
         self._names[session.name] = sid
-        session.on_change = self.on_change
-        session.report_to(self.changes, sid)
+        self.changes.mark(sid)
+        self.on_change()
+
+    def apply(self, session_id: str, event: SessionEvent, now: datetime) -> Session:
+        """Move the member along the session table and keep the new value; an illegal event
+        raises :class:`~fleetd.errors.IllegalTransitionError` and changes nothing."""
+        current = self.sessions[session_id]
+        new = current.stepped(event, now)
+        if new is not current:
+            self._put(new)
+        return new
+
+    def update(self, session_id: str, /, **facts: Any) -> Session:
+        """Set facts of the member the session table does not govern; keep and return the new
+        value. Its id never changes."""
+        governed = _TABLE_FIELDS.intersection(facts)
+        if governed:
+            raise TypeError(f"{sorted(governed)} change only through Roster.apply")
+        if facts.get("session_id", session_id) != session_id:
+            raise TypeError("a session's id never changes")
+        new = replace(self.sessions[session_id], **facts)
+        self._put(new)
+        return new
+
+    def _put(self, session: Session) -> None:
+        sid = session.session_id
+        self.sessions[sid] = session
         self.changes.mark(sid)
         self.on_change()
 

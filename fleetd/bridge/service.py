@@ -283,7 +283,7 @@ class Bridge:
         if session is None or not session.live or session.state is SessionState.FAILED:
             return
         first = not session.presence
-        session.apply(SessionEvent.PRESENCE, self.clock.now())
+        session = self.roster.apply(session_id, SessionEvent.PRESENCE, self.clock.now())
         if first and session.launched:
             self.durable.member(session)
 

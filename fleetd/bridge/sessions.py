@@ -15,13 +15,12 @@ unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from fleetd.bridge.evidence import FatalScreenSeen, TargetLost
-from fleetd.bridge.revision import Revised
 from fleetd.bridge.worktrees import Worktree
 from fleetd.errors import IllegalTransitionError
 
@@ -83,13 +82,17 @@ def next_state(state: SessionState, event: SessionEvent) -> SessionState:
     return row[0]
 
 
-@dataclass(slots=True, kw_only=True)
-class Session(Revised):
-    """One member, as the bridge knows it. Mutated only through :meth:`apply` and the bridge.
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Session:
+    """One member, as the bridge knows it: a frozen value.
 
-    Every assignment renews its :attr:`~fleetd.bridge.revision.Revised.revision` (the health
-    tick's member view is rebuilt only then); what it holds is immutable, except ``history``,
-    which no view reads.
+    Only the roster changes a member (:meth:`~fleetd.bridge.roster.Roster.apply` moves it along
+    :data:`TRANSITIONS`, :meth:`~fleetd.bridge.roster.Roster.update` sets what the table does not
+    govern), and each change is a new value in its place: a reader holding a session holds the
+    member as it was when read, and "the same object" means "nothing changed since" (what the
+    health tick's member views and the fleet view's kept rows compare). Equality is identity for
+    that reason. ``state``, ``turn``, ``presence``, ``presence_at``, ``state_since`` and
+    ``history`` change only through the table (:meth:`stepped`).
     """
 
     session_id: str
@@ -118,31 +121,26 @@ class Session(Revised):
     teardown_tickets: tuple[str, ...] = ()  # the tickets it held when its teardown began
     teardown_violations: tuple[str, ...] = ()  # parts of the §8.5 invariant its teardown broke
     repaired_token: str | None = None  # the last turn lost-boundary repair resolved (for health)
-    history: list[tuple[SessionState, SessionEvent, SessionState]] = field(default_factory=list)
-    #: told of every change :meth:`apply` makes (the roster counts them for the fleet view)
-    on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    history: tuple[tuple[SessionState, SessionEvent, SessionState], ...] = ()
 
-    def apply(self, event: SessionEvent, now: datetime) -> SessionState:
-        """Move along the table; on an illegal event raise and change nothing.
+    def stepped(self, event: SessionEvent, now: datetime) -> Session:
+        """The member after ``event``: ``self`` when it changes nothing, a new value otherwise;
+        an illegal event raises :class:`~fleetd.errors.IllegalTransitionError`.
 
         ``history`` keeps the last :data:`HISTORY_KEPT` state changes."""
         new = next_state(self.state, event)
-        changed = new is not self.state
+        changes: dict[str, Any] = {}
         if event is SessionEvent.PRESENCE and not self.presence:
-            self.presence = True
-            self.presence_at = now
-            changed = True
+            changes.update(presence=True, presence_at=now)
         if event is SessionEvent.DELIVERED:
-            self.turn += 1
-            changed = True
+            changes["turn"] = self.turn + 1
         if new is not self.state:
-            self.history.append((self.state, event, new))
-            del self.history[:-HISTORY_KEPT]
-            self.state = new
-            self.state_since = now
-        if changed and self.on_change is not None:
-            self.on_change()
-        return new
+            changes.update(
+                state=new,
+                state_since=now,
+                history=(*self.history, (self.state, event, new))[-HISTORY_KEPT:],
+            )
+        return replace(self, **changes) if changes else self
 
     @property
     def session_state(self) -> str:

@@ -127,10 +127,11 @@ async def spawn_member(
         created_at=now,
         state_since=now,
     )
-    parts.roster.add(session)
+    roster = parts.roster
+    roster.add(session)
     try:
-        await _provision(parts, session, request)
-        _still_wanted(parts, session)
+        session = await _provision(parts, session, request)
+        _still_wanted(parts, session_id)
         token = mint_token(session_id, name)
         plan = plan_launch(
             kind=profile.kind,
@@ -142,11 +143,10 @@ async def spawn_member(
         write_launch_files(plan)
         cwd = str(session.worktree.path) if session.worktree else None
         pane = await parts.control.create_pane(cwd=cwd, env=plan.env, label=name)
-        if not session.live or parts.lifecycle.releasing(session_id):
+        if not roster.sessions[session_id].live or parts.lifecycle.releasing(session_id):
             await _close_quietly(parts, pane.pane_id)  # released meanwhile: nobody owns it
             raise ConflictError("the member was stopped while it was starting")
-        session.pane_id = pane.pane_id
-        session.terminal_id = pane.terminal_id
+        session = roster.update(session_id, pane_id=pane.pane_id, terminal_id=pane.terminal_id)
         await _mark(parts, session, session_root)
         await parts.control.start_agent(
             name=name,
@@ -158,13 +158,14 @@ async def spawn_member(
                 *plan.args,
             ],
         )
-        _still_wanted(parts, session)
-        session.launched = True
+        _still_wanted(parts, session_id)
+        session = roster.update(session_id, launched=True)
     except BaseException as exc:
         # Whatever stopped the spawn — herdr, git, the disk, a cancellation — nothing may be
         # left half-started holding a slot: roll back, then tell the lead in tool terms.
+        session = roster.sessions[session_id]
         if session.live and not parts.lifecycle.releasing(session_id):
-            session.apply(SessionEvent.START_FAILED, parts.clock.now())
+            session = roster.apply(session_id, SessionEvent.START_FAILED, parts.clock.now())
             await parts.lifecycle.release(session, ReleaseCause.SPAWN_ROLLBACK)
         _log_failure(session, exc)
         translated = _as_tool_error(exc)
@@ -195,8 +196,8 @@ async def _mark(parts: SpawnParts, session: Session, session_root: Path) -> None
         _log.warning("session %s: %s; a crash would leave it unmanaged", session.session_id, exc)
 
 
-def _still_wanted(parts: SpawnParts, session: Session) -> None:
-    if not session.live or parts.lifecycle.releasing(session.session_id):
+def _still_wanted(parts: SpawnParts, session_id: str) -> None:
+    if not parts.roster.sessions[session_id].live or parts.lifecycle.releasing(session_id):
         raise ConflictError("the member was stopped while it was starting")
 
 
@@ -248,18 +249,20 @@ def _as_tool_error(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _provision(parts: SpawnParts, session: Session, request: SpawnRequest) -> None:
+async def _provision(parts: SpawnParts, session: Session, request: SpawnRequest) -> Session:
+    """The member with its worktree provisioned, when the request or the config names a repo."""
     config = parts.settings()
     repo = request.repo or config.worktrees.default_repo
     if repo is None:
-        return
+        return session
     base = request.base or config.worktrees.default_base
-    session.worktree = await parts.worktrees.provision(
+    worktree = await parts.worktrees.provision(
         repo=Path(repo),
         base=base,
         branch=f"fleetd/{session.name}-{session.session_id}",
         path=config.worktrees.root / session.session_id,
     )
+    return parts.roster.update(session.session_id, worktree=worktree)
 
 
 def _default_name(parts: SpawnParts, profile: str) -> str:

@@ -86,6 +86,7 @@ class Teardown:
         (GONE, NEVER_READY; ``code`` says which evidence) is recorded on the session for health.
         """
         sid = session.session_id
+        session = self._roster.sessions.get(sid, session)  # as it is now, not as the caller read it
         running = self._releases.get(sid)
         if running is None:
             if not session.live:
@@ -98,8 +99,9 @@ class Teardown:
     async def _release(
         self, session: Session, cause: ReleaseCause, code: str | None
     ) -> ReleaseResult:
-        pending = [t.ticket_id for t in self._tasks.pending_for(session.session_id)]
-        session.teardown_tickets = tuple(pending)
+        sid, roster = session.session_id, self._roster
+        pending = [t.ticket_id for t in self._tasks.pending_for(sid)]
+        session = roster.update(sid, teardown_tickets=tuple(pending))
         state_before = session.state
         failed = self._fail_work(session, cause.value)
         lost = target_lost(cause, code, at=self._clock.now(), failed=[t.ticket_id for t in failed])
@@ -111,25 +113,26 @@ class Teardown:
                 pass  # already gone
             except HerdrError as exc:
                 closed = False  # it may still run: its mark stays for the next run to find
-                _log.info("session %s: close pane: %s", session.session_id, exc.code)
+                _log.info("session %s: close pane: %s", sid, exc.code)
         worktree: dict[str, WorktreeAction] = {}
-        if session.worktree is not None:
-            result = await release_worktree(self._worktrees, session.worktree, cause)
+        tree = roster.sessions[sid].worktree
+        if tree is not None:
+            result = await release_worktree(self._worktrees, tree, cause)
             worktree["worktree"] = result.action
             if result.action is WorktreeAction.PRESERVE:
-                session.preserved = True
-                session.commits_ahead = await self._commits_ahead(session.worktree)
+                roster.update(sid, preserved=True)
+                ahead = await self._commits_ahead(tree)
+                session = roster.update(sid, commits_ahead=ahead)
                 await self._write_manifest(session, cause, state_before, pending)
         if closed:
             await self._unmark(session)
-        self._revoke(session.session_id)
-        session.lost = lost
-        session.released_cause = cause.value
+        self._revoke(sid)
         now = self._clock.now()
-        session.apply(SessionEvent.RELEASE, now)
-        self._roster.retire(session, now)
-        self._tasks.forget_target(session.session_id)
-        record_teardown(session, roster=self._roster, tasks=self._tasks)
+        roster.update(sid, lost=lost, released_cause=cause.value)
+        session = roster.apply(sid, SessionEvent.RELEASE, now)
+        roster.retire(session, now)
+        self._tasks.forget_target(sid)
+        record_teardown(session, roster=roster, tasks=self._tasks)
         return ReleaseResult(session_id=session.session_id, cause=cause, **worktree)
 
     async def _unmark(self, session: Session) -> None:

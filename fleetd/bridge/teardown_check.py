@@ -86,13 +86,13 @@ def check_teardown(
     return tuple(broken)
 
 
-def record_teardown(session: Session, *, roster: Roster, tasks: TaskBook) -> None:
+def record_teardown(session: Session, *, roster: Roster, tasks: TaskBook) -> bool:
     """Check a released session and keep the answer on it (health reads it from the member's
-    view); a change is logged once, a violation as a WARNING."""
+    view); a change is logged once, a violation as a WARNING. True when the answer changed."""
     found = tuple(v.value for v in check_teardown(session, roster=roster, tasks=tasks))
     if found == session.teardown_violations:
-        return
-    session.teardown_violations = found
+        return False
+    roster.update(session.session_id, teardown_violations=found)
     if found:
         _log.warning(
             "session %s: teardown invariant violated (%s); health reports DELEGATION_ORPHANED",
@@ -101,18 +101,22 @@ def record_teardown(session: Session, *, roster: Roster, tasks: TaskBook) -> Non
         )
     else:
         _log.info("session %s: teardown invariant holds again", session.session_id)
+    return True
 
 
 def recheck_teardowns(
     session_ids: Iterable[str] | None, *, roster: Roster, tasks: TaskBook
-) -> None:
+) -> bool:
     """Check again the released sessions among ``session_ids`` (the roster's marks since the last
     tick; ``None`` — too many marks to keep — checks none this time: a session is checked when
-    its release ends, so only a later write is missed, until it is marked again)."""
+    its release ends, so only a later write is missed, until it is marked again). True when an
+    answer changed (the roster then holds a new value of that session)."""
     if session_ids is None:
-        return
+        return False
     sessions = roster.sessions
+    changed = False
     for sid in session_ids:
         session = sessions.get(sid)
         if session is not None and not session.live:
-            record_teardown(session, roster=roster, tasks=tasks)
+            changed |= record_teardown(session, roster=roster, tasks=tasks)
+    return changed

@@ -124,8 +124,12 @@ class BridgeView:
     ) -> tuple[MemberView, ...]:
         """Every member's view for the health tick (see :meth:`MemberViews.for_tick`), after the
         released members the roster marked as changed had their teardown invariant checked again
-        (:func:`~fleetd.bridge.teardown_check.recheck_teardowns`)."""
-        recheck_teardowns(self.roster.changes.marked(), roster=self.roster, tasks=self.tasks)
+        (:func:`~fleetd.bridge.teardown_check.recheck_teardowns`): when one's answer changed,
+        ``sessions`` are read again, so each view is of the member as it is now."""
+        roster = self.roster
+        if recheck_teardowns(roster.changes.marked(), roster=roster, tasks=self.tasks):
+            current = roster.sessions.get
+            sessions = [current(s.session_id, s) for s in sessions]
         return self.views.for_tick(sessions, mute_counts=mute_counts, backlogs=backlogs)
 
     def member_views(

@@ -15,10 +15,11 @@ never on the reply or delivery path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Final
 
-from fleetd.bridge.sessions import Session, SessionState
+from fleetd.bridge.roster import Roster
+from fleetd.bridge.sessions import SessionState
 from fleetd.bridge.worktrees import Worktrees
 from fleetd.errors import FleetdError
 
@@ -31,7 +32,7 @@ _TERMINAL = frozenset({SessionState.DONE, SessionState.FAILED})
 
 
 async def measure_terminal_edges(
-    live: Iterable[Session],
+    roster: Roster,
     worktrees: Worktrees,
     *,
     releasing: Callable[[str], bool],
@@ -39,31 +40,38 @@ async def measure_terminal_edges(
 ) -> int:
     """Measure commits ahead for live DONE/FAILED members whose edge is new; return how many.
 
-    ``live`` may be every session kept (a released one is never at an edge): the members at a new
-    edge are picked in one pass before any is measured, so the sessions may change meanwhile."""
+    The members at a new edge are picked in one pass over the roster's sessions (a released one
+    is never at an edge) before any is measured; each is read again before its measure, since an
+    earlier one awaited git, and the measure is recorded through the roster."""
     due = [
         session
-        for session in live
+        for session in roster.sessions.values()
         if session.worktree is not None
         and session.state in _TERMINAL
         and session.commits_edge != (session.state, session.turn)
     ]
     measured = 0
-    for session in due:
+    for picked in due:
         if measured >= limit:
             break
+        sid = picked.session_id
+        session = roster.sessions.get(sid)  # read again: an earlier measure awaited git
+        if session is None:
+            continue
         worktree, edge = session.worktree, (session.state, session.turn)
-        if (  # read again: an earlier measure awaited git
+        if (
             worktree is None
             or session.state not in _TERMINAL
             or session.commits_edge == edge
-            or releasing(session.session_id)
+            or releasing(sid)
         ):
             continue
-        session.commits_edge = edge
+        roster.update(sid, commits_edge=edge)
         measured += 1
         try:
-            session.commits_ahead = await worktrees.commits_ahead(worktree)
+            ahead = await worktrees.commits_ahead(worktree)
         except FleetdError:
-            session.commits_ahead = None
+            ahead = None
+        if sid in roster.sessions:
+            roster.update(sid, commits_ahead=ahead)
     return measured

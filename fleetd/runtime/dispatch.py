@@ -20,7 +20,7 @@ from typing import assert_never
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.service import Bridge
-from fleetd.bridge.sessions import TRANSITIONS, SessionEvent, SessionState
+from fleetd.bridge.sessions import SessionState
 from fleetd.clock import Clock
 from fleetd.errors import FleetdError, HerdrError
 from fleetd.health.effects import (
@@ -58,10 +58,6 @@ _log = logging.getLogger("fleetd.health")
 _FAIL_CAUSES = {
     FailCause.GONE: ReleaseCause.GONE,
     FailCause.NEVER_READY: ReleaseCause.NEVER_READY,
-}
-_EVENTS = {
-    FailCause.GONE: SessionEvent.TARGET_GONE,
-    FailCause.NEVER_READY: SessionEvent.NEVER_READY,
 }
 
 
@@ -272,10 +268,7 @@ class EffectDispatcher:
         if session.state is SessionState.RELEASED or effect.cause not in _FAIL_CAUSES:
             self.bridge.lifecycle.fail_target_work(session, reason=effect.cause.value)
             return
-        event = _EVENTS[effect.cause]
-        if (session.state, event) in TRANSITIONS:
-            session.apply(event, self.clock.now())
-        await self.bridge.lifecycle.release(session, _FAIL_CAUSES[effect.cause])
+        await self.bridge.lifecycle.release_lost(session, _FAIL_CAUSES[effect.cause])
 
     async def _lost_boundary(self, effect: RequestLostBoundaryRepair) -> None:
         """The one repair call; its answer reaches the lead through the next tick's snapshot."""

@@ -14,12 +14,12 @@ caller may see when it is assembled. The body is byte for byte what encoding the
 gives (``tests/unit/runtime/test_fleet_body.py`` compares them).
 
 A member row's stamp is everything :meth:`~fleetd.runtime.fleet_view.FleetViewBuilder.member_row`
-reads: the session's revision (:class:`~fleetd.bridge.revision.Revised`: any assignment renews
-it), its open turn's revision and its ticket's delivery, its pending tickets, the poller's and
-herdr's last status, its queue's length, its :class:`~fleetd.health.snapshot.MemberView` (the
-same object while unchanged, and the one the idle rule reads), its health evidence, and its
-profile's bench. Rows of sessions the roster no longer holds go with the next version, so what
-is kept is bounded by the roster and by herdr's last list.
+reads: the session (a frozen value the bridge's roster replaces on every change, so the same object
+means no change), its open turn's revision and its ticket's delivery, its pending tickets, the
+poller's and herdr's last status, its queue's length, its
+:class:`~fleetd.health.snapshot.MemberView` (the same object while unchanged, and the one the idle
+rule reads), its health evidence, and its profile's bench. Rows of sessions the roster no longer
+holds go with the next version, so what is kept is bounded by the roster and by herdr's last list.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class FleetBodies:
         for session, view in zip(reading.sessions, reading.views, strict=True):
             sid = session.session_id
             stamp: tuple[object, ...] = (
-                session.revision,
+                session,
                 view,
                 evidence(sid) if evidence is not None else None,
                 *inputs(sid, pending=bool(view.pending_tasks)),

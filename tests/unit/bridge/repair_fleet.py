@@ -59,10 +59,15 @@ class LostTurn:
     """A member whose second turn was delivered and whose boundary then went unseen."""
 
     fleet: TestFleet
-    session: Session
+    session_id: str
     first: str
     ticket: str
     token: str
+
+    @property
+    def session(self) -> Session:
+        """The member as the bridge holds it now."""
+        return self.fleet.session(self.session_id)
 
     @property
     def pane(self) -> str:
@@ -117,7 +122,7 @@ async def lost_turn(
     turn = fleet.bridge.reads.open_turn(sid)
     assert turn is not None
     return LostTurn(
-        fleet=fleet, session=session, first=first, ticket=ticket, token=turn.token.token_id
+        fleet=fleet, session_id=sid, first=first, ticket=ticket, token=turn.token.token_id
     )
 
 

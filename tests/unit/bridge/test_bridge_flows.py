@@ -55,7 +55,8 @@ async def test_spawn_starts_spawning_and_contact_makes_ready(fleet: TestFleet) -
     start = fleet.control.calls_to("start_agent")[0]
     assert "--mcp-config" in start.args["args"]
     await fleet.service.registry.contact(fleet.member(row["sessionId"]))
-    assert session.state is SessionState.READY
+    assert session.state is SessionState.SPAWNING  # the value read before the contact
+    assert fleet.session(row["sessionId"]).state is SessionState.READY
 
 
 async def test_send_delivers_and_reply_resolves_the_ticket(fleet: TestFleet) -> None:
@@ -72,8 +73,7 @@ async def test_send_delivers_and_reply_resolves_the_ticket(fleet: TestFleet) -> 
     assert polled["status"] == "done"
     assert polled["source"] == "reply"
     assert polled["content"] == "all done"
-    # mypy keeps the BUSY narrowing across the await: the state did move
-    assert session.state is SessionState.DONE  # type: ignore[comparison-overlap]
+    assert fleet.session(sid).state is SessionState.DONE
     inbox = await fleet.ok("fleet_poll")
     assert [m["ticket"] for m in inbox["messages"]] == [ticket]
     assert inbox["messages"][0]["source"] == "reply"
@@ -256,6 +256,7 @@ async def test_gone_target_fails_its_work_once_and_preserves(fleet: TestFleet) -
     await fleet.poll()
     polled = await fleet.ok("fleet_poll", ticket=ticket)
     assert (polled["status"], polled["reason"]) == ("failed", "gone")
+    session = fleet.session(sid)
     assert session.state is SessionState.RELEASED
     assert session.released_cause == "gone"
 

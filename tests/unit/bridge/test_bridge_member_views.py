@@ -10,7 +10,7 @@ the very same objects.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from fleetd.bridge.backlog import MemberBacklog
 from fleetd.bridge.evidence import FatalScreenSeen
 from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.roster import Roster
-from fleetd.bridge.sessions import Session, SessionState
+from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import Retention, TaskBook
 from fleetd.bridge.turn_machine import RepairAnswered, StatusSighted
 from fleetd.bridge.turns import TurnToken
@@ -72,9 +72,12 @@ def _same(before: list[MemberView], after: list[MemberView]) -> list[bool]:
     return [a is b for a, b in zip(before, after, strict=True)]
 
 
-@pytest.mark.parametrize(
-    "record",
-    [
+def test_every_change_to_a_session_is_a_new_value_the_roster_marks() -> None:
+    """No field of a session can change in place: each change the roster makes (a field set
+    even to its own value, a move along the table) puts a new object in place and marks the
+    member, so a view's stamp (the session object) always moves with it."""
+    roster = Roster()
+    roster.add(
         Session(
             session_id="s",
             name="n",
@@ -83,20 +86,25 @@ def _same(before: list[MemberView], after: list[MemberView]) -> list[bool]:
             role=None,
             owner="lead",
             created_at=T0,
-        ),
-    ],
-    ids=["session"],
-)
-def test_every_assignment_to_a_revised_record_renews_its_revision(record: Any) -> None:
-    """No field of a session can change without a new stamp (an open turn and its repair
-    ledger are frozen values: they cannot change at all, only be replaced by the turn machine)."""
-    seen = {record.revision}
-    for field in dataclasses.fields(record):
-        before = record.revision
-        setattr(record, field.name, getattr(record, field.name))
-        assert record.revision > before, field.name
-        assert record.revision not in seen, field.name
-        seen.add(record.revision)
+        )
+    )
+    table = {"state", "turn", "presence", "presence_at", "state_since", "history"}
+    with pytest.raises(TypeError, match="never changes"):
+        roster.update("s", session_id="t")
+    for field in dataclasses.fields(Session):
+        before = roster.sessions["s"]
+        roster.changes.take()
+        if field.name in table:
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(before, field.name, getattr(before, field.name))
+            continue
+        after = roster.update("s", **{field.name: getattr(before, field.name)})
+        assert after is not before, field.name
+        assert roster.sessions["s"] is after, field.name
+        assert roster.changes.take() == {"s"}, field.name
+    before = roster.sessions["s"]
+    assert roster.apply("s", SessionEvent.PRESENCE, T0) is not before
+    assert roster.changes.take() == {"s"}
 
 
 async def test_a_member_that_did_not_change_keeps_its_view_object(
@@ -160,13 +168,12 @@ async def test_each_change_the_bridge_makes_rebuilds_only_that_member(
     assert after[1].turn is not None
     assert not after[1].turn.waiter_open
 
-    session = fleet.bridge.reads.session(sid)
-    assert session is not None
-    session.fatal_screen = FatalScreenSeen(signature_id="x", ticket=first, turn=1)
+    seen = FatalScreenSeen(signature_id="x", ticket=first, turn=1)
+    fleet.bridge.roster.update(sid, fatal_screen=seen)
     views, after = after, read(fleet)
     assert _same(views, after) == [True, False]  # rebuilt (no screen shown while BUSY)
 
-    session.commits_ahead = 3  # measured on the terminal edge
+    fleet.bridge.roster.update(sid, commits_ahead=3)  # measured on the terminal edge
     views, after = after, read(fleet)
     assert _same(views, after) == [True, False]
     assert after[1].worktree is not None
@@ -259,13 +266,14 @@ def test_the_tick_reads_again_only_the_members_the_roster_marked() -> None:
 
     def again() -> list[bool]:
         nonlocal first
+        sessions = list(roster.sessions.values())
         before, first = first, views.for_tick(sessions, mute_counts={}, backlogs={})
         fresh = MemberViews(roster=roster, tasks=tasks).build(sessions, mute_counts={}, backlogs={})
         assert list(first) == fresh
         return [a is b for a, b in zip(before, first, strict=True)]
 
     assert again() == [True] * 4
-    roster.sessions["s1"].presence = False
+    roster.update("s1", terminal_id="t-moved")
     assert again() == [True, False, True, True]
     ticket = tasks.accept(target="s2", owner="lead", prompt="p", now=T0, nonce="n")
     assert again() == [True, True, False, True]
@@ -297,6 +305,37 @@ def test_the_tick_reads_again_only_the_members_the_roster_marked() -> None:
     assert again() == [True] * 4
 
 
+class _CountingViews(MemberViews):
+    """Member views that count the sessions each read looks at."""
+
+    __slots__ = ("looked",)
+
+    def __init__(self, *, roster: Roster, tasks: TaskBook) -> None:
+        super().__init__(roster=roster, tasks=tasks)
+        self.looked: list[int] = []
+
+    def _read(self, sessions: Iterable[Session], **inputs: Any) -> list[MemberView]:
+        sessions = list(sessions)
+        self.looked.append(len(sessions))
+        return super()._read(sessions, **inputs)
+
+
+def test_a_new_value_of_one_member_has_the_tick_look_at_that_member_only() -> None:
+    """A member's change is a new session value in the roster's place, so the list the tick is
+    handed is not the last one object for object; it is the same members in the same order, and
+    the tick looks again only at the one the roster marked, not at every member."""
+    roster, tasks = Roster(), TaskBook()
+    for n in range(50):
+        roster.add(_session(n))
+    views = _CountingViews(roster=roster, tasks=tasks)
+    views.for_tick(list(roster.sessions.values()), mute_counts={}, backlogs={})
+    roster.update("s7", terminal_id="t-moved")
+    roster.apply("s9", SessionEvent.PRESENCE, T0)
+    after = views.for_tick(list(roster.sessions.values()), mute_counts={}, backlogs={})
+    assert views.looked == [50, 2]
+    assert (after[7].terminal_id, after[9].presence) == ("t-moved", True)
+
+
 def test_the_tick_reads_every_member_when_the_sessions_or_the_marks_are_not_the_same() -> None:
     """A new session, or more change marks than the bound keeps, makes the tick read every
     member, so no change is lost."""
@@ -313,9 +352,9 @@ def test_the_tick_reads_every_member_when_the_sessions_or_the_marks_are_not_the_
     for n in range(len(roster.sessions) + 1100):  # more marks than the roster could need
         roster.changes.mark(f"gone-{n}")
     assert roster.changes.marked() is None
-    roster.sessions["s0"].presence = False  # not kept as a mark, yet not lost
+    roster.update("s0", terminal_id="t-moved")  # not kept as a mark, yet not lost
     after = views.for_tick(list(roster.sessions.values()), mute_counts={}, backlogs={})
-    assert not after[0].presence
+    assert after[0].terminal_id == "t-moved"
     assert roster.changes.marked() == frozenset()
 
 

@@ -99,6 +99,7 @@ async def test_launch_that_herdr_gives_up_on_rolls_back(tmp_path: Path) -> None:
     assert session.state.value == "spawning"
     fleet.control.fail_launch(session.name)
     await fleet.poll()
+    session = fleet.session(row["sessionId"])
     assert session.released_cause == "spawn_rollback"
     assert session.worktree is not None
     assert session.worktree.path in fleet.worktrees.removed

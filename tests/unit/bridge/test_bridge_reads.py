@@ -99,7 +99,8 @@ async def test_find_owned_finds_only_the_callers_members(fleet: TestFleet) -> No
     await fleet.ok("fleet_stop", sessionId=sid)
     with pytest.raises(UnknownTargetError):
         reads.find_owned("lead", sid)
-    assert reads.find_owned("lead", sid, released=True) is session
+    session = reads.find_owned("lead", sid, released=True)
+    assert session is reads.session(sid)
     assert session.state is SessionState.RELEASED
     assert reads.find_live(sid) is None
     assert [s.owner for s in reads.live_members()] == ["lead-b"]

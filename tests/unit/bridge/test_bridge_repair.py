@@ -178,7 +178,7 @@ async def test_refused_no_baseline_when_the_capture_read_failed(fleet: TestFleet
     turn = fleet.bridge.reads.open_turn(sid)
     assert turn is not None
     token = turn.token
-    lost = LostTurn(fleet=fleet, session=session, first="", ticket=token.ticket_id, token="")
+    lost = LostTurn(fleet=fleet, session_id=sid, first="", ticket=token.ticket_id, token="")
     lost.token = token.token_id
     await lost.finish_unseen(claude_screen("two", "Second answer."))
     outcome = await lost.reconcile()
@@ -201,7 +201,7 @@ async def test_refused_no_baseline_when_the_capture_came_late(fleet: TestFleet) 
     turn = fleet.bridge.reads.open_turn(sid)
     assert turn is not None
     token = turn.token.token_id
-    lost = LostTurn(fleet=fleet, session=session, first="", ticket=ticket, token=token)
+    lost = LostTurn(fleet=fleet, session_id=sid, first="", ticket=ticket, token=token)
     await lost.finish_unseen(claude_screen("two", "Second answer."))
     outcome = await lost.reconcile()
     assert (outcome.result, outcome.detail) == (R.REFUSED_NO_BASELINE, "baseline_late")

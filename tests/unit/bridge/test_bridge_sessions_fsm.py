@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
 from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import (
     HISTORY_KEPT,
     TRANSITIONS,
@@ -23,7 +25,7 @@ S, E = SessionState, SessionEvent
 
 
 def _session(state: SessionState = S.SPAWNING) -> Session:
-    session = Session(
+    return Session(
         session_id="s-1",
         name="m-1",
         profile="sonnet",
@@ -31,9 +33,8 @@ def _session(state: SessionState = S.SPAWNING) -> Session:
         role=None,
         owner="lead",
         created_at=NOW,
+        state=state,
     )
-    session.state = state
-    return session
 
 
 @pytest.mark.parametrize(
@@ -75,10 +76,10 @@ def test_illegal_transition_raises_and_changes_nothing(
     """An event outside the table raises and leaves state and turn untouched."""
     session = _session(state)
     with pytest.raises(IllegalTransitionError):
-        session.apply(event, NOW)
+        session.stepped(event, NOW)
     assert session.state is state
     assert session.turn == 0
-    assert session.history == []
+    assert session.history == ()
 
 
 def test_every_row_has_a_cause() -> None:
@@ -89,10 +90,8 @@ def test_every_row_has_a_cause() -> None:
 def test_delivery_counts_turns_and_presence_is_recorded_once() -> None:
     """Turn numbers follow deliveries; presence time is the first contact."""
     session = _session()
-    session.apply(E.PRESENCE, NOW)
-    session.apply(E.DELIVERED, NOW)
-    session.apply(E.TURN_COMPLETED, NOW)
-    session.apply(E.DELIVERED, NOW)
+    for event in (E.PRESENCE, E.DELIVERED, E.TURN_COMPLETED, E.DELIVERED):
+        session = session.stepped(event, NOW)
     assert session.turn == 2
     assert session.presence_at == NOW
 
@@ -104,25 +103,64 @@ def test_random_event_sequences_only_follow_the_table(events: list[SessionEvent]
     for event in events:
         before = session.state
         try:
-            session.apply(event, NOW)
+            after = session.stepped(event, NOW)
         except IllegalTransitionError:
             assert session.state is before
             continue
         assert (before, event) in TRANSITIONS
+        assert session.state is before  # the value held is never changed: a new one is made
+        session = after
     if S.RELEASED in [h[2] for h in session.history]:
         assert session.state is S.RELEASED
 
 
+def test_a_session_is_a_frozen_value_and_a_step_that_changes_nothing_keeps_it() -> None:
+    """Nothing outside the table sets a session's fields; contact again is the same value."""
+    session = _session().stepped(E.PRESENCE, NOW)
+    with pytest.raises(FrozenInstanceError):
+        session.state = S.BUSY  # type: ignore[misc]
+    assert session.stepped(E.PRESENCE, NOW) is session
+    assert session.stepped(E.DELIVERED, NOW) is not session
+
+
 def test_history_keeps_the_last_changes_and_every_change_is_told() -> None:
-    """A member of thousands of turns keeps a bounded history; each change reaches on_change."""
-    session = _session()
+    """A member of thousands of turns keeps a bounded history; each change the roster puts in
+    place reaches on_change and marks the member changed."""
     told: list[int] = []
-    session.on_change = lambda: told.append(1)
-    session.apply(E.PRESENCE, NOW)
-    session.apply(E.PRESENCE, NOW)  # contact again: nothing changed, nothing told
+    roster = Roster(on_change=lambda: told.append(1))
+    roster.add(_session())
+    roster.changes.take()
+    told.clear()
+    roster.apply("s-1", E.PRESENCE, NOW)
+    roster.apply("s-1", E.PRESENCE, NOW)  # contact again: nothing changed, nothing told
+    assert roster.changes.take() == {"s-1"}
     for _ in range(HISTORY_KEPT):
-        session.apply(E.DELIVERED, NOW)
-        session.apply(E.TURN_COMPLETED, NOW)
+        roster.apply("s-1", E.DELIVERED, NOW)
+        roster.apply("s-1", E.TURN_COMPLETED, NOW)
+    session = roster.sessions["s-1"]
     assert len(session.history) == HISTORY_KEPT
     assert session.history[-1] == (S.BUSY, E.TURN_COMPLETED, S.DONE)
     assert len(told) == 1 + 2 * HISTORY_KEPT
+
+
+def test_the_roster_changes_the_member_as_it_is_now_not_as_a_caller_read_it() -> None:
+    """A caller that read the member before an await never writes over a change made in
+    between: the roster steps and updates the current value, and the old one stays as it was."""
+    roster = Roster()
+    roster.add(_session())
+    read_before = roster.apply("s-1", E.PRESENCE, NOW)
+    roster.apply("s-1", E.DELIVERED, NOW)  # made meanwhile, by another part
+    updated = roster.update(read_before.session_id, pane_id="p-1")
+    assert (updated.state, updated.turn, updated.pane_id) == (S.BUSY, 1, "p-1")
+    assert (read_before.state, read_before.pane_id) == (S.READY, None)
+    assert roster.sessions["s-1"] is updated
+
+
+def test_only_the_table_moves_state_turn_and_presence() -> None:
+    """``update`` sets facts the table does not govern and refuses the ones it does."""
+    roster = Roster()
+    roster.add(_session())
+    for governed in ("state", "turn", "presence", "presence_at", "state_since", "history"):
+        with pytest.raises(TypeError, match=r"Roster\.apply"):
+            roster.update("s-1", **{governed: None})
+    assert roster.sessions["s-1"].state is S.SPAWNING

@@ -212,7 +212,7 @@ async def test_a_turn_opened_after_teardown_is_orphaned_and_the_one_retry_clears
     [incident] = [i for i in fleet.service.health.state.open_incidents() if i.subject == sid]
     assert dict(incident.evidence)["teardown_invariants"] == "turn_after_teardown"
     assert fleet.bridge.reads.open_turn(sid) is None  # the one retry ran
-    assert session.teardown_violations == ()
+    assert fleet.session(sid).teardown_violations == ()
     polled = await fleet.ok("fleet_poll")
     [record] = [m for m in polled["messages"] if m["kind"] == "health"]
     assert (record["state"], record["evidence"]["teardown_invariants"]) == (
@@ -248,7 +248,7 @@ async def test_a_part_the_retry_cannot_mend_stays_orphaned_and_is_retried_only_o
             "outcome_not_once_after_teardown",
         )
     assert calls == ["delegation_orphaned"]
-    assert session.teardown_violations == (TI.OUTCOME.value,)
+    assert fleet.session(sid).teardown_violations == (TI.OUTCOME.value,)
 
 
 @pytest.mark.parametrize("by", ["session_id", "name", "pane_id"])

@@ -208,7 +208,7 @@ async def test_while_the_journal_fails_a_vanished_member_is_reported_and_resolve
     polled = await fleet.ok("fleet_poll")
     records = [m for m in polled["messages"] if m["kind"] == "health"]
     assert [(m["state"], m["subjectTerminal"]) for m in records] == [("GONE", session.session_id)]
-    assert session.state is SessionState.RELEASED  # the failure operation ran too
+    assert fleet.session(session.session_id).state is SessionState.RELEASED  # failed too
     for _ in range(2):
         fleet.clock.advance(15)
         await _tick(fleet)

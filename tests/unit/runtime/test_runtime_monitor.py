@@ -72,7 +72,7 @@ async def test_gone_member_is_failed_through_the_target_wide_operation(tmp_path:
         await fleet.service.health.tick()
     polled = await fleet.ok("fleet_poll", ticket=ticket)
     assert polled["status"] == "failed"
-    assert session.released_cause == "gone"
+    assert fleet.session(sid).released_cause == "gone"
 
 
 async def test_link_down_opens_one_control_link_incident_and_no_member_fault(
@@ -168,7 +168,7 @@ async def test_preserved_branch_with_commits_is_work_product_at_risk(tmp_path: P
     fleet.worktrees.mark_dirty(session.worktree.path)
     stopped = await fleet.ok("fleet_stop", sessionId=sid)
     assert stopped["worktree"] == "preserve"
-    assert session.commits_ahead == 2
+    assert fleet.session(sid).commits_ahead == 2
     for _ in range(40):
         fleet.clock.advance(30)
         await fleet.service.health.tick()

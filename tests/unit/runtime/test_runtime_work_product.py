@@ -48,8 +48,8 @@ async def test_done_member_with_commits_ahead_is_work_product_at_risk(tmp_path: 
     await fleet.ok("fleet_reply", fleet.member(sid), content="committed")
     await fleet.ok("fleet_poll")  # collected: the member is done, not waiting on its lead
     await _ticks(fleet, 40)
-    assert session.live
-    assert session.commits_ahead == 3
+    assert fleet.session(sid).live
+    assert fleet.session(sid).commits_ahead == 3
     [incident] = (await fleet.ok("fleet_list"))["incidents"]
     assert (incident["state"], incident["subject"]) == ("WORK_PRODUCT_AT_RISK", sid)
     assert incident["severity"] == "warning"
@@ -69,9 +69,9 @@ async def test_each_new_terminal_edge_is_measured_again(tmp_path: Path) -> None:
     await fleet.ok("fleet_send", target=sid, prompt="look only")
     await fleet.ok("fleet_reply", fleet.member(sid), content="nothing to commit")
     await _ticks(fleet, 3)
-    assert (len(measures), session.commits_ahead) == (1, 0)
+    assert (len(measures), fleet.session(sid).commits_ahead) == (1, 0)
     await fleet.ok("fleet_send", target=sid, prompt="now commit")
     fleet.worktrees.add_commits(session.worktree, 1)
     await fleet.ok("fleet_reply", fleet.member(sid), content="committed")
     await _ticks(fleet, 3)
-    assert (len(measures), session.commits_ahead) == (2, 1)
+    assert (len(measures), fleet.session(sid).commits_ahead) == (2, 1)
