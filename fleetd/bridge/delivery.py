@@ -130,8 +130,8 @@ class Deliverer:
             except HerdrError as exc:
                 self._skip(picked, exc.code)  # one unreadable agent never stalls the others
                 continue
-            session = self._roster.sessions[picked.session_id]  # as it is now, after awaits
-            if not session.live:
+            session = self._roster.sessions.get(picked.session_id)  # as it is after awaits
+            if session is None or not session.live:
                 continue  # released while herdr was asked
             if self._unreadable.pop(session.session_id, None) is not None:
                 _log.info("session %s: herdr answers for it again", session.session_id)
@@ -197,7 +197,8 @@ class Deliverer:
         outcome = await self._resolver.resolve_captured(session, turn, Policy.OBSERVED_BOUNDARY)
         if outcome.resolution is not Resolution.RESOLVED:
             return
-        session = self._roster.sessions[session.session_id]  # the resolver marked the fallback
+        # as the resolver left it (it marked the fallback)
+        session = self._roster.sessions.get(session.session_id, session)
         now = session.fallback_at or self._clock.now()
         self._metrics.mute_total.labels(profile=session.profile).inc()
         self._mutes.note(session_id=session.session_id, profile=session.profile, at=now)
@@ -241,7 +242,10 @@ class Deliverer:
                     return
                 except HerdrError:
                     return  # nothing was sent: stays at the head of the queue
-                session = self._roster.sessions[sid]  # as it is now: herdr was asked meanwhile
+                held = self._roster.sessions.get(sid)  # as it is now: herdr was asked meanwhile
+                if held is None:
+                    return
+                session = held
             if not status.at_prompt:
                 return
             token = TurnToken(

@@ -141,8 +141,8 @@ class TargetLifecycle:
         except HerdrError:
             return  # the link itself is in doubt: not proof of a dead member
         sid = session.session_id
-        session = self._roster.sessions[sid]  # read again: the ping awaited
-        if session.live and not self.releasing(sid):
+        now_held = self._roster.sessions.get(sid)  # read again: the ping awaited
+        if now_held is not None and now_held.live and not self.releasing(sid):
             session = self._roster.apply(sid, SessionEvent.TARGET_GONE, self._clock.now())
             await self.release(session, ReleaseCause.GONE, code=code)
 

@@ -187,7 +187,7 @@ class LostBoundaryRepair:
         sid = session.session_id
         if turn is not None:
             await self._fresh_look(session, turn)
-            session = self._roster.sessions[sid]  # as it is after the look
+            session = self._roster.sessions.get(sid, session)  # as it is after the look
             turn = self._open(session, token)
         before = turn.repair.attempts if turn is not None else 0
         refusal = judge_turn(self._facts(session, token, turn))
@@ -203,7 +203,7 @@ class LostBoundaryRepair:
                 refusal = outcome.refusal
             else:
                 refusal = Refusal(result=RepairResult.RACE_LOST, detail="lost_at_resolution")
-            session = self._roster.sessions[sid]  # as the resolution left it
+            session = self._roster.sessions.get(sid, session)  # as the resolution left it
         elif refusal.result is RepairResult.ALREADY_RESOLVED:
             self._close_same_turn(session, token)
         turn = self._open(session, token)
@@ -257,7 +257,8 @@ class LostBoundaryRepair:
         turn = self._roster.inflight.get(session.session_id)
         if turn is not None and turn.token.token_id != token.token_id:
             return  # another turn is open: the session is not on the token's turn
-        if session.state is not SessionState.BUSY or session.turn != token.turn:
+        held = self._roster.sessions.get(session.session_id)
+        if held is None or held.state is not SessionState.BUSY or held.turn != token.turn:
             return
         now = self._clock.now()
         self._roster.inflight.close(session.session_id, "ticket_ended", now)

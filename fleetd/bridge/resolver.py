@@ -234,7 +234,8 @@ class CompletionResolver:
             if not won:
                 return Outcome(resolution=Resolution.LOST, fatal=scrape.fatal)
             # a pane-derived result: a late fleet_reply must stay with this ticket
-            self._roster.update(session.session_id, fallback_at=self._clock.now())
+            if session.session_id in self._roster.sessions:
+                self._roster.update(session.session_id, fallback_at=self._clock.now())
             return Outcome(
                 resolution=Resolution.RESOLVED, source=verdict.source, fatal=scrape.fatal
             )

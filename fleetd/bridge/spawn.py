@@ -30,7 +30,7 @@ from fleetd.bridge.placement import NO_BENCH, FreeSlots, ModelBench, admit
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent
-from fleetd.bridge.worktrees import Worktrees
+from fleetd.bridge.worktrees import Worktree, Worktrees
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
 from fleetd.errors import (
@@ -130,8 +130,10 @@ async def spawn_member(
     roster = parts.roster
     roster.add(session)
     try:
-        session = await _provision(parts, session, request)
+        worktree = await _provision(parts, session, request)
         _still_wanted(parts, session_id)
+        if worktree is not None:
+            session = roster.update(session_id, worktree=worktree)
         token = mint_token(session_id, name)
         plan = plan_launch(
             kind=profile.kind,
@@ -143,7 +145,7 @@ async def spawn_member(
         write_launch_files(plan)
         cwd = str(session.worktree.path) if session.worktree else None
         pane = await parts.control.create_pane(cwd=cwd, env=plan.env, label=name)
-        if not roster.sessions[session_id].live or parts.lifecycle.releasing(session_id):
+        if not _wanted(parts, session_id):
             await _close_quietly(parts, pane.pane_id)  # released meanwhile: nobody owns it
             raise ConflictError("the member was stopped while it was starting")
         session = roster.update(session_id, pane_id=pane.pane_id, terminal_id=pane.terminal_id)
@@ -163,8 +165,7 @@ async def spawn_member(
     except BaseException as exc:
         # Whatever stopped the spawn — herdr, git, the disk, a cancellation — nothing may be
         # left half-started holding a slot: roll back, then tell the lead in tool terms.
-        session = roster.sessions[session_id]
-        if session.live and not parts.lifecycle.releasing(session_id):
+        if _wanted(parts, session_id):
             session = roster.apply(session_id, SessionEvent.START_FAILED, parts.clock.now())
             await parts.lifecycle.release(session, ReleaseCause.SPAWN_ROLLBACK)
         _log_failure(session, exc)
@@ -196,8 +197,15 @@ async def _mark(parts: SpawnParts, session: Session, session_root: Path) -> None
         _log.warning("session %s: %s; a crash would leave it unmanaged", session.session_id, exc)
 
 
+def _wanted(parts: SpawnParts, session_id: str) -> bool:
+    """The member is still live and no release of it is under way (a member released long ago
+    may no longer be held at all)."""
+    session = parts.roster.sessions.get(session_id)
+    return session is not None and session.live and not parts.lifecycle.releasing(session_id)
+
+
 def _still_wanted(parts: SpawnParts, session_id: str) -> None:
-    if not parts.roster.sessions[session_id].live or parts.lifecycle.releasing(session_id):
+    if not _wanted(parts, session_id):
         raise ConflictError("the member was stopped while it was starting")
 
 
@@ -249,20 +257,19 @@ def _as_tool_error(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _provision(parts: SpawnParts, session: Session, request: SpawnRequest) -> Session:
-    """The member with its worktree provisioned, when the request or the config names a repo."""
+async def _provision(parts: SpawnParts, session: Session, request: SpawnRequest) -> Worktree | None:
+    """The member's worktree, provisioned when the request or the config names a repo."""
     config = parts.settings()
     repo = request.repo or config.worktrees.default_repo
     if repo is None:
-        return session
+        return None
     base = request.base or config.worktrees.default_base
-    worktree = await parts.worktrees.provision(
+    return await parts.worktrees.provision(
         repo=Path(repo),
         base=base,
         branch=f"fleetd/{session.name}-{session.session_id}",
         path=config.worktrees.root / session.session_id,
     )
-    return parts.roster.update(session.session_id, worktree=worktree)
 
 
 def _default_name(parts: SpawnParts, profile: str) -> str:

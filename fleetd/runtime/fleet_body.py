@@ -78,9 +78,8 @@ class FleetBodies:
             self._wanted(reading), lambda item: self._make(*item, reading)
         )
         now = micros(facts.now)
-        members = tuple(
-            (s.owner, s.name, row.render(now)) for s, row in zip(sessions, rows, strict=True)
-        )
+        texts = OpenRow.render_all(rows, now)
+        members = tuple((s.owner, s.name, text) for s, text in zip(sessions, texts, strict=True))
         agents = None if facts.agents is None else self._agent_texts(facts.agents)
         return EncodedFleet(facts=_without_agents(facts), members=members, agents=agents)
 
