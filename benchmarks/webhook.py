@@ -113,7 +113,7 @@ def webhook_loop(journal: Journal, clock: Clock, url: str) -> WebhookLoop:
         draw=random.random,
         metrics=Metrics(),
         owner="fleetd-bench",
-        delivered=escalation.delivered,
+        settled=escalation.settled,
     )
     return WebhookLoop(escalation=escalation, worker=worker, sender=sender, clock=clock)
 

@@ -171,7 +171,7 @@ def build_service(
         journal=journal,
         metrics=metrics,
         owner=f"{escalation.instance}-{runs.current}",
-        delivered=escalation.delivered,
+        settled=escalation.settled,
         dependencies=dependencies,
     )
     health.sink_problem = lambda: sink_problem(sink)

@@ -30,7 +30,7 @@ def webhook_sink(
     journal: Journal,
     metrics: Metrics,
     owner: str,
-    delivered: Callable[[str], None],
+    settled: Callable[[str], None],
     dependencies: DependencyView,
 ) -> tuple[SinkWorker, HttpWebhookSender]:
     """The webhook delivery worker over httpx (its target, receivers included, resolved from the
@@ -44,7 +44,7 @@ def webhook_sink(
         draw=random.random,
         metrics=metrics,
         owner=owner,
-        delivered=delivered,
+        settled=settled,
     )
     dependencies.webhook = sink.receivers
     return sink, sender

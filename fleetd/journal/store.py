@@ -318,8 +318,10 @@ class SqlStore:
     def _held(
         self, session: Session, claim: Claim, outcome: AttemptOutcome | None
     ) -> AttemptRow | None:
-        """The attempt while ``claim``'s lease holds it; a delivery also lands on an attempt
-        cancelled in flight under the same lease (the request went out)."""
+        """The attempt while ``claim``'s lease holds it; on an attempt cancelled in flight under
+        the same lease a delivery still lands (the request went out), and so does word that it
+        never reached the person (refused for good, or given back unsent), which ends the doubt
+        its lease left; a retryable failure may have reached the receiver and is not taken."""
         attempt = session.get(AttemptRow, claim.attempt_id, with_for_update=True)
         if (
             attempt is None
@@ -329,7 +331,7 @@ class SqlStore:
             return None
         if attempt.outcome is None:
             return attempt
-        late = outcome is AttemptOutcome.DELIVERED
+        late = outcome in (AttemptOutcome.DELIVERED, AttemptOutcome.PERMANENT, None)
         return attempt if late and attempt.outcome == AttemptOutcome.CANCELLED.value else None
 
     def finish(
@@ -353,11 +355,15 @@ class SqlStore:
             attempt = self._held(session, claim, outcome)
             if attempt is None:
                 return False
-            if outcome is None:
-                attempt.lease_owner = None
-                attempt.lease_expires_at = None
+            refused_after_cancel = (
+                attempt.outcome == AttemptOutcome.CANCELLED.value
+                and outcome is AttemptOutcome.PERMANENT
+            )
+            if outcome is None or refused_after_cancel:
+                attempt.lease_owner = None  # given back, or a cancelled one never reached anyone:
+                attempt.lease_expires_at = None  # the doubt its lease left ends
                 session.add(attempt)
-                return True
+                return not refused_after_cancel  # a refusal is not recorded over the cancel
             attempt.outcome = outcome.value
             attempt.failure_class = failure
             attempt.http_status = http_status

@@ -104,7 +104,7 @@ class SinkWorker:
         draw: Callable[[], float],
         metrics: Metrics,
         owner: str,
-        delivered: Callable[[str], None] = _nobody,
+        settled: Callable[[str], None] = _nobody,
         limit: int = DEFAULT_CLAIM_LIMIT,
         breaker_policy: BreakerPolicy | None = None,
     ) -> None:
@@ -115,7 +115,7 @@ class SinkWorker:
         self._draw = draw
         self._metrics = metrics
         self._owner = owner
-        self._on_delivered = delivered
+        self._settled = settled
         self._limit = limit
         self._policy = breaker_policy or BreakerPolicy()
         self._receivers: Receivers | None = None  # built from the first target
@@ -310,13 +310,14 @@ class SinkWorker:
         )
         if await self._call(failed):
             report.failed += 1
+        self._settled(claim.incident_id)  # refused for good: a doubt the plan counted on ended
 
     async def _delivered(
         self, claim: Claim, now: datetime, status: int | None, report: PassReport
     ) -> None:
         if await self._call(self._journal.complete(claim, now=now, http_status=status)):
             report.delivered += 1
-            self._on_delivered(claim.incident_id)
+            self._settled(claim.incident_id)
 
     @staticmethod
     def _log_refusal(kind: str, claim: Claim, receiver: int | None, reason: OutcomeReason) -> None:

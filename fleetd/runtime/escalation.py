@@ -142,8 +142,9 @@ class Escalation:
         """An incident resolved: owed to the journal with its resolution."""
         self._owe(incident.id, _Truth(incident=incident, resolved_at=resolved_at, reason=reason))
 
-    def delivered(self, incident_id: str) -> None:
-        """The sink delivered an event of ``incident_id``: reconcile it at the next step."""
+    def settled(self, incident_id: str) -> None:
+        """The sink delivered an event of ``incident_id``, or its receiver refused one for good:
+        reconcile it at the next step (a refusal may have ended a doubt the plan counted on)."""
         if len(self._touched) < MAX_OWED:
             self._touched.add(incident_id)
 

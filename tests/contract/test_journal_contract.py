@@ -425,6 +425,45 @@ async def test_an_attempt_cancelled_in_flight_is_still_delivered_under_its_lease
     assert (await reader.load_open()).pending_resolutions == ()  # nothing pending or failed
 
 
+async def test_a_cancelled_attempt_refused_for_good_or_given_back_is_no_longer_in_doubt(
+    journal_kit: JournalKit,
+) -> None:
+    """An attempt cancelled while its request was out leaves its event in doubt (the person may
+    have been told). Word that the request never reached anyone ends the doubt: a refusal for
+    good (not recorded over the cancellation: ``fail`` answers ``False``) or the claim given back
+    unsent. A retryable failure may have reached the receiver: the doubt stays."""
+    journal = journal_kit.build()
+    names = ("refused", "released", "retried", "silent")
+    changes = {name: opened(f"sess_{name}") for name in names}
+    for change in changes.values():
+        await journal.record(change, [event()], now=T0)
+    claims = {c.incident_id: c for c in await journal.claim_due("a", now=T0, lease=LEASE)}
+    for change in changes.values():
+        await journal.record(_resolved(change, T0, (1,)), now=T0)
+
+    def claim(name: str) -> Claim:
+        return claims[changes[name].incident.id]
+
+    assert not await journal.fail(claim("refused"), now=T0, failure="http_4xx", http_status=404)
+    assert await journal.release(claim("released"), now=T0)
+    assert not await journal.reschedule(
+        claim("retried"), now=T0, due_at=T0 + LEASE, failure="timeout", http_status=None
+    )
+    reader = journal_kit.build()
+    seen = {}
+    for name, change in changes.items():
+        stored = await reader.get(change.incident.id)
+        assert stored is not None
+        (only,) = stored.events
+        seen[name] = (only.state, only.in_doubt)
+    assert seen == {
+        "refused": (EventState.CANCELLED, False),
+        "released": (EventState.CANCELLED, False),
+        "retried": (EventState.CANCELLED, True),
+        "silent": (EventState.CANCELLED, True),
+    }
+
+
 async def test_a_restart_reloads_a_pending_resolution(journal_kit: JournalKit) -> None:
     """A resolved incident whose ``resolved`` event is undelivered comes back with its retry
     state, and so does one whose person was told (at or after ``told_since``) with no

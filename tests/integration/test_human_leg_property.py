@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fleetd.clock import FakeClock
@@ -89,7 +89,7 @@ class World:
             draw=lambda: 0.0,
             metrics=Metrics(),
             owner="fleetd-a",
-            delivered=self.escalation.delivered,
+            settled=self.escalation.settled,
         )
 
     def _target(self) -> SinkTarget:
@@ -192,6 +192,7 @@ async def _run(actions: list[str]) -> World:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(ACTIONS), max_size=30))
+@example(actions=["resolve_in_flight", "refuse_next", "pass"])  # refused after the resolution
 def test_a_person_told_of_an_incident_is_told_it_resolved_exactly_once(actions: list[str]) -> None:
     """Whatever happened, a person who got ``open`` (or a reminder) gets one ``resolved`` event
     (one id, however often it is retried), a person told nothing gets none, and nothing but

@@ -62,7 +62,7 @@ def sink_worker(fleet: TestFleet, sender: HttpWebhookSender) -> SinkWorker:
         draw=lambda: 0.5,
         metrics=service.metrics,
         owner="fleetd-test",
-        delivered=escalation.delivered,
+        settled=escalation.settled,
     )
 
 

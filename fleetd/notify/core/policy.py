@@ -24,7 +24,9 @@ or a restart only delay what a person is told, never change it. The rules, in or
    delivered) or may have been (an event is ``in_doubt``: its request went out under a lease
    that recorded nothing — a sender killed after the receiver had it, or still in flight), and
    no ``resolved`` event exists, one is recorded — exactly one, ever. A failed ``resolved`` is
-   re-armed on a replay or for a new receiver list.
+   re-armed on a replay or for a new receiver list. A ``resolved`` recorded while an ``open``
+   was in doubt, whose doubt then ended without a delivery (the receiver refused it for good),
+   is cancelled if it has not gone out: the person was told nothing.
 2. **Open, with a person** (``route`` is ``human``). If no ``open`` is pending, delivered or
    failed, one is recorded (again after a lead held the incident and its undelivered ``open``
    was cancelled). A failed ``open`` or ``reminder`` is re-armed on a replay or for a new
@@ -141,7 +143,10 @@ def plan(
     if leg.resolved:
         closing = tuple(e for e in leg.events if e.type is EventType.RESOLVED)
         maybe_told = delivered or any(e.in_doubt for e in told)
-        record = (EventType.RESOLVED,) if maybe_told and not closing else ()
+        if not maybe_told:  # told nothing after all: a resolved not yet out never goes
+            withdrawn = tuple(e.revision for e in closing if e.state in _UNSENT and not e.in_doubt)
+            return HumanPlan(cancel=unsent + withdrawn)
+        record = () if closing else (EventType.RESOLVED,)
         rearm = _rearmed(closing, notify=notify, receivers=receivers, replay=replay)
         return HumanPlan(record=record, cancel=unsent, rearm=rearm)
     if leg.route is not Route.HUMAN:

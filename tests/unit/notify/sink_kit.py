@@ -270,6 +270,6 @@ def make_leg(
         receivers=lambda: current()[1],
     )
     worker = make_worker(
-        journal, sender, clock, sink=supplier, delivered=escalation.delivered, **options
+        journal, sender, clock, sink=supplier, settled=escalation.settled, **options
     )
     return HumanLeg(escalation=escalation, worker=worker, clock=clock)

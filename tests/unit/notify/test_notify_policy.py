@@ -115,6 +115,25 @@ ROWS: list[tuple[str, Leg, dict[str, object], HumanPlan]] = [
         EMPTY,
     ),
     (
+        "resolved recorded while the open was in doubt, then refused for good: the resolved that "
+        "has not gone out is cancelled (the person was told nothing)",
+        leg(ev(1, OPEN, CANCELLED), ev(2, RESOLVED, PENDING), resolved=True),
+        {},
+        HumanPlan(cancel=(2,)),
+    ),
+    (
+        "the same with the resolved failed, on a replay: cancelled, never re-armed",
+        leg(ev(1, OPEN, CANCELLED), ev(2, RESOLVED, FAILED, failed_by="snk_old"), resolved=True),
+        {"replay": True},
+        HumanPlan(cancel=(2,)),
+    ),
+    (
+        "the same with the resolved itself in flight: left to land",
+        leg(ev(1, OPEN, CANCELLED), ev(2, RESOLVED, PENDING, in_doubt=True), resolved=True),
+        {},
+        EMPTY,
+    ),
+    (
         "1b: resolved with its open failed: cancelled (never re-sent), no resolved",
         leg(ev(1, OPEN, FAILED, failed_by="snk_old"), resolved=True),
         {"replay": True},
