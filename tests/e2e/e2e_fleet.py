@@ -24,6 +24,7 @@ import uvicorn
 import yaml
 
 from fleetd.api.app import create_app
+from fleetd.bridge.sessions import Session
 from fleetd.clock import FakeClock
 from fleetd.compose import Fleetd, build_service
 from fleetd.config import ConfigRef
@@ -88,6 +89,13 @@ class E2EFleet:
     def herdr_requests(self) -> list[dict[str, Any]]:
         """Every request the simulator received, in order (across a restart too)."""
         return self.requests
+
+    def session(self, session_id: str) -> Session:
+        """The member as the bridge holds it now (a session is a value: read it again after
+        anything that may change it)."""
+        session = self.service.bridge.reads.session(session_id)
+        assert session is not None, f"no session {session_id}"
+        return session
 
     def requests_to(self, method: str) -> list[dict[str, Any]]:
         """The recorded herdr requests of one method (``agent.prompt``, ``pane.read`` ...)."""

@@ -64,10 +64,8 @@ async def test_never_ready_handled_by_the_bridge_reaches_health_and_the_lead(
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name=name))["sessionId"]
         agent = e2e.simulator.agent(name)
         ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="never typed"))["ticket"]
-        session = e2e.service.bridge.reads.session(sid)
-        assert session is not None
-        await e2e.until(lambda: session.state is SessionState.RELEASED)
-        assert session.released_cause == "never_ready"
+        await e2e.until(lambda: e2e.session(sid).state is SessionState.RELEASED)
+        assert e2e.session(sid).released_cause == "never_ready"
         await e2e.until(lambda: _member_state(e2e, sid) == MemberState.NEVER_READY)
         [incident] = e2e.service.health.state.incidents.values()
         assert (incident.subject, incident.key.cause) == (sid, code)
@@ -93,10 +91,8 @@ async def test_a_launch_herdr_gives_up_with_nothing_sent_rolls_back_with_a_warni
     caplog.set_level(logging.WARNING, logger="fleetd.bridge")
     async with start_e2e(tmp_path, {"health": HEALTH}) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-never-2"))["sessionId"]
-        session = e2e.service.bridge.reads.session(sid)
-        assert session is not None
-        await e2e.until(lambda: session.state is SessionState.RELEASED)
-        assert session.released_cause == "spawn_rollback"
+        await e2e.until(lambda: e2e.session(sid).state is SessionState.RELEASED)
+        assert e2e.session(sid).released_cause == "spawn_rollback"
         status = await e2e.tool(lead, "fleet_status", sessionId=sid)
         assert status["state"] == "released"
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -110,14 +106,11 @@ async def test_pane_lost_mid_turn_reaches_health_and_the_lead(
     caplog.set_level(logging.WARNING, logger="fleetd.health")
     async with start_e2e(tmp_path, {"health": HEALTH}) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile="sonnet", name="m-exit-1"))["sessionId"]
-        bridge = e2e.service.bridge
-        session = bridge.reads.session(sid)
-        assert session is not None
-        await e2e.until(lambda: session.state is SessionState.READY)
+        await e2e.until(lambda: e2e.session(sid).state is SessionState.READY)
         agent = e2e.simulator.agent("m-exit-1")
         ticket = (await e2e.tool(lead, "fleet_send", target=sid, prompt="one"))["ticket"]
-        await e2e.until(lambda: session.state is SessionState.RELEASED)
-        assert session.released_cause == "gone"
+        await e2e.until(lambda: e2e.session(sid).state is SessionState.RELEASED)
+        assert e2e.session(sid).released_cause == "gone"
         await e2e.until(lambda: _member_state(e2e, sid) == MemberState.GONE)
         [incident] = e2e.service.health.state.incidents.values()
         assert incident.subject == sid
@@ -145,10 +138,7 @@ async def test_usage_limit_screen_at_the_boundary_is_error_on_screen(
     """herdr shows the usage-limit screen as idle: the ticket names it, ERROR_ON_SCREEN opens."""
     async with start_e2e(tmp_path, {"health": HEALTH}) as e2e, e2e.http() as lead:
         sid = (await e2e.tool(lead, "fleet_spawn", profile=profile, name="m-usage-1"))["sessionId"]
-        bridge = e2e.service.bridge
-        session = bridge.reads.session(sid)
-        assert session is not None
-        await e2e.until(lambda: session.state is SessionState.READY)
+        await e2e.until(lambda: e2e.session(sid).state is SessionState.READY)
         result = await e2e.tool(lead, "fleet_send", target=sid, prompt="big task", wait=60)
         assert (result["status"], result["source"]) == ("done", "fallback")
         first, second = result["content"].splitlines()[:2]

@@ -64,10 +64,8 @@ async def test_teardown_that_leaves_a_task_pending_is_delegation_orphaned(tmp_pa
         await e2e.advance(1)
         second = (await e2e.tool(lead, "fleet_send", target=sid, prompt="two"))["ticket"]
         await e2e.until(lambda: all(bridge.reads.ticket(t).terminal for t in (first, second)))  # type: ignore[union-attr]
-        session = bridge.reads.session(sid)
-        assert session is not None
-        await e2e.until(lambda: session.state is SessionState.RELEASED)
-        assert session.released_cause == "gone"
+        await e2e.until(lambda: e2e.session(sid).state is SessionState.RELEASED)
+        assert e2e.session(sid).released_cause == "gone"
         # A regression in teardown: a task of the released target is left pending (forced into
         # the ticket book, since no public operation accepts work for a released target).
         stray = bridge.tasks.accept(
