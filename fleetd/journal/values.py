@@ -222,8 +222,9 @@ class StoredEvent:
     failure class and HTTP status, and (failed) the receiver list that refused it.
 
     ``in_doubt``: an attempt was leased to a sender and no outcome was recorded under that lease
-    — in flight now, its sender gone, or cancelled while in flight. Its request may have reached
-    the receiver (even been answered 2xx), so the person may have been told."""
+    — in flight now, its sender gone, or cancelled while in flight (until its sender says the
+    request never reached anyone: refused for good, or given back unsent). Its request may have
+    reached the receiver (even been answered 2xx), so the person may have been told."""
 
     id: int
     type: EventType
