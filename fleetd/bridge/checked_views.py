@@ -92,6 +92,16 @@ class CheckedMemberViews(MemberViews):
         _same(kept, fresh)
         return kept
 
+    def for_view(
+        self, sessions: list[Session], *, backlogs: Mapping[str, MemberBacklog]
+    ) -> list[MemberView]:
+        kept = super().for_view(sessions, backlogs=backlogs)
+        fresh = MemberViews(roster=self._roster, tasks=self._tasks).build(
+            sessions, mute_counts={}, backlogs=backlogs
+        )
+        _same(kept, fresh)
+        return kept
+
 
 def _same(kept: Iterable[MemberView], fresh: Iterable[MemberView]) -> None:
     for old, new in zip(kept, fresh, strict=True):

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
 from fleetd.bridge.backlog import MemberBacklog
+from fleetd.bridge.revision import Changes
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import TaskBook, Ticket
@@ -65,27 +66,14 @@ class MemberViews:
     (:class:`~fleetd.bridge.revision.Changes`) and at those whose mutes or waiting replies moved.
     """
 
-    __slots__ = (
-        "_backlogs",
-        "_ids",
-        "_kept",
-        "_mutes",
-        "_position",
-        "_roster",
-        "_tasks",
-        "_views",
-    )
+    __slots__ = ("_kept", "_roster", "_tasks", "_tick", "_view")
 
     def __init__(self, *, roster: Roster, tasks: TaskBook) -> None:
         self._roster = roster
         self._tasks = tasks
         self._kept: dict[str, tuple[_Stamp, MemberView]] = {}
-        # the last tick's sessions, views and per-tick inputs (see for_tick)
-        self._ids: list[str] = []  # the session ids of the last tick, in its order
-        self._views: list[MemberView] = []
-        self._position: dict[str, int] = {}
-        self._mutes: Mapping[str, int] = {}
-        self._backlogs: Mapping[str, MemberBacklog] = {}
+        self._tick = _Pass(roster.changes)  # the health tick's reads (for_tick)
+        self._view: _Pass | None = None  # the fleet view's (for_view), from its first read
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -105,23 +93,45 @@ class MemberViews:
         When the sessions are the members of the last tick, in the same order, only the marked
         members are looked at again; otherwise every member is read through :meth:`build`.
         """
-        marked = self._roster.changes.take()
-        moved = _moved(mute_counts, self._mutes) | _moved(backlogs, self._backlogs)
-        self._mutes, self._backlogs = dict(mute_counts), dict(backlogs)
+        return tuple(self._since(self._tick, sessions, mute_counts, backlogs))
+
+    def for_view(
+        self, sessions: list[Session], *, backlogs: Mapping[str, MemberBacklog]
+    ) -> list[MemberView]:
+        """The views of ``sessions`` for a version of the fleet view (no mute counts), read as
+        :meth:`for_tick` reads them but against the marks since the fleet view's last read (its
+        own reader of the roster's :class:`~fleetd.bridge.revision.Changes`): a busy fleet
+        builds a version many times a second, each time a member or two moved."""
+        if self._view is None:
+            self._view = _Pass(self._roster.changes.reader())
+        return list(self._since(self._view, sessions, {}, backlogs))
+
+    def _since(
+        self,
+        last: _Pass,
+        sessions: list[Session],
+        mute_counts: Mapping[str, int],
+        backlogs: Mapping[str, MemberBacklog],
+    ) -> list[MemberView]:
+        """The views of ``sessions`` against ``last`` (its marks, members, views and per-call
+        inputs), which it then holds for the next call. The list is the pass's own."""
+        marked = last.changes.take()
+        moved = _moved(mute_counts, last.mutes) | _moved(backlogs, last.backlogs)
+        last.mutes, last.backlogs = dict(mute_counts), dict(backlogs)
         # the same members in the same order, compared id by id at C speed (a member's new value
         # is put in the roster only by the roster, which marks it)
         ids = list(map(_SESSION_ID, sessions))
-        if marked is None or ids != self._ids:
+        if marked is None or ids != last.ids:
             views = self._read(sessions, mute_counts=mute_counts, backlogs=backlogs)
-            self._ids, self._views = ids, views
-            self._position = {session.session_id: n for n, session in enumerate(sessions)}
-            return tuple(views)
-        views, where = self._views, self._position.get
+            last.ids, last.views = ids, views
+            last.position = {session.session_id: n for n, session in enumerate(sessions)}
+            return views
+        views, where = last.views, last.position.get
         again = [n for n in map(where, marked | moved) if n is not None]
         read = self._read([sessions[n] for n in again], mute_counts=mute_counts, backlogs=backlogs)
         for n, view in zip(again, read, strict=True):
             views[n] = view
-        return tuple(views)
+        return views
 
     def build(
         self,
@@ -182,6 +192,22 @@ class MemberViews:
 
 
 _SESSION_ID = attrgetter("session_id")
+
+
+class _Pass:
+    """One reader's incremental reads of the member views: its marks, and the members, views and
+    per-call inputs (mute counts, waiting replies) of its last read."""
+
+    __slots__ = ("backlogs", "changes", "ids", "mutes", "position", "views")
+
+    def __init__(self, changes: Changes) -> None:
+        self.changes = changes
+        self.ids: list[str] = []  # the session ids of the last read, in its order
+        self.views: list[MemberView] = []
+        self.position: dict[str, int] = {}
+        self.mutes: Mapping[str, int] = {}
+        self.backlogs: Mapping[str, MemberBacklog] = {}
+
 
 #: Views kept beyond the roster's sessions before those of forgotten sessions are dropped.
 _SLACK = 64

@@ -47,14 +47,25 @@ class Changes:
     moved.
     """
 
-    __slots__ = ("_ids", "_limit", "_overflow")
+    __slots__ = ("_ids", "_limit", "_overflow", "_readers")
 
     def __init__(self, limit: Callable[[], int]) -> None:
         self._ids: set[str] = set()
         self._limit = limit
         self._overflow = False
+        self._readers: tuple[Changes, ...] = ()
+
+    def reader(self) -> Changes:
+        """Another reader of the same marks (the fleet view's, beside the health tick's): marked
+        whenever this one is, taken on its own, bounded alike. Readers are never dropped, so
+        each is made once, by a part that lives as long as the roster."""
+        other = Changes(self._limit)
+        self._readers = (*self._readers, other)
+        return other
 
     def mark(self, session_id: str) -> None:
+        for reader in self._readers:
+            reader.mark(session_id)
         if self._overflow:
             return
         ids = self._ids

@@ -644,14 +644,17 @@ def _polled(
         return (state if watch is state.watch else _with(state, watch=watch)), ()
     if phase is P.AT_BOUNDARY:
         boundary_at = state.boundary_at if state.boundary_at is not None else now
-        moved = _with(state, phase=phase, watch=watch, boundary_at=boundary_at)
+        if phase is state.phase and watch is state.watch and boundary_at is state.boundary_at:
+            moved = state  # the same poll again: nothing moved, so no new value
+        else:
+            moved = _with(state, phase=phase, watch=watch, boundary_at=boundary_at)
         if now - boundary_at >= REPLY_GRACE:
             return moved, (ReadBoundary(state.token),)
         return moved, ()
     # SUBMITTED, at its prompt: Enter once more past the submit window (the paste/submit race)
     if not state.resubmitted and now - state.opened_at >= event.submit_window:
         return _with(state, watch=watch, resubmitted=True), (ResubmitEnter(state.token),)
-    return _with(state, watch=watch), ()
+    return (state if watch is state.watch else _with(state, watch=watch)), ()
 
 
 _SLOTS: Final = tuple(TurnState.__dataclass_fields__)

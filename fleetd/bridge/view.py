@@ -142,6 +142,13 @@ class BridgeView:
         """The bridge side of many members, in order (see :func:`member_views`)."""
         return member_views(self, sessions, mute_counts=mute_counts or {}, backlogs=backlogs or {})
 
+    def version_views(
+        self, sessions: list[Session], *, backlogs: Mapping[str, MemberBacklog]
+    ) -> list[MemberView]:
+        """Every member's view for a version of the fleet view, reading again only the members
+        the roster marked since the last version (:meth:`MemberViews.for_view`)."""
+        return self.views.for_view(sessions, backlogs=backlogs)
+
     def capacity_view(
         self,
         backlogs: Mapping[str, MemberBacklog] | None = None,

@@ -159,7 +159,7 @@ class FleetViewBuilder:
         )
         sessions = self.bridge.reads.sessions()
         backlogs = member_backlogs(stats, sessions)
-        views = self.bridge.view.member_views(sessions, backlogs=backlogs)  # once per session
+        views = self.bridge.view.version_views(sessions, backlogs=backlogs)  # the moved only
         preserved = await asyncio.to_thread(self.manifests.load)
         reading = FleetReading(
             now=now, sessions=sessions, views=views, statuses=statuses, backlogs=backlogs

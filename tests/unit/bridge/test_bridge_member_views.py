@@ -336,6 +336,31 @@ def test_a_new_value_of_one_member_has_the_tick_look_at_that_member_only() -> No
     assert (after[7].terminal_id, after[9].presence) == ("t-moved", True)
 
 
+def test_the_fleet_view_reads_only_the_members_marked_since_its_own_last_read() -> None:
+    """The fleet view has its own reader of the roster's marks: a member marked after the
+    tick took its marks is still read again by the next version, each reader looks again only
+    at what was marked since its own last read, and their views agree."""
+    roster, tasks = Roster(), TaskBook()
+    for n in range(50):
+        roster.add(_session(n))
+    views = _CountingViews(roster=roster, tasks=tasks)
+
+    def sessions() -> list[Session]:
+        return list(roster.sessions.values())
+
+    views.for_view(sessions(), backlogs={})  # the first version reads every member
+    views.for_tick(sessions(), mute_counts={}, backlogs={})
+    roster.update("s3", terminal_id="t-moved")
+    tick = views.for_tick(sessions(), mute_counts={}, backlogs={})  # takes the tick's marks
+    roster.update("s4", terminal_id="t-moved")
+    version = views.for_view(sessions(), backlogs={})
+    assert views.looked == [50, 50, 1, 2]  # the version reads s3 and s4, the tick s3 only
+    assert version[3] is tick[3]
+    assert (version[3].terminal_id, version[4].terminal_id) == ("t-moved", "t-moved")
+    assert views.for_view(sessions(), backlogs={}) == version
+    assert views.looked[-1] == 0
+
+
 def test_the_tick_reads_every_member_when_the_sessions_or_the_marks_are_not_the_same() -> None:
     """A new session, or more change marks than the bound keeps, makes the tick read every
     member, so no change is lost."""

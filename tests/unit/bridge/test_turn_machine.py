@@ -257,6 +257,27 @@ def test_a_sighting_changes_only_the_watch_and_a_repeat_changes_nothing() -> Non
     assert step(turn, working, LATER)[0] is turn  # still working, as the poller saw it before
 
 
+def test_the_poller_seeing_a_turn_at_its_prompt_again_hands_back_the_very_same_value() -> None:
+    """A turn typed but not yet working, or at its boundary, polled again with nothing new is the
+    very same value: a new one is a change (the roster marks its member and every view of it is
+    read again), and a steady poll four times a second is none. The boundary read is still asked
+    for at every poll past the reply grace."""
+    idle = StatusPolled(AgentStatus.IDLE, 1, submit_window=WINDOW)
+    waiting = STATES[P.SUBMITTED]
+    for _ in range(2):  # the watch counts a stretch at the prompt up to two sightings
+        waiting, _ = step(waiting, idle, T0)
+    again, effects = step(waiting, idle, T0 + timedelta(milliseconds=250))
+    assert (again is waiting, effects) == (True, ())
+    seen = STATES[P.WORKING]
+    for _ in range(2):
+        seen, _ = step(seen, StatusPolled(AgentStatus.IDLE, 9), LATER)
+    assert seen.phase is P.AT_BOUNDARY
+    steady, effects = step(seen, StatusPolled(AgentStatus.IDLE, 9), LATER)
+    assert (steady is seen, effects) == (True, ())
+    late, effects = step(seen, StatusPolled(AgentStatus.IDLE, 9), LATER + REPLY_GRACE)
+    assert (late is seen, effects) == (True, (ReadBoundary(TOKEN),))
+
+
 def test_the_boundary_watch_counts_stretches_and_epochs() -> None:
     """The stable gate's record: a new sequence number at the prompt starts a stretch (and,
     after one, moves the epoch); anything else breaks it."""
