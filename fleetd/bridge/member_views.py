@@ -124,7 +124,7 @@ class MemberViews:
         if marked is None or ids != last.ids:
             views = self._read(sessions, mute_counts=mute_counts, backlogs=backlogs)
             last.ids, last.views = ids, views
-            last.position = {session.session_id: n for n, session in enumerate(sessions)}
+            last.position = {sid: n for n, sid in enumerate(ids)}
             return views
         views, where = last.views, last.position.get
         again = [n for n in map(where, marked | moved) if n is not None]

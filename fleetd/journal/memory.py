@@ -28,6 +28,7 @@ from fleetd.journal.port import (
     Journal,
 )
 from fleetd.journal.values import (
+    AFTER_CANCEL,
     MAX_INSTANCES,
     AttemptOutcome,
     Claim,
@@ -51,10 +52,6 @@ from fleetd.observe import Around, direct, observed
 __all__ = ["InMemoryJournal"]
 
 _UNSENT = (EventState.PENDING, EventState.FAILED)
-#: What is still taken from an attempt cancelled in flight: its delivery (the request went out),
-#: or that it never reached the person — refused for good, or given back unsent — which ends the
-#: doubt its lease left (a retryable failure may have reached the receiver: the doubt stays).
-_AFTER_CANCEL = (AttemptOutcome.DELIVERED, AttemptOutcome.PERMANENT, None)
 
 
 class InMemoryJournal:
@@ -341,7 +338,7 @@ class InMemoryJournal:
         if attempt.outcome is None:
             return attempt
         # cancelled in flight: a delivery lands, a refusal for good ends the doubt (see finish)
-        late = outcome in _AFTER_CANCEL
+        late = outcome in AFTER_CANCEL
         return attempt if late and attempt.outcome is AttemptOutcome.CANCELLED else None
 
     def _finish(
@@ -356,19 +353,15 @@ class InMemoryJournal:
         if failure is not None:
             check_code(failure, operation="finish")
         attempt = self._held(claim, outcome)
-        refused_after_cancel = (
-            attempt is not None
-            and attempt.outcome is AttemptOutcome.CANCELLED
-            and outcome is not AttemptOutcome.DELIVERED
-        )
-        if attempt is not None and refused_after_cancel:  # nothing reached the person:
-            attempt.lease_owner = None  # the doubt its lease left ends; it stays cancelled
-            attempt.lease_expires_at = None
+        if attempt is None:
             return None
-        if attempt is not None:
-            attempt.outcome = outcome
-            attempt.failure = failure
-            attempt.http_status = http_status
+        if attempt.outcome is AttemptOutcome.CANCELLED and outcome is not AttemptOutcome.DELIVERED:
+            attempt.lease_owner = None  # refused: nothing reached the person, so the doubt its
+            attempt.lease_expires_at = None  # lease left ends; the attempt stays cancelled
+            return None
+        attempt.outcome = outcome
+        attempt.failure = failure
+        attempt.http_status = http_status
         return attempt
 
     @observed

@@ -34,6 +34,7 @@ from fleetd.journal.queries import (
 from fleetd.journal.rows import incident_key, instance_record, stored_incidents
 from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow, InstanceRow
 from fleetd.journal.values import (
+    AFTER_CANCEL,
     AttemptOutcome,
     Claim,
     EventState,
@@ -331,7 +332,7 @@ class SqlStore:
             return None
         if attempt.outcome is None:
             return attempt
-        late = outcome in (AttemptOutcome.DELIVERED, AttemptOutcome.PERMANENT, None)
+        late = outcome in AFTER_CANCEL
         return attempt if late and attempt.outcome == AttemptOutcome.CANCELLED.value else None
 
     def finish(

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from fleetd.errors import JournalRefusedError
 from fleetd.health.incidents import (
@@ -46,6 +46,7 @@ from fleetd.health.states import Scope
 from fleetd.model.events import EventState, EventType, idempotency_key, is_plain_id
 
 __all__ = [
+    "AFTER_CANCEL",
     "MAX_INSTANCES",
     "MAX_INSTANCE_LEADS",
     "MAX_PAYLOAD_BYTES",
@@ -99,6 +100,13 @@ class AttemptOutcome(StrEnum):
     RETRY = "retry"  # a retryable failure; the next attempt is scheduled
     PERMANENT = "permanent"
     CANCELLED = "cancelled"
+
+
+#: What a journal still takes from the sender of an attempt cancelled in flight (``None``: the
+#: claim given back unsent): its delivery (the request went out), or that it never reached the
+#: person — refused for good, or never sent — which ends the doubt its lease left. A retryable
+#: failure may have reached the receiver: it is not taken, and the doubt stays.
+AFTER_CANCEL: Final = (AttemptOutcome.DELIVERED, AttemptOutcome.PERMANENT, None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
