@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from fleetd.bridge.revision import Changes
-from fleetd.bridge.sessions import Session, SessionEvent, SessionState
+from fleetd.bridge.sessions import TABLE_FIELDS, Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import Ticket
 from fleetd.bridge.turn_machine import (
     ForgetTurnRecord,
@@ -42,8 +42,6 @@ __all__ = ["OpenTurns", "Roster", "SendQueue"]
 
 _RELEASED_KEPT = 256
 _TOKENS_KEPT = 4096
-#: What only the session table changes (:meth:`Roster.apply`), never :meth:`Roster.update`.
-_TABLE_FIELDS = frozenset({"state", "turn", "presence", "presence_at", "state_since", "history"})
 #: Changed session ids held beyond the roster's sessions before a tick must read every view.
 _CHANGES_SLACK = 1024
 
@@ -213,7 +211,7 @@ class Roster:
     def update(self, session_id: str, /, **facts: Any) -> Session:
         """Set facts of the member the session table does not govern; keep and return the new
         value. Its id never changes."""
-        governed = _TABLE_FIELDS.intersection(facts)
+        governed = TABLE_FIELDS.intersection(facts)
         if governed:
             raise TypeError(f"{sorted(governed)} change only through Roster.apply")
         if facts.get("session_id", session_id) != session_id:

@@ -24,7 +24,15 @@ from fleetd.bridge.evidence import FatalScreenSeen, TargetLost
 from fleetd.bridge.worktrees import Worktree
 from fleetd.errors import IllegalTransitionError
 
-__all__ = ["HISTORY_KEPT", "TRANSITIONS", "Session", "SessionEvent", "SessionState", "next_state"]
+__all__ = [
+    "HISTORY_KEPT",
+    "TABLE_FIELDS",
+    "TRANSITIONS",
+    "Session",
+    "SessionEvent",
+    "SessionState",
+    "next_state",
+]
 
 HISTORY_KEPT = 32
 """A session keeps its last this many state changes (a member may run thousands of turns)."""
@@ -72,6 +80,10 @@ TRANSITIONS: dict[tuple[SessionState, SessionEvent], tuple[SessionState, str]] =
     (S.DONE, E.TARGET_GONE): (S.FAILED, "the pane vanished"),
     **{(state, E.RELEASE): (S.RELEASED, "released") for state in S if state is not S.RELEASED},
 }
+
+
+#: The fields of a :class:`Session` that only the table moves (:meth:`Session.stepped`).
+TABLE_FIELDS = frozenset({"state", "turn", "presence", "presence_at", "state_since", "history"})
 
 
 def next_state(state: SessionState, event: SessionEvent) -> SessionState:
