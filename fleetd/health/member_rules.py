@@ -49,6 +49,7 @@ MUTE is not on this ladder: it is an overlay incident (see :mod:`fleetd.health.m
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Final
 
 from fleetd.health.evidence import EMPTY_PROBE, MemberEvidence
 from fleetd.health.settings import TEARDOWN_GRACE
@@ -64,12 +65,21 @@ from fleetd.health.snapshot import (
 from fleetd.health.states import MemberState
 from fleetd.health.tick import Tick, absorb_probe, settle_probe
 
-__all__ = ["PENDING_AFTER_TEARDOWN", "MemberSeen", "classify", "normal_state", "teardown_cause"]
+__all__ = [
+    "PENDING_AFTER_TEARDOWN",
+    "TORN_DOWN",
+    "MemberSeen",
+    "classify",
+    "normal_state",
+    "teardown_cause",
+]
 
 PENDING_AFTER_TEARDOWN = "pending_after_teardown"
 """The cause of DELEGATION_ORPHANED when tasks survive teardown (the bridge names other parts)."""
 
 _S = SessionState
+TORN_DOWN: Final = frozenset({_S.RELEASED, _S.FAILED})
+"""The session states whose broken teardown invariant waits out ``TEARDOWN_GRACE`` (§8.5)."""
 _M = MemberState
 _LOSS_STATES = {LossCause.GONE: _M.GONE, LossCause.NEVER_READY: _M.NEVER_READY}
 
@@ -161,8 +171,7 @@ class MemberSeen:
         self.orphan_cause = teardown_cause(view)
         self.orphaned = (
             self.orphan_cause
-            if (released or view.session_state is _S.FAILED)
-            and now - view.state_since >= TEARDOWN_GRACE
+            if view.session_state in TORN_DOWN and now - view.state_since >= TEARDOWN_GRACE
             else None
         )
         # rank 4: two snapshots of the same token at the prompt, nothing in between

@@ -20,7 +20,7 @@ from typing import Final
 from fleetd.health.effects import CountMute, FailCause, FailTargetWork, RequestTargetLookup
 from fleetd.health.evidence import MemberEvidence
 from fleetd.health.incidents import Evidence, IncidentKey, ResolveReason
-from fleetd.health.member_rules import MemberSeen, classify, normal_state
+from fleetd.health.member_rules import TORN_DOWN, MemberSeen, classify, normal_state
 from fleetd.health.mute import rate_exceeded, record_mutes
 from fleetd.health.pane_budget import ProbeCandidate, ProbeReason
 from fleetd.health.repair import (
@@ -164,7 +164,11 @@ def _recheck_at(seen: MemberSeen, tick: Tick, quiet: bool) -> datetime | None:
         seen.suspect_at,
         retry_deadline(view.turn),
         view.spawned_at + tick.eff.readiness_grace if view.session_state is _S.SPAWNING else None,
-        view.state_since + TEARDOWN_GRACE if seen.orphan_cause is not None else None,
+        (
+            view.state_since + TEARDOWN_GRACE
+            if seen.orphan_cause is not None and view.session_state in TORN_DOWN
+            else None
+        ),
         (
             view.state_since + tick.eff.long_idle_after
             if view.worktree is not None and view.worktree.commits_ahead

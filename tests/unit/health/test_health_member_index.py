@@ -247,6 +247,33 @@ def test_a_member_whose_recheck_time_came_is_asked_again(monkeypatch: pytest.Mon
     assert counted.asked == [f"s-m{i}" for i in range(5)]  # the same prior again: full pass
 
 
+def test_a_busy_member_with_its_task_pending_has_no_teardown_recheck(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A working member's pending task is the teardown invariant's cause only once the member is
+    released or failed: while it works, the teardown grace is no time a rule waits for, so the
+    member is not asked again when that grace has passed since it became busy."""
+    views, agents = _fleet(3)
+    state, seconds = _settled(views, agents)
+    began = T0 + timedelta(seconds=seconds + 30)
+    busy = member("m1", state=S.BUSY, turn=turn(at=began), pending_tasks=1, since=began)
+    views[1], agents[1] = busy, agent("m1", L.WORKING, seq=1)
+    counted = Counted(monkeypatch)
+    state = decide(_snapshot(views, agents), state, began).state
+    state = decide(_snapshot(views, agents), state, began + timedelta(seconds=30)).state
+    assert counted.asked == ["s-m1"]  # became busy; quiet from its first sighting on
+    state = decide(_snapshot(views, agents), state, began + timedelta(seconds=90)).state
+    assert counted.asked == ["s-m1"]  # not asked again once the teardown grace passed
+    ended = began + timedelta(seconds=100)
+    views[1] = replace(busy, session_state=S.RELEASED, turn=None, state_since=ended)
+    state = decide(_snapshot(views, agents), state, ended).state
+    state = decide(_snapshot(views, agents), state, ended + timedelta(seconds=30)).state
+    assert counted.asked == ["s-m1", "s-m1"]
+    later = decide(_snapshot(views, agents), state, ended + timedelta(seconds=61))
+    assert counted.asked == ["s-m1", "s-m1", "s-m1"]  # released: the grace is a time to wait for
+    assert later.state.members["s-m1"].state is MemberState.DELEGATION_ORPHANED
+
+
 def test_a_due_member_is_asked_and_the_rest_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the member whose timer rule came due (a spawning member past the readiness grace) is
     stepped, and it turns NEVER_READY."""
