@@ -282,6 +282,14 @@ class Roster:
             self.gates.discard(old)
         self.on_change()
 
+    def pruned(self, ticket: Ticket) -> None:
+        """An ended ticket was forgotten: the one member whose view can still read it is the one
+        whose open turn it was (every other view counts only pending tickets), so only it is
+        marked."""
+        turn = self.inflight.get(ticket.target)
+        if turn is not None and turn.token.ticket_id == ticket.ticket_id:
+            self.changes.mark(ticket.target)
+
     @contextmanager
     def reconciling(self, session_id: str) -> Iterator[None]:
         """Hold the session's reconciliation gate: no queued send is delivered to it meanwhile

@@ -124,6 +124,7 @@ class Bridge:
             on_terminal=self._count_terminal,
             on_change=self.revision.touch,
             on_target=self.roster.changes.mark,
+            on_pruned=self.roster.pruned,
             run=self.runs.current,
             retention=self._retention,
             on_write=self.durable.ticket,

@@ -138,8 +138,10 @@ class TaskBook:
 
     on_terminal: OnTerminal = lambda _ticket: None
     on_change: Callable[[], None] = lambda: None
-    #: told the target of every ticket accepted, ended or forgotten (its member view counts them)
+    #: told the target of every ticket accepted or ended (its member view counts them)
     on_target: Callable[[str], None] = lambda _target: None
+    #: told each ended ticket past the retention (an open turn may still name it)
+    on_pruned: Callable[[Ticket], None] = lambda _ticket: None
     run: str = field(default_factory=new_run_id)
     retention: Callable[[], Retention] = Retention
     #: told of every ticket delivered or ended (the state store records it before its effects)
@@ -332,6 +334,6 @@ class TaskBook:
             ended.popitem(last=False)
             del self._by_id[oldest.ticket_id]
             forgotten.append(oldest.ticket_id)
-            self.on_target(oldest.target)
+            self.on_pruned(oldest)
         if forgotten:
             self.on_forget(forgotten)

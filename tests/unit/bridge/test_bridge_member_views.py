@@ -415,7 +415,11 @@ def test_marks_that_no_other_change_stands_in_for() -> None:
     """A queue emptied, a ticket of an open turn forgotten later, a member retired with sends
     still queued: each is marked on its own."""
     roster = Roster()
-    tasks = TaskBook(on_target=roster.changes.mark, retention=lambda: Retention(keep_count=1))
+    tasks = TaskBook(
+        on_target=roster.changes.mark,
+        on_pruned=roster.pruned,
+        retention=lambda: Retention(keep_count=1),
+    )
     for n in range(3):
         roster.add(_session(n))
     views = MemberViews(roster=roster, tasks=tasks)
@@ -447,3 +451,33 @@ def test_marks_that_no_other_change_stands_in_for() -> None:
     assert before[0].turn.accepted_at == T0  # the ticket's
     assert after[0].turn.accepted_at == T0 + timedelta(minutes=1)  # gone: the delivery's
     assert (after[1].queued_sends, after[2].queued_sends) == (0, 0)
+
+
+def test_an_ended_ticket_forgotten_marks_only_the_member_whose_open_turn_named_it() -> None:
+    """Forgetting an ended ticket past the retention marks its member only when that member's
+    open turn still names it: no other view reads an ended ticket, and a busy fleet forgets one
+    at almost every reply."""
+    roster = Roster()
+    tasks = TaskBook(
+        on_target=roster.changes.mark,
+        on_pruned=roster.pruned,
+        retention=lambda: Retention(keep_count=1),
+    )
+    for n in range(3):
+        roster.add(_session(n))
+    held = tasks.accept(target="s0", owner="lead", prompt="p", now=T0, nonce="a")
+    open_turn(
+        roster, TurnToken(token_id="k", session_id="s0", ticket_id=held.ticket_id, turn=1), T0
+    )
+    tasks.cancel(held.ticket_id, reason="test", now=T0)
+    old = tasks.accept(target="s1", owner="lead", prompt="p", now=T0, nonce="b")
+    tasks.cancel(old.ticket_id, reason="test", now=T0)  # forgets s0's ticket: s0 is marked
+    roster.changes.take()
+    tasks.cancel(
+        tasks.accept(target="s2", owner="lead", prompt="p", now=T0, nonce="c").ticket_id,
+        reason="test",
+        now=T0,
+    )
+    assert tasks.get(old.ticket_id) is None  # s1's ended ticket is forgotten
+    assert roster.changes.take() == {"s2"}  # the target of the ticket that ended, not s1
+    assert tasks.get(held.ticket_id) is None
