@@ -22,7 +22,7 @@ from fleetd.bridge.sessions import TRANSITIONS, Session, SessionEvent, SessionSt
 from fleetd.bridge.tasks import TaskBook, Ticket
 from fleetd.bridge.teardown import Teardown
 from fleetd.bridge.teardown_check import record_teardown
-from fleetd.bridge.work_product import measure_terminal_edges
+from fleetd.bridge.work_product import TerminalEdges
 from fleetd.bridge.worktrees import Worktrees
 from fleetd.clock import Clock
 from fleetd.config import FleetdConfig
@@ -74,11 +74,12 @@ class TargetLifecycle:
             fail_work=lambda session, reason: self.fail_target_work(session, reason=reason),
             on_failure=on_failure,
         )
+        self._edges = TerminalEdges(roster, worktrees, releasing=self.releasing)
 
     async def measure_terminal_edges(self) -> int:
         """Commits ahead for live members whose terminal edge is new (WORK_PRODUCT_AT_RISK): the
         work a release would have to preserve, measured before any release is asked for."""
-        return await measure_terminal_edges(self._roster, self._worktrees, releasing=self.releasing)
+        return await self._edges.measure()
 
     def fail_target_work(self, session: Session, *, reason: str) -> list[Ticket]:
         """Fail every queued, accepted and async task of a target exactly once (idempotent).

@@ -75,3 +75,24 @@ async def test_each_new_terminal_edge_is_measured_again(tmp_path: Path) -> None:
     await fleet.ok("fleet_reply", fleet.member(sid), content="committed")
     await _ticks(fleet, 3)
     assert (len(measures), fleet.session(sid).commits_ahead) == (2, 1)
+
+
+async def test_edges_past_the_per_tick_limit_are_measured_at_the_next_ticks(
+    tmp_path: Path,
+) -> None:
+    """Ten members reach an edge at once: eight are measured this tick and the other two at the
+    next, though nothing about them changed in between; then nothing is measured again."""
+    fleet = await _fleet(tmp_path)
+    measures = _count_measures(fleet)
+    sids = [await fleet.spawn_ready("codex") for _ in range(10)]
+    await _ticks(fleet, 1)
+    for sid in sids:
+        await fleet.ok("fleet_send", target=sid, prompt="look only")
+        await fleet.ok("fleet_reply", fleet.member(sid), content="done")
+    await _ticks(fleet, 1)
+    assert len(measures) == 8
+    await _ticks(fleet, 1)
+    assert len(measures) == 10
+    assert all(fleet.session(sid).commits_ahead == 0 for sid in sids)
+    await _ticks(fleet, 3)
+    assert len(measures) == 10
