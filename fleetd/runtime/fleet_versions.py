@@ -190,10 +190,12 @@ class FleetViews:
         if cached is not None and cached.version == version:
             return cached
         fleet = await self._encoded_of(version)
-        made = EncodedView(
-            version=fleet.facts.version, scope=scope, body=self.bodies.body(fleet, caller)
-        )
-        if made.version == self._version:
+        built = fleet.facts.version
+        cached = self._bodies.get(scope)  # the callers that waited for this build with this one
+        if cached is not None and cached.version == built:
+            return cached
+        made = EncodedView(version=built, scope=scope, body=self.bodies.body(fleet, caller))
+        if cached is None or cached.version < built:  # kept for them even if a newer one moved on
             self._bodies[scope] = made
         return made
 
