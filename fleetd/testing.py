@@ -152,7 +152,9 @@ def build_test_fleet(
     herdr (and the state directory) that outlived the first process. With ``check_views`` (the
     default; benchmarks turn it off) every member view the bridge hands out is checked against
     one built from nothing (:class:`CheckedMemberViews`), so every test run through a test fleet
-    also proves the kept views never go stale. Pass the ``state`` store of an earlier fleet too
+    also proves the kept views never go stale; so is every member row of ``GET /v1/fleet`` the
+    encoded view keeps (:attr:`FleetBodies.check <fleetd.runtime.fleet_body.FleetBodies.check>`).
+    Pass the ``state`` store of an earlier fleet too
     and the restarted one takes back what it held (call ``service.restore()``).
     """
     clock = FakeClock()
@@ -179,6 +181,7 @@ def build_test_fleet(
     )
     if check_views:
         service.bridge.view.check_kept_views()
+        service.views.bodies.check = True
     return TestFleet(
         clock=clock,
         control=control,

@@ -135,7 +135,7 @@ class Deliverer:
                 continue  # released while herdr was asked
             if self._unreadable.pop(session.session_id, None) is not None:
                 _log.info("session %s: herdr answers for it again", session.session_id)
-            self._roster.live_status[session.session_id] = info.agent_status.value
+            self._roster.see_status(session.session_id, info.agent_status.value)
             await self._step(session, info)
         await self._lifecycle.check_readiness()
 

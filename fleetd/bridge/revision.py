@@ -37,14 +37,16 @@ class Revision:
 
 
 class Changes:
-    """The session ids whose member view may have moved since the health tick last took them.
+    """The session ids whose member view or row may have moved since this reader last took them.
 
-    Marks come from the roster (every new value of a session it puts in place), from the roster's
-    open turns (every step but a bare status sighting) and send queues, and from the task book (a
-    ticket of the session accepted, ended or forgotten). :meth:`take` hands them over and starts
-    again. Nothing else reads them, so when no tick takes them (health off) they must not pile up:
-    past ``limit()`` ids the set is dropped and :meth:`take` answers ``None`` — every view may have
-    moved.
+    Marks come from the roster (every new value of a session it puts in place, and the poller's
+    last status of a member when it moved), from the roster's open turns (every step but a bare
+    status sighting) and send queues, and from the task book (a ticket of the session accepted,
+    delivered or ended, and an ended one forgotten while its open turn still names it).
+    :meth:`take` hands them over and starts again. Each reader (the health tick, the fleet view's
+    member views, its encoded rows, the terminal edges) takes its own; when one is not taken (health
+    off) its marks must not pile up: past ``limit()`` ids the set is dropped and :meth:`take`
+    answers ``None`` — every member may have moved.
     """
 
     __slots__ = ("_ids", "_limit", "_overflow", "_readers")

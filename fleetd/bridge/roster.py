@@ -140,7 +140,7 @@ class OpenTurns(dict[str, TurnState]):
         super().__setitem__(sid, new)
         if new.watch is not turn.watch:
             self.fresh.add(sid)
-        if type(event) is not StatusSighted:
+        if type(event) is not StatusSighted:  # a sighting moves only the watch, which no row shows
             self._changes.mark(sid)
         return effects
 
@@ -281,6 +281,13 @@ class Roster:
             self.sessions.pop(old, None)
             self.gates.discard(old)
         self.on_change()
+
+    def see_status(self, session_id: str, status: str) -> None:
+        """The poller's last raw herdr status of a live member (its row shows it); marked only
+        when it moved, since the poller reads busy members several times a second."""
+        if self.live_status.get(session_id) != status:
+            self.live_status[session_id] = status
+            self.changes.mark(session_id)
 
     def pruned(self, ticket: Ticket) -> None:
         """An ended ticket was forgotten: the one member whose view can still read it is the one

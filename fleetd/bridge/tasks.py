@@ -138,7 +138,8 @@ class TaskBook:
 
     on_terminal: OnTerminal = lambda _ticket: None
     on_change: Callable[[], None] = lambda: None
-    #: told the target of every ticket accepted or ended (its member view counts them)
+    #: told the target of every ticket accepted, delivered or ended (its member's view and row
+    #: read them)
     on_target: Callable[[str], None] = lambda _target: None
     #: told each ended ticket past the retention (an open turn may still name it)
     on_pruned: Callable[[Ticket], None] = lambda _ticket: None
@@ -242,6 +243,7 @@ class TaskBook:
         ticket.prompt = None
         self._last_delivered[ticket.target] = ticket
         self.on_write(ticket)
+        self.on_target(ticket.target)  # its member's row shows the delivery
         self.on_change()
 
     def refused(self, ticket: Ticket, *, retry_at: datetime | None) -> None:

@@ -20,16 +20,25 @@ poller's and herdr's last status, its queue's length, its
 :class:`~fleetd.health.snapshot.MemberView` (the same object while unchanged, and the one the idle
 rule reads), its health evidence, and its profile's bench. Rows of sessions the roster no longer
 holds go with the next version, so what is kept is bounded by the roster and by herdr's last list.
+
+Making every member's stamp was itself most of a version at a thousand members, so a version
+makes the stamps of only the members that may have moved since the last one: those the roster
+marked (its own reader of the marks, :meth:`BridgeView.marks
+<fleetd.bridge.view.BridgeView.marks>`, taken before the version is read, so a member that moves
+while it is read stays marked for the next), and those whose waiting replies, herdr status or
+health evidence moved, found by comparing them with the last version's. Every stamp is made
+again when that cannot be told: other members or another order, the marks overflowed, another
+configuration, a bench that moved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import compress, count
-from operator import is_not
-from typing import Any
+from operator import attrgetter, is_not
+from typing import Any, Protocol
 
 from fleetd.bridge.sessions import Session
 from fleetd.health.snapshot import MemberView
@@ -65,6 +74,10 @@ class FleetBodies:
         self._builder = builder
         self.members = RowCache()
         self.agents = RowCache()
+        self._marks: _Marks | None = None  # its own reader of the roster's marks (first read)
+        self._last: _LastRows | None = None
+        #: also make every member's stamp and check that no kept row is stale (the test harness)
+        self.check = False
         # the agent rows last read and their texts: herdr's rows are the same objects until
         # what herdr shows of that agent changes (LiveAgents keeps them across lists)
         self._listed: tuple[list[dict[str, Any]], tuple[tuple[str | None, str], ...]] | None = None
@@ -72,11 +85,17 @@ class FleetBodies:
     async def read(self, version: int) -> EncodedFleet:
         """The facts of ``version`` with every member and agent row as text, encoding again only
         the rows whose stamp moved."""
-        facts, reading = await self._builder.read(version, rows=False)
+        if self._marks is None:
+            self._marks = self._builder.bridge.view.marks()
+        # taken before the reading is made: a member that moves while it is made stays marked
+        marked = self._marks.take()
+        try:
+            facts, reading = await self._builder.read(version, rows=False)
+        except BaseException:
+            self._last = None  # its marks are gone: the next read makes every stamp
+            raise
         sessions = reading.sessions
-        rows = self.members.pass_over(
-            self._wanted(reading), lambda item: self._make(*item, reading)
-        )
+        rows = self._member_rows(reading, marked)
         now = micros(facts.now)
         texts = OpenRow.render_all(rows, now)
         members = tuple((s.owner, s.name, text) for s, text in zip(sessions, texts, strict=True))
@@ -133,8 +152,88 @@ class FleetBodies:
             text = text.replace(encode(_AGENTS), f"[{','.join(agents)}]", 1)
         return text.encode()
 
+    def _member_rows(self, reading: FleetReading, marked: set[str] | None) -> list[OpenRow]:
+        """Each member's row, in order. Only the members that may have moved since the last read
+        (:meth:`_moved`; ``marked``: the roster's marks since then) have their stamp made and
+        looked at; every other keeps its row. When that cannot be told, every member's stamp is
+        made (the rows whose stamp did not move are still kept)."""
+
+        def make(item: tuple[Session, MemberView]) -> OpenRow:
+            return self._make(*item, reading)
+
+        sessions, views = reading.sessions, reading.views
+        ids = list(map(_SESSION_ID, sessions))
+        inputs = self._inputs(reading.now)
+        evidence = self._evidence()
+        last, self._last = self._last, None  # a read that raises leaves nothing half-kept
+        moved = self._moved(reading, marked, last, ids=ids, inputs=inputs, evidence=evidence)
+        if moved is None or last is None:
+            rows = self.members.pass_over(self._wanted(reading, sessions, views), make)
+        else:
+            rows = list(last.rows)
+            at = sorted(p for p in map(last.position.get, moved) if p is not None)
+            picked = self._wanted(reading, [sessions[p] for p in at], [views[p] for p in at])
+            for p, row in zip(at, self.members.refresh(picked, make), strict=True):
+                rows[p] = row
+        if self.check and self._marks is not None:
+            # a member marked again since the marks were taken is read again next time
+            again = self._marks.marked() or frozenset()
+            stale = self.members.stale(self._wanted(reading, sessions, views))
+            if any(sid not in again for sid in stale):
+                raise AssertionError(f"member rows kept from an older stamp: {stale}")
+        position = last.position if last is not None and last.ids == ids else None
+        self._last = _LastRows(
+            ids=ids,
+            position=position or {sid: n for n, sid in enumerate(ids)},
+            rows=rows,
+            backlogs=reading.backlogs,
+            statuses=reading.statuses,
+            evidence=evidence,
+            inputs=inputs,
+        )
+        return rows
+
+    def _moved(
+        self,
+        reading: FleetReading,
+        marked: set[str] | None,
+        last: _LastRows | None,
+        *,
+        ids: list[str],
+        inputs: tuple[object, ...],
+        evidence: Mapping[str, object] | None,
+    ) -> set[str] | None:
+        """The members whose row may have moved since ``last`` (``None``: every member may
+        have): those the roster marked (a new session value, its open turn, queue, tickets or
+        last polled status), those whose waiting replies, herdr status or health evidence moved.
+        The same members in the same order, the same configuration and the same benched
+        profiles are needed, or else ``None``."""
+        if marked is None or last is None or ids != last.ids or inputs != last.inputs:
+            return None
+        moved = marked
+        if reading.backlogs != last.backlogs:
+            moved |= _keys_moved(reading.backlogs, last.backlogs)
+        if reading.statuses != last.statuses:  # herdr listed again: by agent name
+            names = _keys_moved(reading.statuses, last.statuses)
+            moved.update(s.session_id for s in reading.sessions if s.name in names)
+        if evidence is not last.evidence:  # a health tick: its unchanged evidence is kept as is
+            before, now = last.evidence or _NONE, evidence or _NONE
+            moved.update(sid for sid in ids if now.get(sid) is not before.get(sid))
+        return moved
+
+    def _inputs(self, now: datetime) -> tuple[object, ...]:
+        """What every row may read beside its own member: the configuration and the benched
+        profiles (with when each bench ends)."""
+        bench = self._builder.bridge.view.bench
+        return (self._builder.config.current, tuple(sorted(bench.benched(now))))
+
+    def _evidence(self) -> Mapping[str, object] | None:
+        """Health's evidence of every member as of its last tick (``None`` without health)."""
+        health = self._builder.health
+        return health.state.members if health is not None else None
+
     def _wanted(
-        self, reading: FleetReading
+        self, reading: FleetReading, sessions: list[Session], views: list[MemberView]
     ) -> Iterator[tuple[str, Hashable, tuple[Session, MemberView]]]:
         """Each member's key, stamp, and what its row is made from. The stamp is everything
         :meth:`FleetViewBuilder.member_row` reads but ``now`` (see the module doc); the member
@@ -144,7 +243,7 @@ class FleetBodies:
         inputs = bridge.view.row_inputs
         herdr, evidence = reading.statuses.get, health.state.members.get if health else None
         bench, benched = bridge.view.bench, dict[str, datetime | None]()
-        for session, view in zip(reading.sessions, reading.views, strict=True):
+        for session, view in zip(sessions, views, strict=True):
             sid = session.session_id
             stamp: tuple[object, ...] = (
                 session,
@@ -177,6 +276,36 @@ class FleetBodies:
         if evidence is not None:
             slots.append((row["health"], "ageSeconds", evidence.since))
         return open_row(row, slots)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _LastRows:
+    """The member rows of the last read, and what :meth:`FleetBodies._moved` compares with."""
+
+    ids: list[str]
+    position: dict[str, int]
+    rows: list[OpenRow]
+    backlogs: Mapping[str, object]
+    statuses: Mapping[str, str]
+    evidence: Mapping[str, object] | None
+    inputs: tuple[object, ...]
+
+
+class _Marks(Protocol):
+    """A reader of the roster's marks (:meth:`BridgeView.marks`)."""
+
+    def take(self) -> set[str] | None: ...
+
+    def marked(self) -> frozenset[str] | None: ...
+
+
+_SESSION_ID = attrgetter("session_id")
+_NONE: Mapping[str, object] = {}
+
+
+def _keys_moved(now: Mapping[str, object], before: Mapping[str, object]) -> set[str]:
+    """The keys whose value differs between two mappings (absent counts as a value)."""
+    return {key for key in now.keys() | before.keys() if now.get(key) != before.get(key)}
 
 
 _MEMBERS = marker("members")

@@ -151,3 +151,22 @@ class RowCache:
             rows.append(entry[1])
         self._kept = fresh
         return rows
+
+    def refresh(
+        self, wanted: Iterable[tuple[Hashable, Hashable, _Item]], build: Callable[[_Item], OpenRow]
+    ) -> list[OpenRow]:
+        """:meth:`pass_over` for some of the rows only: the rows of every other key are kept."""
+        kept = self._kept
+        rows = []
+        for key, stamp, item in wanted:
+            entry = kept.get(key)
+            if entry is None or entry[0] != stamp:
+                entry = kept[key] = (stamp, build(item))
+                self.built += 1
+            rows.append(entry[1])
+        return rows
+
+    def stale(self, wanted: Iterable[tuple[Hashable, Hashable, object]]) -> list[Hashable]:
+        """The keys of ``wanted`` whose kept row is missing or was built from another stamp."""
+        kept = self._kept
+        return [key for key, stamp, _ in wanted if (e := kept.get(key)) is None or e[0] != stamp]

@@ -269,3 +269,87 @@ async def test_capacity_is_kept_only_while_every_live_view_is_the_same(tmp_path:
     moved = (await builder.facts(3)).capacity
     assert reclaimable(moved) == 2
     assert moved == builder.bridge.view.capacity_view(now=fleet.clock.now())
+
+
+@pytest.mark.parametrize(
+    "statuses",
+    [
+        pytest.param((AgentStatus.WORKING, AgentStatus.BLOCKED), id="working then blocked"),
+        pytest.param((AgentStatus.IDLE, AgentStatus.UNKNOWN), id="idle then unknown"),
+    ],
+)
+async def test_a_status_the_poller_read_moves_that_members_row_only(
+    tmp_path: Path, statuses: tuple[AgentStatus, AgentStatus]
+) -> None:
+    """The poller's last status of a busy member is in its row: a new one is that row encoded
+    again (whether or not its turn moved), and the body is the one built afresh."""
+    fleet = await _fleet(tmp_path)
+    sids = [await fleet.spawn_ready("codex") for _ in range(3)]
+    await fleet.ok("fleet_send", target=sids[1], prompt="go")
+    views = fleet.service.views
+    await views.encoded(OPERATOR)
+    for status in statuses:
+        fleet.set_status(sids[1], status)
+        await fleet.poll(0.3)
+        built = views.bodies.members.built
+        views.touched()
+        encoded = await views.encoded(OPERATOR)
+        assert encoded.body == await _expected(fleet, OPERATOR, encoded.version)
+        row = next(
+            m for m in json.loads(encoded.body)["result"]["members"] if m["sessionId"] == sids[1]
+        )
+        assert row["liveStatus"] == status.value
+        assert views.bodies.members.built <= built + 1
+
+
+async def test_a_member_that_moves_while_a_version_is_read_is_read_again_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member that moves after the sessions of a version were read (the read awaits the inbox
+    and the manifests) keeps its mark: the next version encodes its row again."""
+    fleet = await _fleet(tmp_path)
+    sids = [await fleet.spawn_ready("codex") for _ in range(3)]
+    views = fleet.service.views
+    await views.encoded(OPERATOR)
+    kind = type(fleet.service.view)
+    original = kind.read
+
+    async def moved_meanwhile(self: Any, version: int, *, rows: bool) -> Any:
+        read = await original(self, version, rows=rows)
+        fleet.bridge.roster.update(sids[2], pane_id="w9:p9")  # after its session was read
+        return read
+
+    monkeypatch.setattr(kind, "read", moved_meanwhile)
+    views.touched()
+    await views.encoded(OPERATOR)
+    monkeypatch.setattr(kind, "read", original)
+    views.touched()
+    encoded = await views.encoded(OPERATOR)
+    assert encoded.body == await _expected(fleet, OPERATOR, encoded.version)
+    row = next(
+        m for m in json.loads(encoded.body)["result"]["members"] if m["sessionId"] == sids[2]
+    )
+    assert row["paneId"] == "w9:p9"
+
+
+async def test_callers_waiting_for_one_build_share_its_body(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten requests that arrive while a version is being built wait for that build, and the body
+    of their scope is then assembled once for all of them, not once each."""
+    fleet = await _fleet(tmp_path)
+    await fleet.spawn_ready("codex")
+    views = fleet.service.views
+    bodies = views.bodies
+    assembled: list[Caller] = []
+    original = bodies.body
+
+    def counted(encoded: Any, caller: Caller) -> bytes:
+        assembled.append(caller)
+        return original(encoded, caller)
+
+    monkeypatch.setattr(bodies, "body", counted)
+    views.touched()
+    answers = await asyncio.gather(*(views.encoded(OPERATOR) for _ in range(10)))
+    assert len({answer.body for answer in answers}) == 1
+    assert assembled == [OPERATOR]
