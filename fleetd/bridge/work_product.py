@@ -57,25 +57,31 @@ class TerminalEdges:
         The members at a new edge are picked before any is measured; each is read again before
         its measure, since an earlier one awaited git, and the measure is recorded through the
         roster."""
-        roster = self._roster
-        sessions = roster.sessions
+        sessions = self._roster.sessions
         marked = self._marks.take()
-        waiting = self._waiting
+        waiting, self._waiting = self._waiting, None  # a call that raises: every member next time
         if marked is None or waiting is None:
             ids: Iterable[str] = sessions
         else:  # those left waiting first, in the order they came, then the marked
             waiting.update(dict.fromkeys(marked))
             ids = waiting
         due = [sid for sid in ids if (s := sessions.get(sid)) is not None and _at_new_edge(s)]
-        self._waiting = dict.fromkeys(due[limit:])
+        left = dict.fromkeys(due[limit:])
+        measured = await self._measure(due[:limit], left)
+        self._waiting = left
+        return measured
+
+    async def _measure(self, due: list[str], left: dict[str, None]) -> int:
+        """Measure the members of ``due`` still at a new edge; one releasing is ``left``."""
+        roster, sessions = self._roster, self._roster.sessions
         measured = 0
-        for sid in due[:limit]:
+        for sid in due:
             session = sessions.get(sid)  # read again: an earlier measure awaited git
             worktree = session.worktree if session is not None else None
             if session is None or worktree is None or not _at_new_edge(session):
                 continue
             if self._releasing(sid):
-                self._waiting[sid] = None
+                left[sid] = None
                 continue
             roster.update(sid, commits_edge=(session.state, session.turn))
             measured += 1
