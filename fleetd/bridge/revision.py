@@ -7,14 +7,17 @@ Two granularities:
   with the value its last build saw. Every mutation of the bridge that ``fleet_list`` shows touches
   the revision at its chokepoint — a ticket accepted, delivered or ended
   (:class:`~fleetd.bridge.tasks.TaskBook`), a session added, moved along its table or retired
-  (:class:`~fleetd.bridge.roster.Roster`), a teardown failure noted. A touch is one integer
-  increment; nothing is notified here.
+  (:class:`~fleetd.bridge.roster.Roster`), a teardown failure noted — and every member marked
+  in the roster's :class:`Changes` below (an open turn seen working, the poller's last status of
+  a member: what a member's row shows moved). A touch is one integer increment; nothing is
+  notified here.
 * :class:`Changes` — which sessions moved. The roster marks a session whenever it puts a new
   value of it in place (a session is frozen: :meth:`~fleetd.bridge.roster.Roster.apply` and
   :meth:`~fleetd.bridge.roster.Roster.update` are the only writers), and whenever its open turn
   or send queue moves; the task book marks it when one of its tickets moves. The health tick
   rebuilds the views of those sessions only, without reading the others, and a view's stamp
-  holds the session object itself: the same object means no change.
+  holds the session object itself: the same object means no change. The fleet view's rows and
+  the terminal edges read the same marks, each through a reader of its own.
 """
 
 from __future__ import annotations
@@ -49,11 +52,14 @@ class Changes:
     answers ``None`` — every member may have moved.
     """
 
-    __slots__ = ("_ids", "_limit", "_overflow", "_readers")
+    __slots__ = ("_ids", "_limit", "_on_mark", "_overflow", "_readers")
 
-    def __init__(self, limit: Callable[[], int]) -> None:
+    def __init__(
+        self, limit: Callable[[], int], *, on_mark: Callable[[], None] = lambda: None
+    ) -> None:
         self._ids: set[str] = set()
         self._limit = limit
+        self._on_mark = on_mark  # the roster's: every mark touches the bridge's revision
         self._overflow = False
         self._readers: tuple[Changes, ...] = ()
 
@@ -66,6 +72,7 @@ class Changes:
         return other
 
     def mark(self, session_id: str) -> None:
+        self._on_mark()
         for reader in self._readers:
             reader.mark(session_id)
         if self._overflow:

@@ -9,9 +9,10 @@ place that changes one: :meth:`Roster.apply` moves a member along the session ta
 :meth:`Roster.update` sets the facts the table does not govern (its pane, its worktree's
 measures, its teardown record ...). Both read the member's current value by id, put the new value
 in its place and hand it back, so a caller that awaited meanwhile never writes over a change made
-in between. Every change — adding, updating, moving, retiring — marks the member in
-:attr:`Roster.changes` and is told to ``on_change`` (the bridge's
-:class:`~fleetd.bridge.revision.Revision`).
+in between. Every change — adding, updating, moving, retiring, and what the member's open turn,
+send queue, tickets and last polled status show — marks the member in :attr:`Roster.changes`,
+and each mark is told to ``on_change`` (the bridge's :class:`~fleetd.bridge.revision.Revision`,
+which the fleet view's version follows).
 """
 
 from __future__ import annotations
@@ -187,7 +188,9 @@ class Roster:
     on_retire: Callable[[str], None] = field(default=lambda _session_id: None, repr=False)
 
     def __post_init__(self) -> None:
-        self.changes = Changes(lambda: len(self.sessions) + _CHANGES_SLACK)
+        # a member marked is a member whose view or row may show something new: the fleet view
+        # moves to a new version for it (an open turn seen working, the poller's last status)
+        self.changes = Changes(lambda: len(self.sessions) + _CHANGES_SLACK, on_mark=self.on_change)
         self.queues = {}
         self.inflight = OpenTurns(self.changes)
 
@@ -197,7 +200,6 @@ class Roster:
         self.queues[sid] = SendQueue(self.changes, sid)
         self._names[session.name] = sid
         self.changes.mark(sid)
-        self.on_change()
 
     def apply(self, session_id: str, event: SessionEvent, now: datetime) -> Session:
         """Move the member along the session table and keep the new value; an illegal event
@@ -223,8 +225,7 @@ class Roster:
     def _put(self, session: Session) -> None:
         sid = session.session_id
         self.sessions[sid] = session
-        self.changes.mark(sid)
-        self.on_change()
+        self.changes.mark(sid)  # which touches the bridge's revision (on_change)
 
     def live(self) -> list[Session]:
         return [s for s in self.sessions.values() if s.state is not SessionState.RELEASED]
@@ -280,7 +281,6 @@ class Roster:
             old = self._released_order.popleft()
             self.sessions.pop(old, None)
             self.gates.discard(old)
-        self.on_change()
 
     def see_status(self, session_id: str, status: str) -> None:
         """The poller's last raw herdr status of a live member (its row shows it); marked only

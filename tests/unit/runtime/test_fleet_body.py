@@ -353,3 +353,27 @@ async def test_callers_waiting_for_one_build_share_its_body(
     answers = await asyncio.gather(*(views.encoded(OPERATOR) for _ in range(10)))
     assert len({answer.body for answer in answers}) == 1
     assert assembled == [OPERATOR]
+
+
+async def test_a_turn_the_poller_saw_working_moves_the_bridge_s_revision(tmp_path: Path) -> None:
+    """The poller seeing a typed turn working changes what the member's row shows
+    (``openTurn.sawWorking``, its ``liveStatus``): the bridge's revision, which the fleet view's
+    version follows, moves with it, whether or not herdr's own list moved too (it used to wait
+    for some other change, and the row showed ``sawWorking: false`` meanwhile)."""
+    fleet = await _fleet(tmp_path)
+    sids = [await fleet.spawn_ready("codex") for _ in range(2)]
+    await fleet.ok("fleet_send", target=sids[0], prompt="go")
+    views = fleet.service.views
+    fleet.set_status(sids[0], AgentStatus.WORKING)
+    before = await views.encoded(OPERATOR)
+    row = next(m for m in json.loads(before.body)["result"]["members"] if m["sessionId"] == sids[0])
+    assert row["openTurn"]["sawWorking"] is False
+    revision = fleet.bridge.revision.value
+    await fleet.poll()
+    assert fleet.bridge.revision.value > revision
+    encoded = await views.encoded(OPERATOR)
+    assert encoded.version > before.version
+    row = next(
+        m for m in json.loads(encoded.body)["result"]["members"] if m["sessionId"] == sids[0]
+    )
+    assert (row["openTurn"]["sawWorking"], row["liveStatus"]) == (True, "working")
