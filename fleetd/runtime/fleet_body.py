@@ -115,7 +115,7 @@ class FleetBodies:
                 kept = list(last[1])
                 for n in moved:
                     agent = listed[n]
-                    kept[n] = (agent["name"], _agent_row(agent).text)
+                    kept[n] = (agent["name"], _agent_row(agent).parts[0])
                 self.agents.built += len(moved)
                 self._listed = (listed, tuple(kept))
                 return self._listed[1]
@@ -123,7 +123,7 @@ class FleetBodies:
             (((a["name"], a["paneId"]), (a["agent"], a["status"]), a) for a in listed),
             _agent_row,
         )
-        agents = tuple((a["name"], t.text) for a, t in zip(listed, texts, strict=True))
+        agents = tuple((a["name"], t.parts[0]) for a, t in zip(listed, texts, strict=True))
         self._listed = (listed, agents)
         return agents
 

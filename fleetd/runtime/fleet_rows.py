@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -47,51 +47,53 @@ Slot = tuple[dict[str, Any], str, datetime]
 
 @dataclass(frozen=True, slots=True)
 class OpenRow:
-    """A row's JSON text with its ages open: ``template`` is the text with every ``%`` doubled and
-    ``%s`` where each age goes, the age since ``sinces[n]`` in the ``n``-th — each as
-    ``round((now - since).total_seconds(), 3)`` encodes. A row without ages holds its text as is.
-    The times are kept as whole microseconds (:func:`micros`): their difference divided by a
-    million is exactly what ``total_seconds`` computes."""
+    """A row's JSON text with its ages open: ``parts[0]``, the age since ``sinces[0]``,
+    ``parts[1]``, ... — each age as ``round((now - since).total_seconds(), 3)`` encodes. The
+    times are kept as whole microseconds (:func:`micros`): their difference divided by a million
+    is exactly what ``total_seconds`` computes."""
 
-    template: str
+    parts: tuple[str, ...]
     sinces: tuple[int, ...]
-
-    @property
-    def text(self) -> str:
-        """The text of a row without ages."""
-        if self.sinces:
-            raise ValueError("this row has ages: render it")
-        return self.template
 
     def render(self, now: int) -> str:
         """The row's text with every age as of ``now`` (whole microseconds, :func:`micros`)."""
-        if not self.sinces:
-            return self.template
-        return self.template % tuple(_age(now, since) for since in self.sinces)
+        parts = self.parts
+        text, age = parts[0], ""
+        last: int | None = None
+        for since, part in zip(self.sinces, parts[1:], strict=True):
+            if since != last:  # an idle member's two ages count from the same time
+                last, age = since, repr(round((now - since) / 1_000_000, 3))
+            text += age + part
+        return text
 
     @staticmethod
-    def render_all(rows: Sequence[OpenRow], now: int) -> list[str]:
-        """Each row's text as :meth:`render` gives it, for one ``now``. Each distinct time is
-        written once (members stepped by the same health tick share its time, and an idle
-        member's two ages count from one), then every row is filled in by one ``%`` of its
-        template: about a third faster over a thousand rows than writing each row piece by
-        piece."""
-        distinct: set[int] = set().union(*[row.sinces for row in rows])
-        age = {since: _age(now, since) for since in distinct}.__getitem__
-        return [
-            row.template % tuple(map(age, row.sinces)) if row.sinces else row.template
-            for row in rows
-        ]
+    def render_all(rows: Iterable[OpenRow], now: int) -> list[str]:
+        """Each row's text as :meth:`render` gives it, for one ``now``. Members stepped by the same
+        health tick share its time, and an idle member's two ages count from one time, so each
+        age is written once per distinct time and looked up for the rest (about three times
+        faster over a thousand rows than rendering each row on its own)."""
+        ages: dict[int, str] = {}
+        age_of = ages.get
+        texts: list[str] = []
+        add = texts.append
+        for row in rows:
+            parts, sinces = row.parts, row.sinces
+            if not sinces:
+                add(parts[0])
+                continue
+            text = parts[0]
+            for since, part in zip(sinces, parts[1:], strict=True):
+                age = age_of(since)
+                if age is None:
+                    age = ages[since] = repr(round((now - since) / 1_000_000, 3))
+                text += age + part
+            add(text)
+        return texts
 
     @classmethod
     def closed(cls, text: str) -> OpenRow:
         """A row with no age (its text as is)."""
-        return cls(template=text, sinces=())
-
-
-def _age(now: int, since: int) -> str:
-    """An age as ``json.dumps`` writes ``round(seconds, 3)``."""
-    return repr(round((now - since) / 1_000_000, 3))
+        return cls(parts=(text,), sinces=())
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -112,10 +114,7 @@ def open_row(row: dict[str, Any], slots: Iterable[Slot]) -> OpenRow:
         holder[key] = marker(str(n))
         sinces[n] = micros(since)
     pieces = _MARKER.split(encode(row))
-    if len(pieces) == 1:
-        return OpenRow.closed(pieces[0])
-    template = "%s".join(piece.replace("%", "%%") for piece in pieces[0::2])
-    return OpenRow(template=template, sinces=tuple(sinces[int(n)] for n in pieces[1::2]))
+    return OpenRow(parts=tuple(pieces[0::2]), sinces=tuple(sinces[int(n)] for n in pieces[1::2]))
 
 
 _Item = TypeVar("_Item")
