@@ -25,14 +25,16 @@ Making every member's stamp was itself most of a version at a thousand members, 
 makes the stamps of only the members that may have moved since the last one: those the roster
 marked (its own reader of the marks, :meth:`BridgeView.marks
 <fleetd.bridge.view.BridgeView.marks>`, taken before the version is read, so a member that moves
-while it is read stays marked for the next), and those whose waiting replies, herdr status or
-health evidence moved, found by comparing them with the last version's. Every stamp is made
-again when that cannot be told: other members or another order, the marks overflowed, another
-configuration, a bench that moved.
+while it is read stays marked: its mark moves the view to the next version, which shows it), and
+those whose waiting replies, herdr status or health evidence moved, found by comparing them with
+the last version's. Reads run one at a time, since each keeps what the next compares with.
+Every stamp is made again when that cannot be told: other members or another order, the marks
+overflowed, another configuration, a bench that moved.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -75,6 +77,9 @@ class FleetBodies:
         self.members = RowCache()
         self.agents = RowCache()
         self._marks: _Marks | None = None  # its own reader of the roster's marks (first read)
+        #: one read at a time: a read keeps what the next one compares with, so two that
+        #: overlapped and ended out of order would keep the older one's rows
+        self._reading = asyncio.Lock()
         self._last: _LastRows | None = None
         #: also make every member's stamp and check that no kept row is stale (the test harness)
         self.check = False
@@ -84,7 +89,11 @@ class FleetBodies:
 
     async def read(self, version: int) -> EncodedFleet:
         """The facts of ``version`` with every member and agent row as text, encoding again only
-        the rows whose stamp moved."""
+        the rows whose stamp moved. Reads of two versions run one after the other."""
+        async with self._reading:
+            return await self._read(version)
+
+    async def _read(self, version: int) -> EncodedFleet:
         if self._marks is None:
             self._marks = self._builder.bridge.view.marks()
         # taken before the reading is made: a member that moves while it is made stays marked

@@ -377,3 +377,47 @@ async def test_a_turn_the_poller_saw_working_moves_the_bridge_s_revision(tmp_pat
         m for m in json.loads(encoded.body)["result"]["members"] if m["sessionId"] == sids[0]
     )
     assert (row["openTurn"]["sawWorking"], row["liveStatus"]) == (True, "working")
+
+
+async def test_two_builds_that_overlap_keep_the_rows_of_the_later_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build still reading when the view moves again does not let the next build overtake it:
+    reads run one after the other, so the rows kept are those of the later reading (two reads
+    that ended out of order kept the older member's row for good)."""
+    fleet = await _fleet(tmp_path)
+    sids = [await fleet.spawn_ready("codex") for _ in range(3)]
+    views = fleet.service.views
+    await views.encoded(OPERATOR)
+    kind = type(fleet.service.view)
+    original = kind.read
+    entered, gate, held = asyncio.Event(), asyncio.Event(), [True]
+
+    async def first_read_held(self: Any, version: int, *, rows: bool) -> Any:
+        read = await original(self, version, rows=rows)
+        if held[0]:  # the first build has read its sessions and waits
+            held[0] = False
+            entered.set()
+            await gate.wait()
+        return read
+
+    monkeypatch.setattr(kind, "read", first_read_held)
+    fleet.bridge.roster.update(sids[1], pane_id="w1:p1")
+    views.touched()
+    first = asyncio.ensure_future(views.encoded(OPERATOR))
+    await entered.wait()
+    fleet.bridge.roster.update(sids[1], pane_id="w2:p2")
+    views.touched()
+    second = asyncio.ensure_future(views.encoded(OPERATOR))
+    # given the time to overtake the first (the read hands the manifests to a thread), it waits
+    await asyncio.wait({second}, timeout=0.2)
+    gate.set()
+    await asyncio.gather(first, second)
+    monkeypatch.setattr(kind, "read", original)
+    views.touched()
+    encoded = await views.encoded(OPERATOR)  # the harness checks every kept row, too
+    row = next(
+        m for m in json.loads(encoded.body)["result"]["members"] if m["sessionId"] == sids[1]
+    )
+    assert row["paneId"] == "w2:p2"
+    assert encoded.body == await _expected(fleet, OPERATOR, encoded.version)
