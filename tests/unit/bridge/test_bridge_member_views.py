@@ -411,17 +411,24 @@ def test_a_send_queue_and_the_open_turns_refuse_changes_they_would_not_report() 
         roster.inflight.open(turn)  # one open turn per member
 
 
-def test_marks_that_no_other_change_stands_in_for() -> None:
-    """A queue emptied, a ticket of an open turn forgotten later, a member retired with sends
-    still queued: each is marked on its own."""
+def _tracked(members: int) -> tuple[Roster, TaskBook]:
+    """A roster of ``members`` and a task book wired as the bridge wires them, keeping one
+    ended ticket."""
     roster = Roster()
     tasks = TaskBook(
         on_target=roster.changes.mark,
         on_pruned=roster.pruned,
         retention=lambda: Retention(keep_count=1),
     )
-    for n in range(3):
+    for n in range(members):
         roster.add(_session(n))
+    return roster, tasks
+
+
+def test_marks_that_no_other_change_stands_in_for() -> None:
+    """A queue emptied, a ticket of an open turn forgotten later, a member retired with sends
+    still queued: each is marked on its own."""
+    roster, tasks = _tracked(3)
     views = MemberViews(roster=roster, tasks=tasks)
     sessions = list(roster.sessions.values())
 
@@ -457,14 +464,7 @@ def test_an_ended_ticket_forgotten_marks_only_the_member_whose_open_turn_named_i
     """Forgetting an ended ticket past the retention marks its member only when that member's
     open turn still names it: no other view reads an ended ticket, and a busy fleet forgets one
     at almost every reply."""
-    roster = Roster()
-    tasks = TaskBook(
-        on_target=roster.changes.mark,
-        on_pruned=roster.pruned,
-        retention=lambda: Retention(keep_count=1),
-    )
-    for n in range(3):
-        roster.add(_session(n))
+    roster, tasks = _tracked(3)
     held = tasks.accept(target="s0", owner="lead", prompt="p", now=T0, nonce="a")
     open_turn(
         roster, TurnToken(token_id="k", session_id="s0", ticket_id=held.ticket_id, turn=1), T0

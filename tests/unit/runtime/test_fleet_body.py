@@ -57,6 +57,20 @@ async def _same_bodies(fleet: TestFleet) -> None:
         ), caller
 
 
+def _row(body: bytes, session_id: str) -> dict[str, Any]:
+    """The member row of ``session_id`` in a ``GET /v1/fleet`` body."""
+    members: list[dict[str, Any]] = json.loads(body)["result"]["members"]
+    return next(m for m in members if m["sessionId"] == session_id)
+
+
+async def _read_once(tmp_path: Path) -> tuple[TestFleet, list[str]]:
+    """A fleet of three ready members whose view was read once (every row built)."""
+    fleet = await _fleet(tmp_path)
+    sids = [await fleet.spawn_ready("codex") for _ in range(3)]
+    await fleet.service.views.encoded(OPERATOR)
+    return fleet, sids
+
+
 def _members(fleet: TestFleet) -> list[str]:
     return sorted(s.session_id for s in fleet.bridge.reads.sessions())
 
@@ -295,9 +309,7 @@ async def test_a_status_the_poller_read_moves_that_members_row_only(
         views.touched()
         encoded = await views.encoded(OPERATOR)
         assert encoded.body == await _expected(fleet, OPERATOR, encoded.version)
-        row = next(
-            m for m in json.loads(encoded.body)["result"]["members"] if m["sessionId"] == sids[1]
-        )
+        row = _row(encoded.body, sids[1])
         assert row["liveStatus"] == status.value
         assert views.bodies.members.built <= built + 1
 
@@ -307,10 +319,8 @@ async def test_a_member_that_moves_while_a_version_is_read_is_read_again_next_ti
 ) -> None:
     """A member that moves after the sessions of a version were read (the read awaits the inbox
     and the manifests) keeps its mark: the next version encodes its row again."""
-    fleet = await _fleet(tmp_path)
-    sids = [await fleet.spawn_ready("codex") for _ in range(3)]
+    fleet, sids = await _read_once(tmp_path)
     views = fleet.service.views
-    await views.encoded(OPERATOR)
     kind = type(fleet.service.view)
     original = kind.read
 
@@ -326,9 +336,7 @@ async def test_a_member_that_moves_while_a_version_is_read_is_read_again_next_ti
     views.touched()
     encoded = await views.encoded(OPERATOR)
     assert encoded.body == await _expected(fleet, OPERATOR, encoded.version)
-    row = next(
-        m for m in json.loads(encoded.body)["result"]["members"] if m["sessionId"] == sids[2]
-    )
+    row = _row(encoded.body, sids[2])
     assert row["paneId"] == "w9:p9"
 
 
@@ -366,16 +374,14 @@ async def test_a_turn_the_poller_saw_working_moves_the_bridge_s_revision(tmp_pat
     views = fleet.service.views
     fleet.set_status(sids[0], AgentStatus.WORKING)
     before = await views.encoded(OPERATOR)
-    row = next(m for m in json.loads(before.body)["result"]["members"] if m["sessionId"] == sids[0])
+    row = _row(before.body, sids[0])
     assert row["openTurn"]["sawWorking"] is False
     revision = fleet.bridge.revision.value
     await fleet.poll()
     assert fleet.bridge.revision.value > revision
     encoded = await views.encoded(OPERATOR)
     assert encoded.version > before.version
-    row = next(
-        m for m in json.loads(encoded.body)["result"]["members"] if m["sessionId"] == sids[0]
-    )
+    row = _row(encoded.body, sids[0])
     assert (row["openTurn"]["sawWorking"], row["liveStatus"]) == (True, "working")
 
 
@@ -385,10 +391,8 @@ async def test_two_builds_that_overlap_keep_the_rows_of_the_later_one(
     """A build still reading when the view moves again does not let the next build overtake it:
     reads run one after the other, so the rows kept are those of the later reading (two reads
     that ended out of order kept the older member's row for good)."""
-    fleet = await _fleet(tmp_path)
-    sids = [await fleet.spawn_ready("codex") for _ in range(3)]
+    fleet, sids = await _read_once(tmp_path)
     views = fleet.service.views
-    await views.encoded(OPERATOR)
     kind = type(fleet.service.view)
     original = kind.read
     entered, gate, held = asyncio.Event(), asyncio.Event(), [True]
@@ -416,8 +420,6 @@ async def test_two_builds_that_overlap_keep_the_rows_of_the_later_one(
     monkeypatch.setattr(kind, "read", original)
     views.touched()
     encoded = await views.encoded(OPERATOR)  # the harness checks every kept row, too
-    row = next(
-        m for m in json.loads(encoded.body)["result"]["members"] if m["sessionId"] == sids[1]
-    )
+    row = _row(encoded.body, sids[1])
     assert row["paneId"] == "w2:p2"
     assert encoded.body == await _expected(fleet, OPERATOR, encoded.version)
