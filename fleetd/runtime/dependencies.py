@@ -106,6 +106,24 @@ def _endpoints(
     return rows
 
 
+def _pool_key(
+    pool: Pool, active: int | None, now: datetime, disabled: frozenset[int] = frozenset()
+) -> tuple[object, ...]:
+    """The endpoint rows' fields that move on an event (a failure, a breaker turning, a switch),
+    not on every answered call (see :meth:`DependencyView.change_key`)."""
+    return tuple(
+        (
+            standing(endpoint, index, active, now, disabled=index in disabled),
+            endpoint.breaker.state_at(now),
+            endpoint.breaker.ready_at,
+            endpoint.health.reachable,
+            endpoint.health.failures,
+            endpoint.health.last_error,
+        )
+        for index, endpoint in enumerate(pool.endpoints)
+    )
+
+
 _NO_BROKERS = BrokerReadiness.of(kind="memory", all_down=False, active=None)
 
 
@@ -134,6 +152,27 @@ class DependencyView:
             providers=self._providers(now),
             models=self._models(now),
         )
+
+    def change_key(self, now: datetime) -> tuple[object, ...]:
+        """What moves the fleet view's version in this block: all of it but what every answered
+        call moves (an endpoint's call count, latency, error rate and last answer time). A broker
+        in steady use would otherwise move the view with each call the push loop makes, and a
+        long-poll or an ``ETag`` of an idle fleet would never rest. Those fields are as fresh as
+        the view they are shown in, which moves at least with each herdr list."""
+        inbox: tuple[object, ...] = ()
+        if self._broker is not None:
+            state = self._broker.broker_report()
+            inbox = (state.reachable, state.active, _pool_key(state.pool, state.active, now))
+        report = self.receivers()
+        webhook: tuple[object, ...] = ()
+        if report is not None:
+            webhook = (
+                report.kind,
+                report.all_down,
+                report.active,
+                _pool_key(report.pool, report.active, now, report.disabled),
+            )
+        return inbox, webhook, self._providers(now), self._models(now)
 
     def readiness(self) -> DependencyReadiness:
         """What ``/readyz`` adds: the broker in use and whether every broker is down."""

@@ -274,7 +274,8 @@ class FleetViewBuilder:
     def change_key(self) -> tuple[object, ...]:
         """Everything :meth:`facts` reads, counted cheaply: an unchanged key means an unchanged
         view but for its ages. The bridge's revision counts its sessions and tickets; health moves
-        with each tick; herdr's agents with each list or changed status; dependencies as shown."""
+        with each tick; herdr's agents with each list or changed status; dependencies with their
+        events, not with each answered call."""
         link, bridge, status = self.link, self.bridge, self.config.status
         failures = bridge.inbox.failures()
         return (
@@ -298,7 +299,7 @@ class FleetViewBuilder:
             status.loaded_at,
             status.reload_failures,
             status.last_error_key,
-            self.dependencies.view(self.bridge.clock.now()) if self.dependencies else None,
+            self.dependencies.change_key(self.bridge.clock.now()) if self.dependencies else None,
         )
 
     async def refresh_agents(self, older_than: timedelta) -> None:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from fleetd.api.tools import Caller, Role
 from fleetd.errors import HerdrError
 from fleetd.herdr.model import AgentStatus
+from fleetd.inbox.amqp_link import BrokerReport
+from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
+from fleetd.resilience import ErrorClass, Outcome, Pool
 from fleetd.runtime.fleet_versions import LONG_POLL_SPACING_SECONDS
 from fleetd.testing import TestFleet, build_test_fleet, hold_calls, sample_document
 
@@ -18,10 +22,28 @@ LEAD_B = Caller(role=Role.LEAD, name="lead-b")
 OPERATOR = Caller(role=Role.OPERATOR, name="operator")
 
 
-async def _fleet(tmp_path: Path, *, health: bool = False) -> TestFleet:
+class Brokered(InMemoryInbox):
+    """An inbox with two brokers to report, the way the AMQP inbox reports them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = BrokerReport(pool=Pool.of("0", "1"), active=0, reachable=True)
+
+    def broker_report(self) -> BrokerReport:
+        return self.state
+
+    def called(self, index: int, outcome: Outcome, fleet: TestFleet) -> None:
+        """One call the push loop made to broker ``index`` ended with ``outcome``."""
+        pool = self.state.pool.observe(index, outcome, fleet.clock.now())
+        self.state = BrokerReport(pool=pool, active=self.state.active, reachable=True)
+
+
+async def _fleet(
+    tmp_path: Path, *, health: bool = False, inbox: InMemoryInbox | None = None
+) -> TestFleet:
     document = sample_document(tmp_path)
     document["health"] = {"enabled": health}
-    fleet = build_test_fleet(tmp_path, document=document)
+    fleet = build_test_fleet(tmp_path, document=document, inbox=inbox)
     await fleet.service.own_lead_keys()
     await fleet.service.observe_herdr()  # start() lists herdr's agents once
     return fleet
@@ -154,6 +176,25 @@ async def test_what_lives_beside_the_bridge_moves_the_version(tmp_path: Path) ->
     fleet.bridge._note_failure("manifest:s-1")
     assert views.version() > version
     assert (await _listed(fleet))["teardownFailures"] == ["manifest:s-1"]
+
+
+async def test_a_broker_in_steady_use_leaves_the_version_alone(tmp_path: Path) -> None:
+    """Each answered call moves an endpoint's count, latency and last answer time; none of them
+    moves the version (an idle fleet's long-polls and ETags rest). A failure does, and the
+    counts shown are those of the newest version."""
+    inbox = Brokered()
+    fleet = await _fleet(tmp_path, inbox=inbox)
+    views = fleet.service.views
+    inbox.called(0, Outcome(latency=timedelta(milliseconds=1)), fleet)  # reachable: a change
+    version = views.version()
+    for n in range(20):
+        fleet.clock.advance(0.1)
+        inbox.called(0, Outcome(latency=timedelta(milliseconds=2 + n)), fleet)
+    assert views.version() == version
+    inbox.called(1, Outcome(error=ErrorClass.REFUSED), fleet)
+    assert views.version() > version
+    shown = (await _listed(fleet))["dependencies"]["inbox"]["endpoints"]
+    assert [(e["calls"], e["failures"]) for e in shown] == [(21, 0), (1, 1)]
 
 
 async def test_a_long_poll_waits_for_the_next_version(tmp_path: Path) -> None:
