@@ -131,6 +131,8 @@ async def spawn_member(
     roster.add(session)
     try:
         worktree = await _provision(parts, session, request)
+        if worktree is not None and not _wanted(parts, session_id):
+            await _remove_quietly(parts, session, worktree)  # its release could not see it
         _still_wanted(parts, session_id)
         if worktree is not None:
             session = roster.update(session_id, worktree=worktree)
@@ -214,6 +216,21 @@ async def _close_quietly(parts: SpawnParts, pane_id: str) -> None:
         await parts.control.close_pane(pane_id)
     except HerdrError:
         return
+
+
+async def _remove_quietly(parts: SpawnParts, session: Session, worktree: Worktree) -> None:
+    """Remove, branch and all, a worktree just made for a member released while it was made:
+    nothing was done in it and nobody owns it. A failure leaves it on disk, said in the log."""
+    try:
+        await parts.worktrees.remove(worktree, delete_branch=True)
+    except Exception as exc:  # noqa: BLE001 - whatever git said, the worktree may still be there
+        _log.warning(
+            "session %s: stopped while its worktree was made; the worktree %s could not be "
+            "removed (%s) and stays",
+            session.session_id,
+            worktree.path,
+            type(exc).__name__,
+        )
 
 
 def _log_failure(session: Session, exc: BaseException) -> None:

@@ -119,3 +119,39 @@ async def test_launch_failure_with_a_waiting_send_is_never_ready(tmp_path: Path)
     assert (polled["status"], polled["reason"]) == ("failed", "never_ready")
     assert session.worktree is not None
     assert session.worktree.path not in fleet.worktrees.removed
+
+
+async def test_a_stop_while_herdr_is_asked_for_the_status_types_nothing(
+    fleet: TestFleet,
+) -> None:
+    """A send typed at once asks herdr whether the member is at its prompt; a stop during that
+    question releases the member: nothing is typed into it, and the ticket fails once."""
+    sid = await fleet.spawn_ready()
+    gate = hold_calls(fleet.control, "get_agent")
+    send = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="never typed"))
+    await asyncio.wait_for(gate.entered.wait(), 5)
+    stopped = await fleet.ok("fleet_stop", sessionId=sid)
+    gate.release()
+    ticket = (await send)["ticket"]
+    await fleet.poll()
+    assert fleet.control.calls_to("prompt") == []
+    polled = await fleet.ok("fleet_poll", ticket=ticket)
+    assert (polled["status"], polled["reason"]) == ("failed", stopped["cause"])
+    assert sample(fleet.service.metrics.tickets_total, outcome="failed", source="none") == 1
+
+
+async def test_a_stop_while_the_worktree_is_provisioned_removes_it(fleet: TestFleet) -> None:
+    """A member stopped while its worktree is being made: the release found no worktree yet, so
+    the spawn removes the one it made, branch and all; nothing is left on disk for nobody."""
+    gate = hold_calls(fleet.worktrees, "provision")
+    spawn = asyncio.ensure_future(fleet.call("fleet_spawn", profile="sonnet"))
+    await asyncio.wait_for(gate.entered.wait(), 5)
+    [session] = fleet.bridge.reads.sessions()
+    await fleet.ok("fleet_stop", sessionId=session.session_id)
+    gate.release()
+    refused = await spawn
+    assert refused.error is not None
+    assert refused.error.code == "conflict"
+    assert fleet.worktrees.live == {}
+    assert fleet.worktrees.deleted_branches == [f"fleetd/{session.name}-{session.session_id}"]
+    assert fleet.control.calls_to("create_pane") == []
