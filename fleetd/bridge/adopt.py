@@ -103,11 +103,10 @@ def restore(
     for record in pending:
         held = tasks.get(record.ticket_id)
         assert held is not None
-        queue = roster.queues.get(record.target)
-        if queue is None:
+        if record.target not in roster.queues:
             tasks.fail(record.ticket_id, reason="target_gone", now=now)
         elif record.delivery is DeliveryState.QUEUED:
-            queue.append(held)
+            roster.enqueue(record.target, held)
         else:
             open_turn = roster.inflight.get(record.target)
             if open_turn is None or open_turn.token.ticket_id != record.ticket_id:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from fleetd.bridge.durable import DurableState
 from fleetd.bridge.evidence import FatalScreenSeen
@@ -216,22 +216,12 @@ class Deliverer:
         refused prompt waits out its backoff.
         """
         sid = session.session_id
-        queue = self._roster.queues.get(sid)
-        if (
-            not queue
-            or session.state not in (SessionState.READY, SessionState.DONE)
-            or sid in self._roster.inflight
-            or sid in self._roster.gates
-            or sid in self._roster.delivering
-            or self._roster.is_reconciling(sid)
-        ):
+        if sid in self._roster.delivering:
             return
-        ticket = queue[0]
         now = self._clock.now()
-        if ticket.retry_at is not None and now < ticket.retry_at:
+        ticket = self._deliverable(session, now)
+        if ticket is None:
             return
-        if session.fallback_at is not None and now - session.fallback_at < LATE_REPLY_WINDOW:
-            return  # a late reply to the turn just read from the pane may still be on its way
         self._roster.delivering.add(sid)  # one prompt at a time per target: never typed twice
         try:
             if status is None:
@@ -243,8 +233,8 @@ class Deliverer:
                 except HerdrError:
                     return  # nothing was sent: stays at the head of the queue
                 held = self._roster.sessions.get(sid)  # as it is now: herdr was asked meanwhile
-                if held is None:
-                    return
+                if held is None or self._deliverable(held, now) is not ticket:
+                    return  # released, stopped, or its head moved meanwhile: the next pass sees
                 session = held
             if not status.at_prompt:
                 return
@@ -268,6 +258,27 @@ class Deliverer:
             self._roster.delivering.discard(sid)
         await self._typed(session, ticket, turn, outcome, code)
 
+    def _deliverable(self, session: Session, now: datetime) -> Ticket | None:
+        """The head of the member's queue if it may be typed now: the member at rest (ready or
+        done) with no open turn, no release, reconciliation or backoff under way, and no late
+        reply to a turn just read from its pane still expected."""
+        sid = session.session_id
+        queue = self._roster.queue(sid)
+        if (
+            not queue
+            or session.state not in (SessionState.READY, SessionState.DONE)
+            or sid in self._roster.inflight
+            or sid in self._roster.gates
+            or self._roster.is_reconciling(sid)
+        ):
+            return None
+        ticket = queue[0]
+        if ticket.retry_at is not None and now < ticket.retry_at:
+            return None
+        if session.fallback_at is not None and now - session.fallback_at < LATE_REPLY_WINDOW:
+            return None  # a late reply to the turn just read from the pane may still be on its way
+        return ticket
+
     def _record_typing(self, session: Session, ticket: Ticket, token: TurnToken) -> bool:
         """Store the prompt as uncertain before anything is typed: a crash never types it again.
         False when the store refused (then nothing may be typed)."""
@@ -285,7 +296,6 @@ class Deliverer:
         """herdr answered the prompt: feed its answer to the turn machine and open the turn, or
         put the ticket back (nothing typed), or drop the turn (its send was cancelled meanwhile)."""
         sid = session.session_id
-        queue = self._roster.queues.get(sid)
         if outcome is PromptOutcome.NOT_SENT:
             # nothing reached herdr: stays at the head of the queue
             self._untyped(session, ticket, step(turn, PromptRefused(code), self._clock.now())[1])
@@ -297,6 +307,7 @@ class Deliverer:
             self._refused(session, ticket, code)
             self._untyped(session, ticket, step(turn, PromptRefused(code), self._clock.now())[1])
             return
+        queue = self._roster.queue(sid)  # as it is now: herdr was asked meanwhile
         if not queue or queue[0] is not ticket or ticket.terminal:
             # the send was cancelled while the prompt was in flight: no turn opens for it
             for effect in step(turn, TicketWithdrawn(), self._clock.now())[1]:
@@ -307,7 +318,7 @@ class Deliverer:
             # herdr may have typed the prompt: typing it again could run the task twice, so the
             # turn opens as delivered, and the ticket says the delivery is uncertain.
             _log.warning("session %s: prompt delivery uncertain (%s)", sid, code)
-        queue.popleft()
+        self._roster.dequeue(sid, ticket)
         now = self._clock.now()
         session = self._roster.apply(sid, SessionEvent.DELIVERED, now)
         delivery = Delivery.UNCERTAIN if outcome is PromptOutcome.UNCERTAIN else Delivery.CONFIRMED
@@ -340,7 +351,7 @@ class Deliverer:
 
     def _refused(self, session: Session, ticket: Ticket, code: str) -> None:
         """herdr typed nothing: try again after a backoff, or fail the ticket past the budget."""
-        queue = self._roster.queues.get(session.session_id)
+        queue = self._roster.queue(session.session_id)
         if ticket.terminal or not queue or queue[0] is not ticket:
             return  # failed with its target, or cancelled meanwhile
         config = self._settings().bridge
@@ -350,7 +361,7 @@ class Deliverer:
         self._tasks.refused(ticket, retry_at=None if delay is None else now + delay)
         if delay is not None:
             return
-        queue.popleft()
+        self._roster.dequeue(session.session_id, ticket)
         _log.warning(
             "session %s: prompt refused %d times (%s); ticket failed, nothing typed",
             session.session_id,

@@ -89,9 +89,7 @@ class TargetLifecycle:
         """
         sid = session.session_id
         self._roster.gates.add(sid)
-        queue = self._roster.queues.get(sid)
-        if queue is not None:
-            queue.clear()
+        self._roster.clear_queue(sid)
         now = self._clock.now()
         self._roster.inflight.close(sid, reason, now)
         failed = self._tasks.fail_target(sid, reason=reason, now=now)

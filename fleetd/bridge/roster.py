@@ -9,10 +9,14 @@ place that changes one: :meth:`Roster.apply` moves a member along the session ta
 :meth:`Roster.update` sets the facts the table does not govern (its pane, its worktree's
 measures, its teardown record ...). Both read the member's current value by id, put the new value
 in its place and hand it back, so a caller that awaited meanwhile never writes over a change made
-in between. Every change — adding, updating, moving, retiring, and what the member's open turn,
-send queue, tickets and last polled status show — marks the member in :attr:`Roster.changes`,
-and each mark is told to ``on_change`` (the bridge's :class:`~fleetd.bridge.revision.Revision`,
-which the fleet view's version follows).
+in between. A member's send queue is a value too (a tuple, oldest first), which only
+:meth:`Roster.enqueue`, :meth:`Roster.dequeue` and :meth:`Roster.clear_queue` replace: a caller
+reads it again after an ``await`` rather than hold it.
+
+Every change — adding, updating, moving, retiring, and what the member's open turn, send queue,
+tickets and last polled status show — marks the member in :attr:`Roster.changes`, and each mark is
+told to ``on_change`` (the bridge's :class:`~fleetd.bridge.revision.Revision`, which the fleet
+view's version follows).
 """
 
 from __future__ import annotations
@@ -39,49 +43,12 @@ from fleetd.bridge.turn_machine import (
 )
 from fleetd.herdr.model import AgentStatus
 
-__all__ = ["OpenTurns", "Roster", "SendQueue"]
+__all__ = ["OpenTurns", "Roster"]
 
 _RELEASED_KEPT = 256
 _TOKENS_KEPT = 4096
 #: Changed session ids held beyond the roster's sessions before a tick must read every view.
 _CHANGES_SLACK = 1024
-
-
-class SendQueue(deque[Ticket]):
-    """One member's queued sends; every change marks the member in the roster's changes (its
-    view counts them). Only the operations the bridge uses are offered."""
-
-    __slots__ = ("_changes", "_session_id")
-
-    def __init__(self, changes: Changes, session_id: str) -> None:
-        super().__init__()
-        self._changes = changes
-        self._session_id = session_id
-
-    def append(self, ticket: Ticket) -> None:
-        super().append(ticket)
-        self._changes.mark(self._session_id)
-
-    def popleft(self) -> Ticket:
-        ticket = super().popleft()
-        self._changes.mark(self._session_id)
-        return ticket
-
-    def clear(self) -> None:
-        super().clear()
-        self._changes.mark(self._session_id)
-
-    def withdraw(self, ticket: Ticket) -> None:
-        """Take ``ticket`` out (a send refused before it was accepted); absent, nothing."""
-        if ticket in self:
-            super().remove(ticket)
-            self._changes.mark(self._session_id)
-
-    def _refused(self, *_args: Any) -> NoReturn:
-        raise TypeError("a send queue offers append, popleft, withdraw and clear only")
-
-    appendleft = extend = extendleft = insert = pop = remove = rotate = _refused
-    __setitem__ = __delitem__ = __iadd__ = _refused
 
 
 class OpenTurns(dict[str, TurnState]):
@@ -173,7 +140,9 @@ class Roster:
 
     sessions: dict[str, Session] = field(default_factory=dict)
     changes: Changes = field(init=False, repr=False)
-    queues: dict[str, SendQueue] = field(init=False, repr=False)
+    #: each held member's queued sends, oldest first (present from :meth:`add` to :meth:`retire`):
+    #: values only the roster replaces (:meth:`enqueue`, :meth:`dequeue`, :meth:`clear_queue`)
+    queues: dict[str, tuple[Ticket, ...]] = field(init=False, repr=False)
     inflight: OpenTurns = field(init=False, repr=False)
     gates: set[str] = field(default_factory=set)  # session ids closed to new sends
     delivering: set[str] = field(default_factory=set)  # a prompt is being typed right now
@@ -197,7 +166,7 @@ class Roster:
     def add(self, session: Session) -> None:
         sid = session.session_id
         self.sessions[sid] = session
-        self.queues[sid] = SendQueue(self.changes, sid)
+        self.queues[sid] = ()
         self._names[session.name] = sid
         self.changes.mark(sid)
 
@@ -221,6 +190,31 @@ class Roster:
         new = replace(self.sessions[session_id], **facts)
         self._put(new)
         return new
+
+    def queue(self, session_id: str) -> tuple[Ticket, ...]:
+        """The member's queued sends as they are now, oldest first (none once retired)."""
+        return self.queues.get(session_id, ())
+
+    def enqueue(self, session_id: str, ticket: Ticket) -> None:
+        """Queue ``ticket`` behind the member's other sends."""
+        self.queues[session_id] = (*self.queues[session_id], ticket)
+        self.changes.mark(session_id)
+
+    def dequeue(self, session_id: str, ticket: Ticket) -> bool:
+        """Take ``ticket`` out of the member's queue (typed, failed past its budget, or refused
+        before it was accepted); False when it is not there."""
+        queue = self.queues.get(session_id, ())
+        if not any(queued is ticket for queued in queue):
+            return False
+        self.queues[session_id] = tuple(queued for queued in queue if queued is not ticket)
+        self.changes.mark(session_id)
+        return True
+
+    def clear_queue(self, session_id: str) -> None:
+        """Empty the member's queue (its tickets are failed by the caller)."""
+        if self.queues.get(session_id):
+            self.queues[session_id] = ()
+            self.changes.mark(session_id)
 
     def _put(self, session: Session) -> None:
         sid = session.session_id

@@ -248,8 +248,7 @@ class Bridge:
             now=self.clock.now(),
             nonce=secrets.token_hex(3),
         )
-        queue = self.roster.queues[session.session_id]
-        queue.append(ticket)
+        self.roster.enqueue(session.session_id, ticket)
         if session.state in (SessionState.READY, SessionState.DONE):
             # typed at once: the write ahead of the prompt (uncertain) stores the send too
             await self.deliverer.inject_next(session)
@@ -257,7 +256,7 @@ class Bridge:
             try:  # it waits in the queue: stored, prompt and all, before the lead hears of it
                 self.durable.accepted(ticket)
             except StateStoreError as exc:
-                queue.withdraw(ticket)
+                self.roster.dequeue(session.session_id, ticket)
                 self.tasks.cancel(ticket.ticket_id, reason="not_stored", now=self.clock.now())
                 raise UnavailableError(
                     "the state store cannot record the send right now; nothing was accepted",

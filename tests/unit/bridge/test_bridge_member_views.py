@@ -287,12 +287,15 @@ def test_the_tick_reads_again_only_the_members_the_roster_marked() -> None:
     assert again() == [True, True, False, True]
     assert first[2].turn is not None
     assert first[2].turn.repair is not None
-    roster.queues["s3"].append(ticket)
+    roster.enqueue("s3", ticket)
     assert again() == [True, True, True, False]
-    roster.queues["s3"].popleft()
+    assert roster.dequeue("s3", ticket)
     assert again() == [True, True, True, False]
-    roster.queues["s3"].append(ticket)
-    roster.queues["s3"].clear()  # marked, read again, and as before: the kept view stands
+    assert not roster.dequeue("s3", ticket)  # not there: nothing moved, nothing marked
+    roster.clear_queue("s3")
+    assert again() == [True] * 4
+    roster.enqueue("s3", ticket)
+    roster.clear_queue("s3")  # marked, read again, and as before: the kept view stands
     assert again() == [True] * 4
     tasks.cancel(ticket.ticket_id, reason="test", now=T0)
     assert again() == [True, True, False, True]
@@ -384,17 +387,13 @@ def test_the_tick_reads_every_member_when_the_sessions_or_the_marks_are_not_the_
 
 
 def test_a_send_queue_and_the_open_turns_refuse_changes_they_would_not_report() -> None:
-    """A send queue and the open-turn map refuse the mutations that would bypass the change
-    marks: an open turn is put only by ``open`` (one per member) and changed or dropped only by
-    the turn machine's ``step``."""
+    """A send queue is a value (only the roster puts a new one in its place, and marks the
+    member), and the open-turn map refuses the mutations that would bypass the change marks: an
+    open turn is put only by ``open`` (one per member) and changed or dropped only by the turn
+    machine's ``step``."""
     roster = Roster()
     roster.add(_session(0))
-    queue = roster.queues["s0"]
-    for refused in (queue.appendleft, queue.extend, queue.remove, queue.rotate):
-        with pytest.raises(TypeError):
-            refused(None)
-    with pytest.raises(TypeError):
-        queue.pop()
+    assert roster.queues["s0"] == ()
     with pytest.raises(TypeError):
         roster.inflight.clear()
     with pytest.raises(TypeError):
@@ -442,12 +441,12 @@ def test_marks_that_no_other_change_stands_in_for() -> None:
     token = TurnToken(token_id="k", session_id="s0", ticket_id=ticket.ticket_id, turn=1)
     open_turn(roster, token, T0 + timedelta(minutes=1))
     tasks.cancel(ticket.ticket_id, reason="test", now=T0)
-    roster.queues["s1"].append(ticket)
-    roster.queues["s2"].append(ticket)
+    roster.enqueue("s1", ticket)
+    roster.enqueue("s2", ticket)
     before = read()
     assert before[1].queued_sends == 1
 
-    roster.queues["s1"].clear()
+    roster.clear_queue("s1")
     later = tasks.accept(target="s2", owner="lead", prompt="p", now=T0, nonce="b")
     tasks.cancel(later.ticket_id, reason="test", now=T0)  # the ended ticket of s0 is forgotten
     assert tasks.get(ticket.ticket_id) is None

@@ -155,3 +155,25 @@ async def test_a_stop_while_the_worktree_is_provisioned_removes_it(fleet: TestFl
     assert fleet.worktrees.live == {}
     assert fleet.worktrees.deleted_branches == [f"fleetd/{session.name}-{session.session_id}"]
     assert fleet.control.calls_to("create_pane") == []
+
+
+async def test_work_failed_while_herdr_is_asked_for_the_status_is_not_typed(
+    fleet: TestFleet,
+) -> None:
+    """A send typed at once asks herdr whether the member is at its prompt; health fails the
+    member's work during that question (its pane still there, at its prompt): the failed task
+    is not typed, and its poll answers failed with health's reason."""
+    sid = await fleet.spawn_ready()
+    gate = hold_calls(fleet.control, "get_agent")
+    send = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="never typed"))
+    await asyncio.wait_for(gate.entered.wait(), 5)
+    session = fleet.bridge.reads.session(sid)
+    assert session is not None
+    [failed] = fleet.bridge.lifecycle.fail_target_work(session, reason="member_gone")
+    gate.release()
+    ticket = (await send)["ticket"]
+    await fleet.poll()
+    assert fleet.control.calls_to("prompt") == []
+    assert failed.ticket_id == ticket
+    polled = await fleet.ok("fleet_poll", ticket=ticket)
+    assert (polled["status"], polled["reason"]) == ("failed", "member_gone")
