@@ -288,6 +288,7 @@ class Deliverer:
             sid = session.session_id
             _log.warning("session %s: send not typed, the state store refused (%s)", sid, exc)
             return False
+        self._tasks.stored(ticket)
         return True
 
     async def _typed(

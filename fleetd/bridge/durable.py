@@ -88,7 +88,6 @@ class DurableState:
         """A send was accepted and waits in its queue; raises when it could not be stored
         (nothing is accepted)."""
         self.store.apply(Change(tickets=(ticket_record(ticket),)))
-        ticket.stored = True
         self._crash("accepted")
 
     def ticket(self, ticket: Ticket) -> None:
@@ -135,7 +134,6 @@ class DurableState:
                 members=(member,) if member is not None else (),
             )
         )
-        ticket.stored = True
         self._crash("typing")
 
     def untyped(self, session: Session, ticket: Ticket) -> None:

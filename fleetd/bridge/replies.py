@@ -102,7 +102,7 @@ class Replies:
     async def _after_fallback(self, session: Session, content: str) -> ReplyResult:
         """No turn is open: refused, unless the last turn was read from the pane (kept once)."""
         last = self._tasks.last_delivered(session.session_id)
-        if last is None or last.source not in _FALLBACKS or last.late_reply:
+        if last is None or last.source not in _FALLBACKS or not self._tasks.claim_late_reply(last):
             raise NoOpenTaskError(
                 "no task of yours is open: fleet_reply answers the task your lead sent, once",
                 hint={
@@ -111,11 +111,10 @@ class Replies:
                     "lastTicketSource": last.source.value if last and last.source else None,
                 },
             )
-        last.late_reply = True  # claimed before the await: a concurrent second reply is refused
-        try:
+        try:  # claimed before the await: a concurrent second reply is refused
             await self._store(session, last, content, ReplySource.LATE)
         except InboxRetryError:
-            last.late_reply = False  # not stored: the member may call again
+            self._tasks.release_late_reply(last)  # not stored: the member may call again
             raise
         if session.session_id in self._roster.sessions:  # the late reply is in: the next send
             self._roster.update(session.session_id, fallback_at=None)  # need not wait for it

@@ -262,6 +262,7 @@ class Bridge:
                     "the state store cannot record the send right now; nothing was accepted",
                     hint={"retry": "send the task again"},
                 ) from exc
+            self.tasks.stored(ticket)
         if wait and wait > 0:
             await self.wait_for(ticket, wait)
         return ticket
@@ -269,12 +270,11 @@ class Bridge:
     async def wait_for(self, ticket: Ticket, seconds: float) -> None:
         """Hold a synchronous caller until the ticket ends, ``seconds`` pass, or fleetd is asked
         to stop (the caller then gets the ticket as it stands, so a stop never waits on it)."""
-        ticket.collected_sync = True
+        self.tasks.held_for_caller(ticket, True)
         try:
             await wait_event(self.clock, ticket.done_event, seconds, unless=self.stopping)
         finally:
-            if not ticket.terminal:
-                ticket.collected_sync = False
+            self.tasks.held_for_caller(ticket, False)
 
     # ------------------------------------------------------------ presence
     def presence(self, session_id: str) -> None:
@@ -356,7 +356,7 @@ class Bridge:
         self.revision.touch()
 
     def _count_terminal(self, ticket: Ticket) -> None:
-        ticket.counted += 1  # what the teardown invariant checks: one count per ticket
+        self.tasks.counted_end(ticket)  # what the teardown invariant checks: one count per ticket
         self.metrics.tickets_total.labels(
             outcome=ticket.outcome.value,
             source=ticket.source.value if ticket.source else "none",

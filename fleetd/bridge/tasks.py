@@ -81,7 +81,7 @@ class Ticket:
     late_reply: bool = False  # a fleet_reply after the fallback resolved it was kept (once)
     counted: int = 0  # terminal outcomes the metric counted (the teardown invariant reads it)
     seq: int = 0  # order of acceptance across restarts (the state store's queue order)
-    stored: bool = False  # the state store holds it (set by the bridge's DurableState)
+    stored: bool = False  # the state store holds it
     _done: asyncio.Event | None = field(default=None, repr=False)  # made for a waiter only
 
     @property
@@ -253,6 +253,34 @@ class TaskBook:
         ticket_step(ticket.phase, TicketEvent.REFUSED)
         ticket.refusals += 1
         ticket.retry_at = retry_at
+
+    def stored(self, ticket: Ticket) -> None:
+        """The state store holds the ticket (accepted, or about to be typed)."""
+        ticket.stored = True
+
+    def counted_end(self, ticket: Ticket) -> None:
+        """The tickets metric counted the ticket's end (the teardown invariant checks that each
+        ended ticket was counted once)."""
+        ticket.counted += 1
+
+    def held_for_caller(self, ticket: Ticket, held: bool) -> None:
+        """A synchronous ``fleet_send`` waits for the ticket (``held``), and takes its result
+        from the ticket rather than from the lead's inbox; or stops waiting before it ended."""
+        if held or not ticket.terminal:
+            ticket.collected_sync = held
+
+    def claim_late_reply(self, ticket: Ticket) -> bool:
+        """Claim the one late reply a ticket read from the pane may keep; False when it has
+        one (or a claim is under way). Claimed before the reply is stored, so a concurrent second
+        reply is refused."""
+        if ticket.late_reply:
+            return False
+        ticket.late_reply = True
+        return True
+
+    def release_late_reply(self, ticket: Ticket) -> None:
+        """The claimed late reply could not be stored: the member may call again."""
+        ticket.late_reply = False
 
     def resolve(self, ticket_id: str, *, content: str, source: ResultSource, now: datetime) -> bool:
         """Finish a ticket as done; False when it was already terminal."""
