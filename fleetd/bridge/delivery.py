@@ -254,9 +254,11 @@ class Deliverer:
                     return  # nothing was typed: stays at the head of the queue
                 if isinstance(effect, TypePrompt):
                     outcome, code = await self._prompt(session, ticket.prompt or "")
+            # still held while herdr's answer is carried out: a lost target is checked with a
+            # ping, and meanwhile another send must not type the same head of the queue
+            await self._typed(session, ticket, turn, outcome, code)
         finally:
             self._roster.delivering.discard(sid)
-        await self._typed(session, ticket, turn, outcome, code)
 
     def _deliverable(self, session: Session, now: datetime) -> Ticket | None:
         """The head of the member's queue if it may be typed now: the member at rest (ready or
@@ -337,6 +339,8 @@ class Deliverer:
     def _untyped(self, session: Session, ticket: Ticket, effects: tuple[TurnEffect, ...]) -> None:
         """Carry out what the machine asks of a turn nothing was typed for: the ticket is
         stored as queued again, with its prompt."""
+        if ticket.delivered_at is not None:
+            return  # typed meanwhile by another pass: its turn and record are that pass's
         for effect in effects:
             if isinstance(effect, RecordUntyped):
                 self._durable.untyped(session, ticket)

@@ -116,8 +116,11 @@ class Replies:
         except InboxRetryError:
             self._tasks.release_late_reply(last)  # not stored: the member may call again
             raise
-        if session.session_id in self._roster.sessions:  # the late reply is in: the next send
-            self._roster.update(session.session_id, fallback_at=None)  # need not wait for it
+        sid = session.session_id
+        if sid in self._roster.sessions and self._tasks.last_delivered(sid) is last:
+            # the late reply is in: the next send need not wait for it (unless another turn was
+            # read from the pane meanwhile, whose late reply may still be on its way)
+            self._roster.update(sid, fallback_at=None)
         return ReplyResult(accepted=True, ticket=last.ticket_id, late=True)
 
     async def _store(

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from fleetd.bridge.manifests import MANIFEST_DIR
+from fleetd.errors import ControlLinkError, TargetNotFoundError
+from fleetd.herdr.model import AgentStatus
+from fleetd.state.memory import MemoryStateStore
 from fleetd.testing import TestFleet, build_test_fleet, hold_calls
 from tests.metric_samples import sample
 
@@ -177,3 +180,71 @@ async def test_work_failed_while_herdr_is_asked_for_the_status_is_not_typed(
     assert failed.ticket_id == ticket
     polled = await fleet.ok("fleet_poll", ticket=ticket)
     assert (polled["status"], polled["reason"]) == ("failed", "member_gone")
+
+
+async def test_a_send_while_a_lost_target_is_checked_does_not_type_the_head_again(
+    tmp_path: Path,
+) -> None:
+    """herdr answers the prompt with ``agent_not_found``; while fleetd pings herdr to tell a lost
+    pane from a link in doubt, the lead sends again. The first task is not typed a second time,
+    and once the ping says the link is in doubt the task is still queued, stored as such, with no
+    turn record of a turn that never opened."""
+    store = MemoryStateStore()
+    fleet = build_test_fleet(tmp_path, state=store)
+    await fleet.service.own_lead_keys()
+    sid = await fleet.spawn_ready()
+    fleet.control.fail("prompt", TargetNotFoundError("agent_not_found", "gone for a moment"))
+    ping = hold_calls(fleet.control, "ping")
+    first = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="one"))
+    await asyncio.wait_for(ping.entered.wait(), 5)
+    fleet.control.fail("prompt", None)
+    await fleet.ok("fleet_send", target=sid, prompt="two")
+    fleet.control.fail("ping", ControlLinkError("connect_timeout", "link in doubt"))
+    ping.release()
+    one = (await first)["ticket"]
+    assert [call.args["text"] for call in fleet.control.calls_to("prompt")] == ["one"]
+    stored = {ticket.ticket_id: ticket for ticket in store.load().tickets}
+    open_turn = fleet.bridge.reads.open_turn(sid)
+    assert open_turn is None or open_turn.token.ticket_id != one
+    assert [turn.ticket_id for turn in store.load().turns] == (
+        [] if open_turn is None else [open_turn.token.ticket_id]
+    )
+    polled = await fleet.ok("fleet_poll", ticket=one)
+    assert polled["status"] == "pending"
+    assert stored[one].delivered_at is None
+
+
+async def test_a_slow_late_reply_leaves_the_window_of_a_newer_turn_read_from_the_pane(
+    fleet: TestFleet,
+) -> None:
+    """A late reply to the first task (read from the pane) is still being stored while a second
+    task is typed and also read from the pane. When the first late reply is in, the third task
+    still waits out the second's late-reply window: the second's late reply lands on the second
+    ticket, never on the third."""
+
+    async def read_from_the_pane() -> None:
+        fleet.set_status(sid, AgentStatus.WORKING)
+        await fleet.poll()
+        fleet.set_status(sid, AgentStatus.DONE)
+        await fleet.poll()
+        await fleet.poll(1.0)
+
+    sid = await fleet.spawn_ready()
+    one = (await fleet.ok("fleet_send", target=sid, prompt="one"))["ticket"]
+    await read_from_the_pane()
+    assert (await fleet.ok("fleet_poll", ticket=one))["source"] in ("fallback", "raw_fallback")
+    gate = hold_calls(fleet.bridge.outbox, "store")
+    late = asyncio.ensure_future(fleet.call("fleet_reply", fleet.member(sid), content="late 1"))
+    await asyncio.wait_for(gate.entered.wait(), 5)
+    two = (await fleet.ok("fleet_send", target=sid, prompt="two"))["ticket"]
+    await fleet.poll(2.5)  # past the first task's window: the second is typed
+    await read_from_the_pane()
+    assert (await fleet.ok("fleet_poll", ticket=two))["source"] in ("fallback", "raw_fallback")
+    three = (await fleet.ok("fleet_send", target=sid, prompt="three"))["ticket"]
+    gate.release()
+    await late
+    await fleet.poll(0.25)  # inside the second task's window
+    reply = await fleet.ok("fleet_reply", fleet.member(sid), content="late 2")
+    assert [call.args["text"] for call in fleet.control.calls_to("prompt")] == ["one", "two"]
+    assert (reply["ticket"], reply["late"]) == (two, True)
+    assert (await fleet.ok("fleet_poll", ticket=three))["status"] == "pending"
