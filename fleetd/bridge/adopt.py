@@ -119,20 +119,31 @@ async def confirm(
     agents: Iterable[AgentInfo],
     *,
     roster: Roster,
-    gone: Callable[[Session], Awaitable[None]],
+    gone: Callable[[Session], Awaitable[bool]],
 ) -> None:
-    """Match the restored members against one ``agent.list``: gone ones are released (GONE)."""
+    """Match the restored members against one ``agent.list``: gone ones are released (GONE).
+
+    A member is found by its terminal id, herdr's stable key (a moved pane gets a new pane id,
+    and the member then takes it), else by its pane id and name. A member ``gone`` could not
+    decide on (the link in doubt) is matched again at the next check."""
+    agents = list(agents)
+    by_terminal = {agent.terminal_id: agent for agent in agents if agent.terminal_id}
     listed = {(agent.pane_id, agent.name) for agent in agents}
     waiting, restored.unconfirmed = restored.unconfirmed, set()
     for session_id in sorted(waiting):
         session = roster.get(session_id)
         if session is None or not session.live:
             continue
-        if (session.pane_id, session.name) in listed:
+        found = by_terminal.get(session.terminal_id) if session.terminal_id else None
+        if found is not None and found.pane_id and found.pane_id != session.pane_id:
+            _log.info("member %s (%s) moved to pane %s", session_id, session.name, found.pane_id)
+            roster.update(session_id, pane_id=found.pane_id)
+        if found is not None or (session.pane_id, session.name) in listed:
             _log.info("member %s (%s) adopted after a restart", session_id, session.name)
             continue
         _log.warning("member %s (%s): its pane is gone after a restart", session_id, session.name)
-        await gone(session)
+        if not await gone(session):
+            restored.unconfirmed.add(session_id)  # herdr could not confirm it: asked again
 
 
 def _last_settled(tickets: Iterable[TicketRecord]) -> dict[str, datetime]:

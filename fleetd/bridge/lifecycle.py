@@ -130,20 +130,22 @@ class TargetLifecycle:
             session = self._roster.apply(sid, event, self._clock.now())
         return await self.release(session, cause)
 
-    async def target_not_found(self, session: Session, code: str | None = None) -> None:
+    async def target_not_found(self, session: Session, code: str | None = None) -> bool:
         """herdr says the target is gone; confirm the link works, then fail its work once.
 
-        ``code`` is herdr's ``*_not_found`` code; the release records it for health.
+        ``code`` is herdr's ``*_not_found`` code; the release records it for health. False when
+        the link itself is in doubt (nothing was decided: the caller may ask again later).
         """
         try:
             await self._control.ping()
         except HerdrError:
-            return  # the link itself is in doubt: not proof of a dead member
+            return False  # the link itself is in doubt: not proof of a dead member
         sid = session.session_id
         now_held = self._roster.sessions.get(sid)  # read again: the ping awaited
         if now_held is not None and now_held.live and not self.releasing(sid):
             session = self._roster.apply(sid, SessionEvent.TARGET_GONE, self._clock.now())
             await self.release(session, ReleaseCause.GONE, code=code)
+        return True
 
     async def start_progress(self, session: Session, info: AgentInfo) -> None:
         """Watch a starting member; herdr giving up on the launch ends the spawn.

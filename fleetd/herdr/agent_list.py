@@ -78,7 +78,8 @@ _STATUSES = {status.value: status for status in AgentStatus}
 
 
 class _AgentList(msgspec.Struct, gc=False):
-    agents: list[msgspec.Raw] = []  # each agent's bytes, read by schema only when they changed
+    type: str  # "agent_list": any other answer goes the general way (and is refused there)
+    agents: list[msgspec.Raw]  # each agent's bytes, read by schema only when they changed
 
 
 class _Answer(msgspec.Struct, gc=False):
@@ -115,7 +116,7 @@ class AgentListDecoder:
             answer = _DECODER.decode(line)
             if answer.error is not msgspec.UNSET or answer.id != request_id:
                 return None
-            if answer.result is None:
+            if answer.result is None or answer.result.type != "agent_list":
                 return None
             raws = answer.result.agents
             if len(raws) == len(self._raws):

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleetd.errors import InvalidResponseError
 from fleetd.herdr.agent_list import AgentListDecoder
 from fleetd.herdr.model import (
     AgentInfo,
@@ -86,11 +87,21 @@ def _read(result: Wire) -> ReadResult:
 
 
 def _agents(result: Wire) -> tuple[AgentInfo, ...]:
-    return tuple(AgentInfo.from_wire(a) for a in items(result, "agents"))
+    return tuple(AgentInfo.from_wire(a) for a in _listed(result, "agent_list", "agents"))
 
 
 def _panes(result: Wire) -> tuple[PaneInfo, ...]:
-    return tuple(PaneInfo.from_wire(p) for p in items(result, "panes"))
+    return tuple(PaneInfo.from_wire(p) for p in _listed(result, "pane_list", "panes"))
+
+
+def _listed(result: Wire, kind: str, key: str) -> Sequence[Wire]:
+    """The list of a ``kind`` answer. An answer of another type, or one without its list, is
+    refused: read as an empty list, it would say every member is gone."""
+    if result.get("type") != kind:
+        raise InvalidResponseError("invalid_response", f"result type must be {kind!r}")
+    if key not in result:
+        raise InvalidResponseError("invalid_response", f"result has no {key!r}")
+    return items(result, key)
 
 
 def _snapshot(result: Wire) -> SessionSnapshot:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetd.errors import FleetdError
+from fleetd.errors import FleetdError, InvalidResponseError
 from fleetd.herdr import calls
 from fleetd.herdr.agent_list import AgentListDecoder
 from fleetd.herdr.model import AgentInfo, AgentStatus
@@ -210,18 +210,26 @@ def test_unchanged_agents_are_handed_back_as_the_same_objects() -> None:
     not change and a new one for the agent that did; only the last list is kept."""
     decoder = AgentListDecoder()
     a, b = _agent(), _agent(terminal_id="term_2", pane_id="w2:p1", name="m2")
-    first = decoder.decode(_line({"id": "1", "result": {"agents": [a, b]}}), "1")
+    first = decoder.decode(
+        _line({"id": "1", "result": {"type": "agent_list", "agents": [a, b]}}), "1"
+    )
     moved = {**b, "agent_status": "idle", "state_change_seq": 1}
-    second = decoder.decode(_line({"id": "2", "result": {"agents": [a, moved]}}), "2")
+    second = decoder.decode(
+        _line({"id": "2", "result": {"type": "agent_list", "agents": [a, moved]}}), "2"
+    )
     assert first is not None
     assert second is not None
     assert second[0] is first[0]
     assert second[1] is not first[1]
     assert second[1].agent_status is AgentStatus.IDLE
-    third = decoder.decode(_line({"id": "3", "result": {"agents": [moved]}}), "3")
+    third = decoder.decode(
+        _line({"id": "3", "result": {"type": "agent_list", "agents": [moved]}}), "3"
+    )
     assert third is not None
     assert third[0] is second[1]
-    fourth = decoder.decode(_line({"id": "4", "result": {"agents": [a]}}), "4")
+    fourth = decoder.decode(
+        _line({"id": "4", "result": {"type": "agent_list", "agents": [a]}}), "4"
+    )
     assert fourth is not None
     assert fourth[0] is not first[0]  # a was not in the last list: not kept
     assert fourth[0] == first[0]
@@ -233,9 +241,11 @@ def test_a_list_of_the_same_length_is_compared_position_by_position() -> None:
     value to what the general parser reads)."""
     decoder = AgentListDecoder()
     agents = [_agent(terminal_id=f"term_{n}", pane_id=f"w1:p{n}", name=f"m{n}") for n in range(4)]
-    first = decoder.decode(_line({"id": "1", "result": {"agents": agents}}), "1")
+    first = decoder.decode(
+        _line({"id": "1", "result": {"type": "agent_list", "agents": agents}}), "1"
+    )
     swapped = [agents[0], agents[2], agents[1], {**agents[3], "state_change_seq": 9}]
-    line = _line({"id": "2", "result": {"agents": swapped}})
+    line = _line({"id": "2", "result": {"type": "agent_list", "agents": swapped}})
     second = decoder.decode(line, "2")
     assert first is not None
     assert second is not None
@@ -248,10 +258,32 @@ def test_a_reply_the_schema_refuses_reads_the_general_way_and_fails_classified()
     """A field of the wrong type, a foreign id or an error frame leaves the fast path: the call
     raises the general parser's classified error, never a decoding exception of its own."""
     decoder = AgentListDecoder()
-    wrong = _line({"id": "1", "result": {"agents": [_agent(terminal_id=7)]}})
+    wrong = _line({"id": "1", "result": {"type": "agent_list", "agents": [_agent(terminal_id=7)]}})
     assert decoder.decode(wrong, "1") is None
     assert decoder.decode(b"{not json\n", "1") is None
     with pytest.raises(FleetdError) as caught:
         calls.agent_list(decoder).parse_response(b"{not json\n", "1")
     code = getattr(caught.value, "code", None)
     assert code == _outcome(_general(), b"{not json\n", "1")[1]
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        pytest.param({"type": "agent_list"}, id="no agents"),
+        pytest.param({}, id="an empty result"),
+        pytest.param({"agents": []}, id="no type"),
+        pytest.param({"type": "pane_list", "panes": []}, id="another type"),
+        pytest.param({"type": "agent_list", "agents": None}, id="agents null"),
+    ],
+)
+def test_an_answer_without_its_list_of_agents_is_refused_not_read_as_none(
+    result: dict[str, Any],
+) -> None:
+    """An answer that is not an ``agent_list`` with its ``agents`` is ``invalid_response``
+    through the decoder and the general parser alike: read as an empty list, it would say every
+    member is gone."""
+    line = _line({"id": "r1", "result": result})
+    for call in (calls.agent_list(), _general()):
+        outcome = _outcome(call, line, "r1")
+        assert outcome[:2] == (InvalidResponseError, "invalid_response"), outcome

@@ -119,7 +119,10 @@ async def test_an_unreadable_answer_makes_a_blind_tick_not_a_crash(tmp_path: Pat
         await _tick(fleet)
         health = fleet.service.health
         kept = health.state.members[sid]
-        wrong = {"id": "@ID@", "result": {"agents": [{"terminal_id": 7, "pane_id": "p"}]}}
+        wrong = {
+            "id": "@ID@",
+            "result": {"type": "agent_list", "agents": [{"terminal_id": 7, "pane_id": "p"}]},
+        }
         for broken in (json.dumps(wrong).encode() + b"\n", b"{not json\n"):
             herdr.broken = broken.replace(b'"@ID@"', b"@ID@")
             await _tick(fleet)
