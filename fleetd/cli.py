@@ -23,6 +23,7 @@ import uvicorn
 
 if TYPE_CHECKING:
     from fleetd.config import ConfigRef
+    from fleetd.errors import StateStoreError
     from fleetd.state.opening import OpenedState
     from fleetd.state.port import StateStore
 
@@ -186,19 +187,12 @@ def _serve(argv: list[str]) -> int:
             standby=standby,
         )
     except StateStoreError as exc:
-        print(f"state store error: {mask_url(url)}: {exc}", file=sys.stderr)
-        if exc.reason in ("corrupt", "newer_schema"):
-            print(
-                "fleetd serve --discard-state starts afresh (what the store holds is lost)",
-                file=sys.stderr,
-            )
-        return 2
+        return _state_store_error(mask_url(url), exc)
     try:
         if state.active or asyncio.run(wait_as_standby(ref, state)):
             asyncio.run(serve(ref, state=state.store))
     except StateStoreError as exc:
-        print(f"state store error: {mask_url(url)}: {exc}", file=sys.stderr)
-        return 2
+        return _state_store_error(mask_url(url), exc)
     except ConfigError as exc:
         print(f"config error: {exc.key}: {exc.reason}", file=sys.stderr)
         return 2
@@ -258,12 +252,26 @@ def configure_logging(level: str | int) -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)  # a migration's steps are noise
 
 
+def _state_store_error(masked_url: str, exc: StateStoreError) -> int:
+    """Say why the state store cannot serve, and how to start afresh when it cannot be read."""
+    print(f"state store error: {masked_url}: {exc}", file=sys.stderr)
+    if exc.reason in ("corrupt", "newer_schema", "schema_missing"):
+        print(
+            "fleetd serve --discard-state starts afresh (what the store holds is lost)",
+            file=sys.stderr,
+        )
+    return 2
+
+
 async def serve(ref: ConfigRef, *, state: StateStore | None = None) -> None:
-    """Serve one fleetd until SIGINT/SIGTERM; SIGHUP asks for a config reload."""
+    """Serve one fleetd until SIGINT/SIGTERM; SIGHUP asks for a config reload. What the state
+    store holds is taken back before the port is bound: a store that cannot be read raises
+    :class:`~fleetd.errors.StateStoreError` here (``fleetd serve`` exits 2 naming it)."""
     from fleetd.api.app import create_app  # noqa: PLC0415
     from fleetd.compose import build_service  # noqa: PLC0415
 
     service = build_service(ref, environ=dict(os.environ), state=state)
+    await service.restore()
     app = create_app(service)
     api = ref.current.api
     server = _Server(

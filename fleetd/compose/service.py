@@ -21,7 +21,7 @@ from fleetd.compose.api_side import lead_tokens
 from fleetd.compose.inbox_side import repoint_inbox
 from fleetd.compose.series import start_series
 from fleetd.config import ConfigRef, ReloadStatus
-from fleetd.errors import FleetdError
+from fleetd.errors import FleetdError, StateStoreError
 from fleetd.herdr.control import AgentControl
 from fleetd.identity import Caller
 from fleetd.inbox.port import ReplyInbox
@@ -76,6 +76,7 @@ class Fleetd:
     instances: InstanceWatch  # this instance's journal row; INSTANCE_DOWN for the others
     across: FleetAcross  # GET /v1/fleet?scope=all: every instance sharing the journal
     started: bool = False
+    restored: bool = False  # the state store's contents were taken back (once per run)
 
     @property
     def run(self) -> str:
@@ -118,10 +119,19 @@ class Fleetd:
         return resumed
 
     async def restore(self) -> None:
-        """Take back the members, tokens, tickets and open turns the state store holds."""
+        """Take back the members, tokens, tickets and open turns the state store holds (once:
+        ``fleetd serve`` does it before it binds its port, so a store it cannot read is an exit
+        with its reason, not a failed start-up hook). A record that cannot be taken back is
+        :class:`~fleetd.errors.StateStoreError` ``load: corrupt``."""
+        if self.restored:
+            return
         store = self.bridge.durable.store
         snapshot = await asyncio.to_thread(store.load)
-        restored = self.bridge.restore(snapshot, adopt_token=self.authenticator.adopt_member)
+        try:
+            restored = self.bridge.restore(snapshot, adopt_token=self.authenticator.adopt_member)
+        except (LookupError, TypeError, ValueError) as exc:
+            raise StateStoreError("load", "corrupt", detail=type(exc).__name__) from None
+        self.restored = True
         if restored.members or restored.tickets:
             _log.info(
                 "state store: %d members, %d tickets and %d open turns taken back",

@@ -182,14 +182,17 @@ class SqlStateStore:
                 connection.rollback()
         except SQLAlchemyError as exc:
             raise _error(exc, "load") from None
-        return Snapshot(
-            members=tuple(MemberRecord(**_fields(row)) for row in members),
-            tickets=tuple(
-                TicketRecord(**{**_fields(row), "delivery": DeliveryState(row["delivery"])})
-                for row in tickets
-            ),
-            turns=tuple(TurnRecord(**_fields(row)) for row in turns),
-        )
+        try:
+            return Snapshot(
+                members=tuple(MemberRecord(**_fields(row)) for row in members),
+                tickets=tuple(
+                    TicketRecord(**{**_fields(row), "delivery": DeliveryState(row["delivery"])})
+                    for row in tickets
+                ),
+                turns=tuple(TurnRecord(**_fields(row)) for row in turns),
+            )
+        except (LookupError, TypeError, ValueError) as exc:  # a row no revision ever wrote
+            raise StateStoreError("load", "corrupt", detail=type(exc).__name__) from None
 
     def _mine(self, table: Any) -> Any:
         """``SELECT`` of this instance's rows of ``table``."""

@@ -9,6 +9,7 @@ import contextlib
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import tempfile
 import threading
@@ -297,6 +298,35 @@ def test_a_corrupt_store_stops_the_start_and_discard_state_starts_afresh(fleet: 
     output = broken.stdout.read().decode()
     assert f"state store error: {fleet.state_url}" in output
     assert "corrupt" in output
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        pytest.param("UPDATE state_tickets SET delivery = 'bogus'", "corrupt", id="a bad value"),
+        pytest.param("DROP TABLE state_turns", "schema_missing", id="a table gone"),
+    ],
+)
+def test_a_store_whose_records_cannot_be_read_stops_the_start_with_exit_2(
+    fleet: Fleet, damage: str, reason: str
+) -> None:
+    """A database that opens but holds what no revision wrote (a value outside its kind, a table
+    gone) stops the start before the port is bound: exit 2, the store and the reason named, and
+    how to start afresh; no traceback."""
+    fleet.start()
+    sid = fleet.ready_member("worker-1")
+    _settled(fleet, [fleet.ok("fleet_send", target=sid, prompt="before")["ticket"]])
+    assert _sigterm(fleet.serves[-1]) == 0
+    path = Path(fleet.state_url.removeprefix("sqlite:///"))
+    with sqlite3.connect(path) as connection:
+        connection.execute(damage)
+    broken = fleet.serve()
+    assert broken.wait(timeout=30) == 2
+    assert broken.stdout is not None
+    output = broken.stdout.read().decode()
+    assert f"state store error: {fleet.state_url}: load: {reason}" in output
+    assert "--discard-state" in output
+    assert "Traceback" not in output
 
 
 def _kills() -> int:
