@@ -120,6 +120,7 @@ class Deliverer:
         watched = {s.session_id for s in polled}
         self._unreadable = {sid: c for sid, c in self._unreadable.items() if sid in watched}
         for picked in polled:
+            opened = self._roster.inflight.get(picked.session_id)
             try:
                 info = await self._control.get_agent(picked.name)
             except TargetNotFoundError as exc:
@@ -133,6 +134,9 @@ class Deliverer:
             session = self._roster.sessions.get(picked.session_id)  # as it is after awaits
             if session is None or not session.live:
                 continue  # released while herdr was asked
+            now_open = self._roster.inflight.get(session.session_id)
+            if (now_open and now_open.token) != (opened and opened.token):
+                continue  # a turn opened or closed while herdr was asked: its status is older
             if self._unreadable.pop(session.session_id, None) is not None:
                 _log.info("session %s: herdr answers for it again", session.session_id)
             self._roster.see_status(session.session_id, info.agent_status.value)

@@ -9,7 +9,7 @@ import pytest
 
 from fleetd.bridge.manifests import MANIFEST_DIR
 from fleetd.errors import ControlLinkError, TargetNotFoundError
-from fleetd.herdr.model import AgentStatus
+from fleetd.herdr.model import AgentInfo, AgentStatus
 from fleetd.state.memory import MemoryStateStore
 from fleetd.testing import TestFleet, build_test_fleet, hold_calls
 from tests.metric_samples import sample
@@ -248,3 +248,42 @@ async def test_a_slow_late_reply_leaves_the_window_of_a_newer_turn_read_from_the
     assert [call.args["text"] for call in fleet.control.calls_to("prompt")] == ["one", "two"]
     assert (reply["ticket"], reply["late"]) == (two, True)
     assert (await fleet.ok("fleet_poll", ticket=three))["status"] == "pending"
+
+
+async def test_a_status_read_before_a_turn_opened_is_not_fed_to_that_turn(
+    fleet: TestFleet,
+) -> None:
+    """The poller asks herdr for a member finishing its first task (``working``); before the
+    answer is handled the member replies, goes idle, and a second task is typed at once. The old
+    ``working`` is not fed to the second task's turn: when that prompt's Enter was lost (the
+    member stays idle), Enter is pressed once more and the task is not read from the pane as if
+    the member had run it."""
+    sid = await fleet.spawn_ready()
+    await fleet.ok("fleet_send", target=sid, prompt="one")
+    fleet.set_status(sid, AgentStatus.WORKING)
+    await fleet.poll()
+    asked = fleet.control.get_agent
+    gate, entered = asyncio.Event(), asyncio.Event()
+
+    async def answer_later(target: str) -> AgentInfo:
+        info = await asked(target)  # read now, handed back once the gate opens
+        if not entered.is_set():
+            entered.set()
+            await gate.wait()
+        return info
+
+    fleet.control.get_agent = answer_later  # type: ignore[method-assign]
+    polling = asyncio.ensure_future(fleet.poll())
+    await asyncio.wait_for(entered.wait(), 5)
+    await fleet.ok("fleet_reply", fleet.member(sid), content="answer one")
+    fleet.set_status(sid, AgentStatus.IDLE)
+    two = (await fleet.ok("fleet_send", target=sid, prompt="two"))["ticket"]
+    gate.set()
+    await polling
+    for _ in range(8):
+        await fleet.poll(0.5)
+    enters = [
+        call for call in fleet.control.calls_to("send_keys") if call.args["keys"] == ("enter",)
+    ]
+    assert len(enters) == 1
+    assert (await fleet.ok("fleet_poll", ticket=two))["status"] == "pending"
