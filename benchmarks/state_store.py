@@ -206,7 +206,7 @@ async def _sim_sends(root: Path, sock: Path, store: StateStore, count: int) -> l
                 samples.append(answered[-1] - started)
             ticket = bridge.reads.ticket(sent.result["ticket"])
             assert ticket is not None
-            await bridge.wait_for(ticket, 10.0)
+            await asyncio.wait_for(ticket.done_event.wait(), 10.0)
     finally:
         server.should_exit = True
         await serving

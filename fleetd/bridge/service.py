@@ -249,32 +249,35 @@ class Bridge:
             nonce=secrets.token_hex(3),
         )
         self.roster.enqueue(session.session_id, ticket)
-        if session.state in (SessionState.READY, SessionState.DONE):
-            # typed at once: the write ahead of the prompt (uncertain) stores the send too
-            await self.deliverer.inject_next(session)
-        if not ticket.stored:
-            try:  # it waits in the queue: stored, prompt and all, before the lead hears of it
-                self.durable.accepted(ticket)
-            except StateStoreError as exc:
-                self.roster.dequeue(session.session_id, ticket)
-                self.tasks.cancel(ticket.ticket_id, reason="not_stored", now=self.clock.now())
-                raise UnavailableError(
-                    "the state store cannot record the send right now; nothing was accepted",
-                    hint={"retry": "send the task again"},
-                ) from exc
-            self.tasks.stored(ticket)
-        if wait and wait > 0:
-            await self.wait_for(ticket, wait)
+        waiting = wait is not None and wait > 0
+        # a synchronous caller takes the result from the ticket, never also from the inbox: held
+        # from the start, since a reply may come as soon as the prompt is typed
+        self.tasks.held_for_caller(ticket, waiting)
+        try:
+            if session.state in (SessionState.READY, SessionState.DONE):
+                # typed at once: the write ahead of the prompt (uncertain) stores the send too
+                await self.deliverer.inject_next(session)
+            if not ticket.stored:
+                self._store_accepted(session, ticket)
+            if waiting:
+                await wait_event(self.clock, ticket.done_event, wait or 0, unless=self.stopping)
+        finally:  # the caller stops waiting; the ticket as it stands is its answer
+            self.tasks.held_for_caller(ticket, False)
         return ticket
 
-    async def wait_for(self, ticket: Ticket, seconds: float) -> None:
-        """Hold a synchronous caller until the ticket ends, ``seconds`` pass, or fleetd is asked
-        to stop (the caller then gets the ticket as it stands, so a stop never waits on it)."""
-        self.tasks.held_for_caller(ticket, True)
+    def _store_accepted(self, session: Session, ticket: Ticket) -> None:
+        """Store a send that waits in its queue, prompt and all, before the lead hears of it; a
+        send the store refuses is withdrawn (nothing accepted)."""
         try:
-            await wait_event(self.clock, ticket.done_event, seconds, unless=self.stopping)
-        finally:
-            self.tasks.held_for_caller(ticket, False)
+            self.durable.accepted(ticket)
+        except StateStoreError as exc:
+            self.roster.dequeue(session.session_id, ticket)
+            self.tasks.cancel(ticket.ticket_id, reason="not_stored", now=self.clock.now())
+            raise UnavailableError(
+                "the state store cannot record the send right now; nothing was accepted",
+                hint={"retry": "send the task again"},
+            ) from exc
+        self.tasks.stored(ticket)
 
     # ------------------------------------------------------------ presence
     def presence(self, session_id: str) -> None:

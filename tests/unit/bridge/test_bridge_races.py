@@ -287,3 +287,21 @@ async def test_a_status_read_before_a_turn_opened_is_not_fed_to_that_turn(
     ]
     assert len(enters) == 1
     assert (await fleet.ok("fleet_poll", ticket=two))["status"] == "pending"
+
+
+async def test_a_waiting_send_answered_while_the_pane_is_read_is_not_also_in_the_inbox(
+    fleet: TestFleet,
+) -> None:
+    """A send that waits for its result is typed, and the member replies while fleetd still
+    reads the pane after the prompt: the lead gets the result once, in the send's answer, and
+    its inbox does not hold it a second time."""
+    sid = await fleet.spawn_ready()
+    gate = hold_calls(fleet.control, "read")
+    send = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="quick", wait=5))
+    await asyncio.wait_for(gate.entered.wait(), 5)
+    await fleet.ok("fleet_reply", fleet.member(sid), content="the answer")
+    gate.release()
+    answered = await send
+    assert (answered["status"], answered["content"]) == ("done", "the answer")
+    drained = await fleet.ok("fleet_poll")
+    assert [record for record in drained["messages"] if record.get("content") == "the answer"] == []
