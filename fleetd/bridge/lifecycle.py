@@ -103,10 +103,15 @@ class TargetLifecycle:
         return self._teardown.releasing(session_id)
 
     async def release(
-        self, session: Session, cause: ReleaseCause, *, code: str | None = None
+        self,
+        session: Session,
+        cause: ReleaseCause,
+        *,
+        code: str | None = None,
+        loss: ReleaseCause | None = None,
     ) -> ReleaseResult:
         """Stop a member and settle its work and worktree (see :class:`Teardown`)."""
-        return await self._teardown.release(session, cause, code=code)
+        return await self._teardown.release(session, cause, code=code, loss=loss)
 
     async def release_all(self, cause: ReleaseCause) -> None:
         """Release every live member with ``cause`` (a clean stop: SHUTDOWN), all at once."""
@@ -150,8 +155,9 @@ class TargetLifecycle:
     async def start_progress(self, session: Session, info: AgentInfo) -> None:
         """Watch a starting member; herdr giving up on the launch ends the spawn.
 
-        With nothing sent yet the spawn rolls back (its worktree goes); with a send waiting the
-        member never became ready and its worktree is preserved.
+        With nothing sent yet the spawn rolls back (its worktree goes) and health is told the
+        member never became ready; with a send waiting the member never became ready and its
+        worktree is preserved.
         """
         if session.terminal_id is None:
             session = self._roster.update(session.session_id, terminal_id=info.terminal_id)
@@ -174,7 +180,13 @@ class TargetLifecycle:
                 session.name,
             )
             session = self._roster.apply(sid, SessionEvent.START_FAILED, self._clock.now())
-            await self.release(session, ReleaseCause.SPAWN_ROLLBACK)
+            # its worktree goes with the rollback; health still tells the lead that spawned it
+            await self.release(
+                session,
+                ReleaseCause.SPAWN_ROLLBACK,
+                code="launch_failed",
+                loss=ReleaseCause.NEVER_READY,
+            )
 
     async def check_readiness(self) -> None:
         """A starting member with a waiting send and no presence past the grace never became ready.

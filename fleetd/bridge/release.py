@@ -71,6 +71,9 @@ class WorktreeReason(StrEnum):
     PRESERVING_CAUSE = "preserving_cause"
     REMOVE_FAILED = "remove_failed"
     """Not a policy result: the policy said remove, git refused, and the worktree is still there."""
+    PANE_OPEN = "pane_open"
+    """Not a policy result: herdr did not close the member's pane, so its agent may still work in
+    the worktree; it is kept whatever the cause."""
 
 
 PRESERVING_CAUSES: frozenset[ReleaseCause] = frozenset(ReleaseCause) - {
@@ -91,6 +94,7 @@ _ACTION: dict[WorktreeReason, WorktreeAction] = {
     WorktreeReason.DIRTY_CHECK_FAILED: WorktreeAction.PRESERVE,
     WorktreeReason.PRESERVING_CAUSE: WorktreeAction.PRESERVE,
     WorktreeReason.REMOVE_FAILED: WorktreeAction.PRESERVE,
+    WorktreeReason.PANE_OPEN: WorktreeAction.PRESERVE,
 }
 
 # Session states (lowercase values of the session FSM's enum) in which a stop is a normal

@@ -77,13 +77,20 @@ class Teardown:
         return session_id in self._releases
 
     async def release(
-        self, session: Session, cause: ReleaseCause, *, code: str | None = None
+        self,
+        session: Session,
+        cause: ReleaseCause,
+        *,
+        code: str | None = None,
+        loss: ReleaseCause | None = None,
     ) -> ReleaseResult:
         """Stop a member, settle its work and its worktree, and remove it from the live roster.
 
         One release per session: a second caller (a retried stop, the poller, the monitor) gets
         the outcome of the release already under way, whatever cause it asked for. A target loss
-        (GONE, NEVER_READY; ``code`` says which evidence) is recorded on the session for health.
+        (GONE, NEVER_READY; ``code`` says which evidence) is recorded on the session for health;
+        ``loss`` names the loss when the cause is not one (a launch herdr gave up on with nothing
+        sent rolls the spawn back, and is still a member that never became ready).
         """
         sid = session.session_id
         session = self._roster.sessions.get(sid, session)  # as it is now, not as the caller read it
@@ -91,20 +98,20 @@ class Teardown:
         if running is None:
             if not session.live:
                 return ReleaseResult(session_id=sid, cause=session.released_cause, already=True)
-            running = asyncio.ensure_future(self._release(session, cause, code))
+            running = asyncio.ensure_future(self._release(session, cause, code, loss or cause))
             self._releases[sid] = running
             running.add_done_callback(lambda _task: self._releases.pop(sid, None))
         return await asyncio.shield(running)
 
     async def _release(
-        self, session: Session, cause: ReleaseCause, code: str | None
+        self, session: Session, cause: ReleaseCause, code: str | None, loss: ReleaseCause
     ) -> ReleaseResult:
         sid, roster = session.session_id, self._roster
         pending = [t.ticket_id for t in self._tasks.pending_for(sid)]
         session = roster.update(sid, teardown_tickets=tuple(pending))
         state_before = session.state
         failed = self._fail_work(session, cause.value)
-        lost = target_lost(cause, code, at=self._clock.now(), failed=[t.ticket_id for t in failed])
+        lost = target_lost(loss, code, at=self._clock.now(), failed=[t.ticket_id for t in failed])
         closed = True
         if session.pane_id is not None:
             try:
@@ -113,11 +120,16 @@ class Teardown:
                 pass  # already gone
             except HerdrError as exc:
                 closed = False  # it may still run: its mark stays for the next run to find
-                _log.info("session %s: close pane: %s", sid, exc.code)
+                _log.warning(
+                    "session %s: herdr did not close its pane (%s): its agent may still run, "
+                    "so its worktree is kept and its mark stays for the next run to find",
+                    sid,
+                    exc.code,
+                )
         worktree: dict[str, WorktreeAction] = {}
         tree = roster.sessions[sid].worktree
         if tree is not None:
-            result = await release_worktree(self._worktrees, tree, cause)
+            result = await release_worktree(self._worktrees, tree, cause, pane_closed=closed)
             worktree["worktree"] = result.action
             if result.action is WorktreeAction.PRESERVE:
                 roster.update(sid, preserved=True)

@@ -89,9 +89,14 @@ class Worktrees(Protocol):
 
 
 async def release_worktree(
-    worktrees: Worktrees, worktree: Worktree, cause: ReleaseCause
+    worktrees: Worktrees, worktree: Worktree, cause: ReleaseCause, *, pane_closed: bool = True
 ) -> WorktreeOutcome:
-    """Apply the release policy: check dirtiness, then remove only when the policy says REMOVE."""
+    """Apply the release policy: check dirtiness, then remove only when the policy says REMOVE.
+    A worktree whose member's pane herdr did not close is kept (its agent may still run)."""
+    if not pane_closed:
+        return WorktreeOutcome(
+            action=WorktreeAction.PRESERVE, dirty=None, reason=WorktreeReason.PANE_OPEN
+        )
     error: Exception | None = None
     dirty: bool | None
     try:
