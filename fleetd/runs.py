@@ -65,7 +65,8 @@ def ticket_number(ticket: str) -> int | None:
     """The sequence number a ticket id carries, or None when it carries none."""
     head = ticket.split("-", 1)[0]
     digits = head[1:]
-    return int(digits) if head[:1] == "t" and digits.isdigit() and len(digits) < 19 else None
+    numbered = head[:1] == "t" and digits.isascii() and digits.isdigit() and len(digits) < 19
+    return int(digits) if numbered else None
 
 
 def run_of_token(token: str) -> str | None:

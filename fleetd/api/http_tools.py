@@ -169,7 +169,7 @@ def _long_poll(query: Mapping[str, str]) -> tuple[int | None, float] | ToolFailu
     since_text, wait_text = query.get("sinceVersion"), query.get("wait")
     since: int | None = None
     if since_text is not None:
-        if not since_text.isdigit() or len(since_text) > 18:
+        if not (since_text.isascii() and since_text.isdigit()) or len(since_text) > 18:
             return _invalid_query("sinceVersion", "integer", "a version: a non-negative integer")
         since = int(since_text)
     if wait_text is None:
@@ -327,7 +327,7 @@ class _ToolRoutes:
     async def _json_object(self, request: Request) -> dict[str, Any] | ToolFailure:
         """The body as a JSON object, or the failure to answer with; reads at most the limit."""
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._limit:
+        if declared.isascii() and declared.isdigit() and int(declared) > self._limit:
             return self._too_large()
         body = bytearray()
         async for chunk in request.stream():

@@ -313,7 +313,7 @@ def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
         raise error
     try:
         document = json.dumps(dict(raw_args))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested past the stack
         raise InvalidArgumentsError(
             f"arguments to {spec.name} are not plain JSON",
             hint={"schema": spec.params_schema(), "errors": []},
@@ -329,26 +329,34 @@ def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
 
 
 def _lone_surrogate_at(value: object, path: str) -> str | None:
-    """The dotted path of the first string that cannot be encoded as UTF-8, if any."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return path
-        return None
-    items: list[tuple[str, object]] = []
-    if isinstance(value, Mapping):
-        items = [(str(k), v) for k, v in value.items()]
-    elif isinstance(value, list | tuple):
-        items = [(str(i), v) for i, v in enumerate(value)]
-    for key, item in items:
-        where = f"{path}.{key}" if path else key
-        if _lone_surrogate_at(key, where) is not None:
-            return path  # a key we cannot even name: the object that holds it
-        found = _lone_surrogate_at(item, where)
-        if found is not None:
-            return found
+    """The dotted path of the first string that cannot be encoded as UTF-8, if any. Walked with
+    a stack of its own, so JSON nested as deep as the body allows cannot exhaust Python's."""
+    stack: list[tuple[object, str]] = [(value, path)]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            if not _encodes(value):
+                return path
+            continue
+        items: list[tuple[str, object]] = []
+        if isinstance(value, Mapping):
+            items = [(str(k), v) for k, v in value.items()]
+        elif isinstance(value, list | tuple):
+            items = [(str(i), v) for i, v in enumerate(value)]
+        for key, _item in items:
+            if not _encodes(key):
+                return path  # a key we cannot even name: the object that holds it
+        # pushed last first, so the first item is looked at first
+        stack.extend((item, f"{path}.{key}" if path else key) for key, item in reversed(items))
     return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _field_errors(error: ValidationError) -> list[dict[str, str]]:

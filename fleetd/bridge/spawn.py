@@ -30,9 +30,9 @@ from fleetd.bridge.placement import NO_BENCH, FreeSlots, ModelBench, admit
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent
-from fleetd.bridge.worktrees import Worktree, Worktrees
+from fleetd.bridge.worktrees import Worktree, Worktrees, check_source
 from fleetd.clock import Clock
-from fleetd.config import FleetdConfig
+from fleetd.config import FleetdConfig, ProfileConfig
 from fleetd.errors import (
     ConflictError,
     ControlLinkError,
@@ -91,30 +91,7 @@ async def spawn_member(
     session_root: Path,
 ) -> Session:
     """Start one member for ``request.owner``; returns the session in ``SPAWNING``."""
-    config = parts.settings()
-    profile = config.profiles.get(request.profile)
-    if profile is None:
-        raise InvalidArgumentsError(
-            "profile is not configured; configured profiles: " + ", ".join(sorted(config.profiles)),
-            path="profile",
-            rule="unknown_profile",
-        )
-    name = request.name or _default_name(parts, request.profile)
-    if not _NAME.match(name):
-        raise InvalidArgumentsError(
-            "name must match [a-z][a-z0-9_-]{0,31}", path="name", rule="string_pattern_mismatch"
-        )
-    if parts.name_taken(name):
-        raise ConflictError(f"a live member or an orphan is already named {name!r}")
-    admit(
-        request.profile,
-        profile.max_load,
-        [*parts.roster.live(), *parts.orphans.members()],
-        bench=parts.bench,
-        now=parts.clock.now(),
-        free=parts.free,
-    )
-
+    profile, name = _admitted(parts, request)
     session_id = f"s-{secrets.token_hex(4)}"
     now = parts.clock.now()
     session = Session(
@@ -274,15 +251,58 @@ def _as_tool_error(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _provision(parts: SpawnParts, session: Session, request: SpawnRequest) -> Worktree | None:
-    """The member's worktree, provisioned when the request or the config names a repo."""
+def _admitted(parts: SpawnParts, request: SpawnRequest) -> tuple[ProfileConfig, str]:
+    """The profile and name of a spawn that may go ahead, or the refusal; nothing is held yet."""
     config = parts.settings()
+    profile = config.profiles.get(request.profile)
+    if profile is None:
+        raise InvalidArgumentsError(
+            "profile is not configured; configured profiles: " + ", ".join(sorted(config.profiles)),
+            path="profile",
+            rule="unknown_profile",
+        )
+    name = request.name or _default_name(parts, request.profile)
+    if not _NAME.fullmatch(name):  # fullmatch: "$" alone would let a final newline through
+        raise InvalidArgumentsError(
+            "name must match [a-z][a-z0-9_-]{0,31}", path="name", rule="string_pattern_mismatch"
+        )
+    if parts.name_taken(name):
+        raise ConflictError(f"a live member or an orphan is already named {name!r}")
+    source = _source(config, request)
+    if source is not None:
+        try:
+            check_source(repo=source[0], base=source[1])
+        except WorktreeError as exc:  # refused before it holds a slot: nothing to roll back
+            raise _as_tool_error(exc) from None
+    admit(
+        request.profile,
+        profile.max_load,
+        [*parts.roster.live(), *parts.orphans.members()],
+        bench=parts.bench,
+        now=parts.clock.now(),
+        free=parts.free,
+    )
+    return profile, name
+
+
+def _source(config: FleetdConfig, request: SpawnRequest) -> tuple[Path, str] | None:
+    """The repository and base ref of the member's worktree, when the request or the config
+    names a repo."""
     repo = request.repo or config.worktrees.default_repo
     if repo is None:
         return None
-    base = request.base or config.worktrees.default_base
+    return Path(repo), request.base or config.worktrees.default_base
+
+
+async def _provision(parts: SpawnParts, session: Session, request: SpawnRequest) -> Worktree | None:
+    """The member's worktree, provisioned when the request or the config names a repo."""
+    config = parts.settings()
+    source = _source(config, request)
+    if source is None:
+        return None
+    repo, base = source
     return await parts.worktrees.provision(
-        repo=Path(repo),
+        repo=repo,
         base=base,
         branch=f"fleetd/{session.name}-{session.session_id}",
         path=config.worktrees.root / session.session_id,

@@ -34,6 +34,7 @@ __all__ = [
     "WorktreeOutcome",
     "Worktrees",
     "check_arguments",
+    "check_source",
     "release_worktree",
 ]
 
@@ -123,11 +124,21 @@ async def release_worktree(
 
 
 def check_arguments(*, repo: Path, base: str, branch: str, path: Path) -> None:
-    """Refuse relative paths and names git would read as options."""
-    names = (base, branch)
-    if not all(names) or any(name.startswith("-") for name in names):
+    """Refuse relative paths, names git would read as options, and NUL (no argument of a
+    process can hold one)."""
+    check_source(repo=repo, base=base)
+    if not branch or branch.startswith("-") or "\0" in branch:
         raise WorktreeError("provision", "invalid_argument")
-    if not (repo.is_absolute() and path.is_absolute()):
+    if not path.is_absolute() or "\0" in str(path):
+        raise WorktreeError("provision", "invalid_argument")
+
+
+def check_source(*, repo: Path, base: str) -> None:
+    """Refuse a repository and base ref a spawn may not ask for: a relative path, a ref git
+    would read as an option, NUL anywhere. A spawn asks this before it holds a slot."""
+    if not base or base.startswith("-") or "\0" in base:
+        raise WorktreeError("provision", "invalid_argument")
+    if not repo.is_absolute() or "\0" in str(repo):
         raise WorktreeError("provision", "invalid_argument")
 
 

@@ -136,7 +136,7 @@ def create_receiver_app(receiver: WebhookReceiver) -> Starlette:
 
     async def hook(request: Request) -> Response:
         declared = request.headers.get("content-length", "0")
-        if not declared.isdigit() or int(declared) > MAX_BODY_BYTES:
+        if not (declared.isascii() and declared.isdigit()) or int(declared) > MAX_BODY_BYTES:
             return Response(status_code=413)
         body = bytearray()
         async for chunk in request.stream():

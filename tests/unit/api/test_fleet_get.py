@@ -117,6 +117,8 @@ async def test_a_stopping_fleetd_lets_a_long_poll_go(
     [
         ("sinceVersion=-1", "sinceVersion", "integer"),
         ("sinceVersion=abc", "sinceVersion", "integer"),
+        ("sinceVersion=%C2%B2", "sinceVersion", "integer"),  # a superscript two: not a version
+        ("sinceVersion=%D9%A3", "sinceVersion", "integer"),  # an Arabic-Indic three, likewise
         ("sinceVersion=1&wait=61", "wait", "number"),
         ("sinceVersion=1&wait=nan", "wait", "number"),
         ("wait=5", "sinceVersion", "since_version_required"),

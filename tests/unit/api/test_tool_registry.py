@@ -44,6 +44,14 @@ async def test_success_runs_the_handler_with_validated_params(
     assert params == registry.get("echo").params(text="hi", times=2)
 
 
+def _nested(depth: int) -> list[Any]:
+    """A list nested ``depth`` deep (deeper than Python's own stack reaches)."""
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 # (caller, tool, args) -> expected code; the handler must never run.
 REFUSED: list[tuple[str, Caller, str, dict[str, Any], str]] = [
     ("unknown tool", LEAD, "fleet_nope", {}, "unknown_tool"),
@@ -55,6 +63,7 @@ REFUSED: list[tuple[str, Caller, str, dict[str, Any], str]] = [
     ("missing field", LEAD, "echo", {}, "invalid_arguments"),
     ("extra field", LEAD, "echo", {"text": "a", "colour": "red"}, "invalid_arguments"),
     ("not JSON", LEAD, "echo", {"text": object()}, "invalid_arguments"),
+    ("nested past the stack", LEAD, "echo", {"text": _nested(10_000)}, "invalid_arguments"),
     ("member calls lead tool", MEMBER, "echo", {"text": "a"}, "forbidden"),
     ("lead calls member tool", LEAD, "fleet_reply", {"content": "a"}, "forbidden"),
     ("operator calls lead tool", OPERATOR, "echo", {"text": "a"}, "forbidden"),

@@ -53,6 +53,10 @@ def _state(fleet: TestFleet) -> tuple[Any, ...]:
         ("fleet_poll", {"target": "lead-b"}, 403, "forbidden"),
         ("fleet_reply", {"content": "x"}, 403, "forbidden"),
         ("fleet_spawn", {"profile": "no-such"}, 422, "invalid_arguments"),
+        ("fleet_poll", {"ticket": "t\u00b2-03671a-r1c1d590c"}, 404, "unknown_ticket"),
+        ("fleet_spawn", {"profile": "sonnet", "name": "m1\n"}, 422, "invalid_arguments"),
+        ("fleet_spawn", {"profile": "sonnet", "base": "HEAD\u0000"}, 422, "invalid_arguments"),
+        ("fleet_spawn", {"profile": "sonnet", "repo": "/no\u0000where"}, 422, "invalid_arguments"),
     ],
 )
 async def test_bad_calls_are_refused_without_side_effects(
