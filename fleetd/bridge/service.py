@@ -241,6 +241,20 @@ class Bridge:
         session = self.reads.find_owned(owner, target)
         if session.session_id in self.roster.gates:
             raise ConflictError(f"session {session.session_id} is being released")
+        queued, most = (
+            len(self.roster.queue(session.session_id)),
+            self.settings().bridge.max_queued_sends,
+        )
+        if queued >= most:
+            raise ConflictError(
+                f"session {session.session_id} already has {queued} sends waiting "
+                f"(bridge.maxQueuedSends); nothing was accepted",
+                hint={
+                    "queued": queued,
+                    "retry": f'when fleet_status(sessionId="{session.session_id}") shows fewer '
+                    "sends waiting, or send to another member",
+                },
+            )
         ticket = self.tasks.accept(
             target=session.session_id,
             owner=owner,

@@ -219,6 +219,7 @@ class BridgeConfig(ConfigModel):
         StrictInt, Field(le=24 * HOUR), floored("bridge.ticketRetentionSeconds")
     ] = HOUR
     tickets_kept: Annotated[StrictInt, Field(le=1_000_000), floored("bridge.ticketsKept")] = 10_000
+    max_queued_sends: Annotated[StrictInt, Field(ge=1, le=10_000)] = 100
     release_on_stop: StrictBool = False
     push: PushConfig = PushConfig()
 

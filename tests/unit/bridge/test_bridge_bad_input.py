@@ -13,7 +13,7 @@ from fleetd.api.app import create_app
 from fleetd.errors import InboxUnavailableError
 from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.records import InboxRecord, MessageKind, Severity
-from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet
+from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet, sample_document
 
 
 @pytest.fixture
@@ -224,3 +224,33 @@ async def test_a_stop_tries_the_held_records_once_more_and_names_what_it_loses(
         for r in caplog.records
     )
     monkeypatch.setattr(fleet.inbox, "publish", publish)
+
+
+async def test_a_send_past_the_members_queue_bound_is_refused_and_accepts_nothing(
+    tmp_path: Path,
+) -> None:
+    """A member at work holds at most ``bridge.maxQueuedSends`` sends waiting; one more is a
+    409 conflict naming the bound, nothing of it is accepted, and once the queue moves a send is
+    taken again."""
+    document = sample_document(tmp_path)
+    document["bridge"] = {**document.get("bridge", {}), "maxQueuedSends": 2}
+    fleet = build_test_fleet(tmp_path, document=document)
+    await fleet.service.own_lead_keys()
+    sid = await fleet.spawn_ready()
+    first = (await fleet.ok("fleet_send", target=sid, prompt="typed"))["ticket"]
+    fleet.set_status(sid, AgentStatus.WORKING)
+    for n in range(2):
+        await fleet.ok("fleet_send", target=sid, prompt=f"waits {n}")
+    before = _state(fleet)
+    async with _client(fleet) as client:
+        response = await client.post("/v1/tools/fleet_send", json={"target": sid, "prompt": "x"})
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert (error["code"], error["hint"]["queued"]) == ("conflict", 2)
+    assert "bridge.maxQueuedSends" in error["message"]
+    assert _state(fleet) == before
+    await fleet.ok("fleet_reply", fleet.member(sid), content="done")
+    fleet.set_status(sid, AgentStatus.IDLE)
+    await fleet.poll()
+    assert (await fleet.ok("fleet_poll", ticket=first))["status"] == "done"
+    await fleet.ok("fleet_send", target=sid, prompt="taken again")

@@ -48,6 +48,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "bridge.readinessGraceSeconds": 120,
     "bridge.submitRetryMs": 1500,
     "bridge.maxScrapeChars": 4000,
+    "bridge.maxQueuedSends": 100,
     "bridge.promptRetries": 8,
     "bridge.promptRetryBaseMs": 250,
     "bridge.ticketRetentionSeconds": 3600,
