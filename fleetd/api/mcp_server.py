@@ -133,6 +133,16 @@ class McpAuthGate:
         if head is None:
             _log.info("a %s caller disconnected before its MCP request body arrived", caller.role)
             return
+        if sum(len(message.get("body", b"")) for message in head) > self._limit:
+            # answered here, in the envelope every other refusal uses (the SDK's is plain text)
+            failure = ToolFailure(
+                code="body_too_large",
+                message=f"the request body is larger than {self._limit} bytes",
+                hint={"maxBytes": self._limit},
+                http_status=413,
+            )
+            await _send_json(send, 413, ToolResult.failure(failure).to_json())
+            return
         await self._app(scope, _replay(head, receive), send)
 
 

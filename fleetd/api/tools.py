@@ -204,7 +204,7 @@ class ToolRegistry:
         try:
             return self._specs[name]
         except KeyError:
-            raise UnknownToolError(f"no tool named {name!r}") from None
+            raise UnknownToolError(f"no tool named {_shown(name)}") from None
 
     def names(self) -> list[str]:
         return sorted(self._specs)
@@ -262,7 +262,7 @@ class ToolRegistry:
         spec = self._specs.get(name)
         if spec is None:
             raise UnknownToolError(
-                f"no tool named {name!r}",
+                f"no tool named {_shown(name)}",
                 hint={"tools": [s.name for s in self.tools_for(caller.role)]},
             )
         if caller.role not in spec.roles:
@@ -326,6 +326,18 @@ def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
             f"arguments do not match the parameters of {spec.name}",
             hint={"schema": spec.params_schema(), "errors": _field_errors(error)},
         ) from None
+
+
+#: At most this much of a name the caller sent is said back to it.
+_SHOWN_CHARS = 64
+
+
+def _shown(name: str) -> str:
+    """``name`` as said back to its caller: quoted, and cut short when long (a name from a URL
+    can be as long as the request line)."""
+    if len(name) <= _SHOWN_CHARS:
+        return repr(name)
+    return f"{name[:_SHOWN_CHARS]!r}... ({len(name)} characters)"
 
 
 def _lone_surrogate_at(value: object, path: str) -> str | None:

@@ -52,6 +52,26 @@ async def test_gate_refuses_without_a_valid_token(
     assert inner.scopes == []
 
 
+async def test_gate_refuses_a_body_past_the_limit_in_the_envelope(
+    authenticator: Authenticator,
+) -> None:
+    """An authenticated request whose body passes the limit is a 413 with ``body_too_large`` and
+    the limit, in the envelope every other refusal uses; the SDK never sees it."""
+    inner = Inner()
+    gate = McpAuthGate(inner, authenticator, max_body_bytes=64)
+    transport = httpx.ASGITransport(app=gate)
+    async with httpx.AsyncClient(transport=transport, base_url="http://fleetd.test") as client:
+        response = await client.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "padding": "x" * 100},
+            headers={"Authorization": f"Bearer {LEAD_TOKEN}"},
+        )
+    assert response.status_code == 413
+    error = response.json()["error"]
+    assert (error["code"], error["hint"]) == ("body_too_large", {"maxBytes": 64})
+    assert inner.scopes == []
+
+
 async def test_gate_records_the_caller_in_the_scope(authenticator: Authenticator) -> None:
     """A known token reaches the SDK with the resolved caller in the ASGI scope, not the token."""
     inner = Inner()

@@ -84,6 +84,16 @@ async def test_refused_calls_never_reach_the_handler(
     assert calls.seen == []
 
 
+async def test_an_unknown_tools_long_name_is_said_back_cut_short(registry: ToolRegistry) -> None:
+    """A tool name as long as a URL allows is named in the refusal by its first characters and
+    its length, not said back whole."""
+    outcome = await registry.call(LEAD, "fleet_" + "x" * 5000, {})
+    assert outcome.error is not None
+    assert outcome.error.code == "unknown_tool"
+    assert len(outcome.error.message) < 200
+    assert "(5006 characters)" in outcome.error.message
+
+
 async def test_unknown_tool_hint_lists_the_tools_of_the_callers_role(
     registry: ToolRegistry,
 ) -> None:
