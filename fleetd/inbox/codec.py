@@ -291,6 +291,19 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return document
 
 
+#: A JSON escape of a UTF-16 surrogate (paired ones decode to one character, lone ones do not).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _encodes(document: object) -> bool:
+    """True when every string of ``document`` can be written as UTF-8 (no lone surrogate)."""
+    try:
+        json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _decode_typed(envelope: WireEnvelope, text: str, key: str) -> DecodeOutcome:
     try:
         document = json.loads(
@@ -298,6 +311,10 @@ def _decode_typed(envelope: WireEnvelope, text: str, key: str) -> DecodeOutcome:
         )
     except (ValueError, RecursionError):
         return Invalid(reason=DecodeReason.MALFORMED_JSON)
+    if _SURROGATE_ESCAPE.search(text) is not None and not _encodes(document):
+        # valid JSON, but a "\ud800" escape alone decodes to text no reply can carry: the lead's
+        # answer could not be encoded, and every record of its drain would go with it
+        return Invalid(reason=DecodeReason.MALFORMED_UTF8, detail="lone surrogate")
     if not isinstance(document, dict):
         return Invalid(reason=DecodeReason.NOT_AN_OBJECT)
     if "schemaVersion" not in document:

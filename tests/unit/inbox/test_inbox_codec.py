@@ -183,6 +183,25 @@ def test_malformed_utf8_is_invalid(media: str, body: bytes) -> None:
     assert outcome == Invalid(reason=DecodeReason.MALFORMED_UTF8)
 
 
+@pytest.mark.parametrize("field", ["content", "target"])
+def test_a_lone_surrogate_escape_in_a_typed_body_is_invalid(field: str) -> None:
+    """Valid JSON and valid UTF-8 bytes, but a ``\\ud800`` escape alone decodes to text no
+    answer can carry: quarantined as malformed UTF-8, never handed to the lead's drain (where
+    encoding the answer would fail and take the drain's other records with it)."""
+    document = document_of(reply())
+    document[field] = "\ud800 lone"
+    outcome = decode(typed(document), key=KEY)
+    assert outcome == Invalid(reason=DecodeReason.MALFORMED_UTF8, detail="lone surrogate")
+
+
+def test_a_surrogate_pair_escape_in_a_typed_body_is_one_character() -> None:
+    """An escaped pair (an emoji written as ``\\ud83d\\ude00``) is a character like any other."""
+    document = document_of(reply(content="smile \U0001f600"))
+    outcome = decode(typed(document), key=KEY)
+    assert isinstance(outcome, Decoded)
+    assert outcome.record.content == "smile \U0001f600"
+
+
 # -- typed v1 ----------------------------------------------------------------------------------
 
 
