@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationInfo
 from pydantic.alias_generators import to_camel
@@ -112,18 +112,31 @@ def floored(key: str) -> AfterValidator:
     return AfterValidator(clamp)
 
 
+#: Query parameters that carry a secret in a database or broker URL (libpq takes ``password``
+#: and ``sslpassword`` there, as PostgreSQL's own keyword/value form does).
+_SECRET_PARAMS = frozenset({"password", "sslpassword", "pass", "passwd", "secret", "token"})
+
+
 def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``; an unparsable URL is masked entirely."""
+    """``url`` with any password replaced by ``***`` — the one before ``@`` and any query
+    parameter named like one; an unparsable URL is masked entirely."""
     try:
         parts = urlsplit(url)
         password = parts.password
         hostinfo = parts.netloc.rpartition("@")[2]
     except ValueError:
         return "***"
-    if password is None:
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    secret_query = any(name.lower() in _SECRET_PARAMS for name, _ in pairs)
+    if password is None and not secret_query:
         return url
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
+    if password is not None:
+        user = parts.username or ""
+        parts = parts._replace(netloc=f"{user}:***@{hostinfo}")
+    if secret_query:
+        masked = [(n, "***" if n.lower() in _SECRET_PARAMS else v) for n, v in pairs]
+        parts = parts._replace(query=urlencode(masked, safe="*"))
+    return urlunsplit(parts)
 
 
 def scheme_check(*schemes: str) -> Callable[[Any], Any]:

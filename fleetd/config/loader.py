@@ -101,13 +101,25 @@ def parse_config_file(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
     return parse_config_bytes(data, environ, path=path, fingerprint=fingerprint)
 
 
+#: A config file is a few kilobytes; past this it is refused before it is read whole or parsed
+#: (parsing a file of megabytes blocks the service for seconds, on every reload).
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 def read_config_bytes(path: Path) -> tuple[bytes, FileFingerprint]:
-    """The file's bytes and their fingerprint (stat taken before the read)."""
+    """The file's bytes and their fingerprint (stat taken before the read); a file larger than
+    :data:`MAX_CONFIG_BYTES` is refused."""
+    too_large = f"larger than {MAX_CONFIG_BYTES} bytes: not a config file"
     try:
         stat = path.stat()
-        data = path.read_bytes()
+        if stat.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(str(path), too_large)
+        with path.open("rb") as file:
+            data = file.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(str(path), f"cannot read: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > MAX_CONFIG_BYTES:  # grew after the stat
+        raise ConfigError(str(path), too_large)
     fingerprint = FileFingerprint(
         path=path,
         mtime_ns=stat.st_mtime_ns,

@@ -173,7 +173,10 @@ class ConfigRef:
         try:
             data, fingerprint = read_config_bytes(path)
         except ConfigError as exc:
-            self._seen = None
+            # this version of the file is refused once: read again when it changes (or on SIGHUP)
+            self._seen = FileFingerprint(
+                path=path, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=""
+            )
             return self._reject(exc, sha=None)
         self._seen = fingerprint
         if not forced and fingerprint.sha256 == self._applied_sha:

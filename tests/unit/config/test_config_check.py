@@ -116,6 +116,28 @@ def test_render_masks_amqp_passwords(url: str, shown: str) -> None:
     assert yaml.safe_load(render_effective(config))["inbox"]["amqp"]["url"] == shown
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "postgresql://u@127.0.0.1:1/db?password=s3cretpw",
+            "postgresql://u@127.0.0.1:1/db?password=***",
+        ),
+        (
+            "postgresql://db/test?user=u&PassWord=s3cretpw&sslmode=require",
+            "postgresql://db/test?user=u&PassWord=***&sslmode=require",
+        ),
+        ("postgresql://u@db/test?sslmode=require", "postgresql://u@db/test?sslmode=require"),
+    ],
+)
+def test_render_masks_a_password_in_the_query_too(url: str, shown: str) -> None:
+    """libpq takes a password as a query parameter as well: it is hidden like the one before
+    ``@``; other parameters stay as written."""
+    config = parse_config({"journal": {"url": url}}, {}).config
+    assert yaml.safe_load(render_effective(config))["journal"]["url"] == shown
+    assert "s3cretpw" not in render_effective(config)
+
+
 def test_example_checks_clean() -> None:
     """The shipped example passes check-config with no warnings."""
     environ = {"FLEETD_LEAD_TOKEN": "lead-token-1", "FLEETD_OPERATOR_TOKEN": "op-token-1"}

@@ -68,6 +68,7 @@ def _nested(depth: int) -> str:
             id="huge-duration",
         ),
         pytest.param(_nested(5000), "<file>", id="nested-5000-deep"),
+        pytest.param(RUNNING + "#" * 2_000_000 + "\n", "<file>", id="two-megabytes"),
     ],
 )
 def test_a_version_that_would_lock_callers_out_is_rejected(
@@ -90,6 +91,25 @@ def test_a_version_that_would_lock_callers_out_is_rejected(
     assert expected_key in caplog.records[0].getMessage()
     for token in ENV.values():
         assert token not in caplog.text
+
+
+def test_a_version_that_cannot_be_read_is_rejected_once_not_at_every_check(
+    file: ConfigFile, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The file becomes a directory (it can be listed, not read): the reload is rejected and
+    warned once; the checks after it find the same version and say nothing more, until SIGHUP
+    asks for it again."""
+    ref = ConfigRef.load(file.path, ENV, now=clock.now())
+    file.path.unlink()
+    file.path.mkdir()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fleetd.config"):
+        results = [ref.reload(clock.now()).status for _ in range(5)]
+        assert (results[0], set(results[1:])) == (ReloadStatus.REJECTED, {ReloadStatus.UNCHANGED})
+        assert (ref.reload_failures, len(caplog.records)) == (1, 1)
+        ref.request_reload()
+        assert ref.reload(clock.now()).status is ReloadStatus.REJECTED
+    assert ref.reload_failures == 2
 
 
 def test_removing_some_leads_still_applies(file: ConfigFile, clock: FakeClock) -> None:
