@@ -80,6 +80,7 @@ from fleetd.api.tools import (
     ToolFailure,
     ToolRegistry,
     ToolResult,
+    body_too_large,
     failure_from_error,
 )
 from fleetd.errors import AuthError
@@ -343,12 +344,7 @@ class _ToolRoutes:
         return document
 
     def _too_large(self) -> ToolFailure:
-        return ToolFailure(
-            code="body_too_large",
-            message=f"the request body is larger than {self._limit} bytes",
-            hint={"maxBytes": self._limit},
-            http_status=413,
-        )
+        return body_too_large(self._limit)
 
 
 def _invalid_body(message: str) -> ToolFailure:

@@ -64,6 +64,7 @@ from fleetd.api.tools import (
     ToolRegistry,
     ToolResult,
     ToolSpec,
+    body_too_large,
     failure_from_error,
 )
 from fleetd.errors import AuthError
@@ -135,12 +136,7 @@ class McpAuthGate:
             return
         if sum(len(message.get("body", b"")) for message in head) > self._limit:
             # answered here, in the envelope every other refusal uses (the SDK's is plain text)
-            failure = ToolFailure(
-                code="body_too_large",
-                message=f"the request body is larger than {self._limit} bytes",
-                hint={"maxBytes": self._limit},
-                http_status=413,
-            )
+            failure = body_too_large(self._limit)
             await _send_json(send, 413, ToolResult.failure(failure).to_json())
             return
         await self._app(scope, _replay(head, receive), send)

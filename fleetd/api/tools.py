@@ -328,6 +328,16 @@ def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
         ) from None
 
 
+def body_too_large(limit: int) -> ToolFailure:
+    """The refusal of a request body past ``limit`` bytes (HTTP tools and MCP alike)."""
+    return ToolFailure(
+        code="body_too_large",
+        message=f"the request body is larger than {limit} bytes",
+        hint={"maxBytes": limit},
+        http_status=413,
+    )
+
+
 #: At most this much of a name the caller sent is said back to it.
 _SHOWN_CHARS = 64
 

@@ -241,11 +241,8 @@ class Bridge:
         session = self.reads.find_owned(owner, target)
         if session.session_id in self.roster.gates:
             raise ConflictError(f"session {session.session_id} is being released")
-        queued, most = (
-            len(self.roster.queue(session.session_id)),
-            self.settings().bridge.max_queued_sends,
-        )
-        if queued >= most:
+        queued = len(self.roster.queue(session.session_id))
+        if queued >= self.settings().bridge.max_queued_sends:
             raise ConflictError(
                 f"session {session.session_id} already has {queued} sends waiting "
                 f"(bridge.maxQueuedSends); nothing was accepted",
