@@ -157,7 +157,11 @@ def register_fleet_tools(
         if key != caller.name:
             raise PermissionDeniedError("a lead may drain only its own inbox")
         records = await bridge.outbox.drain(key)
-        return InboxDrainResult(inbox=key, messages=[_message(r) for r in records])
+        try:
+            return InboxDrainResult(inbox=key, messages=[_message(r) for r in records])
+        except BaseException:  # the inbox acknowledged them: the next drain gives them instead
+            bridge.outbox.hand_back(key, records)
+            raise
 
     async def fleet_status(caller: Caller, p: StatusParams) -> SessionRow:
         session = bridge.reads.find_owned(caller.name, p.session_id, released=True)

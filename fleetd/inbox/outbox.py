@@ -22,7 +22,9 @@ ticket for ``fleet_poll(ticket)``.
 
 Draining. The collect is shielded: if the caller goes away mid-collect (a dropped HTTP or MCP
 request), the collect still finishes and its records are carried to the next drain of that key
-instead of being acknowledged for nobody. An inbox that cannot be reached is refused with
+instead of being acknowledged for nobody. A caller that took a drain but could not build its answer
+hands the records back (:meth:`LeadOutbox.hand_back`): they lead the next drain of that key, since
+the inbox already acknowledged them. An inbox that cannot be reached is refused with
 ``inbox_unavailable`` (:class:`~fleetd.errors.InboxRetryError`): nothing was taken.
 """
 
@@ -124,6 +126,11 @@ class LeadOutbox:
                 action="retry fleet_poll later; every reply stays in your inbox",
             ) from exc
         return self._carried.pop(key, []) + records
+
+    def hand_back(self, key: str, records: list[InboxRecord]) -> None:
+        """Give a drain's records back: they lead ``key``'s next drain, in their order."""
+        if records:
+            self._carried[key] = [*records, *self._carried.get(key, [])]
 
     def _carry_over(self, key: str, done: asyncio.Future[list[InboxRecord]]) -> None:
         if not done.cancelled() and done.exception() is None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from fleetd.api import fleet_tools
 from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource, Severity
 from fleetd.testing import build_test_fleet
 
@@ -79,3 +82,29 @@ async def test_drained_messages_are_the_records_fields_in_contract_order(tmp_pat
     answer = await fleet.ok("fleet_poll")
     encoded = json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
     assert encoded == EXPECTED
+
+
+async def test_a_drain_whose_answer_cannot_be_built_gives_its_records_to_the_next_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inbox acknowledges what it hands out: when the answer fails after that (here the
+    second message cannot be shown), the call fails and the next fleet_poll gives every record,
+    in order, once."""
+    fleet = build_test_fleet(tmp_path)
+    await fleet.service.own_lead_keys()
+    for record in (_reply(), _health(), _bare()):
+        await fleet.service.bridge.outbox.keep(record)
+    shown = fleet_tools._message
+
+    def breaks_on_health(record: InboxRecord) -> object:
+        if record.kind is MessageKind.HEALTH:
+            raise RuntimeError("cannot show it")
+        return shown(record)
+
+    monkeypatch.setattr(fleet_tools, "_message", breaks_on_health)
+    failed = await fleet.call("fleet_poll")
+    assert not failed.ok
+    monkeypatch.setattr(fleet_tools, "_message", shown)
+    answer = await fleet.ok("fleet_poll")
+    assert json.dumps(answer, ensure_ascii=False, separators=(",", ":")) == EXPECTED
+    assert (await fleet.ok("fleet_poll"))["messages"] == []
