@@ -4,10 +4,19 @@ It stores typed records directly, so there is nothing to decode and no AMQP migr
 ``failures()`` is always empty. Everything lives in this process and is lost when it ends, which
 is why a key holding entries is never released — release would clear local data nobody collected.
 It runs the same contract suite as :class:`~fleetd.inbox.amqp.AmqpInbox`.
+
+Because it lives in this process, each key holds at most ``key_max`` entries (:data:`KEY_MAX` by
+default), so a lead that never polls cannot grow the service without limit. At the bound the
+oldest health report of that key gives way to a new entry (the incident it reported still stands
+in ``fleet_list``; counted in :attr:`InMemoryInbox.gave_way` and warned once until the key is
+below the bound again); a key holding nothing but replies refuses one more entry with
+:class:`~fleetd.errors.InboxUnavailableError`, so a member's ``fleet_reply`` is refused as
+retryable and nothing it sent is dropped. Health meanwhile reports the inbox as stranded.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, deque
 
 from fleetd.errors import InboxOwnershipError, InboxUnavailableError
@@ -21,16 +30,26 @@ from fleetd.inbox.records import (
 )
 from fleetd.inbox.seen import SeenIds
 
-__all__ = ["InMemoryInbox"]
+__all__ = ["KEY_MAX", "InMemoryInbox"]
+
+_log = logging.getLogger("fleetd.inbox")
+
+#: At most this many entries wait in one lead's key.
+KEY_MAX = 10_000
 
 
 class InMemoryInbox:
     """Per-key FIFO lists of records, with first-id-wins dedup and explicit ownership."""
 
-    def __init__(self, *, seen_capacity: int = 65_536) -> None:
+    def __init__(self, *, seen_capacity: int = 65_536, key_max: int = KEY_MAX) -> None:
+        if key_max < 1:
+            raise ValueError("key_max must be at least 1")
         self._entries: dict[str, deque[InboxRecord]] = {}
         self._seen = SeenIds(seen_capacity)
+        self._key_max = key_max
+        self._full: set[str] = set()  # keys warned about since they were last below the bound
         self._closed = False
+        self.gave_way = 0
 
     async def own(self, key: str) -> None:
         self._check_open()
@@ -51,16 +70,39 @@ class InMemoryInbox:
         pair = (record.recipient_lead, record.msg_id)
         if pair in self._seen:
             return False
+        if len(entries) >= self._key_max:
+            self._make_room(record.recipient_lead, entries)
         self._seen.add(pair)
         entries.append(record)
         return True
+
+    def _make_room(self, key: str, entries: deque[InboxRecord]) -> None:
+        """At the bound: the oldest health report gives way, or (replies only) nothing is taken."""
+        victim = next((r for r in entries if r.kind is MessageKind.HEALTH), None)
+        warn = key not in self._full
+        self._full.add(key)
+        if victim is None:
+            if warn:
+                _log.warning("inbox of %s is full (%d replies): refusing more", key, len(entries))
+            raise InboxUnavailableError(f"the inbox of {key} is full ({len(entries)} entries)")
+        entries.remove(victim)
+        self.gave_way += 1
+        if warn:
+            _log.warning(
+                "inbox of %s is full (%d entries): the oldest health reports give way",
+                key,
+                len(entries) + 1,
+            )
 
     async def collect(self, key: str, limit: int | None = None) -> list[InboxRecord]:
         entries = self._owned(key)
         if limit is not None and limit < 0:
             raise ValueError("limit must not be negative")
         count = len(entries) if limit is None else min(limit, len(entries))
-        return [entries.popleft() for _ in range(count)]
+        taken = [entries.popleft() for _ in range(count)]
+        if len(entries) < self._key_max:
+            self._full.discard(key)
+        return taken
 
     async def stats(self, key: str) -> InboxStats:
         entries = self._owned(key)

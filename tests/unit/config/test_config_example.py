@@ -14,6 +14,8 @@ from fleetd.config.fields import ConfigModel
 from fleetd.config.keys import section_of
 from fleetd.health.floors import MAX_PANE_READS_PER_TICK, TWO_SNAPSHOTS
 from fleetd.health.settings import TEARDOWN_GRACE
+from fleetd.inbox.memory import KEY_MAX as INBOX_KEY_MAX
+from fleetd.inbox.outbox import HELD_MAX
 from fleetd.notify.core.retry import BACKOFF_BASE, BACKOFF_FACTOR, MAX_DELAY, backoff_ceiling
 from fleetd.notify.worker import LEASE_MARGIN
 from fleetd.runtime.pane_excerpts import EXCERPT_MAX_AGE
@@ -121,6 +123,8 @@ def test_example_lists_every_compiled_brake_with_the_code_s_values() -> None:
         f"Retry-After: honoured up to {minutes} min; a longer wait is capped at {minutes} min",
         "One outstanding attempt per event",
         f"one request limit per receiver, one more, and {lease_margin} s",
+        f"at most {INBOX_KEY_MAX} entries wait per lead",
+        f"unreachable inbox: at most {HELD_MAX}, the oldest health report first",
     ]
     missing = [phrase for phrase in expected if phrase not in brakes]
     assert not missing, f"fleetd.example.yaml's compiled brakes lack {missing}"
