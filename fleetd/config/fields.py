@@ -141,7 +141,8 @@ def mask_url(url: str) -> str:
 
 def scheme_check(*schemes: str) -> Callable[[Any], Any]:
     """A validator body accepting a URL (text or secret) whose scheme (before any ``+driver``) is
-    one of ``schemes``; the message never repeats the URL."""
+    one of ``schemes`` and whose port, if any, is a number in 0-65535; the message never
+    repeats the URL."""
 
     def check(value: Any) -> Any:
         if value is None:
@@ -150,6 +151,10 @@ def scheme_check(*schemes: str) -> Callable[[Any], Any]:
         scheme = text.partition("://")[0] if "://" in text else ""
         if scheme.partition("+")[0] not in schemes:
             raise ValueError(f"scheme must be one of {', '.join(schemes)}")
+        try:  # the port is read when the URL is used: an impossible one is refused now
+            urlsplit(text).port
+        except ValueError:
+            raise ValueError("port must be a number in 0-65535") from None
         return value
 
     return check
