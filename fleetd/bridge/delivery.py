@@ -356,6 +356,13 @@ class Deliverer:
         except HerdrError as exc:
             link = isinstance(exc, ControlLinkError)
             return classify_prompt_error(exc.code, link=link), exc.code
+        except Exception as exc:  # noqa: BLE001 - the request left: it may have been typed
+            _log.error(
+                "session %s: agent.prompt failed unexpectedly (%s)",
+                session.session_id,
+                type(exc).__name__,
+            )
+            return PromptOutcome.UNCERTAIN, "unexpected_error"
         return PromptOutcome.DELIVERED, "ok"
 
     def _refused(self, session: Session, ticket: Ticket, code: str) -> None:

@@ -152,7 +152,7 @@ def scheme_check(*schemes: str) -> Callable[[Any], Any]:
         if scheme.partition("+")[0] not in schemes:
             raise ValueError(f"scheme must be one of {', '.join(schemes)}")
         try:  # the port is read when the URL is used: an impossible one is refused now
-            urlsplit(text).port
+            _ = urlsplit(text).port
         except ValueError:
             raise ValueError("port must be a number in 0-65535") from None
         return value

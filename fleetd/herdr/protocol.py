@@ -121,6 +121,9 @@ def decode_frame(line: bytes | str, *, method: str = "") -> Wire:
         frame = json.loads(line)
     except (ValueError, UnicodeDecodeError):
         raise ControlLinkError("invalid_response", "answer is not JSON", method=method) from None
+    except RecursionError:  # valid JSON nested deeper than the parser follows
+        detail = "answer nested too deep"
+        raise ControlLinkError("invalid_response", detail, method=method) from None
     if not isinstance(frame, dict):
         raise ControlLinkError("invalid_response", "answer is not an object", method=method)
     return frame

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from fleetd.errors import ControlLinkError, HerdrError, TargetNotFoundError
+from fleetd.herdr import calls
 from fleetd.herdr.model import AgentInfo
 from fleetd.testing import TestFleet, build_test_fleet, sample_document
 
@@ -78,3 +79,29 @@ async def test_not_found_while_the_link_is_in_doubt_is_bounded(fleet: TestFleet)
     assert "agent_not_found" in polled["hint"]
     assert len(fleet.control.calls_to("prompt")) == 3
     assert (await fleet.ok("fleet_status", sessionId=sid))["state"] == "ready"
+
+
+@pytest.mark.parametrize("answer", ["nested", "crash"])
+async def test_a_prompt_typed_then_answered_unreadably_is_typed_once(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch, answer: str
+) -> None:
+    """herdr typed the prompt, then its answer could not be read (nested past the parser, read
+    by the real protocol code) or the call failed in a way no table names: the delivery is
+    uncertain and the prompt is never typed again, however many passes follow."""
+    sid = await fleet.spawn_ready()
+    prompt = fleet.control.prompt
+    nested = b'{"id":"r1","result":' + b"[" * 200_000
+
+    async def typed_then_unreadable(target: str, text: str) -> AgentInfo:
+        await prompt(target, text)
+        if answer == "nested":
+            return calls.agent_prompt(target, text).parse_response(nested, "r1")
+        raise RuntimeError("an answer no table names")
+
+    monkeypatch.setattr(fleet.control, "prompt", typed_then_unreadable)
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="run the migration"))["ticket"]
+    for _ in range(6):
+        await fleet.poll()
+    typed = [c.args["text"] for c in fleet.control.calls_to("prompt")]
+    assert typed == ["run the migration"]
+    assert (await fleet.ok("fleet_poll", ticket=ticket))["delivery"] == "uncertain"

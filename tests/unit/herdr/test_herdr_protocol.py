@@ -175,3 +175,12 @@ def test_error_without_body_is_a_link_error() -> None:
     """An `error` member that is not an object is not herdr speaking."""
     with pytest.raises(ControlLinkError):
         decode_response(b'{"id":"r1","error":"boom"}', request_id="r1", method="ping")
+
+
+def test_an_answer_nested_past_the_parser_is_a_link_error_not_a_crash() -> None:
+    """Valid JSON nested deeper than ``json.loads`` follows raises RecursionError inside the
+    parser: it is an ``invalid_response`` like any other unreadable answer."""
+    line = b'{"id":"r1","result":' + b"[" * 200_000
+    with pytest.raises(ControlLinkError) as info:
+        calls.agent_prompt("m-1", "task").parse_response(line, "r1")
+    assert (info.value.code, info.value.method) == ("invalid_response", "agent.prompt")
