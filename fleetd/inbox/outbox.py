@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from fleetd.errors import FleetdError, InboxError, InboxRetryError
+from fleetd.errors import FleetdError, InboxError, InboxOwnershipError, InboxRetryError
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.inbox.registry import LeadInboxRegistry
@@ -54,6 +54,7 @@ class LeadOutbox:
         self._inbox = inbox
         self._held: list[InboxRecord] = []
         self._held_ids: set[str] = set()
+        self._unowned: set[str] = set()  # held ids whose key was refused (warned once each)
         self._lock = asyncio.Lock()
         self._carried: dict[str, list[InboxRecord]] = {}
         self._waiting = False  # a flush failed and nothing has flushed everything since
@@ -83,12 +84,24 @@ class LeadOutbox:
         await self.flush()
 
     async def flush(self) -> None:
-        """Publish held records oldest first, one flush at a time; keep what still fails."""
+        """Publish held records oldest first, one flush at a time; keep what still fails.
+
+        A record whose key is not owned (its lead left the config and was retired) is refused
+        for that key alone: it stays held, in case the lead comes back, and the records behind
+        it go on. Any other failure is the inbox's: the flush stops and tries again later."""
         async with self._lock:
-            while self._held:
-                record = self._held[0]
+            for record in list(self._held):
                 try:
                     await self._registry.publish(record)
+                except InboxOwnershipError:
+                    if record.msg_id not in self._unowned:
+                        self._unowned.add(record.msg_id)
+                        _log.warning(
+                            "a %s record for %s waits: no inbox of that lead is owned",
+                            record.kind.value,
+                            record.recipient_lead,
+                        )
+                    continue
                 except FleetdError as exc:
                     if not self._waiting:
                         self._waiting = True
@@ -139,3 +152,4 @@ class LeadOutbox:
     def _forget(self, record: InboxRecord) -> None:
         self._held.remove(record)
         self._held_ids.discard(record.msg_id)
+        self._unowned.discard(record.msg_id)

@@ -4,6 +4,7 @@ lead's inbox so that a cancelled drain loses nothing."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -180,3 +181,27 @@ async def test_an_outage_is_logged_when_records_start_to_wait_and_when_they_all_
     assert _ids(outbox.held) == ["h3"]
     inbox.down = False
     assert _ids(await outbox.drain("lead")) == ["h1", "h2"]
+
+
+async def test_a_record_for_a_retired_lead_waits_without_holding_back_the_others() -> None:
+    """A held record whose lead left the config and was retired is refused for its key alone:
+    the records behind it reach their inboxes, it stays held (warned once), and it is delivered
+    if the lead comes back."""
+    inbox = InMemoryInbox()
+    expected = ["lead", "gone"]
+    registry = LeadInboxRegistry(inbox, lambda: list(expected))
+    outbox = LeadOutbox(registry, inbox)
+    await registry.start()
+    expected.remove("gone")
+    assert await registry.retire("gone", incidents_settled=True)
+    await outbox.keep(dataclasses.replace(_record("of-gone"), recipient_lead="gone"))
+    await outbox.keep(_record("of-lead"))
+    for _ in range(3):
+        await outbox.flush()
+    assert _ids(await inbox.collect("lead")) == ["of-lead"]
+    assert _ids(outbox.held) == ["of-gone"]
+    expected.append("gone")
+    await registry.sync()
+    await outbox.flush()
+    assert _ids(await inbox.collect("gone")) == ["of-gone"]
+    assert outbox.held == []
