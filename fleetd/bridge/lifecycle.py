@@ -56,6 +56,7 @@ class TargetLifecycle:
         manifest_root: Path,
         revoke: Callable[[str], None],
         on_failure: Callable[[str], None],
+        unclosed: Callable[[Session], None],
     ) -> None:
         self._control = control
         self._roster = roster
@@ -73,6 +74,7 @@ class TargetLifecycle:
             revoke=revoke,
             fail_work=lambda session, reason: self.fail_target_work(session, reason=reason),
             on_failure=on_failure,
+            unclosed=unclosed,
         )
         self._edges = TerminalEdges(roster, worktrees, releasing=self.releasing)
 

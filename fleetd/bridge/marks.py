@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from fleetd.bridge.sessions import Session
 from fleetd.bridge.worktrees import Worktree
 from fleetd.errors import FleetdError
 
@@ -68,6 +69,24 @@ class MemberMark:
             raise ValueError("createdAt must carry a time zone")
         if not all((self.run, self.session_id, self.name, self.owner, self.pane_id)):
             raise ValueError("run, sessionId, name, owner and paneId must be non-empty")
+
+
+def mark_of(session: Session, *, run: str) -> MemberMark:
+    """The mark of a member with a pane, as run ``run`` records it."""
+    if session.pane_id is None:
+        raise ValueError("a member without a pane has no mark")
+    return MemberMark(
+        run=run,
+        session_id=session.session_id,
+        name=session.name,
+        profile=session.profile,
+        kind=session.kind,
+        role=session.role,
+        owner=session.owner,
+        pane_id=session.pane_id,
+        created_at=session.created_at,
+        worktree=session.worktree,
+    )
 
 
 def encode_mark(mark: MemberMark) -> dict[str, Any]:

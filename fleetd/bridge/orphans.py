@@ -19,7 +19,9 @@ An orphan
 
 ``fleet_stop(paneId=...)`` or ``fleet_stop(sessionId=...)`` from the owning lead closes the pane
 and preserves the worktree (cause LEAD_ABORT). A member found gone — at start, or an orphan that
-a later check no longer lists — is forgotten with cause GONE. Either way a worktree gets a
+a later check no longer lists — is forgotten with cause GONE. A member of this run whose pane herdr
+did not close when it was released (:meth:`OrphanBook.watch`) is an orphan too, for the same
+reasons: its agent may still run and hold a slot. Either way a worktree gets a
 preserved-worktree manifest (unless one exists already) so ``fleet_list.preservedWorktrees`` names
 it, and the mark is removed. A check is one ``agent.list``, made only while there are marks to
 match or orphans to watch; at most :data:`~fleetd.bridge.marks.MARKS_READ` marks are read.
@@ -159,6 +161,18 @@ class OrphanBook:
                 )
         for mark in matched.gone:
             await self._forget(mark, ReleaseCause.GONE)
+
+    def watch(self, mark: MemberMark) -> None:
+        """Take a member of this run whose pane herdr did not close at its release: it may still
+        run, so it is an orphan like those of a previous run (counted, shown, stoppable) until a
+        check no longer lists its pane."""
+        self._orphans[mark.session_id] = Orphan(mark=mark, found_at=self._clock.now())
+        _log.warning(
+            "member %s (%s) may still run in pane %s herdr did not close: orphaned",
+            mark.session_id,
+            mark.name,
+            mark.pane_id,
+        )
 
     async def stop(self, orphan: Orphan) -> ReleaseResult:
         """Close an orphan's pane and preserve its worktree; nothing of its run is replayed."""

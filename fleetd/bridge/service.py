@@ -47,6 +47,7 @@ from fleetd.bridge.completion import TurnCompletion
 from fleetd.bridge.delivery import Deliverer
 from fleetd.bridge.durable import DurableState
 from fleetd.bridge.lifecycle import TargetLifecycle
+from fleetd.bridge.marks import mark_of
 from fleetd.bridge.mutes import MuteEvent, MuteLog
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.placement import NO_BENCH, ModelBench
@@ -134,6 +135,14 @@ class Bridge:
         self.outbox = LeadOutbox(lead_inboxes, inbox)
         self.stopping = asyncio.Event()  # set when fleetd is asked to stop: waiters let go
         self.teardown_failures: list[str] = []
+        self.orphans = OrphanBook(
+            control=control,
+            clock=clock,
+            manifest_root=manifest_root,
+            run=self.runs.current,
+            on_failure=self._note_failure,
+            known=lambda session_id: self.roster.get(session_id) is not None,
+        )
         self.lifecycle = TargetLifecycle(
             control=control,
             roster=self.roster,
@@ -144,6 +153,7 @@ class Bridge:
             manifest_root=manifest_root,
             revoke=revoke,
             on_failure=self._note_failure,
+            unclosed=lambda session: self.orphans.watch(mark_of(session, run=self.runs.current)),
         )
         self.completion = TurnCompletion(
             roster=self.roster, tasks=self.tasks, clock=clock, outbox=self.outbox
@@ -183,14 +193,6 @@ class Bridge:
             clock=clock,
             outbox=self.outbox,
             completion=self.completion,
-        )
-        self.orphans = OrphanBook(
-            control=control,
-            clock=clock,
-            manifest_root=manifest_root,
-            run=self.runs.current,
-            on_failure=self._note_failure,
-            known=lambda session_id: self.roster.get(session_id) is not None,
         )
         self.view = BridgeView(
             roster=self.roster,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fleetd.bridge.launch import model_args, plan_launch, write_launch_files
 from fleetd.bridge.lifecycle import TargetLifecycle
-from fleetd.bridge.marks import MemberMark, write_mark
+from fleetd.bridge.marks import mark_of, write_mark
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.placement import NO_BENCH, FreeSlots, ModelBench, admit
 from fleetd.bridge.release import ReleaseCause
@@ -157,19 +157,7 @@ async def spawn_member(
 
 async def _mark(parts: SpawnParts, session: Session, session_root: Path) -> None:
     """Write the member's mark, so that a run after a crash finds it (see ``marks``)."""
-    assert session.pane_id is not None
-    mark = MemberMark(
-        run=parts.run,
-        session_id=session.session_id,
-        name=session.name,
-        profile=session.profile,
-        kind=session.kind,
-        role=session.role,
-        owner=session.owner,
-        pane_id=session.pane_id,
-        created_at=session.created_at,
-        worktree=session.worktree,
-    )
+    mark = mark_of(session, run=parts.run)
     try:
         await asyncio.to_thread(write_mark, session_root, mark)
     except FleetdError as exc:

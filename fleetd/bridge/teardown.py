@@ -60,6 +60,7 @@ class Teardown:
         revoke: Callable[[str], None],
         fail_work: Callable[[Session, str], list[Ticket]],
         on_failure: Callable[[str], None],
+        unclosed: Callable[[Session], None],
     ) -> None:
         self._control = control
         self._roster = roster
@@ -70,6 +71,7 @@ class Teardown:
         self._revoke = revoke
         self._fail_work = fail_work
         self._on_failure = on_failure
+        self._unclosed = unclosed
         self._releases: dict[str, asyncio.Task[ReleaseResult]] = {}
 
     def releasing(self, session_id: str) -> bool:
@@ -138,6 +140,8 @@ class Teardown:
                 await self._write_manifest(session, cause, state_before, pending)
         if closed:
             await self._unmark(session)
+        else:
+            self._unclosed(session)  # counted and shown as an orphan until its pane is gone
         self._revoke(sid)
         now = self._clock.now()
         roster.update(sid, lost=lost, released_cause=cause.value)

@@ -168,3 +168,48 @@ async def test_the_idle_lead_heartbeat_counts_orphans_as_placement_does(tmp_path
         assert refused.error.code == "capacity_exceeded"
     finally:
         await second.service.stop()
+
+
+async def test_a_pane_herdr_did_not_close_at_a_stop_stays_counted_and_stoppable(
+    tmp_path: Path,
+) -> None:
+    """fleet_stop in this run: herdr does not close the pane (the link timed out), so its agent
+    may still run. It stays an orphan of this run, holding its slot of a maxLoad-2 profile (a
+    third member is refused), shown with state orphaned; stopping it again closes the pane and
+    frees the slot."""
+    fleet = build_test_fleet(tmp_path)
+    first = await fleet.spawn_ready()
+    await fleet.spawn_ready()
+    pane = fleet.session(first).pane_id
+    fleet.control.fail("close_pane", ControlLinkError("request_timeout", "slow"))
+    await fleet.ok("fleet_stop", sessionId=first)
+    fleet.control.fail("close_pane", None)
+    listed = await fleet.ok("fleet_list")
+    capacity = {c["profile"]: c for c in listed["capacity"]}
+    assert (capacity["sonnet"]["live"], capacity["sonnet"]["orphaned"]) == (2, 1)  # both run
+    assert (first, "orphaned") in [(m["sessionId"], m["state"]) for m in listed["members"]]
+    third = await fleet.call("fleet_spawn", profile="sonnet")
+    assert third.error is not None
+    assert third.error.code == "capacity_exceeded"
+    stopped = await fleet.ok("fleet_stop", paneId=pane)
+    assert stopped["orphaned"] is True
+    assert pane not in fleet.control._panes  # herdr closed it
+    assert first not in _marks(fleet)
+    await fleet.ok("fleet_spawn", profile="sonnet")
+
+
+async def test_an_unclosed_pane_herdr_then_no_longer_lists_is_forgotten(tmp_path: Path) -> None:
+    """A pane herdr did not close but closed later (or lost) is found gone by the next orphan
+    check: its slot is free again and its mark removed."""
+    fleet = build_test_fleet(tmp_path)
+    sid = await fleet.spawn_ready()
+    pane = fleet.session(sid).pane_id
+    assert pane is not None
+    fleet.control.fail("close_pane", ControlLinkError("request_timeout", "slow"))
+    await fleet.ok("fleet_stop", sessionId=sid)
+    fleet.control.fail("close_pane", None)
+    assert [o.mark.session_id for o in fleet.bridge.orphans.members()] == [sid]
+    await fleet.control.close_pane(pane)
+    await fleet.bridge.orphans.check()
+    assert fleet.bridge.orphans.members() == []
+    assert _marks(fleet) == []
