@@ -27,6 +27,7 @@ from fleetd.bridge.lifecycle import TargetLifecycle
 from fleetd.bridge.marks import mark_of, write_mark
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.placement import NO_BENCH, FreeSlots, ModelBench, admit
+from fleetd.bridge.prompt_policy import NOT_SENT_CODES
 from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent
@@ -39,6 +40,7 @@ from fleetd.errors import (
     FleetdError,
     HerdrError,
     InvalidArgumentsError,
+    InvalidResponseError,
     ToolError,
     UnavailableError,
     WorktreeError,
@@ -123,7 +125,12 @@ async def spawn_member(
         )
         write_launch_files(plan)
         cwd = str(session.worktree.path) if session.worktree else None
-        pane = await parts.control.create_pane(cwd=cwd, env=plan.env, label=name)
+        try:
+            pane = await parts.control.create_pane(cwd=cwd, env=plan.env, label=name)
+        except HerdrError as exc:
+            if _may_have_made(exc):
+                await _reclaim(parts, session)
+            raise
         if not _wanted(parts, session_id):
             await _close_quietly(parts, pane.pane_id)  # released meanwhile: nobody owns it
             raise ConflictError("the member was stopped while it was starting")
@@ -174,6 +181,39 @@ def _wanted(parts: SpawnParts, session_id: str) -> bool:
 def _still_wanted(parts: SpawnParts, session_id: str) -> None:
     if not _wanted(parts, session_id):
         raise ConflictError("the member was stopped while it was starting")
+
+
+def _may_have_made(exc: HerdrError) -> bool:
+    """True when a failed ``create_pane`` may have made the pane all the same: the request left
+    and its answer was lost or could not be read."""
+    if isinstance(exc, ControlLinkError):
+        return exc.code not in NOT_SENT_CODES
+    return isinstance(exc, InvalidResponseError)
+
+
+async def _reclaim(parts: SpawnParts, session: Session) -> None:
+    """Close the pane herdr may have made before its answer was lost, found by its workspace's
+    label (the member's agent name, which no live member or orphan holds): a shell with no agent
+    in it yet. When herdr cannot say, the log names the label to look for."""
+    try:
+        panes = await parts.control.labelled_panes(session.name)
+    except HerdrError as exc:
+        _log.warning(
+            "session %s: herdr may have made a pane in a workspace labelled %s that nothing "
+            "owns; it could not be looked up (%s)",
+            session.session_id,
+            session.name,
+            exc.code,
+        )
+        return
+    for pane in panes:
+        if pane.agent is None:
+            _log.warning(
+                "session %s: closing pane %s herdr made before its answer was lost",
+                session.session_id,
+                pane.pane_id,
+            )
+            await _close_quietly(parts, pane.pane_id)
 
 
 async def _close_quietly(parts: SpawnParts, pane_id: str) -> None:

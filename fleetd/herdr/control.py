@@ -114,6 +114,10 @@ class AgentControl(Protocol):
         """Kill the pane's terminal (and any agent in it)."""
         ...
 
+    async def labelled_panes(self, label: str) -> tuple[PaneInfo, ...]:
+        """The panes of every workspace labelled ``label`` (one ``session.snapshot``)."""
+        ...
+
     async def process_info(self, pane_id: str) -> ProcessInfo:
         """Foreground processes of a pane."""
         ...
@@ -218,6 +222,11 @@ class HerdrAgentControl:
 
     async def close_pane(self, pane_id: str) -> None:
         await self.call("close_pane", calls.pane_close(pane_id))
+
+    async def labelled_panes(self, label: str) -> tuple[PaneInfo, ...]:
+        snapshot = await self.call("labelled_panes", calls.session_snapshot())
+        spaces = {w.workspace_id for w in snapshot.workspaces if w.label == label}
+        return tuple(pane for pane in snapshot.panes if pane.workspace_id in spaces)
 
     async def process_info(self, pane_id: str) -> ProcessInfo:
         return await self.call("process_info", calls.pane_process_info(pane_id))

@@ -86,15 +86,24 @@ class FakeAgentControl:
         self._panes: dict[str, _Pane] = {}
         self._names: dict[str, str] = {}  # agent name -> pane id of the first pane with it
         self._workspaces = itertools.count(1)
+        self._labels: dict[str, str] = {}  # workspace id -> its label
         self._terminals = itertools.count(1)
         self._failures: dict[str | tuple[str, str] | None, FleetdError] = {}
         self._around: Around = direct
 
     # -- test controls --------------------------------------------------------------------
 
-    def add_pane(self, *, cwd: str | None = None, env: Mapping[str, str] | None = None) -> PaneInfo:
-        """A new shell pane in a new workspace."""
+    def add_pane(
+        self,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        label: str | None = None,
+    ) -> PaneInfo:
+        """A new shell pane in a new workspace (labelled ``label`` when given)."""
         ws = f"w{next(self._workspaces)}"
+        if label:
+            self._labels[ws] = label
         info = PaneInfo(
             pane_id=f"{ws}:p1",
             terminal_id=f"term_{next(self._terminals):012x}",
@@ -356,7 +365,7 @@ class FakeAgentControl:
             direction=direction,
         )
         if split_from is None:
-            return self.add_pane(cwd=cwd, env=env)
+            return self.add_pane(cwd=cwd, env=env, label=label)
         origin = self._pane(split_from).info
         siblings = sum(1 for p in self._panes.values() if p.info.tab_id == origin.tab_id)
         info = dataclasses.replace(
@@ -374,6 +383,13 @@ class FakeAgentControl:
         self._record("close_pane", pane_id=pane_id)
         self._pane(pane_id)
         self._drop(pane_id)
+
+    @_port
+    def labelled_panes(self, label: str) -> tuple[PaneInfo, ...]:
+        self._record("labelled_panes", label=label)
+        return tuple(
+            p.info for p in self._panes.values() if self._labels.get(p.info.workspace_id) == label
+        )
 
     @_port
     def process_info(self, pane_id: str) -> ProcessInfo:

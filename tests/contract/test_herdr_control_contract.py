@@ -238,6 +238,23 @@ async def test_create_pane_new_workspace_or_split(backend: Backend) -> None:
         await backend.run(backend.port.create_pane(split_from="w9:p9"))
 
 
+async def test_labelled_panes_finds_the_panes_of_a_workspace_by_its_label(
+    backend: Backend,
+) -> None:
+    """The panes of the workspaces labelled so, splits included; none for a label no workspace
+    has; a closed pane is no longer among them."""
+    root = await backend.run(backend.port.create_pane(cwd="/tmp/a", label="sonnet-7"))
+    split = await backend.run(backend.port.create_pane(cwd="/tmp/b", split_from=root.pane_id))
+    await backend.run(backend.port.create_pane(cwd="/tmp/c", label="other"))
+    found = await backend.run(backend.port.labelled_panes("sonnet-7"))
+    assert sorted(p.pane_id for p in found) == sorted([root.pane_id, split.pane_id])
+    assert all(p.agent is None for p in found)
+    assert await backend.run(backend.port.labelled_panes("nobody")) == ()
+    await backend.run(backend.port.close_pane(split.pane_id))
+    found = await backend.run(backend.port.labelled_panes("sonnet-7"))
+    assert [p.pane_id for p in found] == [root.pane_id]
+
+
 async def test_close_pane_loses_the_target(backend: Backend) -> None:
     """After close_pane, the pane and its agent are not found; closing again is not found."""
     pane_id = await _pane_of(backend, "m1")
@@ -291,6 +308,7 @@ async def test_every_port_method_passes_the_one_chokepoint_once(backend: Backend
     await backend.run(port.create_pane(cwd="/tmp/split", split_from=pane.pane_id))
     await backend.run(port.start_agent(name="m2", kind="claude", pane_id=pane.pane_id))
     await backend.run(port.process_info(pane.pane_id))
+    await backend.run(port.labelled_panes("new"))
     await backend.run(port.close_pane(pane.pane_id))
     with pytest.raises(TargetNotFoundError):
         await backend.run(port.get_agent("ghost"))
@@ -306,6 +324,7 @@ async def test_every_port_method_passes_the_one_chokepoint_once(backend: Backend
         "create_pane",
         "start_agent",
         "process_info",
+        "labelled_panes",
         "close_pane",
         "get_agent",
     ]

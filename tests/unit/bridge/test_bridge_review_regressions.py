@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fleetd.errors import ControlLinkError, HerdrError, InboxUnavailableError, WorktreeError
-from fleetd.herdr.model import AgentInfo
+from fleetd.herdr.model import AgentInfo, PaneInfo
 from fleetd.herdr.protocol import encode_request
 from fleetd.inbox.records import InboxRecord
 from fleetd.testing import TestFleet, build_test_fleet, hold_calls
@@ -172,6 +173,39 @@ async def test_herdr_down_during_spawn_is_unavailable_and_rolled_back(fleet: Tes
     assert (result.error.code, result.error.http_status) == ("unavailable", 503)
     assert len(fleet.worktrees.removed) == 1
     assert fleet.bridge.reads.live_members() == []
+
+
+@pytest.mark.parametrize("lookup", ["answers", "fails"])
+async def test_a_pane_made_but_answered_late_is_closed_not_leaked(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch, lookup: str
+) -> None:
+    """herdr made the pane, then its answer was lost (the request timed out): the spawn still
+    fails as unavailable, and the pane, found by its workspace's label, is closed; when herdr
+    cannot be asked either, the log names the label to look for."""
+    create = fleet.control.create_pane
+    made: list[PaneInfo] = []
+
+    async def made_then_timed_out(**kwargs: Any) -> PaneInfo:
+        made.append(await create(**kwargs))
+        raise ControlLinkError("request_timeout", "no answer in time")
+
+    monkeypatch.setattr(fleet.control, "create_pane", made_then_timed_out)
+    if lookup == "fails":
+        fleet.control.fail("labelled_panes", ControlLinkError("request_timeout", "slow"))
+    result = await fleet.call("fleet_spawn", profile="sonnet")
+    assert result.error is not None
+    assert result.error.code == "unavailable"
+    [pane] = made
+    closed = [c.args["pane_id"] for c in fleet.control.calls_to("close_pane")]
+    assert closed == ([pane.pane_id] if lookup == "answers" else [])
+    assert fleet.bridge.reads.live_members() == []
+
+
+async def test_a_pane_refused_before_it_was_sent_is_not_looked_for(fleet: TestFleet) -> None:
+    """A create that never left (connect refused) made nothing: herdr is not asked for it."""
+    fleet.control.fail("create_pane", ControlLinkError("connect_failed", "refused"))
+    await fleet.call("fleet_spawn", profile="sonnet")
+    assert fleet.control.calls_to("labelled_panes") == []
 
 
 async def test_unexpected_spawn_failure_still_rolls_back(
