@@ -147,7 +147,12 @@ class Scheduler:
         try:
             await loop.step()
         except asyncio.CancelledError:
-            raise
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the loop itself is being stopped
+            # something the step awaited was cancelled elsewhere: a failed step, not a stop
+            status.failures += 1
+            _log.warning("loop %s: step cancelled from elsewhere; the loop goes on", loop.name)
         except Exception:  # noqa: BLE001 — one failing step must not end its loop; it is logged
             status.failures += 1
             _log.exception("loop %s: step failed", loop.name)

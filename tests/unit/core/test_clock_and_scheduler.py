@@ -97,6 +97,33 @@ async def test_scheduler_steps_on_the_clock_survives_a_failing_step_and_stops() 
     assert calls == [0, 10, 20, 30]
 
 
+async def test_a_step_that_awaits_something_cancelled_elsewhere_does_not_end_its_loop() -> None:
+    """A step awaiting a task another part cancelled gets CancelledError without its own task
+    being cancelled: that step failed, and the loop steps again; stopping still stops it."""
+    clock = FakeClock()
+    steps: list[float] = []
+
+    async def awaits_a_cancelled_task() -> None:
+        steps.append(clock.monotonic())
+        other = asyncio.ensure_future(asyncio.sleep(3600))
+        other.cancel()
+        await other
+
+    scheduler = Scheduler(clock)
+    scheduler.add(Loop(name="victim", step=awaits_a_cancelled_task, interval=lambda: 10))
+    scheduler.start()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    await clock.run(25, step=5)
+    assert steps == [0, 10, 20]
+    [status] = scheduler.status()
+    assert status.failures == 3
+    assert scheduler.alive()
+    await scheduler.stop()
+    await clock.run(20, step=5)
+    assert steps == [0, 10, 20]
+
+
 async def test_a_loop_whose_step_never_ends_is_not_alive() -> None:
     """2a: a step stuck past a few intervals (at least the floor) makes the scheduler not alive,
     though its task still runs; once the step ends the scheduler is alive again."""
