@@ -50,7 +50,12 @@ _LEAD = frozenset({Role.LEAD})
 
 class SpawnParams(ToolParams):
     profile: str = Field(min_length=1, max_length=64, description="Profile name from the config.")
-    role: str | None = Field(default=None, max_length=64, description="Free-text role label.")
+    role: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^[^\x00-\x1f\x7f-\x9f]*$",
+        description="Free-text role label: one line, no control characters.",
+    )
     name: str | None = Field(default=None, max_length=32, description="herdr agent name.")
     repo: str | None = Field(default=None, max_length=4096, description="Repository to branch.")
     base: str | None = Field(default=None, max_length=256, description="Base ref of the branch.")

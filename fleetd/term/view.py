@@ -10,6 +10,7 @@ incident screen.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -71,8 +72,16 @@ class Section:
     empty: str = "none"
 
 
+#: Characters a terminal would act on instead of showing: C0 (ESC among them), DEL and C1.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def _cut(line: Text, width: int) -> Text:
+    """``line`` cut to ``width`` columns, every control character shown as ``?``: text from the
+    service (a role, a name, a message) never drives the operator's terminal."""
     line = line.copy()
+    if _CONTROL.search(line.plain):
+        line.plain = _CONTROL.sub("?", line.plain)  # one for one: the styles keep their places
     line.truncate(width, overflow="ellipsis")
     line.rstrip_end(width)
     return line

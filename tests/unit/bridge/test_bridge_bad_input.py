@@ -57,6 +57,9 @@ def _state(fleet: TestFleet) -> tuple[Any, ...]:
         ("fleet_spawn", {"profile": "sonnet", "name": "m1\n"}, 422, "invalid_arguments"),
         ("fleet_spawn", {"profile": "sonnet", "base": "HEAD\u0000"}, 422, "invalid_arguments"),
         ("fleet_spawn", {"profile": "sonnet", "repo": "/no\u0000where"}, 422, "invalid_arguments"),
+        ("fleet_spawn", {"profile": "sonnet", "role": "rev\u001b[2J"}, 422, "invalid_arguments"),
+        ("fleet_spawn", {"profile": "sonnet", "role": "two\nlines"}, 422, "invalid_arguments"),
+        ("fleet_spawn", {"profile": "sonnet", "role": "c1\u009b"}, 422, "invalid_arguments"),
     ],
 )
 async def test_bad_calls_are_refused_without_side_effects(

@@ -4,12 +4,15 @@ what each shows, and that every screen fits its size, cutting sections with ``+N
 from __future__ import annotations
 
 import copy
+import io
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from rich.text import Text
 
 from fleetd.runtime.fleet_summary import summarize
@@ -300,3 +303,40 @@ def test_an_instance_without_a_summary_and_the_single_instance_note_are_said(
     text = _plain(fleet_all_screen(document, source=SOURCE, who="operator", width=120, height=60))
     assert "  no summary to show (unknown_version: 2)" in text
     assert text[1].startswith("an SQLite journal serves one fleetd")
+
+
+def _poisoned(value: Any) -> Any:
+    """``value`` with an escape sequence, a bell and a C1 control in every string in it."""
+    if isinstance(value, str):
+        return value + "\x1b]0;owned\x07\x1b[2J\x9b"
+    if isinstance(value, list):
+        return [_poisoned(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _poisoned(item) for key, item in value.items()}
+    return value
+
+
+def test_text_from_the_service_never_reaches_the_terminal_as_control_codes(
+    fleet: dict[str, Any], listing: dict[str, Any]
+) -> None:
+    """Every string of the answers (a role a lead chose, a name, a message) carrying escape
+    sequences and control characters is drawn with each control shown as ``?``: rendered to a
+    terminal, the only escapes are the screen's own colours."""
+    fleet["members"] = _poisoned(fleet["members"])
+    fleet["incidents"] = _poisoned(fleet["incidents"])
+    listing["incidents"] = _poisoned(listing["incidents"])
+    now = datetime.fromisoformat("2026-12-05T05:08:11+00:00")
+    screens = [
+        fleet_screen(fleet, source=SOURCE, who="operator"),
+        incident_screen(listing, source=SOURCE, who="operator", now=now),
+    ]
+    for lines in screens:
+        assert any("?" in line for line in _plain(lines))
+        out = io.StringIO()
+        Console(file=out, force_terminal=True, color_system="standard", width=200).print(
+            Text("\n").join(lines)
+        )
+        escapes = re.findall(r"\x1b.{0,12}", out.getvalue())
+        assert escapes
+        assert all(re.match(r"\x1b\[[0-9;]*m", escape) for escape in escapes), escapes[:3]
+        assert not re.search("[\x00-\x09\x0b-\x1a\x1c-\x1f\x7f-\x9f]", out.getvalue())
