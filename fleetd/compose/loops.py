@@ -38,9 +38,8 @@ def schedule(service: Fleetd) -> None:
     )
 
     async def deliver() -> None:
-        escalation = service.health.escalation
-        if escalation is not None:  # what a person is owed is recorded before the pass sends
-            await escalation.step(service.clock.now())
+        # what a person is owed is recorded before the pass sends
+        await service.health.journal_step(service.clock.now())
         await service.sink.step()
 
     def longest_pass() -> float:

@@ -16,6 +16,7 @@ with the open incidents of their scope directly, so a kept one is held or closed
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from fleetd.health.evidence import HealthState
 from fleetd.health.floors import TWO_SNAPSHOTS
@@ -23,7 +24,7 @@ from fleetd.health.incidents import Incident, IncidentKey, ResolveReason
 from fleetd.health.states import Scope
 from fleetd.health.tick import Tick
 
-__all__ = ["resume", "settle_adopted"]
+__all__ = ["LateAdoption", "adopt_late", "resume", "settle_adopted"]
 
 _EVIDENCE_DRIVEN = frozenset({Scope.MEMBER, Scope.LEAD, Scope.CONTROL_LINK})
 
@@ -49,6 +50,62 @@ def resume(
         adopted={key: TWO_SNAPSHOTS for key in opened if key.scope in _EVIDENCE_DRIVEN},
         namespace=namespace,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class LateAdoption:
+    """What :func:`adopt_late` made of a journal read only after the monitor had started."""
+
+    state: HealthState
+    superseded: tuple[Incident, ...]  # the journal's, for a key this run opened again: closed
+    renumbered: tuple[Incident, ...]  # this run's, with a generation above the journal's
+
+
+def adopt_late(
+    state: HealthState,
+    incidents: Iterable[Incident],
+    generations: Mapping[IncidentKey, int],
+    *,
+    floor: int = 0,
+) -> LateAdoption:
+    """The journal could not be read at start and now can: its open incidents join the running
+    state as :func:`resume` would have adopted them, and its generations and floor are known from
+    now on. For a key this run has opened again meanwhile (an incident the journal could not take
+    yet) the journal's older incident is superseded — a person told of it is told it closed — and
+    this run's takes a generation above every one the journal holds, so it can be recorded."""
+    opened = dict(state.incidents)
+    adopted = dict(state.adopted)
+    known = dict(state.generations)
+    for key, generation in generations.items():
+        known[key] = max(known.get(key, 0), generation)
+    superseded: list[Incident] = []
+    renumbered: list[Incident] = []
+    for incident in incidents:
+        key = incident.key
+        known[key] = max(known.get(key, 0), incident.generation)
+        mine = opened.get(key)
+        if mine is None:
+            opened[key] = incident
+            if key.scope in _EVIDENCE_DRIVEN:
+                adopted[key] = TWO_SNAPSHOTS
+            continue
+        if mine.id == incident.id:
+            continue  # the same incident: nothing to merge
+        superseded.append(incident)
+        if mine.generation <= known[key]:
+            mine = replace(mine, generation=known[key] + 1)
+            opened[key] = mine
+            renumbered.append(mine)
+        known[key] = max(known[key], mine.generation)
+    merged = replace(
+        state,
+        incidents=opened,
+        generations=known,
+        generation_floor=max(state.generation_floor, floor),
+        adopted=adopted,
+        index=None,
+    )
+    return LateAdoption(state=merged, superseded=tuple(superseded), renumbered=tuple(renumbered))
 
 
 def settle_adopted(tick: Tick, *, sighted: bool) -> dict[IncidentKey, int]:

@@ -21,21 +21,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from fleetd.bridge.push import PushLoop
 from fleetd.bridge.service import Bridge
 from fleetd.clock import Clock
 from fleetd.config import ConfigRef
 from fleetd.errors import FleetdError
-from fleetd.health.adoption import resume
+from fleetd.health.adoption import adopt_late, resume
 from fleetd.health.decide import decide
 from fleetd.health.evidence import HealthState
-from fleetd.health.incidents import Route
+from fleetd.health.incidents import Incident, ResolveReason, Route
 from fleetd.health.routing import foreign_assignments
 from fleetd.health.snapshot import RemoteLead
 from fleetd.health.states import ControlLinkState, Scope
 from fleetd.herdr.control import AgentControl
 from fleetd.journal.port import Journal
+from fleetd.journal.values import JournalSnapshot
 from fleetd.journal.watch import JournalWatch
 from fleetd.metrics import Metrics
 from fleetd.notify.payload import CoverageStatus
@@ -78,6 +80,7 @@ class FleetHealthMonitor:
     _mute_cursor: int = 0
     _seen: SeenAgents = field(default_factory=SeenAgents)
     _gauged: tuple[object, object] = (None, None)  # the incidents and leads the gauges show
+    _resume_owed: bool = False  # the journal could not be read at start: read it when it answers
 
     def __post_init__(self) -> None:
         if not self.state.namespace:  # new incident ids are unique to this run
@@ -111,13 +114,14 @@ class FleetHealthMonitor:
         try:  # its own: other instances sharing the journal resume theirs
             kept = await self.journal.load_open(instance=self.escalation.instance)
         except FleetdError as exc:
-            _log.warning("incident journal not read at start (%s); detection starts afresh", exc)
+            _log.warning(
+                "incident journal not read at start (%s); detection starts afresh, and its open "
+                "incidents are taken up once it answers",
+                exc,
+            )
+            self._resume_owed = True
             return 0
-        incidents = [
-            stored.incident
-            for stored in kept.open_incidents
-            if stored.incident.scope is not Scope.INSTANCE  # the instances loop's, not the tick's
-        ]
+        incidents = _resumable(kept)
         self.state = resume(
             incidents,
             kept.generations,
@@ -127,6 +131,44 @@ class FleetHealthMonitor:
         if incidents:
             _log.info("resumed %d open incidents from the journal", len(incidents))
         return len(incidents)
+
+    async def journal_step(self, now: datetime) -> None:
+        """The webhook loop's journal work: the start's resume if the journal could not be read
+        then, and the escalation's pass (the health tick never waits on the journal)."""
+        if self.escalation is None:
+            return
+        await self._resume_late(now)
+        await self.escalation.step(now)
+
+    async def _resume_late(self, now: datetime) -> None:
+        """Take up the journal's open incidents once it answers after a start it did not: they
+        are adopted as at a start, and one this run has opened again is superseded by this run's
+        (:func:`~fleetd.health.adoption.adopt_late`), so a person who was told of it is told it
+        closed, exactly once, and no incident is left open in the journal for good."""
+        if not self._resume_owed or self.journal is None or self.escalation is None:
+            return
+        try:
+            kept = await self.journal.load_open(instance=self.escalation.instance)
+        except FleetdError:
+            return  # still away: the next pass asks again
+        self._resume_owed = False
+        late = adopt_late(
+            self.state, _resumable(kept), kept.generations, floor=kept.generation_floor
+        )
+        self.state = late.state
+        for incident in late.superseded:
+            self.escalation.note_resolved(
+                incident, reason=ResolveReason.SUPERSEDED, resolved_at=now
+            )
+        for incident in late.renumbered:
+            self.escalation.note(incident)
+        adopted = len(kept.open_incidents) - len(late.superseded)
+        _log.info(
+            "incident journal read after the start: %d open incidents taken up, %d superseded "
+            "by this run's",
+            adopted,
+            len(late.superseded),
+        )
 
     @property
     def enabled(self) -> bool:
@@ -261,3 +303,12 @@ class FleetHealthMonitor:
     def component(self) -> FleetHealthComponent:
         """The nested ``fleetHealth`` component of ``/healthz``."""
         return health_views.healthz_component(self.state, ticks=self.ticks, covered=self.coverage())
+
+
+def _resumable(kept: JournalSnapshot) -> list[Incident]:
+    """The open incidents a monitor takes up: every scope but INSTANCE (the instances loop's)."""
+    return [
+        stored.incident
+        for stored in kept.open_incidents
+        if stored.incident.scope is not Scope.INSTANCE
+    ]

@@ -3,6 +3,8 @@ closed when it does not, never opened twice (M4 §10.3, issue 11)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from fleetd.health import (
     InboxFailureView,
     LeadState,
@@ -10,8 +12,10 @@ from fleetd.health import (
     ResolveIncident,
     UpdateIncident,
 )
-from fleetd.health.adoption import resume
-from fleetd.health.incidents import ResolveReason
+from fleetd.health.adoption import adopt_late, resume
+from fleetd.health.evidence import HealthState
+from fleetd.health.incidents import IncidentKey, ResolveReason
+from fleetd.health.states import InboxState, Scope
 from tests.unit.health.health_fleet import T0, Run, agent, failed_list, lead, live, member
 
 LEADS = (lead("lead-a"), lead("lead-b"))
@@ -128,3 +132,47 @@ def test_inbox_incidents_are_held_by_their_own_step_not_adopted() -> None:
         run.tick(live(), inbox_failures=[failure])
     assert run.state.open_incidents() == (kept,)
     assert run.all_effects(OpenIncident) == []
+
+
+def test_a_journal_read_late_adopts_its_incidents_into_the_running_state() -> None:
+    """The journal answers only after the start: its open incidents join what this run holds,
+    adopted as at a start (an evidence-driven one gets two snapshots' patience, an inbox one is
+    held by its own step), and its generations and floor are known from then on."""
+    before = _first_run_with_a_dead_lead()
+    [incident] = before.state.open_incidents()
+    inbox = dataclasses.replace(
+        incident,
+        id="inc_" + "1" * 24,
+        key=IncidentKey(
+            scope=Scope.INBOX, subject="lead-b", state=InboxState.INBOX_DECODE_FAILED, cause="x"
+        ),
+    )
+    late = adopt_late(HealthState(), [incident, inbox], {incident.key: 4}, floor=7)
+    assert late.state.incidents == {incident.key: incident, inbox.key: inbox}
+    assert late.state.adopted == {incident.key: 2}
+    assert late.state.generations == {incident.key: 4, inbox.key: inbox.generation}
+    assert late.state.generation_floor == 7
+    assert (late.superseded, late.renumbered) == ((), ())
+    assert adopt_late(late.state, [incident], {}).state.incidents == late.state.incidents
+
+
+def test_a_key_this_run_opened_again_supersedes_the_journals_and_renumbers_this_runs() -> None:
+    """While the journal was away this run opened the same key anew: the journal's incident is
+    superseded (its person is told it closed) and this run's gets a generation above the
+    journal's, so the journal can take it; one already above keeps its generation."""
+    before = _first_run_with_a_dead_lead()
+    [journals] = before.state.open_incidents()
+    mine = dataclasses.replace(journals, id="inc_" + "2" * 24, generation=1)
+    running = HealthState(incidents={mine.key: mine}, generations={mine.key: 1})
+    late = adopt_late(running, [dataclasses.replace(journals, generation=3)], {})
+    [superseded] = late.superseded
+    assert superseded.id == journals.id
+    [renumbered] = late.renumbered
+    assert (renumbered.id, renumbered.generation) == (mine.id, 4)
+    assert late.state.incidents == {mine.key: renumbered}
+    assert late.state.generations == {mine.key: 4}
+    assert late.state.adopted == {}
+    ahead = HealthState(incidents={mine.key: dataclasses.replace(mine, generation=9)})
+    kept = adopt_late(ahead, [journals], {})
+    assert (len(kept.superseded), kept.renumbered) == (1, ())
+    assert kept.state.incidents[mine.key].generation == 9

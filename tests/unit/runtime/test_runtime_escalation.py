@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 
 from fleetd.bridge.sessions import SessionState
 from fleetd.errors import InboxUnavailableError, JournalUnavailableError
@@ -50,11 +52,9 @@ def _fleet(tmp_path: Path, journal: InMemoryJournal, *, webhook: bool) -> TestFl
 
 
 async def _tick(fleet: TestFleet) -> None:
-    """One health tick, then the webhook loop's escalation step (the tick's changes recorded)."""
+    """One health tick, then the webhook loop's journal step (the tick's changes recorded)."""
     await fleet.service.health.tick()
-    escalation = fleet.service.health.escalation
-    assert escalation is not None
-    await escalation.step(fleet.clock.now())
+    await fleet.service.health.journal_step(fleet.clock.now())
 
 
 async def _sole_lead_gone(fleet: TestFleet) -> None:
@@ -246,6 +246,74 @@ async def test_a_restart_resumes_the_journal_incidents_without_opening_them_agai
     stored = await journal.get(incident.id)
     assert stored is not None
     assert [e.type for e in stored.events] == [EventType.OPEN]  # no second open
+
+
+async def test_a_start_the_journal_missed_takes_up_its_incidents_once_it_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """fleetd restarts while the journal is away: the journal's open incident (its person told of
+    it) is taken up once the journal answers, and resolves when its lead is back — recorded, with
+    the ``resolved`` the person is owed — instead of staying open in the journal for good."""
+    journal = InMemoryJournal()
+    first = _fleet(tmp_path, journal, webhook=True)
+    await _sole_lead_gone(first)
+    [incident] = _lead_incidents(first)
+    second = build_test_fleet(
+        tmp_path, document=_document(tmp_path), environ=ENV, journal=journal, control=first.control
+    )
+    journal.fail_with = JournalUnavailableError("load", "unreachable")
+    assert await second.service.health.resume() == 0
+    second.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
+    second.clock.advance(15)
+    await _tick(second)
+    journal.fail_with = None
+    with caplog.at_level(logging.ERROR, logger="fleetd"):
+        for _ in range(3):
+            second.clock.advance(15)
+            await _tick(second)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    stored = await journal.get(incident.id)
+    assert stored is not None
+    assert stored.resolved_at is not None
+    assert _lead_incidents(second) == []
+
+
+async def test_a_key_opened_again_while_the_journal_was_away_supersedes_the_journals(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lead is still gone after a restart the journal missed, so this run opens the same key
+    anew: once the journal answers, its old incident is closed as superseded and this run's is
+    recorded (no generation conflict), one incident open for the key."""
+    journal = InMemoryJournal()
+    first = _fleet(tmp_path, journal, webhook=True)
+    await _sole_lead_gone(first)
+    [old] = _lead_incidents(first)
+    second = build_test_fleet(
+        tmp_path, document=_document(tmp_path), environ=ENV, journal=journal, control=first.control
+    )
+    journal.fail_with = JournalUnavailableError("load", "unreachable")
+    assert await second.service.health.resume() == 0
+    await second.service.own_lead_keys()
+    for _ in range(3):  # the lead is still gone: this run opens the key anew
+        second.clock.advance(15)
+        await _tick(second)
+    [fresh] = _lead_incidents(second)
+    assert fresh.id != old.id
+    journal.fail_with = None
+    with caplog.at_level(logging.ERROR, logger="fleetd"):
+        second.clock.advance(15)
+        await _tick(second)
+        await _tick(second)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    superseded = await journal.get(old.id)
+    assert superseded is not None
+    assert (superseded.resolved_at is not None, superseded.resolve_reason) == (True, "superseded")
+    [held] = _lead_incidents(second)
+    assert held.id == fresh.id
+    assert held.generation > old.generation
+    recorded = await journal.get(fresh.id)
+    assert recorded is not None
+    assert recorded.resolved_at is None
 
 
 async def test_incident_ids_differ_between_runs_so_receivers_never_merge_them(
