@@ -213,8 +213,8 @@ class Receivers:
             return
         self._gone.add(url)
         _log.warning(
-            "%s receiver %d answered 410 Gone: disabled until the config changes or an "
-            "operator replays an incident",
+            "%s receiver %d answered 410 Gone: disabled until its receivers change (a URL, "
+            "the secret or the sink kind) or an operator replays an incident",
             self.kind,
             index,
         )

@@ -11,7 +11,7 @@ disabled   —                   ``health.notifications.mode`` is ``disabled``: 
 degraded   sink_unresolved     webhook mode, but the target cannot be resolved from environment
 degraded   journal_failing     the journal failed during the pass: retries and dedupe are at risk
 degraded   receivers_disabled  every receiver answered 410 Gone and is disabled: nothing is sent
-                               until the config changes or an operator replays an incident. One
+                               until the receivers change (URL, secret, kind) or a replay. One
                                disabled while another is enabled is not degraded: it fails over
 degraded   all_receivers_down  no enabled receiver's breaker is closed: blind failures opened
                                every one (with one receiver, its breaker); nothing is sent until

@@ -17,7 +17,7 @@ Verdicts (Slack's documented errors): 200 ``ok`` delivered; 400 (``invalid_paylo
 ``no_text``) means fleetd built a message Slack cannot read — **fleetd's bug**, logged at ERROR
 and counted as ``payload_bug``, permanent for that event, never a verdict on the receiver;
 403 (``action_prohibited``, ``invalid_token``) and 404 (``channel_not_found``, ``no_service``)
-are permanent until the config changes; 410 ``channel_is_archived`` disables that URL as a 410
+are permanent until the receivers change; 410 ``channel_is_archived`` disables that URL as a 410
 does for a webhook; 429 (with ``Retry-After``) and 5xx (``rollup_error``) are retried.
 Pure: values in, bytes out.
 """

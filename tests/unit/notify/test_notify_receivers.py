@@ -136,8 +136,8 @@ async def test_a_410_disables_its_receiver_until_enabled_and_the_attempt_goes_on
     assert [r.last for r in results] == [OK, OK]
     assert script.dialed == [0, 0, 1, 1]
     assert [r.getMessage() for r in caplog.records if "410" in r.getMessage()] == [
-        "webhook receiver 0 answered 410 Gone: disabled until the config changes or an operator "
-        "replays an incident"
+        "webhook receiver 0 answered 410 Gone: disabled until its receivers change (a URL, the "
+        "secret or the sink kind) or an operator replays an incident"
     ]
     script.dialed.clear()
     assert (await chosen.sweep(script.send, deadline=FAR)).receiver == 1
