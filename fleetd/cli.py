@@ -253,13 +253,27 @@ def configure_logging(level: str | int) -> None:
 
 
 def _state_store_error(masked_url: str, exc: StateStoreError) -> int:
-    """Say why the state store cannot serve, and how to start afresh when it cannot be read."""
+    """Say why the state store cannot serve, and how to start afresh when it cannot be read: an
+    SQLite file is set aside by ``--discard-state``; a PostgreSQL store's tables are emptied by
+    it, or (a newer build's schema) left for that build or for the operator to drop."""
+    from fleetd.state.opening import UNREADABLE  # noqa: PLC0415
+
     print(f"state store error: {masked_url}: {exc}", file=sys.stderr)
-    if exc.reason in ("corrupt", "newer_schema", "schema_missing"):
-        print(
-            "fleetd serve --discard-state starts afresh (what the store holds is lost)",
-            file=sys.stderr,
+    if exc.reason not in UNREADABLE:
+        return 2
+    if masked_url.startswith("sqlite"):
+        hint = (
+            "fleetd serve --discard-state sets the file aside (renamed, kept beside it) and "
+            "starts afresh; what it held is not taken back"
         )
+    elif exc.reason == "newer_schema":
+        hint = (
+            "a newer fleetd wrote this store: run that build, or drop the store's tables to "
+            "start afresh (fleetd never drops them)"
+        )
+    else:
+        hint = "fleetd serve --discard-state starts afresh (what the store holds is lost)"
+    print(hint, file=sys.stderr)
     return 2
 
 

@@ -24,6 +24,7 @@ import hashlib
 import os
 import socket
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, insert, select, text
@@ -34,7 +35,7 @@ from fleetd.journal.engine import FILE_MODE, sqlite_path
 from fleetd.state.facts import InstanceHolder
 from fleetd.state.tables import InstanceRow
 
-__all__ = ["KEEPALIVE_SECONDS", "InstanceLock", "lock_key"]
+__all__ = ["KEEPALIVE_SECONDS", "InstanceLock", "lock_free", "lock_key"]
 
 #: About how long the PostgreSQL server keeps the lock of a holder whose host stopped answering:
 #: idle seconds before the first keepalive probe, then probes this far apart, two unanswered.
@@ -52,6 +53,22 @@ def lock_key(instance: str, schema: str = "public") -> int:
     """The signed 64-bit advisory lock key of ``instance`` in the store of ``schema``."""
     digest = hashlib.sha256(f"fleetd-state:{schema}:{instance}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def lock_free(path: Path) -> bool:
+    """Whether no process holds the writer lock of the SQLite store at ``path`` right now."""
+    lock = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing lets go of a lock it took
+    return True
 
 
 class InstanceLock:
@@ -151,28 +168,30 @@ class InstanceLock:
         return True
 
     def held_error(self) -> StateStoreError:
-        """The refusal of a start that found the lock held, naming the holder."""
+        """The refusal of a start that found the lock held, naming the holder (on SQLite the
+        file's one writer, whatever instance it serves)."""
         holder = self.holder()
-        who = (
-            f"pid {holder.pid} on {holder.host} since {holder.started_at.isoformat()}"
-            if holder is not None
-            else "another process"
-        )
-        return StateStoreError(
-            "lock", "held", detail=f"instance {self._instance!r} is held by {who}"
-        )
+        if holder is None:
+            detail = f"instance {self._instance!r} is held by another process"
+        else:
+            who = f"pid {holder.pid} on {holder.host} since {holder.started_at.isoformat()}"
+            if holder.instance == self._instance:
+                detail = f"instance {self._instance!r} is held by {who}"
+            else:  # an SQLite file has one writer: another instance's holder holds it
+                detail = f"the store is held by instance {holder.instance!r}, {who}"
+        return StateStoreError("lock", "held", detail=detail)
 
     def holder(self) -> InstanceHolder | None:
-        """The recorded holder of this instance, if any."""
+        """The recorded holder of this instance, if any; on SQLite the file's latest holder,
+        whatever its instance (its lock covers the whole file)."""
+        query = select(_INSTANCES)
+        if self._engine.dialect.name == "sqlite":
+            query = query.order_by(_INSTANCES.c.started_at.desc())
+        else:
+            query = query.where(_INSTANCES.c.instance == self._instance)
         try:
             with self._engine.connect() as connection:
-                row: Any = (
-                    connection.execute(
-                        select(_INSTANCES).where(_INSTANCES.c.instance == self._instance)
-                    )
-                    .mappings()
-                    .first()
-                )
+                row: Any = connection.execute(query).mappings().first()
                 connection.rollback()
         except SQLAlchemyError:
             return None

@@ -16,13 +16,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from fleetd.config import FleetdConfig
 from fleetd.config.fields import mask_url
-from fleetd.state.lock import InstanceLock
+from fleetd.errors import StateStoreError
+from fleetd.journal.engine import sqlite_path
+from fleetd.state.lock import InstanceLock, lock_free
 from fleetd.state.sql import SqlStateStore
 
-__all__ = ["OpenedState", "open_state"]
+__all__ = ["UNREADABLE", "OpenedState", "open_state", "set_aside"]
 
 _log = logging.getLogger("fleetd.state")
 
@@ -46,6 +49,11 @@ class OpenedState:
         self.lock.release()
 
 
+#: Why a store cannot be read (its file, its schema or its records): what ``--discard-state``
+#: may set aside on SQLite.
+UNREADABLE = frozenset({"corrupt", "newer_schema", "schema_missing", "empty"})
+
+
 def open_state(
     config: FleetdConfig,
     *,
@@ -59,8 +67,44 @@ def open_state(
     bounded by ``deadline()``, read anew: ``state.operationTimeoutMs`` is hot); with ``discard``
     empty it first (this instance's rows: other instances sharing the store keep theirs). With
     ``standby`` a held lock is no refusal: the store is returned without it (``discard`` and
-    ``standby`` together are the caller's error to refuse)."""
+    ``standby`` together are the caller's error to refuse).
+
+    An SQLite file that exists but holds nothing (truncated to 0 bytes) is refused as ``empty``,
+    never taken for a first start. With ``discard``, an SQLite file that cannot be read at all
+    (``UNREADABLE``) and that no live fleetd holds is set aside — renamed with its ``-wal`` and
+    ``-shm``, kept for whoever wants to look — and a new one is made."""
     url = config.state.url.get_secret_value()
+    path = sqlite_path(url)
+    if path is not None and not discard and _empty(path):
+        raise StateStoreError("open", "empty", detail="the file holds nothing")
+    try:
+        return _open(
+            url, deadline=deadline, instance=instance, discard=discard, now=now, standby=standby
+        )
+    except StateStoreError as exc:
+        if path is None or not discard or exc.reason not in UNREADABLE or not lock_free(path):
+            raise
+        aside = set_aside(path, now)
+        _log.warning(
+            "state store %s cannot be read (%s): set aside as %s; this run starts afresh",
+            mask_url(url),
+            exc.reason,
+            aside,
+        )
+        return _open(
+            url, deadline=deadline, instance=instance, discard=False, now=now, standby=standby
+        )
+
+
+def _open(
+    url: str,
+    *,
+    deadline: Callable[[], timedelta],
+    instance: str,
+    discard: bool,
+    now: datetime,
+    standby: bool,
+) -> OpenedState:
     store = SqlStateStore(url, deadline=deadline, instance=instance)
     lock = InstanceLock(store.engine, url, instance)
     try:
@@ -75,3 +119,26 @@ def open_state(
         store.close()
         raise
     return OpenedState(store=store, lock=lock)
+
+
+def _empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except FileNotFoundError:
+        return False
+    except OSError:
+        raise StateStoreError("open", "unavailable") from None
+
+
+def set_aside(path: Path, now: datetime) -> Path:
+    """Rename the SQLite file at ``path`` (and its ``-wal`` and ``-shm``) out of the way;
+    returns the new name of the file."""
+    aside = path.with_name(f"{path.name}.discarded-{now.strftime('%Y%m%dT%H%M%SZ')}")
+    try:
+        for suffix in ("-wal", "-shm", ""):
+            source = Path(f"{path}{suffix}")
+            if source.exists():
+                source.rename(Path(f"{aside}{suffix}"))
+    except OSError:
+        raise StateStoreError("discard", "unavailable") from None
+    return aside

@@ -5,6 +5,9 @@ instance (naming the holder) and a store this build cannot read."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import re
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,11 +19,13 @@ import pytest
 from alembic import command
 from sqlalchemy import bindparam, text
 
+from fleetd.config import parse_config
 from fleetd.errors import StateStoreError
 from fleetd.journal.tables import UtcDateTime
 from fleetd.state.facts import DeliveryState, MemberRecord, TicketRecord, TurnRecord
 from fleetd.state.lock import InstanceLock
 from fleetd.state.memory import MemoryStateStore
+from fleetd.state.opening import OpenedState, open_state
 from fleetd.state.port import Change, StateStore
 from fleetd.state.sql import SqlStateStore, state_alembic_config, state_engine
 from fleetd.state.tables import VERSION_TABLE
@@ -162,7 +167,11 @@ def test_a_second_writer_of_one_instance_is_refused_naming_the_holder(store_url:
         assert refused.value.reason == "held"
         assert "pid" in str(refused.value)
         assert "alpha" in str(refused.value)
-        if not store_url.startswith("sqlite"):
+        if store_url.startswith("sqlite"):
+            with pytest.raises(StateStoreError) as named:  # the file's one writer is named
+                other.acquire(NOW)
+            assert "held by instance 'alpha', pid" in str(named.value)
+        else:
             other.acquire(NOW)
         first.release()
         second.acquire(NOW)
@@ -344,3 +353,68 @@ def test_rows_stored_before_instances_belong_to_the_recorded_holder(store_url: s
     finally:
         alpha.close()
         beta.close()
+
+
+def _opened(path: Path, *, discard: bool) -> OpenedState:
+    config = parse_config({"state": {"url": f"sqlite:///{path}"}}, {}).config
+    return open_state(config, deadline=lambda: DEADLINE, instance="a", discard=discard, now=NOW)
+
+
+def test_an_empty_store_file_is_refused_and_discard_sets_it_aside(tmp_path: Path) -> None:
+    """A store file truncated to nothing is not a first start: ``open: empty``; with
+    ``--discard-state`` it is set aside and a new store opens."""
+    path = tmp_path / "state.db"
+    path.write_bytes(b"")
+    with pytest.raises(StateStoreError) as refused:
+        _opened(path, discard=False)
+    assert (refused.value.operation, refused.value.reason) == ("open", "empty")
+    opened = _opened(path, discard=True)
+    try:
+        assert opened.active
+        assert opened.store.load().members == ()
+    finally:
+        opened.close()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "newer"])
+def test_discard_state_sets_an_unreadable_file_aside_and_starts_afresh(
+    tmp_path: Path, damage: str
+) -> None:
+    """A file no revision can read (garbage, a newer build's schema) stops a start; with
+    ``--discard-state`` it is renamed beside the store, byte for byte, and a new store opens."""
+    path = tmp_path / "state.db"
+    if damage == "garbage":
+        path.write_bytes(b"not a database" * 500)
+    else:
+        SqlStateStore(f"sqlite:///{path}", deadline=lambda: DEADLINE, instance="a").close()
+        with sqlite3.connect(path) as db:
+            db.execute(f"UPDATE {VERSION_TABLE} SET version_num = 's9999'")
+    before = path.read_bytes()
+    with pytest.raises(StateStoreError):
+        _opened(path, discard=False)
+    opened = _opened(path, discard=True)
+    try:
+        assert opened.active
+        [aside] = [
+            p
+            for p in tmp_path.iterdir()
+            if re.fullmatch(r"state.db.discarded-\d{8}T\d{6}Z", p.name)
+        ]
+        assert aside.read_bytes() == before
+    finally:
+        opened.close()
+
+
+def test_discard_state_never_sets_aside_a_file_a_live_fleetd_holds(tmp_path: Path) -> None:
+    """While another process holds the store's lock, an unreadable file stays where it is."""
+    path = tmp_path / "state.db"
+    path.write_bytes(b"not a database" * 500)
+    holder = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        with pytest.raises(StateStoreError) as refused:
+            _opened(path, discard=True)
+        assert refused.value.reason == "corrupt"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db", "state.db.lock"]
+    finally:
+        os.close(holder)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -274,9 +275,9 @@ def test_a_second_fleetd_on_the_same_store_is_refused_naming_the_holder(fleet: F
 
 
 def test_a_corrupt_store_stops_the_start_and_discard_state_starts_afresh(fleet: Fleet) -> None:
-    """A store file that is not a database: exit 2 naming it; --discard-state cannot read it
-    either, so the operator removes the file; a readable store with --discard-state starts empty
-    and the discarded run's ticket is refused with the restart message."""
+    """A readable store with --discard-state starts empty and the discarded run's ticket is
+    refused with the restart message; a store file that is not a database is exit 2 naming it,
+    and --discard-state then sets that file aside (kept, renamed) and starts afresh."""
     fleet.start()
     sid = fleet.ready_member("worker-1")
     ticket = fleet.ok("fleet_send", target=sid, prompt="before")["ticket"]
@@ -298,6 +299,13 @@ def test_a_corrupt_store_stops_the_start_and_discard_state_starts_afresh(fleet: 
     output = broken.stdout.read().decode()
     assert f"state store error: {fleet.state_url}" in output
     assert "corrupt" in output
+    assert "--discard-state sets the file aside" in output
+    fleet.start("--discard-state")  # the unreadable file is set aside, kept, and a new one made
+    [aside] = [p for p in path.parent.iterdir() if re.search(r"\.discarded-\d{8}T\d{6}Z$", p.name)]
+    assert aside.read_bytes() == b"not a database" * 500
+    members = fleet.ok("fleet_list")["members"]
+    assert [m["state"] for m in members] == ["orphaned"]  # its member: not taken back, shown
+    assert _sigterm(fleet.serves[-1]) == 0
 
 
 @pytest.mark.parametrize(
