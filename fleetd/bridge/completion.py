@@ -20,7 +20,7 @@ from fleetd.bridge.turn_machine import TurnResolved
 from fleetd.bridge.turns import TurnToken
 from fleetd.clock import Clock
 from fleetd.inbox.outbox import LeadOutbox
-from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource
+from fleetd.inbox.records import InboxRecord, MessageKind, ReplySource, Severity
 
 __all__ = ["TurnCompletion", "reply_record"]
 
@@ -116,4 +116,40 @@ def reply_record(
         content=content,
         ticket=ticket.ticket_id if ticket else None,
         source=source,
+    )
+
+
+#: The ``state`` of the notice a lead gets when a task of its failed before anything was typed.
+DELIVERY_REFUSED = "DELIVERY_REFUSED"
+
+
+def refusal_record(session: Session, ticket: Ticket, *, code: str, now: datetime) -> InboxRecord:
+    """The notice telling the owning lead that ``ticket`` failed with nothing typed: herdr refused
+    its prompt past the retry budget (``code`` the last refusal). A health-kind record, never a
+    reply: it carries no result, and says what the lead may do."""
+    now_ms = int(now.timestamp() * 1000)
+    accepted_ms = min(int(ticket.accepted_at.timestamp() * 1000), now_ms)
+    return InboxRecord(
+        kind=MessageKind.HEALTH,
+        msg_id=f"refused-{ticket.ticket_id}",
+        target=session.name,
+        recipient_lead=session.owner,
+        created_at_epoch_millis=now_ms,
+        content=(
+            f"herdr refused the prompt of ticket {ticket.ticket_id} for {session.name} "
+            f"{ticket.refusals} times ({code}) before typing it: nothing was typed and the ticket "
+            "failed. Send the task again once the member can take it."
+        ),
+        ticket=ticket.ticket_id,
+        subject_terminal=session.session_id,
+        severity=Severity.WARNING,
+        state=DELIVERY_REFUSED,
+        evidence={"code": code, "refusals": ticket.refusals},
+        first_seen_epoch_millis=accepted_ms,
+        last_seen_epoch_millis=now_ms,
+        recovery_tried=True,
+        suggested_tool_calls=(
+            f'fleet_status(sessionId="{session.session_id}")',
+            f'fleet_poll(ticket="{ticket.ticket_id}")',
+        ),
     )

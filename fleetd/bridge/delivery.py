@@ -31,6 +31,7 @@ import secrets
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from fleetd.bridge.completion import refusal_record
 from fleetd.bridge.durable import DurableState
 from fleetd.bridge.evidence import FatalScreenSeen
 from fleetd.bridge.lifecycle import TargetLifecycle
@@ -73,6 +74,7 @@ from fleetd.config import FleetdConfig
 from fleetd.errors import ControlLinkError, HerdrError, StateStoreError, TargetNotFoundError
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import AgentInfo, AgentStatus
+from fleetd.inbox.outbox import LeadOutbox
 from fleetd.metrics import Metrics
 from fleetd.screens.extract import CaptureResult
 
@@ -102,6 +104,7 @@ class Deliverer:
         resolver: CompletionResolver,
         mutes: MuteLog,
         durable: DurableState,
+        outbox: LeadOutbox,
     ) -> None:
         self._control = control
         self._roster = roster
@@ -113,6 +116,7 @@ class Deliverer:
         self._resolver = resolver
         self._mutes = mutes
         self._durable = durable
+        self._outbox = outbox
         self._unreadable: dict[str, str] = {}  # session -> the error its lookup answers (live)
 
     async def poll_once(self) -> None:
@@ -311,8 +315,11 @@ class Deliverer:
             await self._lifecycle.target_not_found(session, code)
             session = self._roster.sessions.get(sid, session)
         if outcome in (PromptOutcome.REFUSED, PromptOutcome.TARGET_LOST):
-            self._refused(session, ticket, code)
+            failed = self._refused(session, ticket, code)
             self._untyped(session, ticket, step(turn, PromptRefused(code), self._clock.now())[1])
+            if failed and not ticket.collected_sync:  # a waiting fleet_send hears it in person
+                now = self._clock.now()
+                await self._outbox.keep(refusal_record(session, ticket, code=code, now=now))
             return
         queue = self._roster.queue(sid)  # as it is now: herdr was asked meanwhile
         if not queue or queue[0] is not ticket or ticket.terminal:
@@ -365,18 +372,19 @@ class Deliverer:
             return PromptOutcome.UNCERTAIN, "unexpected_error"
         return PromptOutcome.DELIVERED, "ok"
 
-    def _refused(self, session: Session, ticket: Ticket, code: str) -> None:
-        """herdr typed nothing: try again after a backoff, or fail the ticket past the budget."""
+    def _refused(self, session: Session, ticket: Ticket, code: str) -> bool:
+        """herdr typed nothing: try again after a backoff, or fail the ticket past the budget
+        (then ``True``: the owning lead is told)."""
         queue = self._roster.queue(session.session_id)
         if ticket.terminal or not queue or queue[0] is not ticket:
-            return  # failed with its target, or cancelled meanwhile
+            return False  # failed with its target, or cancelled meanwhile
         config = self._settings().bridge
         budget = RetryBudget(retries=config.prompt_retries, base=config.prompt_retry_base)
         now = self._clock.now()
         delay = retry_delay(ticket.refusals + 1, budget)
         self._tasks.refused(ticket, retry_at=None if delay is None else now + delay)
         if delay is not None:
-            return
+            return False
         self._roster.dequeue(session.session_id, ticket)
         _log.warning(
             "session %s: prompt refused %d times (%s); ticket failed, nothing typed",
@@ -394,6 +402,7 @@ class Deliverer:
                 f'fleet_status(sessionId="{session.session_id}") and send the task again.'
             ),
         )
+        return True
 
     async def _capture_baseline(self, session: Session, token: TurnToken) -> DeliveryBaseline:
         """The pane right after the prompt, read by the resolver's own scrape (M4 §8.2)."""

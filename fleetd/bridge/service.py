@@ -177,6 +177,7 @@ class Bridge:
             resolver=self.resolver,
             mutes=self.mutes,
             durable=self.durable,
+            outbox=self.outbox,
         )
         self.repair = LostBoundaryRepair(
             control=control,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,47 @@ async def test_not_found_while_the_link_is_in_doubt_is_bounded(fleet: TestFleet)
     assert "agent_not_found" in polled["hint"]
     assert len(fleet.control.calls_to("prompt")) == 3
     assert (await fleet.ok("fleet_status", sessionId=sid))["state"] == "ready"
+
+
+async def test_a_task_refused_past_the_budget_is_told_to_its_lead_once(fleet: TestFleet) -> None:
+    """herdr refuses the prompt every time (the member is blocked): the ticket fails with nothing
+    typed, and the lead that sent it without waiting finds one notice in its inbox — a health
+    record naming the ticket and the refusal, never a reply — with what it may do."""
+    sid = await fleet.spawn_ready()
+    fleet.control.fail("prompt", HerdrError("agent_blocked", "blocked"))
+    ticket = (await fleet.ok("fleet_send", target=sid, prompt="x"))["ticket"]
+    for _ in range(40):
+        await fleet.poll()
+    assert (await fleet.ok("fleet_poll", ticket=ticket))["status"] == "failed"
+    [notice] = (await fleet.ok("fleet_poll"))["messages"]
+    assert (notice["kind"], notice["state"], notice["ticket"]) == (
+        "health",
+        "DELIVERY_REFUSED",
+        ticket,
+    )
+    assert notice["evidence"] == {"code": "agent_blocked", "refusals": 3}
+    assert "nothing was typed" in notice["content"]
+    assert f'fleet_poll(ticket="{ticket}")' in notice["suggestedToolCalls"]
+    for _ in range(5):
+        await fleet.poll()
+    assert (await fleet.ok("fleet_poll"))["messages"] == []
+
+
+async def test_a_waiting_send_hears_the_refusal_in_its_answer_not_twice(
+    fleet: TestFleet,
+) -> None:
+    """A fleet_send that waits for the result gets the failure in its answer; the lead's inbox
+    gets no second copy."""
+    sid = await fleet.spawn_ready()
+    fleet.control.fail("prompt", HerdrError("agent_blocked", "blocked"))
+    waiting = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="x", wait=60))
+    for _ in range(5):  # the send is accepted, typed at once and refused, then waits
+        await asyncio.sleep(0)
+    for _ in range(40):
+        await fleet.poll()
+    answer = await waiting
+    assert (answer["status"], answer["reason"]) == ("failed", "prompt_refused")
+    assert (await fleet.ok("fleet_poll"))["messages"] == []
 
 
 @pytest.mark.parametrize("answer", ["nested", "crash"])
