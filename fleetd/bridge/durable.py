@@ -70,9 +70,12 @@ class DurableState:
     def adopt_hash(self, session_id: str, digest: str) -> None:
         self._hashes[session_id] = digest
 
-    def member(self, session: Session) -> None:
-        """A member started (or changed what a restart needs: presence)."""
-        record = self._member(session)
+    def member(self, session: Session, *, launching: bool = False) -> None:
+        """A member started (or changed what a restart needs: presence). With ``launching`` it
+        is about to be started in the pane it has: stored ahead of ``agent.start``, so a restart
+        after a crash there adopts it (herdr lists it) or releases it as gone, pane and all (herdr
+        does not), instead of finding an orphan, or nothing at all."""
+        record = self._member(session, launching=launching)
         if record is not None:
             self._write(Change(members=(record,)), "member")
             self._crash("spawned")
@@ -155,9 +158,11 @@ class DurableState:
         self._crash("reply")
 
     # ------------------------------------------------------------ helpers
-    def _member(self, session: Session, *, turn: int | None = None) -> MemberRecord | None:
+    def _member(
+        self, session: Session, *, turn: int | None = None, launching: bool = False
+    ) -> MemberRecord | None:
         digest = self._hashes.get(session.session_id)
-        if digest is None or not session.launched or not session.live:
+        if digest is None or not (session.launched or launching) or not session.live:
             return None
         tree = session.worktree
         return MemberRecord(

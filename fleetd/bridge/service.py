@@ -213,6 +213,7 @@ class Bridge:
             run=self.runs.current,
             bench=bench,
             free=self.free_slots,
+            launching=lambda session: self.durable.member(session, launching=True),
         )
         #: what the rest of fleetd reads of the bridge (nothing else reaches its tables)
         self.reads = BridgeReads(

@@ -78,6 +78,7 @@ class SpawnParts:
     run: str
     bench: ModelBench = NO_BENCH
     free: FreeSlots = dict  # each profile's free slots, for a benched refusal's hint
+    launching: Callable[[Session], None] = lambda _session: None  # stored ahead of agent.start
 
     def name_taken(self, name: str) -> bool:
         """True while a live member or an orphan of a previous run has the agent name."""
@@ -136,6 +137,7 @@ async def spawn_member(
             raise ConflictError("the member was stopped while it was starting")
         session = roster.update(session_id, pane_id=pane.pane_id, terminal_id=pane.terminal_id)
         await _mark(parts, session, session_root)
+        parts.launching(session)  # a crash from here on is adopted or released, never lost
         await parts.control.start_agent(
             name=name,
             kind=profile.kind,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -239,3 +240,46 @@ async def test_a_stored_member_herdr_no_longer_lists_is_released_as_gone(
     assert released is not None
     assert released.released_cause == "gone"
     assert sid not in store.members
+
+
+@pytest.mark.parametrize("started", [True, False], ids=["after agent.start", "before agent.start"])
+async def test_a_crash_in_a_spawn_after_the_pane_is_adopted_or_released_never_lost(
+    tmp_path: Path,
+    fleet: TestFleet,
+    store: MemoryStateStore,
+    monkeypatch: pytest.MonkeyPatch,
+    started: bool,
+) -> None:
+    """fleetd dies inside fleet_spawn once the pane exists: stored ahead of agent.start, the
+    member is a member again after the restart when herdr started it (its token works, the lead
+    can send to it, never an orphan), and released as gone with its pane closed when herdr never
+    started it (no shell left behind)."""
+    start = fleet.control.start_agent
+
+    async def dies(**kwargs: Any) -> Any:
+        if started:
+            await start(**kwargs)
+        raise _Died
+
+    async def no_rollback(*_args: Any, **_kwargs: Any) -> Any:
+        raise _Died  # the process is gone: nothing of fleetd runs after the crash
+
+    monkeypatch.setattr(fleet.control, "start_agent", dies)
+    monkeypatch.setattr(fleet.bridge.lifecycle, "release", no_rollback)
+    with pytest.raises(_Died):
+        await fleet.call("fleet_spawn", profile="sonnet")
+    [sid] = store.members
+    pane = store.members[sid].pane_id
+    monkeypatch.undo()
+
+    second = await _restart(tmp_path, fleet, store)
+    rows = {m["sessionId"]: m["state"] for m in (await second.ok("fleet_list"))["members"]}
+    if started:
+        assert rows[sid] not in ("orphaned", "released")
+        await second.service.registry.contact(second.member(sid))
+        ticket = (await second.ok("fleet_send", target=sid, prompt="after"))["ticket"]
+        assert (await second.ok("fleet_poll", ticket=ticket))["status"] == "pending"
+    else:
+        assert rows[sid] == "released"
+        assert pane in [c.args["pane_id"] for c in fleet.control.calls_to("close_pane")]
+        assert sid not in store.members
