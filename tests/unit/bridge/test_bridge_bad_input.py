@@ -12,8 +12,9 @@ import pytest
 from fleetd.api.app import create_app
 from fleetd.errors import InboxUnavailableError
 from fleetd.herdr.model import AgentStatus
-from fleetd.inbox.records import InboxRecord, MessageKind, Severity
+from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.testing import LEAD_TOKEN, TestFleet, build_test_fleet, sample_document
+from tests.inbox_records import typed_record
 
 
 @pytest.fixture
@@ -163,29 +164,6 @@ async def test_records_held_for_an_unreachable_inbox_are_bounded(
     monkeypatch.setattr(fleet.inbox, "publish", broker_down)
     monkeypatch.setattr(outbox_module, "HELD_MAX", 3)
 
-    def record(msg_id: str, kind: MessageKind) -> InboxRecord:
-        fields: dict[str, Any] = {}
-        if kind is MessageKind.HEALTH:
-            fields = {
-                "subject_terminal": "m",
-                "severity": Severity.WARNING,
-                "state": "MUTE",
-                "evidence": {},
-                "first_seen_epoch_millis": 1,
-                "last_seen_epoch_millis": 1,
-                "recovery_tried": False,
-                "suggested_tool_calls": [],
-            }
-        return InboxRecord(
-            msg_id=msg_id,
-            kind=kind,
-            target="m",
-            recipient_lead="lead",
-            content=msg_id,
-            created_at_epoch_millis=1,
-            **fields,
-        )
-
     for msg_id, kind in [
         ("reply-1", MessageKind.REPLY),
         ("health-1", MessageKind.HEALTH),
@@ -194,7 +172,7 @@ async def test_records_held_for_an_unreachable_inbox_are_bounded(
         ("reply-3", MessageKind.REPLY),
         ("reply-4", MessageKind.REPLY),
     ]:
-        await fleet.bridge.outbox.keep(record(msg_id, kind))
+        await fleet.bridge.outbox.keep(typed_record(msg_id, kind))
     assert [r.msg_id for r in fleet.bridge.reads.unpublished] == ["reply-2", "reply-3", "reply-4"]
     assert fleet.bridge.reads.held_dropped == 2
     held = (await fleet.ok("fleet_list"))["inbox"]["heldInMemory"]

@@ -6,40 +6,20 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fleetd.errors import InboxUnavailableError
 from fleetd.inbox.memory import InMemoryInbox
-from fleetd.inbox.records import InboxRecord, MessageKind, Severity
+from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.testing import build_test_fleet
+from tests.inbox_records import typed_record
 
 LEAD = "lead"
 
 
 def _record(msg_id: str, kind: MessageKind) -> InboxRecord:
-    fields: dict[str, Any] = {}
-    if kind is MessageKind.HEALTH:
-        fields = {
-            "subject_terminal": "sess-x",
-            "severity": Severity.WARNING,
-            "state": "STALL_SUSPECTED",
-            "evidence": {},
-            "first_seen_epoch_millis": 1,
-            "last_seen_epoch_millis": 1,
-            "recovery_tried": False,
-            "suggested_tool_calls": [],
-        }
-    return InboxRecord(
-        msg_id=msg_id,
-        kind=kind,
-        target="sess-x",
-        recipient_lead=LEAD,
-        content=f"about {msg_id}",
-        created_at_epoch_millis=1,
-        **fields,
-    )
+    return typed_record(msg_id, kind, lead=LEAD, target="sess-x")
 
 
 async def test_at_the_bound_the_oldest_health_report_gives_way_once_warned(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
 
 import pytest
 
@@ -13,8 +12,9 @@ import fleetd.inbox.outbox as outbox_module
 from fleetd.errors import InboxRetryError, InboxUnavailableError
 from fleetd.inbox.memory import InMemoryInbox
 from fleetd.inbox.outbox import LeadOutbox
-from fleetd.inbox.records import InboxRecord, MessageKind, Severity
+from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.inbox.registry import LeadInboxRegistry
+from tests.inbox_records import typed_record
 
 
 class FlakyInbox(InMemoryInbox):
@@ -47,27 +47,7 @@ def _outbox() -> tuple[LeadOutbox, FlakyInbox]:
 
 
 def _record(msg_id: str, kind: MessageKind = MessageKind.REPLY) -> InboxRecord:
-    fields: dict[str, Any] = {}
-    if kind is MessageKind.HEALTH:
-        fields = {
-            "subject_terminal": "m",
-            "severity": Severity.WARNING,
-            "state": "MUTE",
-            "evidence": {},
-            "first_seen_epoch_millis": 1,
-            "last_seen_epoch_millis": 1,
-            "recovery_tried": False,
-            "suggested_tool_calls": [],
-        }
-    return InboxRecord(
-        msg_id=msg_id,
-        kind=kind,
-        target="m",
-        recipient_lead="lead",
-        content=msg_id,
-        created_at_epoch_millis=1,
-        **fields,
-    )
+    return typed_record(msg_id, kind)
 
 
 def _ids(records: list[InboxRecord]) -> list[str]:

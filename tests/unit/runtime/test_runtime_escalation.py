@@ -248,6 +248,19 @@ async def test_a_restart_resumes_the_journal_incidents_without_opening_them_agai
     assert [e.type for e in stored.events] == [EventType.OPEN]  # no second open
 
 
+async def _restarted_while_away(
+    tmp_path: Path, journal: InMemoryJournal, first: TestFleet
+) -> TestFleet:
+    """A restart of ``first`` whose resume finds the journal away (it stays away until the
+    caller clears ``fail_with``)."""
+    second = build_test_fleet(
+        tmp_path, document=_document(tmp_path), environ=ENV, journal=journal, control=first.control
+    )
+    journal.fail_with = JournalUnavailableError("load", "unreachable")
+    assert await second.service.health.resume() == 0
+    return second
+
+
 async def test_a_start_the_journal_missed_takes_up_its_incidents_once_it_answers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -258,11 +271,7 @@ async def test_a_start_the_journal_missed_takes_up_its_incidents_once_it_answers
     first = _fleet(tmp_path, journal, webhook=True)
     await _sole_lead_gone(first)
     [incident] = _lead_incidents(first)
-    second = build_test_fleet(
-        tmp_path, document=_document(tmp_path), environ=ENV, journal=journal, control=first.control
-    )
-    journal.fail_with = JournalUnavailableError("load", "unreachable")
-    assert await second.service.health.resume() == 0
+    second = await _restarted_while_away(tmp_path, journal, first)
     second.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
     second.clock.advance(15)
     await _tick(second)
@@ -288,11 +297,7 @@ async def test_a_key_opened_again_while_the_journal_was_away_supersedes_the_jour
     first = _fleet(tmp_path, journal, webhook=True)
     await _sole_lead_gone(first)
     [old] = _lead_incidents(first)
-    second = build_test_fleet(
-        tmp_path, document=_document(tmp_path), environ=ENV, journal=journal, control=first.control
-    )
-    journal.fail_with = JournalUnavailableError("load", "unreachable")
-    assert await second.service.health.resume() == 0
+    second = await _restarted_while_away(tmp_path, journal, first)
     await second.service.own_lead_keys()
     for _ in range(3):  # the lead is still gone: this run opens the key anew
         second.clock.advance(15)
