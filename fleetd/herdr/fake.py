@@ -235,8 +235,13 @@ class FakeAgentControl:
             self._names.setdefault(agent.name, agent.pane_id)
 
     def _drop(self, pane_id: str) -> None:
-        """Remove a pane; its agent's name goes to the next pane with that name, if any."""
-        agent = self._panes.pop(pane_id).agent
+        """Remove a pane (its workspace's label with its last pane); its agent's name goes to
+        the next pane with that name, if any."""
+        pane = self._panes.pop(pane_id)
+        workspace = pane.info.workspace_id
+        if not any(p.info.workspace_id == workspace for p in self._panes.values()):
+            self._labels.pop(workspace, None)
+        agent = pane.agent
         if agent is not None and agent.name and self._names.get(agent.name) == pane_id:
             del self._names[agent.name]
             for other in self._panes.values():
