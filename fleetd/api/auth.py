@@ -49,9 +49,10 @@ BEARER_SCHEME = HTTPBearer(
 )
 _MEMBER_TOKEN_BYTES = 32
 _PREVIOUS_RUN = (
-    "this member token was issued by a previous run of fleetd: fleetd restarted, the session it "
-    "names and the results of that run are gone, and nothing was replayed; this member can no "
-    "longer reply, and its lead sees it as orphaned in fleet_list"
+    "this member token was issued by a previous run of fleetd and is not held now: either its "
+    "member was released, or fleetd restarted without taking that run back (--discard-state, a "
+    "lost store: the session and the results of that run are gone); nothing was replayed, this "
+    "member can no longer reply, and fleet_list shows its lead whether it still runs (orphaned)"
 )
 
 

@@ -138,6 +138,7 @@ def test_a_member_token_of_a_previous_run_says_fleetd_restarted() -> None:
         auth.resolve(old)
     assert refused.value.status == 401
     assert "nothing was replayed" in refused.value.message
+    assert "its member was released" in refused.value.message  # true after a restart that kept it
     for unknown in (f"{now.current}.forged", "r00000000.forged", "no-run-here"):
         with pytest.raises(AuthError, match="not recognised"):
             auth.resolve(unknown)
