@@ -54,11 +54,31 @@ def resume(
 
 @dataclass(frozen=True, slots=True)
 class LateAdoption:
-    """What :func:`adopt_late` made of a journal read only after the monitor had started."""
+    """What :func:`adopt_late` made of a journal read only after the monitor had started.
+
+    ``shift`` maps a key to what this run's generations of it move up by: the journal's highest
+    generation of the key, or its floor (every generation it still stores), whichever is higher,
+    for every key this run has numbered. Apply :meth:`lifted` to an incident of this run that is
+    not in ``state`` (one resolved and not yet recorded) before it is recorded: it knows which
+    incidents this run numbered before the shift."""
 
     state: HealthState
     superseded: tuple[Incident, ...]  # the journal's, for a key this run opened again: closed
-    renumbered: tuple[Incident, ...]  # this run's, with a generation above the journal's
+    renumbered: tuple[Incident, ...]  # this run's open ones, moved above the journal's
+    shift: Mapping[IncidentKey, int]
+    numbered: Mapping[IncidentKey, int]  # the highest generation this run gave each key before
+    journal_ids: frozenset[str]
+
+    def lifted(self, incident: Incident) -> Incident:
+        """``incident`` with its generation moved above the journal's when this run numbered it
+        before the journal was read (a generation at most what this run had given its key, and
+        not one of the journal's own incidents); any other incident as it is."""
+        by = self.shift.get(incident.key, 0)
+        if not by or incident.id in self.journal_ids:
+            return incident
+        if incident.generation > self.numbered.get(incident.key, 0):
+            return incident  # numbered after the shift: above the journal's already
+        return replace(incident, generation=incident.generation + by)
 
 
 def adopt_late(
@@ -70,33 +90,46 @@ def adopt_late(
 ) -> LateAdoption:
     """The journal could not be read at start and now can: its open incidents join the running
     state as :func:`resume` would have adopted them, and its generations and floor are known from
-    now on. For a key this run has opened again meanwhile (an incident the journal could not take
-    yet) the journal's older incident is superseded — a person told of it is told it closed — and
-    this run's takes a generation above every one the journal holds, so it can be recorded."""
-    opened = dict(state.incidents)
-    adopted = dict(state.adopted)
-    known = dict(state.generations)
-    for key, generation in generations.items():
-        known[key] = max(known.get(key, 0), generation)
-    superseded: list[Incident] = []
+    now on. This run numbered its incidents from nothing, so every generation it gave a key moves
+    up by the journal's highest for that key (or its floor): the journal refuses a generation it
+    holds already, resolved history included. For a key this run has opened again meanwhile the
+    journal's older incident is superseded — a person told of it is told it closed."""
+    journal = list(incidents)
+    journal_ids = {incident.id for incident in journal}
+    highest = dict(generations)
+    for incident in journal:
+        highest[incident.key] = max(highest.get(incident.key, 0), incident.generation)
+    shift: dict[IncidentKey, int] = {}
+    for key in {*state.generations, *(i.key for i in state.incidents.values())}:
+        by = max(highest.get(key, 0), floor)
+        if by:
+            shift[key] = by
+    numbered = dict(state.generations)
+    for held in state.incidents.values():
+        numbered[held.key] = max(numbered.get(held.key, 0), held.generation)
+    opened: dict[IncidentKey, Incident] = {}
     renumbered: list[Incident] = []
-    for incident in incidents:
+    for key, held in state.incidents.items():
+        lifted = held
+        if held.id not in journal_ids and key in shift:
+            lifted = replace(held, generation=held.generation + shift[key])
+            renumbered.append(lifted)
+        opened[key] = lifted
+    known = {key: generation + shift.get(key, 0) for key, generation in state.generations.items()}
+    for key, generation in highest.items():
+        known[key] = max(known.get(key, 0), generation)
+    adopted = dict(state.adopted)
+    superseded: list[Incident] = []
+    for incident in journal:
         key = incident.key
-        known[key] = max(known.get(key, 0), incident.generation)
         mine = opened.get(key)
         if mine is None:
             opened[key] = incident
             if key.scope in _EVIDENCE_DRIVEN:
                 adopted[key] = TWO_SNAPSHOTS
-            continue
-        if mine.id == incident.id:
-            continue  # the same incident: nothing to merge
-        superseded.append(incident)
-        if mine.generation <= known[key]:
-            mine = replace(mine, generation=known[key] + 1)
-            opened[key] = mine
-            renumbered.append(mine)
-        known[key] = max(known[key], mine.generation)
+        elif mine.id != incident.id:
+            superseded.append(incident)
+        known[key] = max(known.get(key, 0), opened[key].generation)
     merged = replace(
         state,
         incidents=opened,
@@ -105,7 +138,14 @@ def adopt_late(
         adopted=adopted,
         index=None,
     )
-    return LateAdoption(state=merged, superseded=tuple(superseded), renumbered=tuple(renumbered))
+    return LateAdoption(
+        state=merged,
+        superseded=tuple(superseded),
+        renumbered=tuple(renumbered),
+        shift=shift,
+        numbered=numbered,
+        journal_ids=frozenset(journal_ids),
+    )
 
 
 def settle_adopted(tick: Tick, *, sighted: bool) -> dict[IncidentKey, int]:

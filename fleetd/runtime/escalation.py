@@ -28,7 +28,7 @@ import logging
 import re
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -109,6 +109,7 @@ class Escalation:
     _notify: bool = False
     _receivers: str | None = None
     _failing: str | None = None
+    _lift: Callable[[Incident], Incident] | None = None  # a journal read late renumbered this run
 
     @property
     def notify(self) -> bool:
@@ -148,7 +149,17 @@ class Escalation:
         if len(self._touched) < MAX_OWED:
             self._touched.add(incident_id)
 
+    def renumber(self, lifted: Callable[[Incident], Incident]) -> None:
+        """The journal was read only after the start: ``lifted`` moves what this run numbered
+        before above the journal's generations; every owed truth and every later note goes
+        through it (a tick under way may still note an incident with its old generation)."""
+        self._lift = lifted
+        for incident_id, truth in list(self._owed.items()):
+            self._owed[incident_id] = replace(truth, incident=lifted(truth.incident))
+
     def _owe(self, incident_id: str, truth: _Truth) -> None:
+        if self._lift is not None:
+            truth = replace(truth, incident=self._lift(truth.incident))
         self._owed.pop(incident_id, None)
         self._owed[incident_id] = truth
         if len(self._owed) > MAX_OWED:

@@ -137,7 +137,10 @@ class FleetHealthMonitor:
         then, and the escalation's pass (the health tick never waits on the journal)."""
         if self.escalation is None:
             return
-        await self._resume_late(now)
+        if self._resume_owed:
+            await self._resume_late(now)
+            if self._resume_owed:
+                return  # nothing is recorded before the journal's own incidents are known
         await self.escalation.step(now)
 
     async def _resume_late(self, now: datetime) -> None:
@@ -156,6 +159,7 @@ class FleetHealthMonitor:
             self.state, _resumable(kept), kept.generations, floor=kept.generation_floor
         )
         self.state = late.state
+        self.escalation.renumber(late.lifted)
         for incident in late.superseded:
             self.escalation.note_resolved(
                 incident, reason=ResolveReason.SUPERSEDED, resolved_at=now

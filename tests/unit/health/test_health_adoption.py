@@ -158,21 +158,37 @@ def test_a_journal_read_late_adopts_its_incidents_into_the_running_state() -> No
 
 def test_a_key_this_run_opened_again_supersedes_the_journals_and_renumbers_this_runs() -> None:
     """While the journal was away this run opened the same key anew: the journal's incident is
-    superseded (its person is told it closed) and this run's gets a generation above the
-    journal's, so the journal can take it; one already above keeps its generation."""
+    superseded (its person is told it closed) and every generation this run gave the key moves up
+    by the journal's highest, so the journal can take it; an incident numbered after that, and the
+    journal's own, keep theirs."""
     before = _first_run_with_a_dead_lead()
     [journals] = before.state.open_incidents()
-    mine = dataclasses.replace(journals, id="inc_" + "2" * 24, generation=1)
-    running = HealthState(incidents={mine.key: mine}, generations={mine.key: 1})
-    late = adopt_late(running, [dataclasses.replace(journals, generation=3)], {})
+    mine = dataclasses.replace(journals, id="inc_" + "2" * 24, generation=2)
+    running = HealthState(incidents={mine.key: mine}, generations={mine.key: 2})
+    late = adopt_late(running, [dataclasses.replace(journals, generation=3)], {mine.key: 5})
     [superseded] = late.superseded
     assert superseded.id == journals.id
     [renumbered] = late.renumbered
-    assert (renumbered.id, renumbered.generation) == (mine.id, 4)
+    assert (renumbered.id, renumbered.generation) == (mine.id, 7)
     assert late.state.incidents == {mine.key: renumbered}
-    assert late.state.generations == {mine.key: 4}
+    assert late.state.generations == {mine.key: 7}
     assert late.state.adopted == {}
-    ahead = HealthState(incidents={mine.key: dataclasses.replace(mine, generation=9)})
-    kept = adopt_late(ahead, [journals], {})
-    assert (len(kept.superseded), kept.renumbered) == (1, ())
-    assert kept.state.incidents[mine.key].generation == 9
+    resolved_earlier = dataclasses.replace(mine, id="inc_" + "3" * 24, generation=1)
+    assert late.lifted(resolved_earlier).generation == 6  # noted later, lifted the same way
+    assert late.lifted(renumbered) == renumbered  # numbered after the shift
+    assert late.lifted(journals) == journals  # the journal's own
+    nothing = adopt_late(running, [], {})  # a journal that never saw the key: nothing moves
+    assert (nothing.renumbered, nothing.lifted(mine)) == ((), mine)
+
+
+def test_a_key_the_journal_resolved_before_moves_this_runs_generations_above_its_floor() -> None:
+    """The journal holds only resolved history (its floor): a key this run numbered from 1 moves
+    above the floor, so the journal never refuses it as a generation it already holds."""
+    before = _first_run_with_a_dead_lead()
+    [incident] = before.state.open_incidents()
+    mine = dataclasses.replace(incident, generation=1)
+    running = HealthState(incidents={mine.key: mine}, generations={mine.key: 1})
+    late = adopt_late(running, [], {}, floor=4)
+    [renumbered] = late.renumbered
+    assert renumbered.generation == 5
+    assert late.state.generation_floor == 4

@@ -321,6 +321,40 @@ async def test_a_key_opened_again_while_the_journal_was_away_supersedes_the_jour
     assert recorded.resolved_at is None
 
 
+async def test_a_key_the_journal_holds_resolved_is_recorded_above_it_after_a_late_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The journal holds a key's generation 1 resolved; a restart it missed opens the key again
+    from generation 1 and resolves an incident before the journal answers: once it does, both
+    are recorded above the journal's generation (no ``generation_conflict``), the open one with
+    the ``open`` a person is owed."""
+    journal = InMemoryJournal()
+    first = _fleet(tmp_path, journal, webhook=True)
+    await _sole_lead_gone(first)
+    [old] = _lead_incidents(first)
+    first.control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
+    for _ in range(2):
+        first.clock.advance(15)
+        await _tick(first)
+    assert _lead_incidents(first) == []
+    second = await _restarted_while_away(tmp_path, journal, first)
+    await _sole_lead_gone(second)
+    [fresh] = _lead_incidents(second)
+    assert fresh.generation == old.generation  # numbered from nothing while the journal was away
+    journal.fail_with = None
+    with caplog.at_level(logging.ERROR, logger="fleetd"):
+        second.clock.advance(15)
+        await _tick(second)
+        await _tick(second)
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    recorded = await journal.get(fresh.id)
+    assert recorded is not None
+    assert recorded.incident.generation > old.generation
+    assert [e.type for e in recorded.events] == [EventType.OPEN]
+    [held] = _lead_incidents(second)
+    assert (held.id, held.generation) == (fresh.id, recorded.incident.generation)
+
+
 async def test_incident_ids_differ_between_runs_so_receivers_never_merge_them(
     tmp_path: Path,
 ) -> None:
