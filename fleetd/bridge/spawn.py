@@ -46,6 +46,7 @@ from fleetd.errors import (
     WorktreeError,
 )
 from fleetd.herdr.control import AgentControl
+from fleetd.herdr.model import PaneInfo
 
 __all__ = ["SpawnParts", "SpawnRequest", "spawn_member"]
 
@@ -126,11 +127,12 @@ async def spawn_member(
         )
         write_launch_files(plan)
         cwd = str(session.worktree.path) if session.worktree else None
+        before = await _labelled(parts, name)  # what herdr has under the name already
         try:
             pane = await parts.control.create_pane(cwd=cwd, env=plan.env, label=name)
         except HerdrError as exc:
             if _may_have_made(exc):
-                await _reclaim(parts, session)
+                await _reclaim(parts, session, before)
             raise
         if not _wanted(parts, session_id):
             await _close_quietly(parts, pane.pane_id)  # released meanwhile: nobody owns it
@@ -193,23 +195,32 @@ def _may_have_made(exc: HerdrError) -> bool:
     return isinstance(exc, InvalidResponseError)
 
 
-async def _reclaim(parts: SpawnParts, session: Session) -> None:
-    """Close the pane herdr may have made before its answer was lost, found by its workspace's
-    label (the member's agent name, which no live member or orphan holds): a shell with no agent
-    in it yet. When herdr cannot say, the log names the label to look for."""
+async def _labelled(parts: SpawnParts, name: str) -> tuple[PaneInfo, ...] | None:
+    """The panes herdr has in workspaces labelled ``name`` now (``None``: herdr cannot say)."""
     try:
-        panes = await parts.control.labelled_panes(session.name)
-    except HerdrError as exc:
+        return await parts.control.labelled_panes(name)
+    except HerdrError:
+        return None
+
+
+async def _reclaim(
+    parts: SpawnParts, session: Session, before: tuple[PaneInfo, ...] | None
+) -> None:
+    """Close the pane herdr may have made before its answer was lost: found by its workspace's
+    label (the member's agent name), a shell with no agent in it that was not there before the
+    create — never a pane fleetd did not make. When herdr cannot say, the log names the label."""
+    after = await _labelled(parts, session.name)
+    if after is None or before is None:
         _log.warning(
             "session %s: herdr may have made a pane in a workspace labelled %s that nothing "
-            "owns; it could not be looked up (%s)",
+            "owns; it could not be looked up",
             session.session_id,
             session.name,
-            exc.code,
         )
         return
-    for pane in panes:
-        if pane.agent is None:
+    there = {pane.pane_id for pane in before}
+    for pane in after:
+        if pane.pane_id not in there and pane.agent is None:
             _log.warning(
                 "session %s: closing pane %s herdr made before its answer was lost",
                 session.session_id,

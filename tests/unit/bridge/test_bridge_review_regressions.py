@@ -201,11 +201,34 @@ async def test_a_pane_made_but_answered_late_is_closed_not_leaked(
     assert fleet.bridge.reads.live_members() == []
 
 
+async def test_a_lost_create_answer_never_closes_a_pane_fleetd_did_not_make(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person's shell sits in a workspace labelled like the member the lead names: a lost
+    create answer closes only the pane this spawn made, never theirs."""
+    theirs = await fleet.control.create_pane(label="docs")
+    create = fleet.control.create_pane
+    made: list[PaneInfo] = []
+
+    async def made_then_timed_out(**kwargs: Any) -> PaneInfo:
+        made.append(await create(**kwargs))
+        raise ControlLinkError("request_timeout", "no answer in time")
+
+    monkeypatch.setattr(fleet.control, "create_pane", made_then_timed_out)
+    result = await fleet.call("fleet_spawn", profile="sonnet", name="docs")
+    assert result.error is not None
+    [ours] = made
+    closed = [c.args["pane_id"] for c in fleet.control.calls_to("close_pane")]
+    assert closed == [ours.pane_id]
+    assert theirs.pane_id not in closed
+
+
 async def test_a_pane_refused_before_it_was_sent_is_not_looked_for(fleet: TestFleet) -> None:
-    """A create that never left (connect refused) made nothing: herdr is not asked for it."""
+    """A create that never left (connect refused) made nothing: nothing is closed."""
     fleet.control.fail("create_pane", ControlLinkError("connect_failed", "refused"))
     await fleet.call("fleet_spawn", profile="sonnet")
-    assert fleet.control.calls_to("labelled_panes") == []
+    assert fleet.control.calls_to("close_pane") == []
+    assert len(fleet.control.calls_to("labelled_panes")) == 1  # only the look before the create
 
 
 async def test_unexpected_spawn_failure_still_rolls_back(
