@@ -11,6 +11,7 @@
     │                               (``cause``: a bounded :class:`LinkCause`)
     ├── InboxError                  the reply inbox could not publish, collect or own a key
     │   ├── InboxUnavailableError   the broker is unreachable
+    │   │   └── InboxFullError      one key holds as many entries as it may (in memory)
     │   ├── InboxOwnershipError     a key was used without being owned
     │   └── DecodeError             one stored message cannot be decoded (``reason``)
     ├── ToolError                   a fleet tool call failed in a way the caller can see
@@ -57,6 +58,7 @@ __all__ = [
     "HerdrError",
     "IllegalTransitionError",
     "InboxError",
+    "InboxFullError",
     "InboxOwnershipError",
     "InboxRetryError",
     "InboxUnavailableError",
@@ -167,6 +169,10 @@ class InboxError(FleetdError):
 
 class InboxUnavailableError(InboxError):
     """The inbox backend cannot be reached."""
+
+
+class InboxFullError(InboxUnavailableError):
+    """One key holds as many entries as it may (the in-memory inbox's bound); others take more."""
 
 
 class InboxOwnershipError(InboxError):

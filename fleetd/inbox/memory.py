@@ -10,8 +10,9 @@ default), so a lead that never polls cannot grow the service without limit. At t
 oldest health report of that key gives way to a new entry (the incident it reported still stands
 in ``fleet_list``; counted in :attr:`InMemoryInbox.gave_way` and warned once until the key is
 below the bound again); a key holding nothing but replies refuses one more entry with
-:class:`~fleetd.errors.InboxUnavailableError`, so a member's ``fleet_reply`` is refused as
-retryable and nothing it sent is dropped. Health meanwhile reports the inbox as stranded.
+:class:`~fleetd.errors.InboxFullError` (unavailable, for that key only), so a member's
+``fleet_reply`` is refused as retryable and nothing it sent is dropped. Health meanwhile
+reports the inbox as stranded.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections import Counter, deque
 
-from fleetd.errors import InboxOwnershipError, InboxUnavailableError
+from fleetd.errors import InboxFullError, InboxOwnershipError, InboxUnavailableError
 from fleetd.inbox.failures import DecodeFailure
 from fleetd.inbox.records import (
     InboxRecord,
@@ -84,7 +85,7 @@ class InMemoryInbox:
         if victim is None:
             if warn:
                 _log.warning("inbox of %s is full (%d replies): refusing more", key, len(entries))
-            raise InboxUnavailableError(f"the inbox of {key} is full ({len(entries)} entries)")
+            raise InboxFullError(f"the inbox of {key} is full ({len(entries)} entries)")
         entries.remove(victim)
         self.gave_way += 1
         if warn:

@@ -33,7 +33,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from fleetd.errors import FleetdError, InboxError, InboxOwnershipError, InboxRetryError
+from fleetd.errors import (
+    FleetdError,
+    InboxError,
+    InboxFullError,
+    InboxOwnershipError,
+    InboxRetryError,
+)
 from fleetd.inbox.port import ReplyInbox
 from fleetd.inbox.records import InboxRecord, MessageKind
 from fleetd.inbox.registry import LeadInboxRegistry
@@ -86,14 +92,23 @@ class LeadOutbox:
     async def flush(self) -> None:
         """Publish held records oldest first, one flush at a time; keep what still fails.
 
-        A record whose key is not owned (its lead left the config and was retired) is refused
-        for that key alone: it stays held, in case the lead comes back, and the records behind
-        it go on. Any other failure is the inbox's: the flush stops and tries again later."""
+        A record whose key is not owned (its lead left the config and was retired) or is full
+        (a lead that does not poll) is refused for that key alone: it stays held — in case the
+        lead comes back, or polls — and so do the records behind it for that key (their order
+        kept), while other keys' records go on. Any other failure is the inbox's: the flush stops
+        and tries again later."""
         async with self._lock:
+            refused: set[str] = set()  # keys that refused a record during this flush
             for record in list(self._held):
+                if record.recipient_lead in refused:
+                    continue
                 try:
                     await self._registry.publish(record)
+                except InboxFullError:
+                    refused.add(record.recipient_lead)
+                    continue
                 except InboxOwnershipError:
+                    refused.add(record.recipient_lead)
                     if record.msg_id not in self._unowned:
                         self._unowned.add(record.msg_id)
                         _log.warning(

@@ -185,3 +185,23 @@ async def test_a_record_for_a_retired_lead_waits_without_holding_back_the_others
     await outbox.flush()
     assert _ids(await inbox.collect("gone")) == ["of-gone"]
     assert outbox.held == []
+
+
+async def test_a_full_inbox_holds_back_only_its_own_lead() -> None:
+    """One lead's in-memory key is full of replies: its held records wait (in order), while
+    another lead's held records reach their inbox at once."""
+    inbox = InMemoryInbox(key_max=2)
+    registry = LeadInboxRegistry(inbox, lambda: ["lead", "lead-b"])
+    outbox = LeadOutbox(registry, inbox)
+    await registry.start()
+    await outbox.store(_record("reply-a1"))
+    await outbox.store(_record("reply-a2"))  # lead's key is full of replies now
+    await outbox.keep(_record("h-a1", MessageKind.HEALTH))
+    await outbox.keep(_record("h-a2", MessageKind.HEALTH))
+    await outbox.keep(dataclasses.replace(_record("h-b"), recipient_lead="lead-b"))
+    assert _ids(await inbox.collect("lead-b")) == ["h-b"]
+    assert _ids(outbox.held) == ["h-a1", "h-a2"]
+    assert _ids(await outbox.drain("lead")) == ["reply-a1", "reply-a2"]
+    await outbox.flush()
+    assert _ids(await outbox.drain("lead")) == ["h-a1", "h-a2"]
+    assert outbox.held == []
