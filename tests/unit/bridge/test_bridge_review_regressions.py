@@ -175,13 +175,8 @@ async def test_herdr_down_during_spawn_is_unavailable_and_rolled_back(fleet: Tes
     assert fleet.bridge.reads.live_members() == []
 
 
-@pytest.mark.parametrize("lookup", ["answers", "fails"])
-async def test_a_pane_made_but_answered_late_is_closed_not_leaked(
-    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch, lookup: str
-) -> None:
-    """herdr made the pane, then its answer was lost (the request timed out): the spawn still
-    fails as unavailable, and the pane, found by its workspace's label, is closed; when herdr
-    cannot be asked either, the log names the label to look for."""
+def _answer_lost_after_create(fleet: TestFleet, monkeypatch: pytest.MonkeyPatch) -> list[PaneInfo]:
+    """herdr makes each pane asked for, then its answer is lost; returns the panes it made."""
     create = fleet.control.create_pane
     made: list[PaneInfo] = []
 
@@ -190,6 +185,17 @@ async def test_a_pane_made_but_answered_late_is_closed_not_leaked(
         raise ControlLinkError("request_timeout", "no answer in time")
 
     monkeypatch.setattr(fleet.control, "create_pane", made_then_timed_out)
+    return made
+
+
+@pytest.mark.parametrize("lookup", ["answers", "fails"])
+async def test_a_pane_made_but_answered_late_is_closed_not_leaked(
+    fleet: TestFleet, monkeypatch: pytest.MonkeyPatch, lookup: str
+) -> None:
+    """herdr made the pane, then its answer was lost (the request timed out): the spawn still
+    fails as unavailable, and the pane, found by its workspace's label, is closed; when herdr
+    cannot be asked either, the log names the label to look for."""
+    made = _answer_lost_after_create(fleet, monkeypatch)
     if lookup == "fails":
         fleet.control.fail("labelled_panes", ControlLinkError("request_timeout", "slow"))
     result = await fleet.call("fleet_spawn", profile="sonnet")
@@ -207,14 +213,7 @@ async def test_a_lost_create_answer_never_closes_a_pane_fleetd_did_not_make(
     """A person's shell sits in a workspace labelled like the member the lead names: a lost
     create answer closes only the pane this spawn made, never theirs."""
     theirs = await fleet.control.create_pane(label="docs")
-    create = fleet.control.create_pane
-    made: list[PaneInfo] = []
-
-    async def made_then_timed_out(**kwargs: Any) -> PaneInfo:
-        made.append(await create(**kwargs))
-        raise ControlLinkError("request_timeout", "no answer in time")
-
-    monkeypatch.setattr(fleet.control, "create_pane", made_then_timed_out)
+    made = _answer_lost_after_create(fleet, monkeypatch)
     result = await fleet.call("fleet_spawn", profile="sonnet", name="docs")
     assert result.error is not None
     [ours] = made
