@@ -165,6 +165,8 @@ class LeadOutbox:
             self._carried.setdefault(key, []).extend(done.result())
 
     def _forget(self, record: InboxRecord) -> None:
+        if record.msg_id not in self._held_ids:
+            return  # gave way to the bound while a flush was publishing it
         self._held.remove(record)
         self._held_ids.discard(record.msg_id)
         self._unowned.discard(record.msg_id)

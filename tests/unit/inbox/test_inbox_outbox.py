@@ -205,3 +205,35 @@ async def test_a_full_inbox_holds_back_only_its_own_lead() -> None:
     await outbox.flush()
     assert _ids(await outbox.drain("lead")) == ["h-a1", "h-a2"]
     assert outbox.held == []
+
+
+async def test_a_record_that_gives_way_while_a_flush_publishes_it_breaks_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A flush is publishing the oldest held record when a new one pushes it out of the bound:
+    the flush ends without an error and every record is published or held exactly once."""
+    monkeypatch.setattr(outbox_module, "HELD_MAX", 2)
+    outbox, inbox = _outbox()
+    inbox.down = True
+    await outbox.keep(_record("h-1", MessageKind.HEALTH))
+    await outbox.keep(_record("h-2", MessageKind.HEALTH))
+    inbox.down = False
+    entered, release = asyncio.Event(), asyncio.Event()
+    publish = inbox.publish
+
+    async def slow_first(record: InboxRecord) -> bool:
+        if record.msg_id == "h-1":
+            entered.set()
+            await release.wait()
+        return await publish(record)
+
+    monkeypatch.setattr(inbox, "publish", slow_first)
+    flushing = asyncio.ensure_future(outbox.flush())
+    await entered.wait()
+    keeping = asyncio.ensure_future(outbox.keep(_record("h-3", MessageKind.HEALTH)))
+    await asyncio.sleep(0)  # h-1 gives way to h-3 while it is being published
+    release.set()
+    await flushing
+    await keeping
+    assert _ids(await outbox.drain("lead")) == ["h-1", "h-2", "h-3"]
+    assert outbox.held == []
