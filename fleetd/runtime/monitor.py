@@ -148,16 +148,15 @@ class FleetHealthMonitor:
         are adopted as at a start, and one this run has opened again is superseded by this run's
         (:func:`~fleetd.health.adoption.adopt_late`), so a person who was told of it is told it
         closed, exactly once, and no incident is left open in the journal for good."""
-        if not self._resume_owed or self.journal is None or self.escalation is None:
+        if self.journal is None or self.escalation is None:
             return
         try:
             kept = await self.journal.load_open(instance=self.escalation.instance)
         except FleetdError:
             return  # still away: the next pass asks again
         self._resume_owed = False
-        late = adopt_late(
-            self.state, _resumable(kept), kept.generations, floor=kept.generation_floor
-        )
+        incidents = _resumable(kept)
+        late = adopt_late(self.state, incidents, kept.generations, floor=kept.generation_floor)
         self.state = late.state
         self.escalation.renumber(late.lifted)
         for incident in late.superseded:
@@ -166,7 +165,7 @@ class FleetHealthMonitor:
             )
         for incident in late.renumbered:
             self.escalation.note(incident)
-        adopted = len(kept.open_incidents) - len(late.superseded)
+        adopted = len(incidents) - len(late.superseded)
         _log.info(
             "incident journal read after the start: %d open incidents taken up, %d superseded "
             "by this run's",
