@@ -105,7 +105,7 @@ async def test_a_step_that_awaits_something_cancelled_elsewhere_does_not_end_its
 
     async def awaits_a_cancelled_task() -> None:
         steps.append(clock.monotonic())
-        other = asyncio.ensure_future(asyncio.sleep(3600))
+        other = asyncio.ensure_future(asyncio.Event().wait())  # never set: only cancelled
         other.cancel()
         await other
 
