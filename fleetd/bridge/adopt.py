@@ -18,6 +18,11 @@ A pending ticket whose member is not stored, or that was typed with no open turn
 it, fails once (``fleetd_restarted``). Then :func:`confirm` matches the restored members against
 herdr's first successful ``agent.list``: a member whose pane is still listed under its name is
 a member again; one whose pane is gone is released as GONE, its pending tickets failed once.
+
+A member stored in the middle of its release (a crash after the release was written ahead, before
+its record was dropped) is not taken back: once herdr's list answers, :func:`confirm` finishes
+that release with the cause it was stored with — its pending tickets failed once, its pane closed
+if herdr still lists it — so a member a lead stopped never comes back live.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from fleetd.bridge.answers import ReleaseResult
+from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import Delivery, ResultSource, TaskBook, Ticket, TicketOutcome
@@ -55,6 +62,7 @@ class Restored:
     tickets: int = 0
     turns: int = 0
     unconfirmed: set[str] = field(default_factory=set)
+    releasing: dict[str, ReleaseCause] = field(default_factory=dict)
 
 
 def restore(
@@ -81,6 +89,9 @@ def restore(
         adopt_token(member.session_id, member.name, member.token_hash)
         restored.members += 1
         restored.unconfirmed.add(member.session_id)
+        if member.releasing is not None:  # closed to sends; its release ends its work
+            restored.releasing[member.session_id] = _cause(member.releasing)
+            roster.gates.add(member.session_id)
         if turn is not None:
             token = TurnToken(
                 token_id=turn.token_id,
@@ -106,7 +117,8 @@ def restore(
         if record.target not in roster.queues:
             tasks.fail(record.ticket_id, reason="target_gone", now=now)
         elif record.delivery is DeliveryState.QUEUED:
-            roster.enqueue(record.target, held)
+            if record.target not in restored.releasing:  # never typed: its release fails it
+                roster.enqueue(record.target, held)
         else:
             open_turn = roster.inflight.get(record.target)
             if open_turn is None or open_turn.token.ticket_id != record.ticket_id:
@@ -120,8 +132,10 @@ async def confirm(
     *,
     roster: Roster,
     gone: Callable[[Session], Awaitable[bool]],
+    finish: Callable[[Session, ReleaseCause], Awaitable[ReleaseResult]],
 ) -> None:
-    """Match the restored members against one ``agent.list``: gone ones are released (GONE).
+    """Match the restored members against one ``agent.list``: gone ones are released (GONE),
+    and ones stored in the middle of a release have that release ``finish``.
 
     A member is found by its terminal id, herdr's stable key (a moved pane gets a new pane id,
     and the member then takes it), else by its pane id and name. A member ``gone`` could not
@@ -137,13 +151,32 @@ async def confirm(
         found = by_terminal.get(session.terminal_id) if session.terminal_id else None
         if found is not None and found.pane_id and found.pane_id != session.pane_id:
             _log.info("member %s (%s) moved to pane %s", session_id, session.name, found.pane_id)
-            roster.update(session_id, pane_id=found.pane_id)
+            session = roster.update(session_id, pane_id=found.pane_id)
+        cause = restored.releasing.pop(session_id, None)
+        if cause is not None:
+            _log.info(
+                "member %s (%s): finishing the release a restart interrupted (%s)",
+                session_id,
+                session.name,
+                cause.value,
+            )
+            await finish(session, cause)
+            continue
         if found is not None or (session.pane_id, session.name) in listed:
             _log.info("member %s (%s) adopted after a restart", session_id, session.name)
             continue
         _log.warning("member %s (%s): its pane is gone after a restart", session_id, session.name)
         if not await gone(session):
             restored.unconfirmed.add(session_id)  # herdr could not confirm it: asked again
+
+
+def _cause(value: str) -> ReleaseCause:
+    """The stored cause; one this build does not know (a newer build wrote it) preserves what
+    it can, as a lead's abort does."""
+    try:
+        return ReleaseCause(value)
+    except ValueError:
+        return ReleaseCause.LEAD_ABORT
 
 
 def _last_settled(tickets: Iterable[TicketRecord]) -> dict[str, datetime]:

@@ -11,6 +11,9 @@ a :class:`~fleetd.bridge.tasks.Ticket`) into the store's frozen records and writ
   the turn uncertain: it is never typed again. A send typed at once, before ``fleet_send``
   answers, is stored by this one write (one commit ahead of the prompt, not two): the lead hears
   of the ticket only after it;
+* a member's release is stored, with its cause, before anything of it runs (its tickets failed,
+  its pane closed): a crash in the middle leaves a release the next start finishes, never a
+  member taken back live after a lead stopped it;
 * a ticket's end is stored before its result is handed on; an open turn's close, a member's
   release and an ended ticket's expiry drop their records.
 
@@ -44,7 +47,7 @@ _log = logging.getLogger("fleetd.state")
 
 CRASH_ENV: Final = "FLEETD_CRASH_AT"
 CRASH_POINTS: Final = frozenset(
-    {"spawned", "accepted", "typing", "typed", "reply", "ended", "released"}
+    {"spawned", "accepted", "typing", "typed", "reply", "ended", "releasing", "released"}
 )
 
 
@@ -59,6 +62,7 @@ class DurableState:
     def __init__(self, store: StateStore, *, environ: Mapping[str, str] | None = None) -> None:
         self.store = store
         self._hashes: dict[str, str] = {}  # session id -> token hash (live members only)
+        self._releasing: dict[str, str] = {}  # session id -> cause of the release under way
         crash = (environ if environ is not None else os.environ).get(CRASH_ENV)
         self._crash_at = crash if crash in CRASH_POINTS else None
         self.failures = 0
@@ -67,8 +71,11 @@ class DurableState:
     def token_minted(self, session_id: str, token: str) -> None:
         self._hashes[session_id] = token_hash(token)
 
-    def adopt_hash(self, session_id: str, digest: str) -> None:
+    def adopt_hash(self, session_id: str, digest: str, *, releasing: str | None = None) -> None:
+        """A member taken back at start: its token's hash, and the release it was in, if any."""
         self._hashes[session_id] = digest
+        if releasing is not None:
+            self._releasing[session_id] = releasing
 
     def member(self, session: Session, *, launching: bool = False) -> None:
         """A member started (or changed what a restart needs: presence). With ``launching`` it
@@ -80,9 +87,20 @@ class DurableState:
             self._write(Change(members=(record,)), "member")
             self._crash("spawned")
 
+    def releasing(self, session: Session, cause: str) -> None:
+        """A release of ``session`` with ``cause`` is about to begin: stored first, so a crash in
+        the middle of it is finished by the next start (every later write of the member keeps
+        the cause). Only logs when it could not be stored: the release goes on either way."""
+        self._releasing[session.session_id] = cause
+        record = self._member(session)
+        if record is not None:
+            self._write(Change(members=(record,)), "release")
+            self._crash("releasing")
+
     def retired(self, session_id: str) -> None:
         """A member was released: its record and its open turn go."""
         self._hashes.pop(session_id, None)
+        self._releasing.pop(session_id, None)
         self._write(Change(drop_members=(session_id,), drop_turns=(session_id,)), "release")
         self._crash("released")
 
@@ -183,6 +201,7 @@ class DurableState:
             worktree_branch=tree.branch if tree else None,
             worktree_ref=tree.base_ref if tree else None,
             worktree_base=tree.base_commit if tree else None,
+            releasing=self._releasing.get(session.session_id),
         )
 
     def _write(self, change: Change, what: str) -> None:

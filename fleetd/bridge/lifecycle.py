@@ -57,6 +57,7 @@ class TargetLifecycle:
         revoke: Callable[[str], None],
         on_failure: Callable[[str], None],
         unclosed: Callable[[Session], None],
+        ahead: Callable[[Session, ReleaseCause], None],
     ) -> None:
         self._control = control
         self._roster = roster
@@ -75,6 +76,7 @@ class TargetLifecycle:
             fail_work=lambda session, reason: self.fail_target_work(session, reason=reason),
             on_failure=on_failure,
             unclosed=unclosed,
+            ahead=ahead,
         )
         self._edges = TerminalEdges(roster, worktrees, releasing=self.releasing)
 

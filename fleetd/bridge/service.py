@@ -154,6 +154,7 @@ class Bridge:
             revoke=revoke,
             on_failure=self._note_failure,
             unclosed=lambda session: self.orphans.watch(mark_of(session, run=self.runs.current)),
+            ahead=lambda session, cause: self.durable.releasing(session, cause.value),
         )
         self.completion = TurnCompletion(
             roster=self.roster, tasks=self.tasks, clock=clock, outbox=self.outbox
@@ -337,7 +338,9 @@ class Bridge:
     ) -> Restored:
         """Take back what a previous run stored (see :mod:`~fleetd.bridge.adopt`)."""
         for member in snapshot.members:
-            self.durable.adopt_hash(member.session_id, member.token_hash)
+            self.durable.adopt_hash(
+                member.session_id, member.token_hash, releasing=member.releasing
+            )
         self.restored = restore(
             snapshot,
             roster=self.roster,
@@ -362,6 +365,7 @@ class Bridge:
             agents,
             roster=self.roster,
             gone=lambda session: self.lifecycle.target_not_found(session, "pane_not_found"),
+            finish=self.lifecycle.release,
         )
 
     def _retention(self) -> Retention:

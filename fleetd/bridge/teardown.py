@@ -43,6 +43,7 @@ _log = logging.getLogger("fleetd.bridge")
 class Teardown:
     """The releases of one bridge.
 
+    ``ahead`` stores a release before any of it runs (the state store's write-ahead rule);
     ``fail_work`` is the one idempotent target-wide failure operation
     (:meth:`~fleetd.bridge.lifecycle.TargetLifecycle.fail_target_work`); ``on_failure`` hears of a
     teardown step that could not be done (a manifest not written), for the fleet view.
@@ -61,6 +62,7 @@ class Teardown:
         fail_work: Callable[[Session, str], list[Ticket]],
         on_failure: Callable[[str], None],
         unclosed: Callable[[Session], None],
+        ahead: Callable[[Session, ReleaseCause], None],
     ) -> None:
         self._control = control
         self._roster = roster
@@ -72,6 +74,7 @@ class Teardown:
         self._fail_work = fail_work
         self._on_failure = on_failure
         self._unclosed = unclosed
+        self._ahead = ahead
         self._releases: dict[str, asyncio.Task[ReleaseResult]] = {}
 
     def releasing(self, session_id: str) -> bool:
@@ -109,6 +112,7 @@ class Teardown:
         self, session: Session, cause: ReleaseCause, code: str | None, loss: ReleaseCause
     ) -> ReleaseResult:
         sid, roster = session.session_id, self._roster
+        self._ahead(session, cause)  # stored before any of it runs: a restart finishes it
         pending = [t.ticket_id for t in self._tasks.pending_for(sid)]
         session = roster.update(sid, teardown_tickets=tuple(pending))
         state_before = session.state

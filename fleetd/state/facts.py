@@ -3,7 +3,8 @@
 They are what a later pure ``step(state, event, now)`` will produce; the bridge writes them at the
 points where it changes durable state, always before the effect that change causes.
 
-* :class:`MemberRecord` — a member herdr started for a lead, with its token's SHA-256 hash.
+* :class:`MemberRecord` — a member herdr started for a lead, with its token's SHA-256 hash, and
+  the cause of its release once one began (a restart finishes that release).
 * :class:`TicketRecord` — one accepted send: ``queued`` (its prompt kept, nothing typed yet),
   ``uncertain`` (the prompt is about to be typed or may have been: never typed again, the prompt is
   gone), ``typed`` (herdr answered ok), and its outcome once it ends.
@@ -55,6 +56,7 @@ class MemberRecord:
     worktree_branch: str | None = None
     worktree_ref: str | None = None
     worktree_base: str | None = None
+    releasing: str | None = None  # the cause of a release under way (written ahead of it)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

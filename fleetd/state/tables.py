@@ -67,6 +67,7 @@ class MemberRow(_Table, table=True):
     worktree_branch: str | None = Field(default=None, sa_type=Text)
     worktree_ref: str | None = Field(default=None, sa_type=Text)
     worktree_base: str | None = Field(default=None, sa_type=String(_ID))
+    releasing: str | None = Field(default=None, sa_type=String(_CODE))
 
 
 class TicketRow(_Table, table=True):

@@ -5,6 +5,7 @@ instance (naming the holder) and a store this build cannot read."""
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import re
@@ -126,6 +127,14 @@ def test_a_put_replaces_by_key_and_drops_forget(make_store: Callable[[], StateSt
     assert loaded.members[0].turn == 1
     store.apply(Change(drop_members=("s-1",), drop_tickets=("t1",)))
     assert (store.load().members, store.load().tickets) == ((), ())
+
+
+def test_a_release_under_way_is_kept_with_its_cause(make_store: Callable[[], StateStore]) -> None:
+    """A member stored ahead of its release loads back with that release's cause."""
+    store = make_store()
+    stopping = dataclasses.replace(_member(), releasing="completed")
+    store.apply(Change(members=(stopping,)))
+    assert make_store().load().members == (stopping,)
 
 
 def test_discard_forgets_everything(make_store: Callable[[], StateStore]) -> None:

@@ -225,7 +225,7 @@ def test_a_clean_restart_in_the_middle_of_traffic_keeps_every_member_working(
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
-@pytest.mark.parametrize("point", ["accepted", "typing", "typed", "ended", "released"])
+@pytest.mark.parametrize("point", ["accepted", "typing", "typed", "ended", "releasing", "released"])
 def test_kill_at_each_write_ahead_step_loses_nothing_and_types_nothing_twice(
     fleet: Fleet, point: str
 ) -> None:
@@ -236,7 +236,7 @@ def test_kill_at_each_write_ahead_step_loses_nothing_and_types_nothing_twice(
     first = fleet.start(crash_at=point)
     sid = fleet.ready_member("worker-1")
     with contextlib.suppress(httpx.HTTPError):  # the call may die with the process
-        if point == "released":
+        if point in ("releasing", "released"):
             fleet.call("fleet_stop", sessionId=sid)
         elif point == "accepted":  # a send is stored queued only while its member works
             fleet.ok("fleet_send", target=sid, prompt="the first task")
@@ -247,6 +247,14 @@ def test_kill_at_each_write_ahead_step_loses_nothing_and_types_nothing_twice(
     fleet.start()
     if point == "released":
         assert _poll_until(lambda: fleet.ok("fleet_list")["members"], lambda m: m == []) == []
+        return
+    if point == "releasing":  # the stop is finished, never undone: no member back live
+        states = _poll_until(
+            lambda: [m["state"] for m in fleet.ok("fleet_list")["members"]],
+            lambda s: s == ["released"],
+        )
+        assert states == ["released"]
+        assert fleet.stored().members == ()
         return
     tickets = [t.ticket_id for t in fleet.stored().tickets]
     assert len(tickets) == (2 if point == "accepted" else 1)

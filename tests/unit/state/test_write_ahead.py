@@ -283,3 +283,53 @@ async def test_a_crash_in_a_spawn_after_the_pane_is_adopted_or_released_never_lo
         assert rows[sid] == "released"
         assert pane in [c.args["pane_id"] for c in fleet.control.calls_to("close_pane")]
         assert sid not in store.members
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["pane listed", "pane gone"])
+async def test_a_release_a_crash_interrupted_is_finished_by_the_next_start(
+    tmp_path: Path,
+    fleet: TestFleet,
+    store: MemoryStateStore,
+    monkeypatch: pytest.MonkeyPatch,
+    listed: bool,
+) -> None:
+    """fleetd dies inside fleet_stop, after the release was stored and before the pane closed:
+    the next start never takes the member back live. It finishes the stop with the cause it was
+    stored with — the pane closed (when herdr still lists it), the queued send failed once and
+    never typed, sends refused meanwhile — and the member's record leaves the store."""
+    sid = await fleet.spawn_ready()
+    first = (await fleet.ok("fleet_send", target=sid, prompt="work"))["ticket"]
+    fleet.set_status(sid, AgentStatus.WORKING)
+    queued = (await fleet.ok("fleet_send", target=sid, prompt="never typed"))["ticket"]
+    session = fleet.bridge.reads.session(sid)
+    assert session is not None
+    assert session.pane_id is not None
+    pane = session.pane_id
+
+    async def dies(_pane_id: str) -> None:
+        raise _Died
+
+    monkeypatch.setattr(fleet.control, "close_pane", dies)
+    with pytest.raises(_Died):
+        await fleet.call("fleet_stop", sessionId=sid)
+    assert store.members[sid].releasing == "release_with_pending_tasks"
+    monkeypatch.undo()
+    if not listed:
+        fleet.control.remove(session.name)
+
+    second = build_test_fleet(tmp_path, control=fleet.control, state=store)
+    await second.service.restore()
+    await second.service.own_lead_keys()
+    refused = await second.call("fleet_send", target=sid, prompt="after the stop")
+    assert refused.error is not None
+    assert refused.error.code == "conflict"
+    await second.bridge.confirm_restored()
+    released = second.bridge.reads.session(sid)
+    assert released is not None
+    assert (released.live, released.released_cause) == (False, "release_with_pending_tasks")
+    assert pane in [c.args["pane_id"] for c in fleet.control.calls_to("close_pane")]
+    assert session.name not in [agent.name for agent in await fleet.control.list_agents()]
+    for ticket in (first, queued):
+        assert (await second.ok("fleet_poll", ticket=ticket))["status"] == "failed"
+    assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["work"]
+    assert sid not in store.members
