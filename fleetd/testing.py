@@ -145,6 +145,7 @@ def build_test_fleet(
     check_views: bool = True,
     catalog: ModelCatalog | None = None,
     state: StateStore | None = None,
+    worktrees: FakeWorktrees | None = None,
 ) -> TestFleet:
     """A fleet on fakes, built by the production composition root.
 
@@ -155,7 +156,8 @@ def build_test_fleet(
     also proves the kept views never go stale; so is every member row of ``GET /v1/fleet`` the
     encoded view keeps (:attr:`FleetBodies.check <fleetd.runtime.fleet_body.FleetBodies.check>`).
     Pass the ``state`` store of an earlier fleet too
-    and the restarted one takes back what it held (call ``service.restore()``).
+    and the restarted one takes back what it held (call ``service.restore()``), and its
+    ``worktrees`` for the worktrees that outlived it.
     """
     clock = FakeClock()
     env = {"T_LEAD": LEAD_TOKEN, "T_LEAD_B": LEAD_TOKEN + "-b", "T_OPERATOR": OPERATOR_TOKEN}
@@ -167,7 +169,7 @@ def build_test_fleet(
         control.add_agent("lead", kind="claude", status=AgentStatus.IDLE)
         control.add_agent("lead-b", kind="codex", status=AgentStatus.IDLE)
     inbox = inbox if inbox is not None else InMemoryInbox()
-    worktrees = FakeWorktrees()
+    worktrees = worktrees if worktrees is not None else FakeWorktrees()
     service = build_service(
         ref,
         environ=env,

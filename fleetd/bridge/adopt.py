@@ -22,7 +22,11 @@ a member again; one whose pane is gone is released as GONE, its pending tickets 
 A member stored in the middle of its release (a crash after the release was written ahead, before
 its record was dropped) is not taken back: once herdr's list answers, :func:`confirm` finishes
 that release with the cause it was stored with — its pending tickets failed once, its pane closed
-if herdr still lists it — so a member a lead stopped never comes back live.
+if herdr still lists it — so a member a lead stopped never comes back live. A member stored
+before herdr made its pane (a crash inside ``fleet_spawn``, between the write ahead of
+``workspace.create`` and the pane's) has its spawn rolled back: a pane herdr made for it under its
+label is closed (one that was there before is not), its worktree goes, and health tells the lead
+that spawned it that it never became ready (``fleetd_restarted``).
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ class Restored:
     turns: int = 0
     unconfirmed: set[str] = field(default_factory=set)
     releasing: dict[str, ReleaseCause] = field(default_factory=dict)
+    #: members stored before herdr made their pane: the pane ids under their label before
+    creating: dict[str, frozenset[str] | None] = field(default_factory=dict)
 
 
 def restore(
@@ -92,6 +98,9 @@ def restore(
         if member.releasing is not None:  # closed to sends; its release ends its work
             restored.releasing[member.session_id] = _cause(member.releasing)
             roster.gates.add(member.session_id)
+        if member.pane_id is None:  # its spawn never got its pane: rolled back
+            restored.creating[member.session_id] = _panes(member.panes_before)
+            roster.gates.add(member.session_id)
         if turn is not None:
             token = TurnToken(
                 token_id=turn.token_id,
@@ -117,7 +126,7 @@ def restore(
         if record.target not in roster.queues:
             tasks.fail(record.ticket_id, reason="target_gone", now=now)
         elif record.delivery is DeliveryState.QUEUED:
-            if record.target not in restored.releasing:  # never typed: its release fails it
+            if record.target not in roster.gates:  # never typed: its release fails it
                 roster.enqueue(record.target, held)
         else:
             open_turn = roster.inflight.get(record.target)
@@ -133,9 +142,12 @@ async def confirm(
     roster: Roster,
     gone: Callable[[Session], Awaitable[bool]],
     finish: Callable[[Session, ReleaseCause], Awaitable[ReleaseResult]],
+    roll_back: Callable[[Session, frozenset[str] | None], Awaitable[ReleaseResult]],
 ) -> None:
     """Match the restored members against one ``agent.list``: gone ones are released (GONE),
-    and ones stored in the middle of a release have that release ``finish``.
+    ones stored in the middle of a release have that release ``finish``, and ones stored before
+    their pane have their spawn rolled back (``roll_back``, given the panes under their label
+    before).
 
     A member is found by its terminal id, herdr's stable key (a moved pane gets a new pane id,
     and the member then takes it), else by its pane id and name. A member ``gone`` could not
@@ -147,6 +159,16 @@ async def confirm(
     for session_id in sorted(waiting):
         session = roster.get(session_id)
         if session is None or not session.live:
+            continue
+        if session_id in restored.creating:
+            _log.info(
+                "member %s (%s): its spawn was cut short by a restart before herdr's pane was "
+                "stored; rolled back",
+                session_id,
+                session.name,
+            )
+            restored.releasing.pop(session_id, None)
+            await roll_back(session, restored.creating.pop(session_id))
             continue
         found = by_terminal.get(session.terminal_id) if session.terminal_id else None
         if found is not None and found.pane_id and found.pane_id != session.pane_id:
@@ -168,6 +190,10 @@ async def confirm(
         _log.warning("member %s (%s): its pane is gone after a restart", session_id, session.name)
         if not await gone(session):
             restored.unconfirmed.add(session_id)  # herdr could not confirm it: asked again
+
+
+def _panes(stored: str | None) -> frozenset[str] | None:
+    return None if stored is None else frozenset(stored.split())
 
 
 def _cause(value: str) -> ReleaseCause:

@@ -5,6 +5,8 @@ a :class:`~fleetd.bridge.tasks.Ticket`) into the store's frozen records and writ
 *before* the effect the change causes:
 
 * a send is stored (its prompt kept) before ``fleet_send`` answers;
+* a member is stored before herdr is asked for its pane, with the panes herdr already had under
+  its label, and again before ``agent.start`` with the pane it got;
 * a prompt about to be typed is stored as ``uncertain`` (its prompt dropped), with the member's
   next turn and its token, before ``agent.prompt`` is called; herdr's answer then stores it
   ``typed``, or (nothing typed) ``queued`` again with its prompt. A crash between the two leaves
@@ -31,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Final
 
@@ -47,7 +49,17 @@ _log = logging.getLogger("fleetd.state")
 
 CRASH_ENV: Final = "FLEETD_CRASH_AT"
 CRASH_POINTS: Final = frozenset(
-    {"spawned", "accepted", "typing", "typed", "reply", "ended", "releasing", "released"}
+    {
+        "creating",
+        "spawned",
+        "accepted",
+        "typing",
+        "typed",
+        "reply",
+        "ended",
+        "releasing",
+        "released",
+    }
 )
 
 
@@ -86,6 +98,17 @@ class DurableState:
         if record is not None:
             self._write(Change(members=(record,)), "member")
             self._crash("spawned")
+
+    def creating(self, session: Session, panes_before: Iterable[str] | None) -> None:
+        """herdr is about to be asked for the member's pane: stored first, with the panes herdr
+        already has under its label (``None``: herdr could not say), so a restart after a crash
+        before the pane is stored rolls the spawn back and closes a pane herdr made for it —
+        never one that was there before."""
+        before = None if panes_before is None else " ".join(sorted(panes_before))
+        record = self._member(session, launching=True, panes_before=before)
+        if record is not None:
+            self._write(Change(members=(record,)), "member")
+            self._crash("creating")
 
     def releasing(self, session: Session, cause: str) -> None:
         """A release of ``session`` with ``cause`` is about to begin: stored first, so a crash in
@@ -177,7 +200,12 @@ class DurableState:
 
     # ------------------------------------------------------------ helpers
     def _member(
-        self, session: Session, *, turn: int | None = None, launching: bool = False
+        self,
+        session: Session,
+        *,
+        turn: int | None = None,
+        launching: bool = False,
+        panes_before: str | None = None,
     ) -> MemberRecord | None:
         digest = self._hashes.get(session.session_id)
         if digest is None or not (session.launched or launching) or not session.live:
@@ -202,6 +230,7 @@ class DurableState:
             worktree_ref=tree.base_ref if tree else None,
             worktree_base=tree.base_commit if tree else None,
             releasing=self._releasing.get(session.session_id),
+            panes_before=panes_before if session.pane_id is None else None,
         )
 
     def _write(self, change: Change, what: str) -> None:

@@ -42,7 +42,8 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-from fleetd.bridge.adopt import Restored, confirm, restore
+from fleetd.bridge.adopt import RESTART_REASON, Restored, confirm, restore
+from fleetd.bridge.answers import ReleaseResult
 from fleetd.bridge.completion import TurnCompletion
 from fleetd.bridge.delivery import Deliverer
 from fleetd.bridge.durable import DurableState
@@ -52,13 +53,14 @@ from fleetd.bridge.mutes import MuteEvent, MuteLog
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.placement import NO_BENCH, ModelBench
 from fleetd.bridge.reads import BridgeReads
+from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.repair import LostBoundaryRepair, RepairOutcome
 from fleetd.bridge.replies import Replies
 from fleetd.bridge.resolver import CompletionResolver
 from fleetd.bridge.revision import Revision
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
-from fleetd.bridge.spawn import SpawnParts, SpawnRequest, spawn_member
+from fleetd.bridge.spawn import SpawnParts, SpawnRequest, reclaim_pane, spawn_member
 from fleetd.bridge.tasks import Retention, TaskBook, Ticket
 from fleetd.bridge.view import BridgeView
 from fleetd.bridge.worktrees import Worktrees
@@ -215,6 +217,7 @@ class Bridge:
             bench=bench,
             free=self.free_slots,
             launching=lambda session: self.durable.member(session, launching=True),
+            creating=self.durable.creating,
         )
         #: what the rest of fleetd reads of the bridge (nothing else reaches its tables)
         self.reads = BridgeReads(
@@ -366,6 +369,16 @@ class Bridge:
             roster=self.roster,
             gone=lambda session: self.lifecycle.target_not_found(session, "pane_not_found"),
             finish=self.lifecycle.release,
+            roll_back=self._roll_back,
+        )
+
+    async def _roll_back(self, session: Session, before: frozenset[str] | None) -> ReleaseResult:
+        """A spawn a restart cut short before its pane was stored: a pane herdr made for it is
+        closed, its worktree goes, and health tells its lead it never became ready."""
+        await reclaim_pane(self.control, session, before)
+        session = self.roster.apply(session.session_id, SessionEvent.START_FAILED, self.clock.now())
+        return await self.lifecycle.release(
+            session, ReleaseCause.SPAWN_ROLLBACK, code=RESTART_REASON, loss=ReleaseCause.NEVER_READY
         )
 
     def _retention(self) -> Retention:

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +48,7 @@ from fleetd.errors import (
 from fleetd.herdr.control import AgentControl
 from fleetd.herdr.model import PaneInfo
 
-__all__ = ["SpawnParts", "SpawnRequest", "spawn_member"]
+__all__ = ["SpawnParts", "SpawnRequest", "reclaim_pane", "spawn_member"]
 
 _log = logging.getLogger("fleetd.bridge")
 
@@ -80,6 +80,8 @@ class SpawnParts:
     bench: ModelBench = NO_BENCH
     free: FreeSlots = dict  # each profile's free slots, for a benched refusal's hint
     launching: Callable[[Session], None] = lambda _session: None  # stored ahead of agent.start
+    #: stored ahead of workspace.create, with the pane ids under its label (None: unknown)
+    creating: Callable[[Session, list[str] | None], None] = lambda _session, _before: None
 
     def name_taken(self, name: str) -> bool:
         """True while a live member or an orphan of a previous run has the agent name."""
@@ -127,15 +129,17 @@ async def spawn_member(
         )
         write_launch_files(plan)
         cwd = str(session.worktree.path) if session.worktree else None
-        before = await _labelled(parts, name)  # what herdr has under the name already
+        before = await _labelled(parts.control, name)  # what herdr has under the name already
+        there = None if before is None else [pane.pane_id for pane in before]
+        parts.creating(session, there)  # a crash from here on rolls the spawn back at start
         try:
             pane = await parts.control.create_pane(cwd=cwd, env=plan.env, label=name)
         except HerdrError as exc:
             if _may_have_made(exc):
-                await _reclaim(parts, session, before)
+                await reclaim_pane(parts.control, session, there)
             raise
         if not _wanted(parts, session_id):
-            await _close_quietly(parts, pane.pane_id)  # released meanwhile: nobody owns it
+            await _close_quietly(parts.control, pane.pane_id)  # released meanwhile: nobody owns it
             raise ConflictError("the member was stopped while it was starting")
         session = roster.update(session_id, pane_id=pane.pane_id, terminal_id=pane.terminal_id)
         await _mark(parts, session, session_root)
@@ -195,21 +199,23 @@ def _may_have_made(exc: HerdrError) -> bool:
     return isinstance(exc, InvalidResponseError)
 
 
-async def _labelled(parts: SpawnParts, name: str) -> tuple[PaneInfo, ...] | None:
+async def _labelled(control: AgentControl, name: str) -> tuple[PaneInfo, ...] | None:
     """The panes herdr has in workspaces labelled ``name`` now (``None``: herdr cannot say)."""
     try:
-        return await parts.control.labelled_panes(name)
+        return await control.labelled_panes(name)
     except HerdrError:
         return None
 
 
-async def _reclaim(
-    parts: SpawnParts, session: Session, before: tuple[PaneInfo, ...] | None
+async def reclaim_pane(
+    control: AgentControl, session: Session, before: Iterable[str] | None
 ) -> None:
-    """Close the pane herdr may have made before its answer was lost: found by its workspace's
-    label (the member's agent name), a shell with no agent in it that was not there before the
-    create — never a pane fleetd did not make. When herdr cannot say, the log names the label."""
-    after = await _labelled(parts, session.name)
+    """Close the pane herdr may have made for ``session`` without fleetd learning of it (its
+    answer lost, or fleetd stopped before storing it): found by its workspace's label (the
+    member's agent name), a shell with no agent in it whose id is not in ``before`` (what was
+    under the label before the create) — never a pane fleetd did not make. When herdr or
+    ``before`` cannot say, the log names the label."""
+    after = await _labelled(control, session.name)
     if after is None or before is None:
         _log.warning(
             "session %s: herdr may have made a pane in a workspace labelled %s that nothing "
@@ -218,20 +224,20 @@ async def _reclaim(
             session.name,
         )
         return
-    there = {pane.pane_id for pane in before}
+    there = set(before)
     for pane in after:
         if pane.pane_id not in there and pane.agent is None:
             _log.warning(
-                "session %s: closing pane %s herdr made before its answer was lost",
+                "session %s: closing pane %s herdr made for it that fleetd never took",
                 session.session_id,
                 pane.pane_id,
             )
-            await _close_quietly(parts, pane.pane_id)
+            await _close_quietly(control, pane.pane_id)
 
 
-async def _close_quietly(parts: SpawnParts, pane_id: str) -> None:
+async def _close_quietly(control: AgentControl, pane_id: str) -> None:
     try:
-        await parts.control.close_pane(pane_id)
+        await control.close_pane(pane_id)
     except HerdrError:
         return
 

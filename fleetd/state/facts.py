@@ -57,6 +57,9 @@ class MemberRecord:
     worktree_ref: str | None = None
     worktree_base: str | None = None
     releasing: str | None = None  # the cause of a release under way (written ahead of it)
+    #: while the member has no pane yet (stored ahead of herdr's ``workspace.create``): the pane
+    #: ids herdr had under its label before, space-separated; ``None`` when herdr could not say
+    panes_before: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -68,6 +68,7 @@ class MemberRow(_Table, table=True):
     worktree_ref: str | None = Field(default=None, sa_type=Text)
     worktree_base: str | None = Field(default=None, sa_type=String(_ID))
     releasing: str | None = Field(default=None, sa_type=String(_CODE))
+    panes_before: str | None = Field(default=None, sa_type=Text)
 
 
 class TicketRow(_Table, table=True):

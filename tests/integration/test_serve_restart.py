@@ -225,7 +225,9 @@ def test_a_clean_restart_in_the_middle_of_traffic_keeps_every_member_working(
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
-@pytest.mark.parametrize("point", ["accepted", "typing", "typed", "ended", "releasing", "released"])
+@pytest.mark.parametrize(
+    "point", ["creating", "accepted", "typing", "typed", "ended", "releasing", "released"]
+)
 def test_kill_at_each_write_ahead_step_loses_nothing_and_types_nothing_twice(
     fleet: Fleet, point: str
 ) -> None:
@@ -234,6 +236,19 @@ def test_kill_at_each_write_ahead_step_loses_nothing_and_types_nothing_twice(
     crash left uncertain is never typed again, stays pending, and ends when the lead stops the
     member)."""
     first = fleet.start(crash_at=point)
+    if point == "creating":  # dies ahead of herdr's workspace.create: rolled back at start
+        with contextlib.suppress(httpx.HTTPError):
+            fleet.call("fleet_spawn", profile="sonnet", name="worker-1")
+        assert first.wait(timeout=30) == 137
+        fleet.start()
+        rows = _poll_until(
+            lambda: [(m["name"], m["state"]) for m in fleet.ok("fleet_list")["members"]],
+            lambda r: r == [("worker-1", "released")],
+        )
+        assert rows == [("worker-1", "released")]
+        assert fleet.stored().members == ()
+        fleet.ready_member("worker-1")  # its name is free again
+        return
     sid = fleet.ready_member("worker-1")
     with contextlib.suppress(httpx.HTTPError):  # the call may die with the process
         if point in ("releasing", "released"):

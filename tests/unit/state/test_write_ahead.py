@@ -29,7 +29,9 @@ async def fleet(tmp_path: Path, store: MemoryStateStore) -> TestFleet:
 
 
 async def _restart(tmp_path: Path, first: TestFleet, store: MemoryStateStore) -> TestFleet:
-    second = build_test_fleet(tmp_path, control=first.control, state=store)
+    second = build_test_fleet(
+        tmp_path, control=first.control, state=store, worktrees=first.worktrees
+    )
     await second.service.restore()
     await second.service.own_lead_keys()
     await second.bridge.confirm_restored()
@@ -332,4 +334,51 @@ async def test_a_release_a_crash_interrupted_is_finished_by_the_next_start(
     for ticket in (first, queued):
         assert (await second.ok("fleet_poll", ticket=ticket))["status"] == "failed"
     assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["work"]
+    assert sid not in store.members
+
+
+@pytest.mark.parametrize("made", [True, False], ids=["herdr made the pane", "herdr made none"])
+async def test_a_spawn_cut_short_before_its_pane_was_stored_is_rolled_back_at_start(
+    tmp_path: Path,
+    fleet: TestFleet,
+    store: MemoryStateStore,
+    monkeypatch: pytest.MonkeyPatch,
+    made: bool,
+) -> None:
+    """fleetd dies inside herdr's ``workspace.create`` (before or after herdr made the pane):
+    stored ahead of the create, the spawn is rolled back by the next start — the shell herdr made
+    for it closed (a person's pane under the same label left alone), its worktree removed, its
+    record dropped, and health told that the member never became ready, for its lead."""
+    theirs = await fleet.control.create_pane(label="docs")
+    create = fleet.control.create_pane
+
+    async def dies(**kwargs: Any) -> Any:
+        if made:
+            await create(**kwargs)
+        raise _Died
+
+    async def no_rollback(*_args: Any, **_kwargs: Any) -> Any:
+        raise _Died  # the process is gone: nothing of fleetd runs after the crash
+
+    monkeypatch.setattr(fleet.control, "create_pane", dies)
+    monkeypatch.setattr(fleet.bridge.lifecycle, "release", no_rollback)
+    with pytest.raises(_Died):
+        await fleet.call("fleet_spawn", profile="sonnet", name="docs")
+    [sid] = store.members
+    assert (store.members[sid].pane_id, store.members[sid].panes_before) == (None, theirs.pane_id)
+    monkeypatch.undo()
+    panes = {pane.pane_id for pane in await fleet.control.labelled_panes("docs")}
+    ours = panes - {theirs.pane_id}
+    assert len(ours) == (1 if made else 0)
+
+    second = await _restart(tmp_path, fleet, store)
+    released = second.bridge.reads.session(sid)
+    assert released is not None
+    assert (released.live, released.released_cause) == (False, "spawn_rollback")
+    assert released.lost is not None
+    assert (released.lost.cause.value, released.lost.code) == ("never_ready", "fleetd_restarted")
+    closed = {c.args["pane_id"] for c in fleet.control.calls_to("close_pane")}
+    assert closed == ours
+    assert {p.pane_id for p in await fleet.control.labelled_panes("docs")} == {theirs.pane_id}
+    assert len(second.worktrees.removed) == 1
     assert sid not in store.members
