@@ -21,7 +21,10 @@ An orphan
 and preserves the worktree (cause LEAD_ABORT). A member found gone — at start, or an orphan that
 a later check no longer lists — is forgotten with cause GONE. A member of this run whose pane herdr
 did not close when it was released (:meth:`OrphanBook.watch`) is an orphan too, for the same
-reasons: its agent may still run and hold a slot. Either way a worktree gets a
+reasons: its agent may still run and hold a slot. Its release asked for its pane to close, so each
+check asks herdr again until it closes (or herdr says it is gone): a pane with no agent in it — a
+spawn rolled back before its agent started — is not in ``agent.list``, and would otherwise be
+forgotten while its shell stays open. Either way a worktree gets a
 preserved-worktree manifest (unless one exists already) so ``fleet_list.preservedWorktrees`` names
 it, and the mark is removed. A check is one ``agent.list``, made only while there are marks to
 match or orphans to watch; at most :data:`~fleetd.bridge.marks.MARKS_READ` marks are read.
@@ -111,6 +114,7 @@ class OrphanBook:
         self._known = known
         self._unmatched: tuple[MemberMark, ...] | None = None  # None: marks not loaded yet
         self._orphans: dict[str, Orphan] = {}
+        self._closing: set[str] = set()  # orphans of this run whose pane is to close
 
     @property
     def _sessions(self) -> Path:
@@ -142,6 +146,10 @@ class OrphanBook:
             )
         if not self._unmatched and not self._orphans:
             return
+        for session_id in sorted(self._closing):
+            await self._close_again(self._orphans[session_id])
+        if not self._unmatched and not self._orphans:
+            return
         try:
             agents = await self._control.list_agents()
         except HerdrError:
@@ -160,15 +168,17 @@ class OrphanBook:
                     mark.pane_id,
                 )
         for mark in matched.gone:
-            await self._forget(mark, ReleaseCause.GONE)
+            if mark.session_id not in self._closing:  # those go once herdr closes them
+                await self._forget(mark, ReleaseCause.GONE)
 
     def watch(self, mark: MemberMark) -> None:
         """Take a member of this run whose pane herdr did not close at its release: it may still
         run, so it is an orphan like those of a previous run (counted, shown, stoppable) until a
         check no longer lists its pane."""
         self._orphans[mark.session_id] = Orphan(mark=mark, found_at=self._clock.now())
+        self._closing.add(mark.session_id)
         _log.warning(
-            "member %s (%s) may still run in pane %s herdr did not close: orphaned",
+            "member %s (%s) may still run in pane %s herdr did not close: orphaned until it closes",
             mark.session_id,
             mark.name,
             mark.pane_id,
@@ -187,8 +197,25 @@ class OrphanBook:
             ) from exc
         return await self._forget(orphan.mark, ReleaseCause.LEAD_ABORT)
 
+    async def _close_again(self, orphan: Orphan) -> None:
+        """Ask herdr once more to close the pane a release of this run could not close."""
+        try:
+            await self._control.close_pane(orphan.mark.pane_id)
+        except TargetNotFoundError:
+            pass  # gone meanwhile
+        except HerdrError:
+            return  # still open, or herdr cannot say: asked again at the next check
+        _log.info(
+            "member %s (%s): pane %s closed at last",
+            orphan.mark.session_id,
+            orphan.mark.name,
+            orphan.mark.pane_id,
+        )
+        await self._forget(orphan.mark, ReleaseCause.GONE)
+
     async def _forget(self, mark: MemberMark, cause: ReleaseCause) -> ReleaseResult:
         self._orphans.pop(mark.session_id, None)
+        self._closing.discard(mark.session_id)
         kept: dict[str, WorktreeAction] = {}
         if mark.worktree is not None:
             kept["worktree"] = WorktreeAction.PRESERVE

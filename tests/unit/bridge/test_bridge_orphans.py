@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from fleetd.bridge.marks import SESSIONS_DIR, load_marks
-from fleetd.errors import ControlLinkError
+from fleetd.errors import ControlLinkError, HerdrError
 from fleetd.testing import TestFleet, build_test_fleet
 
 
@@ -211,5 +211,28 @@ async def test_an_unclosed_pane_herdr_then_no_longer_lists_is_forgotten(tmp_path
     assert [o.mark.session_id for o in fleet.bridge.orphans.members()] == [sid]
     await fleet.control.close_pane(pane)
     await fleet.bridge.orphans.check()
+    assert fleet.bridge.orphans.members() == []
+    assert _marks(fleet) == []
+
+
+async def test_a_rolled_back_shell_herdr_did_not_close_is_closed_at_a_later_check(
+    tmp_path: Path,
+) -> None:
+    """A spawn rolls back before its agent started (herdr refused agent.start) and herdr does not
+    close its pane either: the shell is not in agent.list, yet it is not forgotten while it stays
+    open — the next orphan check asks herdr again, and once herdr closes it the slot is free."""
+    fleet = build_test_fleet(tmp_path)
+    fleet.control.fail("start_agent", HerdrError("agent_start_failed", "no"))
+    fleet.control.fail("close_pane", ControlLinkError("request_timeout", "slow"))
+    refused = await fleet.call("fleet_spawn", profile="sonnet")
+    assert refused.error is not None
+    [orphan] = fleet.bridge.orphans.members()
+    shell = orphan.mark.pane_id
+    assert shell in fleet.control._panes
+    await fleet.bridge.orphans.check()  # herdr still cannot close it: still held
+    assert [o.mark.pane_id for o in fleet.bridge.orphans.members()] == [shell]
+    fleet.control.fail("close_pane", None)
+    await fleet.bridge.orphans.check()
+    assert shell not in fleet.control._panes
     assert fleet.bridge.orphans.members() == []
     assert _marks(fleet) == []
