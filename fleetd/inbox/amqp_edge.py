@@ -59,6 +59,7 @@ def envelope_of(message: AbstractIncomingMessage) -> WireEnvelope:
         message_id=message.message_id,
         headers=dict(message.headers or {}),
         timestamp_epoch_millis=millis,
+        content_encoding=message.content_encoding,
     )
 
 

@@ -14,7 +14,10 @@ picked by ``content_type`` alone and never by looking at the body:
   reported as :class:`UnsupportedVersion` without reading any other field, so a newer daemon can
   read it later. Unknown optional fields are ignored; missing fields, invalid enums, malformed
   UTF-8 or JSON, and a body whose identity disagrees with the AMQP properties are :class:`Invalid`.
-* Any other (or no) media type is :class:`Invalid`: we cannot tell what it is.
+* Any other (or no) media type is :class:`Invalid`: we cannot tell what it is. So is a body
+  with a ``content_encoding`` that changes it (``gzip``, ...: read as text it would be garbage
+  passed off as a reply), and one larger than :data:`MAX_ENTRY_BYTES` (never parsed, never handed
+  to a lead's poll whole).
 
 Decode outcomes are values; :func:`decode` never raises. Reasons and details are fixed strings that
 never echo the body, so they are safe for logs and metric labels. This module is pure.
@@ -28,7 +31,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from fleetd.inbox.records import (
     SCHEMA_VERSION,
@@ -59,6 +62,12 @@ __all__ = [
 LEGACY_MEDIA_TYPE = "text/plain"
 TYPED_MEDIA_TYPE = "application/vnd.ltms.fleet.inbox-message+json"
 TARGET_HEADER = "x-fleet-target"
+MAX_ENTRY_BYTES: Final = 4 * 1024 * 1024
+"""An entry larger than this is not decoded (quarantined as ``too_large``): four times the largest
+request body fleetd accepts, so no reply fleetd or a member published is ever near it."""
+#: AMQP ``content_encoding`` values that leave the body as is (``utf-8`` is what some clients
+#: put there for the charset); any other (``gzip``, ``deflate``, ...) is not decoded
+_PLAIN_ENCODINGS = frozenset({"", "identity", "utf-8", "utf8"})
 """AMQP header naming the entry's target; when present it must agree with the body."""
 
 _UTF8_CHARSETS = frozenset({"utf-8", "utf8"})
@@ -99,6 +108,8 @@ class DecodeReason(StrEnum):
     INVALID_FIELD = "invalid_field"
     IDENTITY_MISMATCH = "identity_mismatch"
     UNSUPPORTED_VERSION = "unsupported_version"
+    UNSUPPORTED_ENCODING = "unsupported_encoding"
+    TOO_LARGE = "too_large"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,6 +121,7 @@ class WireEnvelope:
     message_id: str | None = None
     headers: Mapping[str, object] = field(default_factory=dict, hash=False)
     timestamp_epoch_millis: int | None = None
+    content_encoding: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,6 +227,11 @@ def decode(envelope: WireEnvelope, *, key: str, serial: int | None = None) -> De
     ``serial`` is the reader's number for this delivery; it makes the id of a legacy entry without
     a usable ``message_id`` unique (without it the id is derived from the body alone).
     """
+    if len(envelope.body) > MAX_ENTRY_BYTES:
+        return Invalid(reason=DecodeReason.TOO_LARGE)
+    encoding = envelope.content_encoding
+    if encoding is not None and encoding.strip().lower() not in _PLAIN_ENCODINGS:
+        return Invalid(reason=DecodeReason.UNSUPPORTED_ENCODING)
     media_type, charset = _media_type(envelope.content_type)
     if media_type not in (LEGACY_MEDIA_TYPE, TYPED_MEDIA_TYPE):
         return Invalid(reason=DecodeReason.UNKNOWN_MEDIA_TYPE)

@@ -17,6 +17,7 @@ from fleetd.errors import InboxOwnershipError, InboxUnavailableError
 from fleetd.inbox.amqp import AmqpInbox
 from fleetd.inbox.codec import (
     LEGACY_MEDIA_TYPE,
+    MAX_ENTRY_BYTES,
     TARGET_HEADER,
     TYPED_MEDIA_TYPE,
     DecodeReason,
@@ -540,3 +541,36 @@ async def test_a_cancelled_collect_requeues_everything_in_place(
     assert seen == ["c-1", "c-2", "c-3"]
     assert [f.disposition for f in inbox.failures()] == [Disposition.QUARANTINED]
     assert await inbox.release(key) is True
+
+
+async def test_an_encoded_or_oversized_entry_is_quarantined_never_a_reply(
+    inbox_broker: RawBroker, key: str, make_inbox: Any
+) -> None:
+    """A gzip-encoded body read as text would be garbage passed off as a reply, and a body past
+    the entry bound would be parsed and handed to a poll whole: both are copied to quarantine
+    (their content_encoding kept) and acked; the valid entry behind them is the only reply."""
+    inbox = make_inbox()
+    await inbox.own(key)
+    await inbox_broker.publish(
+        key,
+        b"\x1f\x8b\x08\x00compressed",
+        content_type=LEGACY_MEDIA_TYPE,
+        content_encoding="gzip",
+        message_id="zipped-1",
+    )
+    await inbox_broker.publish(
+        key, b"x" * (MAX_ENTRY_BYTES + 1), content_type=LEGACY_MEDIA_TYPE, message_id="huge-1"
+    )
+    await inbox_broker.publish(
+        key, b"plain", content_type=LEGACY_MEDIA_TYPE, content_encoding="utf-8", message_id="ok-1"
+    )
+    [record] = await inbox.collect(key)
+    assert (record.msg_id, record.content) == ("ok-1", "plain")
+    copies = {c.message_id: c for c in await inbox_broker.drain(quarantine_queue_name(key))}
+    assert copies["zipped-1"].headers[REASON_HEADER] == DecodeReason.UNSUPPORTED_ENCODING
+    assert copies["zipped-1"].content_encoding == "gzip"
+    assert copies["huge-1"].headers[REASON_HEADER] == DecodeReason.TOO_LARGE
+    assert len(copies["huge-1"].body) == MAX_ENTRY_BYTES + 1
+    assert {f.disposition for f in inbox.failures()} == {Disposition.QUARANTINED}
+    await inbox.close()
+    assert await inbox_broker.ready(queue_name(key)) == 0

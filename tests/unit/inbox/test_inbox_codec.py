@@ -9,6 +9,7 @@ import pytest
 
 from fleetd.inbox.codec import (
     LEGACY_MEDIA_TYPE,
+    MAX_ENTRY_BYTES,
     TARGET_HEADER,
     TYPED_MEDIA_TYPE,
     Decoded,
@@ -438,3 +439,26 @@ def test_queue_names() -> None:
 def test_safe_log_id(value: str | None, shown: str) -> None:
     """Foreign ids reach logs only when they are plain identifiers."""
     assert safe_log_id(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("encoding", "decoded"),
+    [(None, True), ("", True), ("identity", True), ("UTF-8", True), ("gzip", False)],
+)
+def test_a_body_content_encoding_changes_is_not_read_as_text(
+    encoding: str | None, decoded: bool
+) -> None:
+    """Only an encoding that leaves the body as is decodes; gzip and the like are invalid."""
+    envelope = WireEnvelope(body=b"hello", content_type="text/plain", content_encoding=encoding)
+    outcome = decode(envelope, key=KEY)
+    assert isinstance(outcome, Decoded) is decoded
+    if not decoded:
+        assert outcome == Invalid(reason=DecodeReason.UNSUPPORTED_ENCODING)
+
+
+def test_an_entry_past_the_bound_is_not_decoded() -> None:
+    """One byte past MAX_ENTRY_BYTES is too large (never parsed); at the bound, a reply."""
+    at = WireEnvelope(body=b"a" * MAX_ENTRY_BYTES, content_type="text/plain")
+    assert isinstance(decode(at, key=KEY), Decoded)
+    past = WireEnvelope(body=b"a" * (MAX_ENTRY_BYTES + 1), content_type="text/plain")
+    assert decode(past, key=KEY) == Invalid(reason=DecodeReason.TOO_LARGE)
