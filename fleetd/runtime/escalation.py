@@ -302,6 +302,7 @@ class Escalation:
                 len(self._owed),
             )
         self._failing = reason
+        self._next_sweep = None  # the journal answering a read is what ends the outage
 
 
 def _plan(leg: Leg, now: datetime, setting: _Setting, *, replay: bool = False) -> HumanPlan:

@@ -439,3 +439,32 @@ async def test_a_record_the_inbox_keeps_refusing_takes_the_incident_to_a_person_
     polled = await fleet.ok("fleet_poll")
     states = [m["state"] for m in polled["messages"] if m["kind"] == "health"]
     assert "WORK_PRODUCT_AT_RISK" in states  # the held record reached the lead after all
+
+
+async def test_the_journal_is_said_to_record_again_only_once_it_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A journal call fails with nothing owed (a delivered event's reconcile): the steps after it
+    ask the journal again — while it still refuses, coverage stays degraded and nothing says it
+    records again; once it answers, one INFO says so and coverage is full."""
+    journal = InMemoryJournal()
+    fleet = _fleet(tmp_path, journal, webhook=True)
+    escalation = fleet.service.health.escalation
+    assert escalation is not None
+    now = fleet.clock.now()
+    await escalation.step(now)  # the first sweep: nothing open
+    journal.fail_with = JournalUnavailableError("get", "unreachable")
+    escalation.settled("inc_" + "0" * 24)
+    await escalation.step(now)
+    assert escalation.problem is not None
+    caplog.set_level(logging.INFO, logger="fleetd")
+    for _ in range(3):
+        fleet.clock.advance(0.5)
+        await escalation.step(fleet.clock.now())
+    assert escalation.problem is not None
+    assert "records again" not in caplog.text
+    journal.fail_with = None
+    fleet.clock.advance(0.5)
+    await escalation.step(fleet.clock.now())
+    assert escalation.problem is None
+    assert caplog.text.count("records again") == 1
