@@ -315,9 +315,14 @@ def install_incident_routes(
         if not result.found:
             return _refuse("unknown_incident", f"no incident {incident_id} in the journal", 404)
         if result.rearmed == 0:
+            enabled = (
+                f"; webhook receivers a 410 had disabled, enabled again: {result.enabled}"
+                if result.enabled
+                else ""
+            )
             return _refuse(
                 "nothing_to_replay",
-                f"incident {incident_id} has no permanently failed event to replay",
+                f"incident {incident_id} has no permanently failed event to replay{enabled}",
                 409,
             )
         return _ok(

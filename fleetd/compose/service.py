@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from fleetd.api.auth import Authenticator
@@ -161,7 +161,7 @@ class Fleetd:
         back every webhook receiver a 410 disabled (the operator has acted)."""
         result = await self.desk.replay(incident_id, now=self.clock.now())
         if result.found:
-            self.sink.enable_receivers()
+            result = replace(result, enabled=self.sink.enable_receivers())
         return result
 
     def stop_requested(self) -> None:

@@ -138,15 +138,15 @@ def parse_config_bytes(
 ) -> LoadedConfig:
     """Validate the YAML ``data`` of the file at ``path``; relative paths resolve beside it.
 
-    A file that holds no settings (no bytes, only blanks or only comments) is refused, at start as
-    on a reload: it is a mistake (a wrong path, a file caught mid-write), never a request for the
+    A file that holds no settings (no bytes, only blanks or comments, or an empty ``{}``) is
+    refused, at start as on a reload: it is a mistake (a wrong path, a file caught mid-write), never a request for the
     defaults, which run without ``--config``.
     """
     document = _parse_yaml(data, str(path))
     _check_shape(document, str(path))
-    if document is None:
+    if document is None or (isinstance(document, Mapping) and not document):  # nothing, or {}
         raise ConfigError(str(path), EMPTY_FILE)
-    if document is not None and not isinstance(document, Mapping):
+    if not isinstance(document, Mapping):
         raise ConfigError(str(path), "the top level must be a mapping of sections")
     loaded = parse_config(document, environ, base_dir=path.absolute().parent)
     return dataclasses.replace(loaded, source=fingerprint)

@@ -52,11 +52,13 @@ class IncidentListing:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayResult:
-    """``found``: the incident exists; ``rearmed``: how many failed events got a new attempt."""
+    """``found``: the incident exists; ``rearmed``: how many failed events got a new attempt;
+    ``enabled``: how many webhook receivers a 410 had disabled are enabled again."""
 
     incident_id: str
     found: bool
     rearmed: int = 0
+    enabled: int = 0
 
 
 class IncidentDesk:

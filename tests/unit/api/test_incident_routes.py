@@ -206,6 +206,22 @@ async def test_replay_of_a_resolved_incident_never_sends_its_failed_open(
     assert [(e.type.value, e.state.value) for e in stored.events] == [("open", "cancelled")]
 
 
+async def test_a_replay_with_nothing_to_send_says_it_enabled_receivers_again(
+    fleet: TestFleet, journal: InMemoryJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator's replay gives back the receivers a 410 disabled even when the incident has
+    nothing to re-arm: the 409 says so, instead of a bare refusal for a call that acted."""
+    ids = await seed(fleet, journal)
+    monkeypatch.setattr(fleet.service.sink, "enable_receivers", lambda: 1)
+    path = f"/v1/incidents/{ids['person']}/replay"
+    async with client(fleet) as http:
+        await http.post(path, headers=bearer(OPERATOR_TOKEN))  # re-arms its one failed event
+        answer = await http.post(path, headers=bearer(OPERATOR_TOKEN))
+    assert (answer.status_code, answer.json()["error"]["code"]) == (409, "nothing_to_replay")
+    message = answer.json()["error"]["message"]
+    assert message.endswith("webhook receivers a 410 had disabled, enabled again: 1")
+
+
 @pytest.mark.parametrize(
     ("incident_id", "status", "code"),
     [

@@ -132,7 +132,9 @@ def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
     assert caught.value.key == str(path)
 
 
-@pytest.mark.parametrize("text", ["", "\n  \n", "# fleetd configuration\n# leads: []\n", "---\n"])
+@pytest.mark.parametrize(
+    "text", ["", "\n  \n", "# fleetd configuration\n# leads: []\n", "---\n", "{}\n", "--- {}\n"]
+)
 def test_a_file_with_no_settings_is_refused_at_start(tmp_path: Path, text: str) -> None:
     """An empty, blank or comments-only file is refused naming the file, as a reload refuses it."""
     path = tmp_path / "fleetd.yaml"
