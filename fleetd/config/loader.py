@@ -139,8 +139,8 @@ def parse_config_bytes(
     """Validate the YAML ``data`` of the file at ``path``; relative paths resolve beside it.
 
     A file that holds no settings (no bytes, only blanks or comments, or an empty ``{}``) is
-    refused, at start as on a reload: it is a mistake (a wrong path, a file caught mid-write), never a request for the
-    defaults, which run without ``--config``.
+    refused, at start as on a reload: it is a mistake (a wrong path, a file caught mid-write),
+    never a request for the defaults, which run without ``--config``.
     """
     document = _parse_yaml(data, str(path))
     _check_shape(document, str(path))
