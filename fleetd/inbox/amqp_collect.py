@@ -5,7 +5,9 @@ key's queue and consumes exactly that many (``basic.consume`` with a prefetch wi
 than what is ready and wanted, then ``basic.cancel``), decodes each by media type, and sorts it:
 
 * a decoded record is returned; a record whose id was already returned is pulled but dropped
-  (this is how a redelivery after a lost ack never reaches the caller twice). A legacy entry
+  (this is how a redelivery after a lost ack never reaches the caller twice) — when its body is
+  the same. A *different* body under an id already taken (a publisher reusing ids) is not a
+  redelivery: it is quarantined as ``reused_id``, never dropped unseen. A legacy entry
   without a message id gets a fresh serial in its id on every delivery, so two distinct replies
   with the same text both come back; the price is that its redelivery comes back too;
 * an **unsupported schema version** is *held*: left unacknowledged on its original queue while
@@ -44,6 +46,7 @@ from fleetd.errors import InboxError, InboxUnavailableError
 from fleetd.inbox.amqp_edge import attempt, envelope_of, is_live, translated
 from fleetd.inbox.codec import (
     Decoded,
+    DecodeReason,
     Invalid,
     UnsupportedVersion,
     body_digest,
@@ -89,6 +92,7 @@ class AmqpCollector:
         self._held: defaultdict[str, list[_Held]] = defaultdict(list)
         self._qos: tuple[AbstractRobustChannel | None, int] = (None, 0)  # channel, prefetch
         self._serials = itertools.count(1)  # numbers deliveries for id-less legacy entries
+        self._digests: dict[tuple[str, str], str] = {}  # returned, not yet remembered
 
     def held(self, key: str) -> int:
         """Entries of ``key`` held unacknowledged right now (their channel still open)."""
@@ -98,13 +102,16 @@ class AmqpCollector:
     def remember(self, key: str, records: list[InboxRecord]) -> None:
         """Mark ``records`` as returned, so any redelivery of them is dropped."""
         for record in records:
-            self._delivered.add((key, record.msg_id))
+            pair = (key, record.msg_id)
+            self._delivered.add(pair, self._digests.pop(pair, ""))
 
     async def take(
         self, consumer: AbstractRobustChannel, lane: QuarantineLane, key: str, want: int | None
     ) -> tuple[list[InboxRecord], list[AbstractIncomingMessage]]:
         """Up to ``want`` new records of ``key``, and every message to ack with them, in order."""
         await self._retry_held(lane, key)
+        for pair in [pair for pair in self._digests if pair[0] == key]:
+            del self._digests[pair]  # a take never remembered (its answer failed): drop them
         records: list[InboxRecord] = []
         pulled: list[AbstractIncomingMessage] = []  # decoded or quarantined: acked as a batch
         queue = await attempt(
@@ -131,7 +138,9 @@ class AmqpCollector:
                             async for message in deliveries:
                                 budget, used = budget - 1, used + 1
                                 record = await self._sort(lane, key, message, pulled)
-                                if record is not None and self._is_new(key, record, records):
+                                if record is not None and await self._is_new(
+                                    lane, key, record, message, pulled
+                                ):
                                     records.append(record)
                                 full = want is not None and len(records) >= want
                                 if budget <= 0 or full or used >= window:
@@ -162,10 +171,33 @@ class AmqpCollector:
             with suppress(InboxError), translated("ack"):
                 await message.ack(multiple=not holding)
 
-    def _is_new(self, key: str, record: InboxRecord, batch: list[InboxRecord]) -> bool:
-        if (key, record.msg_id) in self._delivered:
-            return False
-        return all(earlier.msg_id != record.msg_id for earlier in batch)
+    async def _is_new(
+        self,
+        lane: QuarantineLane,
+        key: str,
+        record: InboxRecord,
+        message: AbstractIncomingMessage,
+        pulled: list[AbstractIncomingMessage],
+    ) -> bool:
+        """True for a record to return: its id not taken yet. The same body again is a
+        redelivery, dropped; another body under a taken id is quarantined (``reused_id``)."""
+        pair = (key, record.msg_id)
+        digest = body_digest(message.body)
+        taken = self._digests.get(pair)
+        if taken is None:
+            taken = self._delivered.digest(pair)
+        if taken is None:
+            self._digests[pair] = digest
+            return True
+        if taken in ("", digest):
+            return False  # a redelivery (or an id remembered without its body): dropped
+        pulled.remove(message)  # acked only once its copy is confirmed
+        held = _Held(message=message, outcome=Invalid(reason=DecodeReason.REUSED_ID), digest=digest)
+        self._held[key].append(held)
+        if await self._quarantine(lane, key, held):
+            self._held[key].remove(held)
+            pulled.append(message)
+        return False
 
     async def _sort(
         self,

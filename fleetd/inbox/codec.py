@@ -110,6 +110,7 @@ class DecodeReason(StrEnum):
     UNSUPPORTED_VERSION = "unsupported_version"
     UNSUPPORTED_ENCODING = "unsupported_encoding"
     TOO_LARGE = "too_large"
+    REUSED_ID = "reused_id"  # not a decode failure: another body under an id already taken
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,7 +21,7 @@ class SeenIds:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self._capacity = capacity
-        self._pairs: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._pairs: OrderedDict[tuple[str, str], str] = OrderedDict()  # pair -> body digest
 
     def __contains__(self, pair: object) -> bool:
         return pair in self._pairs
@@ -29,9 +29,14 @@ class SeenIds:
     def __len__(self) -> int:
         return len(self._pairs)
 
-    def add(self, pair: tuple[str, str]) -> None:
-        """Remember ``pair`` as the most recent; forget the oldest beyond capacity."""
-        self._pairs[pair] = None
+    def digest(self, pair: tuple[str, str]) -> str | None:
+        """The body digest ``pair`` was remembered with (``""``: none given; ``None``: not held)."""
+        return self._pairs.get(pair)
+
+    def add(self, pair: tuple[str, str], digest: str = "") -> None:
+        """Remember ``pair`` (with its body's digest) as the most recent; forget the oldest beyond
+        capacity."""
+        self._pairs[pair] = digest
         self._pairs.move_to_end(pair)
         while len(self._pairs) > self._capacity:
             self._pairs.popitem(last=False)

@@ -574,3 +574,27 @@ async def test_an_encoded_or_oversized_entry_is_quarantined_never_a_reply(
     assert {f.disposition for f in inbox.failures()} == {Disposition.QUARANTINED}
     await inbox.close()
     assert await inbox_broker.ready(queue_name(key)) == 0
+
+
+async def test_another_body_under_a_taken_id_is_quarantined_a_redelivery_dropped(
+    inbox_broker: RawBroker, key: str, make_inbox: Any
+) -> None:
+    """A publisher that reuses a message id does not lose the second reply unseen: the same body
+    again is a redelivery (dropped), another body under the id is quarantined as reused_id —
+    within one drain and across drains."""
+    inbox = make_inbox()
+    await inbox.own(key)
+    for body in (b"first", b"first", b"second"):
+        await inbox_broker.publish(key, body, content_type=LEGACY_MEDIA_TYPE, message_id="id-1")
+    records = await inbox.collect(key)
+    assert [(r.msg_id, r.content) for r in records] == [("id-1", "first")]
+    await inbox_broker.publish(key, b"third", content_type=LEGACY_MEDIA_TYPE, message_id="id-1")
+    await inbox_broker.publish(key, b"first", content_type=LEGACY_MEDIA_TYPE, message_id="id-1")
+    assert await inbox.collect(key) == []
+    copies = await inbox_broker.drain(quarantine_queue_name(key))
+    assert [(c.body, c.headers[REASON_HEADER]) for c in copies] == [
+        (b"second", DecodeReason.REUSED_ID),
+        (b"third", DecodeReason.REUSED_ID),
+    ]
+    await inbox.close()
+    assert await inbox_broker.ready(queue_name(key)) == 0
