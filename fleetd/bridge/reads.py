@@ -131,6 +131,11 @@ class BridgeReads:
         """How many held records gave way to the bound."""
         return self._outbox.gave_way
 
+    @property
+    def drains(self) -> int:
+        """How many lead drains took something from the inbox (its counts changed)."""
+        return self._outbox.drains
+
     def mutes_since(self, cursor: int) -> tuple[list[MuteEvent], int]:
         """Fallback resolutions after ``cursor`` that are still kept, and the new cursor."""
         return self._mutes.since(cursor)

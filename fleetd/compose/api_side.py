@@ -1,11 +1,14 @@
 """The API side: the leads' tokens read from the environment, and the tool registry with the
-hooks the root hangs on it (a member's contact is its presence; every call that changes
-something ends with a new fleet view version)."""
+hooks the root hangs on it (a member's contact is its presence; every call that changed
+something ends with a new fleet view version, and a call that changed nothing — a refusal, an
+empty drain, a poll of an unknown ticket — moves no version, wakes no long-poll and breaks no
+``ETag``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 
 from fleetd.api.fleet_tools import register_fleet_tools
 from fleetd.api.tools import ToolRegistry, ToolResult
@@ -22,8 +25,12 @@ __all__ = ["lead_tokens", "tool_registry"]
 
 _log = logging.getLogger("fleetd")
 
-#: Tools that change nothing: every other call ends with a new fleet view version.
+#: Tools that change nothing: every other call ends with a new fleet view version if it did.
 _READ_TOOLS = frozenset({"fleet_list", "fleet_status"})
+
+#: The fleet view's change key when the call under way began (each request runs in a context
+#: of its own, so concurrent calls each keep theirs).
+_CALL_BEGAN: ContextVar[tuple[object, ...] | None] = ContextVar("fleetd_call_began", default=None)
 
 
 def tool_registry(
@@ -52,12 +59,13 @@ def tool_registry(
     register_fleet_tools(registry, bridge=bridge, fleet_view=views.view, spawn=spawn)
 
     async def on_contact(caller: Caller) -> None:
+        _CALL_BEGAN.set(views.change_key())  # before the presence below, which is the call's
         if caller.role is Role.MEMBER and caller.session_id is not None:
             bridge.presence(caller.session_id)
 
     def settle(tool: str | None, _result: ToolResult) -> None:
         if tool is not None and tool not in _READ_TOOLS:
-            views.touched()
+            views.touched(since=_CALL_BEGAN.get())
 
     registry.on_contact.append(on_contact)
     registry.on_result.append(settle)

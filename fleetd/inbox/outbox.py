@@ -65,6 +65,7 @@ class LeadOutbox:
         self._carried: dict[str, list[InboxRecord]] = {}
         self._waiting = False  # a flush failed and nothing has flushed everything since
         self.gave_way = 0
+        self.drains = 0  # drains that took something (what the inbox holds changed)
 
     @property
     def held(self) -> list[InboxRecord]:
@@ -153,7 +154,10 @@ class LeadOutbox:
                 "the inbox cannot be reached right now; nothing was taken from it",
                 action="retry fleet_poll later; every reply stays in your inbox",
             ) from exc
-        return self._carried.pop(key, []) + records
+        taken = self._carried.pop(key, []) + records
+        if taken:
+            self.drains += 1
+        return taken
 
     def hand_back(self, key: str, records: list[InboxRecord]) -> None:
         """Give a drain's records back: they lead ``key``'s next drain, in their order."""

@@ -14,7 +14,8 @@ herdr status that changed (:class:`~fleetd.runtime.live_agents.LiveAgents`), the
 state, the push loop's outcomes, what waits in memory for the inbox, the inbox's reachability and
 decode failures, the orphans, the config status, and each dependency's events (a failure, a
 breaker turning, another broker or receiver in use, a catalog probe) — not each answered call,
-whose counts and latency are shown as of the version. The key is a tuple of counters, cheap
+whose counts and latency are shown as of the version (a call that changed nothing, a refusal
+above all, moves no version). The key is a tuple of counters, cheap
 enough to read on every request, so a change is seen by the next request whatever made it. The
 herdr agents are listed at least every ten seconds (the ``herdr-agents`` loop), so even a quiet
 fleet gets a fresh view — and fresh ages — that often; nothing else moves the version, so neither a
@@ -114,9 +115,16 @@ class FleetViews:
             self._advance()
         return self._version
 
-    def touched(self) -> None:
-        """An operation that may have changed the fleet ended: its outcome is a new version."""
-        self._key = None
+    def change_key(self) -> tuple[object, ...]:
+        """What the version follows, now (see the module docstring)."""
+        return self._builder.change_key()
+
+    def touched(self, since: tuple[object, ...] | None = None) -> None:
+        """An operation that may have changed the fleet ended: its outcome is a new version —
+        when the key moved since ``since`` (the key when it began; ``None``: not known, taken as
+        moved). An operation that changed nothing moves no version of its own."""
+        if since is None or self._builder.change_key() != since:
+            self._key = None
         self.version()
 
     def settling(self, step: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:

@@ -292,6 +292,7 @@ class FleetViewBuilder:
             ),
             len(bridge.reads.unpublished),
             bridge.reads.held_dropped,
+            bridge.reads.drains,
             bridge.inbox.reachable(),
             len(failures),
             sum(f.occurrences for f in failures),

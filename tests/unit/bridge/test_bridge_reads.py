@@ -18,6 +18,7 @@ from fleetd.identity import Caller, Role
 from fleetd.testing import TestFleet, build_test_fleet
 
 READS = {
+    "drains",
     "find_live",
     "find_owned",
     "held_dropped",

@@ -92,6 +92,23 @@ async def test_every_bridge_change_moves_the_version(tmp_path: Path) -> None:
     assert (await _listed(fleet))["viewVersion"] == seen[-1]  # nothing changed since
 
 
+async def test_a_call_that_changes_nothing_moves_no_version(tmp_path: Path) -> None:
+    """Refusals — a poll of an unknown ticket, a reply with no task open, a send to no member —
+    and an empty drain leave the version (and so every long-poll and ETag) alone; a send that
+    is accepted moves it."""
+    fleet = await _fleet(tmp_path)
+    sid = await fleet.spawn_ready()
+    before = (await _listed(fleet))["viewVersion"]
+    for _ in range(5):
+        assert (await fleet.call("fleet_poll", ticket="t-0000")).error is not None
+        assert (await fleet.call("fleet_send", target="nobody", prompt="go")).error is not None
+        assert (await fleet.call("fleet_reply", fleet.member(sid), content="x")).error is not None
+        await fleet.ok("fleet_poll", target="lead")  # an empty drain
+    assert (await _listed(fleet))["viewVersion"] == before
+    await fleet.ok("fleet_send", target=sid, prompt="go")
+    assert (await _listed(fleet))["viewVersion"] > before
+
+
 async def test_herdr_facts_come_from_the_loops_with_their_age(tmp_path: Path) -> None:
     """agents show the last list and its age; a status the poller read shows at once; a failed
     list shows agents null until one answers again."""
