@@ -71,13 +71,17 @@ class FieldError(_Closed):
 
 
 class InvalidArgumentsHint(_Closed):
-    """``invalid_arguments``: the params schema and each refused field."""
+    """``invalid_arguments``: the params schema and each refused field (the first 20; the count
+    of the others in ``errorsOmitted``)."""
 
     schema_: Annotated[
         dict[str, Any],
         WithJsonSchema({"type": "object", "description": "the tool's params JSON Schema"}),
     ] = Field(alias="schema")
-    errors: list[FieldError]
+    errors: list[FieldError] = Field(max_length=20)
+    errors_omitted: int = Field(
+        default=0, ge=0, description="refused fields past the first 20, not listed"
+    )
 
 
 class BodyTooLargeHint(_Closed):

@@ -270,6 +270,11 @@ class ToolRegistry:
         return spec
 
 
+MAX_ARGUMENTS = 64
+"""More arguments than this are refused before validation: every tool takes a handful."""
+MAX_FIELD_ERRORS = 20
+"""A refusal lists at most this many field errors (``errorsOmitted`` counts the rest)."""
+
 #: The log line a result outside its declared model leaves (the suite fails any test that logs it).
 RESULT_BREACH = "tool %s answered outside its result contract at %s"
 
@@ -319,12 +324,22 @@ def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
             hint={"schema": spec.params_schema(), "errors": []},
         ) from None
     model: type[BaseModel] = spec.params
+    if len(raw_args) > MAX_ARGUMENTS:  # never one error per key of a flood of them
+        error = InvalidArgumentsError(
+            f"{len(raw_args)} arguments; {spec.name} takes at most {len(model.model_fields)}",
+            rule="too_many_arguments",
+        )
+        error.hint = {"schema": spec.params_schema(), "errors": [error.field_error()]}
+        raise error
     try:
         return model.model_validate_json(document, strict=True)
     except ValidationError as error:
+        errors = _field_errors(error)
+        hint: dict[str, Any] = {"schema": spec.params_schema(), "errors": errors}
+        if error.error_count() > len(errors):
+            hint["errorsOmitted"] = error.error_count() - len(errors)
         raise InvalidArgumentsError(
-            f"arguments do not match the parameters of {spec.name}",
-            hint={"schema": spec.params_schema(), "errors": _field_errors(error)},
+            f"arguments do not match the parameters of {spec.name}", hint=hint
         ) from None
 
 
@@ -382,9 +397,11 @@ def _encodes(text: str) -> bool:
 
 
 def _field_errors(error: ValidationError) -> list[dict[str, str]]:
-    """Each validation error as ``{path, type, message}``; never the rejected value."""
+    """The first :data:`MAX_FIELD_ERRORS` validation errors as ``{path, type, message}``; never
+    the rejected value."""
     found = []
-    for item in error.errors(include_url=False, include_context=False, include_input=False):
+    items = error.errors(include_url=False, include_context=False, include_input=False)
+    for item in items[:MAX_FIELD_ERRORS]:
         kind = item["type"]
         message = "invalid value" if kind in _FREE_TEXT_ERROR_TYPES else item["msg"]
         path = ".".join(str(part) for part in item["loc"])

@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from fastapi import FastAPI
 
 from fleetd.api.auth import Authenticator
 from fleetd.api.http_tools import install_tool_routes
-from fleetd.api.tools import ToolRegistry
+from fleetd.api.tools import MAX_ARGUMENTS, ToolRegistry
 from tests.unit.api.api_doubles import LEAD_TOKEN, OPERATOR_TOKEN, SECRET_IN_HANDLER, Calls
 
 LIMIT = 2048
+CONTRACT = Path(__file__).resolve().parents[3] / "contracts" / "api" / "tool-result.v1.schema.json"
 LEAD_AUTH = {"Authorization": f"Bearer {LEAD_TOKEN}"}
 
 
@@ -115,6 +118,25 @@ async def test_bad_arguments_422_carries_schema_and_paths(client: httpx.AsyncCli
     assert response.status_code == 422
     assert hint["schema"]["required"] == ["text"]
     assert sorted(e["path"] for e in hint["errors"]) == ["text", "x"]
+
+
+async def test_a_flood_of_bad_arguments_gets_a_bounded_refusal(client: httpx.AsyncClient) -> None:
+    """Thirty unknown keys: the first 20 field errors are listed and the other 11 counted; more
+    keys than any tool takes are refused as one error before validation. Both answers are in
+    the envelope's contract."""
+    contract = json.loads(CONTRACT.read_text())
+    some = {f"k{n:02}": n for n in range(30)}
+    response = await client.post("/v1/tools/echo", json=some, headers=LEAD_AUTH)
+    assert response.status_code == 422
+    hint = response.json()["error"]["hint"]
+    assert (len(hint["errors"]), hint["errorsOmitted"]) == (20, 11)  # 30 unknown + text missing
+    jsonschema.validate(response.json(), contract)
+    flood = {f"k{n:03}": n for n in range(MAX_ARGUMENTS + 1)}
+    response = await client.post("/v1/tools/echo", json=flood, headers=LEAD_AUTH)
+    assert response.status_code == 422
+    [only] = response.json()["error"]["hint"]["errors"]
+    assert only["type"] == "too_many_arguments"
+    jsonschema.validate(response.json(), contract)
 
 
 @pytest.mark.parametrize(
