@@ -52,6 +52,7 @@ their codes and hints. A name that is not a tool reaches the generic ``/v1/tools
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -75,12 +76,14 @@ from fleetd.api.tool_routes import (
     tool_route,
 )
 from fleetd.api.tools import (
+    BODY_READ_SECONDS,
     Caller,
     Role,
     ToolFailure,
     ToolRegistry,
     ToolResult,
     body_too_large,
+    body_too_slow,
     failure_from_error,
 )
 from fleetd.errors import AuthError
@@ -331,10 +334,14 @@ class _ToolRoutes:
         if declared.isascii() and declared.isdigit() and int(declared) > self._limit:
             return self._too_large()
         body = bytearray()
-        async for chunk in request.stream():
-            body.extend(chunk)
-            if len(body) > self._limit:
-                return self._too_large()
+        try:
+            async with asyncio.timeout(BODY_READ_SECONDS):
+                async for chunk in request.stream():
+                    body.extend(chunk)
+                    if len(body) > self._limit:
+                        return self._too_large()
+        except TimeoutError:
+            return body_too_slow()
         try:
             document = json.loads(bytes(body), parse_constant=_reject_constant)
         except (ValueError, RecursionError):

@@ -26,8 +26,12 @@ A failed call is an MCP tool *result* with ``isError: true`` whose text is the s
 retry. An ``initialize`` (or the newer ``server/discover``) is reported to the registry's contact
 hooks: for a member it is the readiness signal.
 
-The gate also reads the request body (up to the body limit) before the SDK sees it: a caller that
-hangs up mid-body is then one line on ``fleetd.api``, not the SDK's logged traceback.
+The gate also reads the request body (up to the body limit, within
+:data:`~fleetd.api.tools.BODY_READ_SECONDS`) before the SDK sees it: a caller that hangs up
+mid-body is then one line on ``fleetd.api``, not the SDK's logged traceback; one that stalls is
+answered 408 and let go; a declared ``Content-Length`` past the limit is 413 before anything is
+read. Anything but POST is 405 (``Allow: POST``): the streamable HTTP transport lets a server
+without a GET stream say so, and a stateless one has no session to resume or delete.
 
 DNS-rebinding protection (Host/Origin checks) is off unless ``transport_security`` is passed: every
 request must already carry a bearer token, which a rebinding web page cannot know, and the shell
@@ -40,6 +44,7 @@ manager and the app shell enters it in its own lifespan.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -59,12 +64,14 @@ from starlette.types import Message, Receive, Scope, Send
 from fleetd.api.auth import Authenticator, bearer_challenge
 from fleetd.api.envelope import output_schema
 from fleetd.api.tools import (
+    BODY_READ_SECONDS,
     Caller,
     ToolFailure,
     ToolRegistry,
     ToolResult,
     ToolSpec,
     body_too_large,
+    body_too_slow,
     failure_from_error,
 )
 from fleetd.errors import AuthError
@@ -103,6 +110,14 @@ async def _send_json(
     await send({"type": "http.response.body", "body": body})
 
 
+_POST_ONLY = ToolFailure(
+    code="method_not_allowed",
+    message="fleetd serves MCP statelessly with JSON answers: POST only (no GET stream to open "
+    "or resume, no session to delete)",
+    http_status=405,
+)
+
+
 class McpAuthGate:
     """ASGI wrapper: 401 unless the request carries a known bearer token; else record the caller."""
 
@@ -130,7 +145,20 @@ class McpAuthGate:
             await _send_json(send, 401, document, [(b"www-authenticate", challenge.encode())])
             return
         scope[CALLER_SCOPE_KEY] = caller
-        head = await _read_body(receive, self._limit)
+        if scope["method"] != "POST":  # stateless, JSON answers: no GET stream, no session
+            document = ToolResult.failure(_POST_ONLY).to_json()
+            await _send_json(send, 405, document, [(b"allow", b"POST")])
+            return
+        declared = Request(scope).headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and int(declared) > self._limit:
+            await _send_json(send, 413, ToolResult.failure(body_too_large(self._limit)).to_json())
+            return
+        try:
+            async with asyncio.timeout(BODY_READ_SECONDS):
+                head = await _read_body(receive, self._limit)
+        except TimeoutError:
+            await _send_json(send, 408, ToolResult.failure(body_too_slow()).to_json())
+            return
         if head is None:
             _log.info("a %s caller disconnected before its MCP request body arrived", caller.role)
             return

@@ -343,6 +343,20 @@ def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
         ) from None
 
 
+BODY_READ_SECONDS = 30.0
+"""A request body must arrive within this long (HTTP tools and MCP alike): a client that stalls
+mid-body is answered 408 and its partial body let go, never held."""
+
+
+def body_too_slow() -> ToolFailure:
+    """The refusal of a request body that did not arrive within :data:`BODY_READ_SECONDS`."""
+    return ToolFailure(
+        code="request_timeout",
+        message=f"the request body did not arrive within {BODY_READ_SECONDS:g} seconds",
+        http_status=408,
+    )
+
+
 def body_too_large(limit: int) -> ToolFailure:
     """The refusal of a request body past ``limit`` bytes (HTTP tools and MCP alike)."""
     return ToolFailure(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -133,3 +134,47 @@ def build_registry(calls: Calls) -> ToolRegistry:
 LEAD = Caller(role=Role.LEAD, name="alpha")
 MEMBER = Caller(role=Role.MEMBER, name="worker-1", session_id="s-1")
 OPERATOR = Caller(role=Role.OPERATOR, name="operator")
+
+
+async def raw_call(
+    app: Any, method: str, path: str, headers: list[tuple[bytes, bytes]], body: list[bytes]
+) -> tuple[int, dict[bytes, bytes], bytes, int]:
+    """Call ``app`` as a server would, with a lead's token and the body in ``body``'s chunks and
+    then nothing more (a client that stalls mid-body); the status, headers, body answered and
+    how many body chunks were asked for."""
+    chunks = [{"type": "http.request", "body": part, "more_body": True} for part in body]
+    asked = 0
+    stalled = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal asked
+        asked += 1
+        if chunks:
+            return chunks.pop(0)
+        await stalled.wait()  # never set: the client sends nothing more
+        raise AssertionError("unreachable")
+
+    answer: dict[str, Any] = {"headers": {}, "body": b""}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+            answer["headers"] = dict(message.get("headers", []))
+        else:
+            answer["body"] += message.get("body", b"")
+
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "scheme": "http",
+        "query_string": b"",
+        "headers": [(b"authorization", f"Bearer {LEAD_TOKEN}".encode()), *headers],
+        "client": ("127.0.0.1", 1),
+        "server": ("fleetd.test", 80),
+        "http_version": "1.1",
+    }
+    await app(scope, receive, send)
+    return answer["status"], answer["headers"], answer["body"], asked

@@ -13,10 +13,17 @@ import jsonschema
 import pytest
 from fastapi import FastAPI
 
+from fleetd.api import http_tools
 from fleetd.api.auth import Authenticator
 from fleetd.api.http_tools import install_tool_routes
 from fleetd.api.tools import MAX_ARGUMENTS, ToolRegistry
-from tests.unit.api.api_doubles import LEAD_TOKEN, OPERATOR_TOKEN, SECRET_IN_HANDLER, Calls
+from tests.unit.api.api_doubles import (
+    LEAD_TOKEN,
+    OPERATOR_TOKEN,
+    SECRET_IN_HANDLER,
+    Calls,
+    raw_call,
+)
 
 LIMIT = 2048
 CONTRACT = Path(__file__).resolve().parents[3] / "contracts" / "api" / "tool-result.v1.schema.json"
@@ -257,3 +264,15 @@ async def test_tokens_never_reach_logs_or_responses(
     text = json.dumps(seen, default=str)
     for token in tokens:
         assert token not in text
+
+
+async def test_a_tool_body_that_stalls_is_408_and_let_go(
+    registry: ToolRegistry, authenticator: Authenticator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that sends part of a tool call's body and then nothing is answered 408 once the
+    body deadline passes, its partial body let go; the tool never runs."""
+    monkeypatch.setattr(http_tools, "BODY_READ_SECONDS", 0.05)
+    app = FastAPI()
+    install_tool_routes(app, registry, authenticator, max_body_bytes=LIMIT)
+    status, _, body, _ = await raw_call(app, "POST", "/v1/tools/echo", [], [b'{"text": '])
+    assert (status, json.loads(body)["error"]["code"]) == (408, "request_timeout")

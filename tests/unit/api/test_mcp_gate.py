@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -9,10 +10,11 @@ import pytest
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
+from fleetd.api import mcp_server
 from fleetd.api.auth import Authenticator
 from fleetd.api.mcp_server import CALLER_SCOPE_KEY, McpAuthGate, install_mcp
 from fleetd.api.tools import ToolRegistry
-from tests.unit.api.api_doubles import LEAD, LEAD_TOKEN
+from tests.unit.api.api_doubles import LEAD, LEAD_TOKEN, raw_call
 
 
 class Inner:
@@ -104,3 +106,45 @@ async def test_mcp_answers_503_unless_the_lifespan_runs_it(
     assert before.json()["error"]["code"] == "unavailable"
     assert during.status_code == 200
     assert during.json()["result"] == {}
+
+
+@pytest.mark.parametrize("headers", [[], [(b"last-event-id", b"7")]])
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+async def test_anything_but_post_is_405_in_the_envelope(
+    authenticator: Authenticator, method: str, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """Stateless MCP with JSON answers has no GET stream to open or resume and no session to
+    delete: 405 with ``Allow: POST`` (the SDK answered a resume with a 500, and a bare GET with
+    a stream that never ended)."""
+    inner = Inner()
+    status, answered, body, _ = await raw_call(
+        McpAuthGate(inner, authenticator), method, "/mcp", headers, []
+    )
+    assert (status, answered[b"allow"]) == (405, b"POST")
+    assert json.loads(body)["error"]["code"] == "method_not_allowed"
+    assert inner.scopes == []
+
+
+async def test_a_declared_oversized_body_is_413_before_it_is_read(
+    authenticator: Authenticator,
+) -> None:
+    """A Content-Length past the limit is refused at once: not a byte of the body is buffered."""
+    inner = Inner()
+    gate = McpAuthGate(inner, authenticator, max_body_bytes=64)
+    status, _, body, asked = await raw_call(
+        gate, "POST", "/mcp", [(b"content-length", b"999999999")], []
+    )
+    assert (status, json.loads(body)["error"]["code"], asked) == (413, "body_too_large", 0)
+
+
+async def test_a_body_that_stalls_is_408_and_let_go(
+    authenticator: Authenticator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that sends part of its body and then nothing is answered 408 once the body
+    deadline passes; the SDK never sees it."""
+    monkeypatch.setattr(mcp_server, "BODY_READ_SECONDS", 0.05)
+    inner = Inner()
+    gate = McpAuthGate(inner, authenticator)
+    status, _, body, _ = await raw_call(gate, "POST", "/mcp", [], [b'{"jsonrpc": "2.0", '])
+    assert (status, json.loads(body)["error"]["code"]) == (408, "request_timeout")
+    assert inner.scopes == []
