@@ -239,8 +239,8 @@ class _BrokerRecordFilter(logging.Filter):
 
 def configure_logging(level: str | int) -> None:
     """Root logging for ``serve``; the broker client logs only CRITICAL, never a body (fleetd
-    reports broker outages itself), and the HTTP client never logs (a webhook URL is a
-    secret)."""
+    reports broker outages itself), the HTTP client never logs (a webhook URL is a secret), and
+    the MCP SDK only its warnings."""
     from fleetd.http_client import silence_http_logs  # noqa: PLC0415
 
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -250,6 +250,9 @@ def configure_logging(level: str | int) -> None:
     for name in _BROKER_LOGGERS:
         logging.getLogger(name).setLevel(_BROKER_LEVEL)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # a migration's steps are noise
+    # the MCP SDK says INFO per request ("Terminating session: None": every stateless request
+    # ends its session), which would be one line per member call
+    logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
 def _state_store_error(masked_url: str, exc: StateStoreError) -> int:

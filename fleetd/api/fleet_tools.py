@@ -39,6 +39,7 @@ from fleetd.errors import (
 )
 from fleetd.inbox.records import InboxRecord
 from fleetd.runs import run_of_ticket
+from fleetd.text import INVISIBLE
 
 __all__ = ["MAX_WAIT_SECONDS", "register_fleet_tools"]
 
@@ -53,8 +54,9 @@ class SpawnParams(ToolParams):
     role: str | None = Field(
         default=None,
         max_length=64,
-        pattern=r"^[^\x00-\x1f\x7f-\x9f]*$",
-        description="Free-text role label: one line, no control characters.",
+        pattern=f"^[^{INVISIBLE}]*$",
+        description="Free-text role label: one line, no control or invisible characters "
+        "(bidi overrides, zero-width space, line separators).",
     )
     name: str | None = Field(default=None, max_length=32, description="herdr agent name.")
     repo: str | None = Field(default=None, max_length=4096, description="Repository to branch.")

@@ -19,6 +19,8 @@ from typing import Any
 
 from rich.text import Text
 
+from fleetd.text import INVISIBLE
+
 __all__ = [
     "SHORT_ID",
     "Section",
@@ -72,8 +74,10 @@ class Section:
     empty: str = "none"
 
 
-#: Characters a terminal would act on instead of showing: C0 (ESC among them), DEL and C1.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: Characters a terminal would act on instead of showing — C0 (ESC among them), DEL and C1 — and
+#: the invisible ones that reorder or hide what follows (bidi overrides and isolates, line and
+#: paragraph separators, zero-width space, word joiners, the byte-order mark).
+_CONTROL = re.compile(f"[{INVISIBLE}]")
 
 
 def _cut(line: Text, width: int) -> Text:

@@ -200,3 +200,20 @@ def test_the_broker_client_logs_nothing_below_critical_and_no_trace() -> None:
     [line] = done.stderr.splitlines()
     assert " CRITICAL aiormq.connection " in line
     assert line.endswith("Cancelling cause reader exited abnormally (ConnectionError)")
+
+
+def test_the_mcp_sdk_says_nothing_per_request() -> None:
+    """The SDK logs one INFO per stateless MCP request (its session "terminating"): under
+    `fleetd serve`'s logging at INFO that line is not written; the SDK's warnings still are."""
+    program = (
+        "import logging\n"
+        "from fleetd.cli import configure_logging\n"
+        "configure_logging('INFO')\n"
+        "logging.getLogger('mcp.server.streamable_http').info('Terminating session: None')\n"
+        "logging.getLogger('mcp.server.streamable_http').warning('a real problem')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    [line] = done.stderr.splitlines()
+    assert line.endswith(" WARNING mcp.server.streamable_http a real problem")

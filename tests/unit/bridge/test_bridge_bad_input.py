@@ -61,6 +61,10 @@ def _state(fleet: TestFleet) -> tuple[Any, ...]:
         ("fleet_spawn", {"profile": "sonnet", "role": "rev\u001b[2J"}, 422, "invalid_arguments"),
         ("fleet_spawn", {"profile": "sonnet", "role": "two\nlines"}, 422, "invalid_arguments"),
         ("fleet_spawn", {"profile": "sonnet", "role": "c1\u009b"}, 422, "invalid_arguments"),
+        ("fleet_spawn", {"profile": "sonnet", "role": "txt.\u202eexe"}, 422, "invalid_arguments"),
+        ("fleet_spawn", {"profile": "sonnet", "role": "two\u2028lines"}, 422, "invalid_arguments"),
+        ("fleet_spawn", {"profile": "sonnet", "role": "zero\u200bwidth"}, 422, "invalid_arguments"),
+        ("fleet_spawn", {"profile": "sonnet", "role": "iso\u2067late"}, 422, "invalid_arguments"),
     ],
 )
 async def test_bad_calls_are_refused_without_side_effects(

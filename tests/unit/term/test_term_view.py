@@ -306,9 +306,10 @@ def test_an_instance_without_a_summary_and_the_single_instance_note_are_said(
 
 
 def _poisoned(value: Any) -> Any:
-    """``value`` with an escape sequence, a bell and a C1 control in every string in it."""
+    """``value`` with an escape sequence, a bell, a C1 control, a bidi override and a line
+    separator in every string in it."""
     if isinstance(value, str):
-        return value + "\x1b]0;owned\x07\x1b[2J\x9b"
+        return value + "\x1b]0;owned\x07\x1b[2J\x9b\u202e\u2028"
     if isinstance(value, list):
         return [_poisoned(item) for item in value]
     if isinstance(value, dict):
@@ -339,4 +340,4 @@ def test_text_from_the_service_never_reaches_the_terminal_as_control_codes(
         escapes = re.findall(r"\x1b.{0,12}", out.getvalue())
         assert escapes
         assert all(re.match(r"\x1b\[[0-9;]*m", escape) for escape in escapes), escapes[:3]
-        assert not re.search("[\x00-\x09\x0b-\x1a\x1c-\x1f\x7f-\x9f]", out.getvalue())
+        assert not re.search("[\x00-\x09\x0b-\x1a\x1c-\x1f\x7f-\x9f\u202e\u2028]", out.getvalue())
