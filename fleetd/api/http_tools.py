@@ -56,6 +56,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -168,6 +169,9 @@ def _matches(if_none_match: str | None, etag: str) -> bool:
     return "*" in tags or etag in tags
 
 
+_DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
+
 def _long_poll(query: Mapping[str, str]) -> tuple[int | None, float] | ToolFailure:
     """``sinceVersion`` and ``wait`` of ``GET /v1/fleet``, or the failure to answer with."""
     since_text, wait_text = query.get("sinceVersion"), query.get("wait")
@@ -178,8 +182,8 @@ def _long_poll(query: Mapping[str, str]) -> tuple[int | None, float] | ToolFailu
         since = int(since_text)
     if wait_text is None:
         return since, 0.0
-    try:
-        wait = float(wait_text)
+    try:  # float() reads any script's digits and "1_0": only an ASCII number is a wait
+        wait = float(wait_text) if _DECIMAL.fullmatch(wait_text) else math.nan
     except ValueError:
         wait = math.nan
     if not 0 <= wait <= MAX_FLEET_WAIT_SECONDS:

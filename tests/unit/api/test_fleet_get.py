@@ -121,6 +121,8 @@ async def test_a_stopping_fleetd_lets_a_long_poll_go(
         ("sinceVersion=%D9%A3", "sinceVersion", "integer"),  # an Arabic-Indic three, likewise
         ("sinceVersion=1&wait=61", "wait", "number"),
         ("sinceVersion=1&wait=nan", "wait", "number"),
+        ("sinceVersion=1&wait=%D9%A3", "wait", "number"),  # an Arabic-Indic three: not a wait
+        ("sinceVersion=1&wait=1_0", "wait", "number"),
         ("wait=5", "sinceVersion", "since_version_required"),
         ("wait=0.5", "sinceVersion", "since_version_required"),
     ],
