@@ -266,7 +266,9 @@ class _ToolRoutes:
             return self._auth.authenticate(header)
         except AuthError as error:
             challenge = bearer_challenge(presented=bool(header))
-            return _refuse(failure_from_error(error), {"WWW-Authenticate": challenge})
+            failure = failure_from_error(error)
+            self._registry.answered("", ToolResult.failure(failure))  # counted, no tool named
+            return _refuse(failure, {"WWW-Authenticate": challenge})
 
     def tool(self, name: str) -> Handler:
         """The handler of ``POST /v1/tools/<name>`` for one tool."""

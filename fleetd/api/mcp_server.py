@@ -127,10 +127,12 @@ class McpAuthGate:
         auth: Authenticator,
         *,
         max_body_bytes: int = DEFAULT_MCP_BODY_LIMIT,
+        refused: Callable[[ToolResult], None] = lambda _result: None,
     ):
         self._app = app
         self._auth = auth
         self._limit = max_body_bytes
+        self._refused = refused  # hears of each token refused (the tool-call counter)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -141,7 +143,9 @@ class McpAuthGate:
             caller = self._auth.authenticate(header)
         except AuthError as error:
             challenge = bearer_challenge(presented=bool(header))
-            document = ToolResult.failure(failure_from_error(error)).to_json()
+            result = ToolResult.failure(failure_from_error(error))
+            self._refused(result)
+            document = result.to_json()
             await _send_json(send, 401, document, [(b"www-authenticate", challenge.encode())])
             return
         scope[CALLER_SCOPE_KEY] = caller
@@ -333,6 +337,11 @@ def install_mcp(
     )
 
     endpoint = _SdkEndpoint(manager)
-    gate = McpAuthGate(endpoint, authenticator, max_body_bytes=max_body_bytes)
+    gate = McpAuthGate(
+        endpoint,
+        authenticator,
+        max_body_bytes=max_body_bytes,
+        refused=lambda result: registry.answered("", result),
+    )
     app.router.routes.append(Route(path, endpoint=gate, include_in_schema=False))
     return endpoint.run()

@@ -86,6 +86,7 @@ def _tool_error_codes() -> list[str]:
         pending.extend(kind.__subclasses__())
         if kind.__module__ == errors.__name__:  # a test's own subclass is no fleetd outcome
             found.add(kind.code)
+    found.discard(errors.AuthError.code)  # a token is refused before any tool is known
     return sorted(found)
 
 
@@ -119,6 +120,7 @@ def series_label_sets(
         m.tool_calls_total: [
             *_every(tool=tools, outcome=["ok", *_tool_error_codes()]),
             {"tool": "unknown", "outcome": errors.UnknownToolError.code},
+            {"tool": "unknown", "outcome": errors.AuthError.code},  # refused before any tool
         ],
         m.tickets_total: [
             *_every(outcome=[TicketOutcome.DONE.value], source=[s.value for s in ResultSource]),

@@ -195,3 +195,21 @@ async def test_a_lead_and_a_profile_added_by_a_reload_get_their_series_at_once(
     assert after[("fleet_health_mute_total", sonnet)] == 0.0
     assert after[("fleet_lead_assigned_incidents", second)] == 0.0
     assert ("fleet_lead_assigned_incidents", frozenset({("lead", "lead")})) not in after
+
+
+async def test_a_refused_token_is_counted_once_under_no_tool(tmp_path: Path) -> None:
+    """A request with an unknown token, on a tool route and on /mcp, counts once each as
+    ``tool="unknown", outcome="unauthenticated"`` (a series there from the start); no tool's
+    series says unauthenticated, since no tool is known before the token is."""
+    fleet = _fleet(tmp_path)
+    before = _samples(await _scrape(fleet))
+    unknown = frozenset({("tool", "unknown"), ("outcome", "unauthenticated")})
+    assert before[("fleetd_tool_calls_total", unknown)] == 0
+    assert not [k for k in before if ("outcome", "unauthenticated") in k[1] and k[1] != unknown]
+    transport = httpx.ASGITransport(app=create_app(fleet.service))
+    async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as client:
+        bad = {"Authorization": "Bearer not-a-token"}
+        assert (await client.post("/v1/tools/fleet_send", json={}, headers=bad)).status_code == 401
+        assert (await client.post("/mcp", json={}, headers=bad)).status_code == 401
+    after = _samples(await _scrape(fleet))
+    assert after[("fleetd_tool_calls_total", unknown)] == 2
