@@ -194,6 +194,23 @@ class _Died(BaseException):
     """The process ending where it is raised (no handler of fleetd's catches it)."""
 
 
+def _dies_in(fleet: TestFleet, monkeypatch: pytest.MonkeyPatch, method: str, *, done: bool) -> None:
+    """fleetd dies inside herdr's ``method`` — after herdr did it (``done``) or before — and
+    nothing of fleetd runs after that (no rollback): as ``kill -9`` would leave it."""
+    call = getattr(fleet.control, method)
+
+    async def dies(**kwargs: Any) -> Any:
+        if done:
+            await call(**kwargs)
+        raise _Died
+
+    async def no_rollback(*_args: Any, **_kwargs: Any) -> Any:
+        raise _Died
+
+    monkeypatch.setattr(fleet.control, method, dies)
+    monkeypatch.setattr(fleet.bridge.lifecycle, "release", no_rollback)
+
+
 async def test_a_turn_stored_uncertain_is_never_typed_again(
     tmp_path: Path, fleet: TestFleet, store: MemoryStateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -256,18 +273,7 @@ async def test_a_crash_in_a_spawn_after_the_pane_is_adopted_or_released_never_lo
     member is a member again after the restart when herdr started it (its token works, the lead
     can send to it, never an orphan), and released as gone with its pane closed when herdr never
     started it (no shell left behind)."""
-    start = fleet.control.start_agent
-
-    async def dies(**kwargs: Any) -> Any:
-        if started:
-            await start(**kwargs)
-        raise _Died
-
-    async def no_rollback(*_args: Any, **_kwargs: Any) -> Any:
-        raise _Died  # the process is gone: nothing of fleetd runs after the crash
-
-    monkeypatch.setattr(fleet.control, "start_agent", dies)
-    monkeypatch.setattr(fleet.bridge.lifecycle, "release", no_rollback)
+    _dies_in(fleet, monkeypatch, "start_agent", done=started)
     with pytest.raises(_Died):
         await fleet.call("fleet_spawn", profile="sonnet")
     [sid] = store.members
@@ -350,18 +356,7 @@ async def test_a_spawn_cut_short_before_its_pane_was_stored_is_rolled_back_at_st
     for it closed (a person's pane under the same label left alone), its worktree removed, its
     record dropped, and health told that the member never became ready, for its lead."""
     theirs = await fleet.control.create_pane(label="docs")
-    create = fleet.control.create_pane
-
-    async def dies(**kwargs: Any) -> Any:
-        if made:
-            await create(**kwargs)
-        raise _Died
-
-    async def no_rollback(*_args: Any, **_kwargs: Any) -> Any:
-        raise _Died  # the process is gone: nothing of fleetd runs after the crash
-
-    monkeypatch.setattr(fleet.control, "create_pane", dies)
-    monkeypatch.setattr(fleet.bridge.lifecycle, "release", no_rollback)
+    _dies_in(fleet, monkeypatch, "create_pane", done=made)
     with pytest.raises(_Died):
         await fleet.call("fleet_spawn", profile="sonnet", name="docs")
     [sid] = store.members
@@ -380,5 +375,6 @@ async def test_a_spawn_cut_short_before_its_pane_was_stored_is_rolled_back_at_st
     closed = {c.args["pane_id"] for c in fleet.control.calls_to("close_pane")}
     assert closed == ours
     assert {p.pane_id for p in await fleet.control.labelled_panes("docs")} == {theirs.pane_id}
+    assert len(fleet.worktrees.removed) == 1  # clean: a rolled-back spawn's worktree goes
     assert len(second.worktrees.removed) == 1
     assert sid not in store.members
