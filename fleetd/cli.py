@@ -24,6 +24,7 @@ import uvicorn
 if TYPE_CHECKING:
     from fleetd.config import ConfigRef
     from fleetd.errors import StateStoreError
+    from fleetd.state.lock import InstanceLock
     from fleetd.state.opening import OpenedState
     from fleetd.state.port import StateStore
 
@@ -189,8 +190,9 @@ def _serve(argv: list[str]) -> int:
     except StateStoreError as exc:
         return _state_store_error(mask_url(url), exc)
     try:
-        if state.active or asyncio.run(wait_as_standby(ref, state)):
-            asyncio.run(serve(ref, state=state.store))
+        serving = state.active or asyncio.run(wait_as_standby(ref, state))
+        if serving and not asyncio.run(serve(ref, state=state.store, lock=state.lock)):
+            return 3  # the lock went to another process: that one serves the instance
     except StateStoreError as exc:
         return _state_store_error(mask_url(url), exc)
     except ConfigError as exc:
@@ -280,10 +282,14 @@ def _state_store_error(masked_url: str, exc: StateStoreError) -> int:
     return 2
 
 
-async def serve(ref: ConfigRef, *, state: StateStore | None = None) -> None:
+async def serve(
+    ref: ConfigRef, *, state: StateStore | None = None, lock: InstanceLock | None = None
+) -> bool:
     """Serve one fleetd until SIGINT/SIGTERM; SIGHUP asks for a config reload. What the state
     store holds is taken back before the port is bound: a store that cannot be read raises
-    :class:`~fleetd.errors.StateStoreError` here (``fleetd serve`` exits 2 naming it)."""
+    :class:`~fleetd.errors.StateStoreError` here (``fleetd serve`` exits 2 naming it). The
+    instance's ``lock`` is checked as often as a standby tries it: ``False`` when it went to
+    another process and serving stopped for it (``fleetd serve`` exits 3)."""
     from fleetd.api.app import create_app  # noqa: PLC0415
     from fleetd.compose import build_service  # noqa: PLC0415
 
@@ -307,8 +313,59 @@ async def serve(ref: ConfigRef, *, state: StateStore | None = None) -> None:
         loop.add_signal_handler(signal.SIGHUP, ref.request_reload)
         for stop in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(stop, server.request_exit)
-    await server.serve()
+    kept = asyncio.Event()
+    kept.set()
+    holding = asyncio.create_task(_keep_lock(ref, lock, server, kept)) if lock else None
+    try:
+        await server.serve()
+    finally:
+        if holding is not None:
+            holding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await holding
     logging.getLogger("fleetd").info("stopped")
+    return kept.is_set()
+
+
+async def _keep_lock(
+    ref: ConfigRef, lock: InstanceLock, server: uvicorn.Server, kept: asyncio.Event
+) -> None:
+    """Check the instance's lock every :func:`standby_poll` seconds; if another process took it
+    (this one's connection had died), clear ``kept`` and stop serving: one writer per instance."""
+    from fleetd.clock import SystemClock  # noqa: PLC0415
+    from fleetd.errors import StateStoreError  # noqa: PLC0415
+    from fleetd.state.lock import LockCheck  # noqa: PLC0415
+
+    log = logging.getLogger("fleetd")
+    failing = False
+    while True:
+        await asyncio.sleep(standby_poll(ref))
+        try:
+            found = await asyncio.wait_for(
+                asyncio.to_thread(lock.check, SystemClock().now()),
+                timeout=ref.current.state.operation_timeout.total_seconds() * 2,
+            )
+        except (StateStoreError, TimeoutError) as exc:
+            if not failing:
+                log.warning("state store: the writer lock cannot be checked now (%s)", exc)
+            failing = True
+            continue
+        failing = False
+        if found is LockCheck.RETAKEN:
+            log.warning(
+                "state store: the writer lock of instance %r went with its database connection "
+                "and is held again",
+                lock.instance,
+            )
+        elif found is LockCheck.LOST:
+            log.error(
+                "state store: instance %r is held by another process now (its lock went with "
+                "this one's database connection): stopping, so that one writer serves it",
+                lock.instance,
+            )
+            kept.clear()
+            server.should_exit = True
+            return
 
 
 def standby_poll(ref: ConfigRef) -> float:
@@ -324,6 +381,7 @@ async def wait_as_standby(ref: ConfigRef, state: OpenedState) -> bool:
     wait first."""
     from fleetd.api import StandbyHolder, create_standby_app  # noqa: PLC0415
     from fleetd.clock import SystemClock  # noqa: PLC0415
+    from fleetd.errors import StateStoreError  # noqa: PLC0415
 
     log = logging.getLogger("fleetd")
     clock = SystemClock()
@@ -365,12 +423,22 @@ async def wait_as_standby(ref: ConfigRef, state: OpenedState) -> bool:
         standby_poll(ref),
     )
     taken = False
+    failing: StateStoreError | None = None
     try:
         while not stopping.is_set():
-            taken = await asyncio.to_thread(state.take_over, clock.now())
-            if taken:
-                break
-            await asyncio.to_thread(refresh)
+            try:  # a database that is away is waited out, never a reason to stop waiting
+                taken = await asyncio.to_thread(state.take_over, clock.now())
+                if taken:
+                    break
+                await asyncio.to_thread(refresh)
+            except StateStoreError as exc:
+                if failing is None:
+                    log.warning("standby: the state store cannot be asked (%s); still waiting", exc)
+                failing = exc
+            else:
+                if failing is not None:
+                    log.info("standby: the state store answers again; still waiting")
+                failing = None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), timeout=standby_poll(ref))
     finally:

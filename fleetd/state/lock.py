@@ -12,8 +12,10 @@
 Whoever takes the lock records itself (pid, host, start time) in ``state_instances``; a start
 that finds the lock held is refused with :class:`~fleetd.errors.StateStoreError` naming that
 holder. :meth:`InstanceLock.try_acquire` answers whether it took the lock instead of raising:
-a standby (``fleetd serve --standby``) asks it again until the holder dies. Each instance name
-has its own key, so several fleetd instances share one database.
+a standby (``fleetd serve --standby``) asks it again until the holder dies. The holder checks its
+lock as often (:meth:`InstanceLock.check`): a PostgreSQL lock dies with its connection, so a
+holder whose connection was cut takes the lock again, or stops if a standby took it meanwhile.
+Each instance name has its own key, so several fleetd instances share one database.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import hashlib
 import os
 import socket
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +38,7 @@ from fleetd.journal.engine import FILE_MODE, sqlite_path
 from fleetd.state.facts import InstanceHolder
 from fleetd.state.tables import InstanceRow
 
-__all__ = ["KEEPALIVE_SECONDS", "InstanceLock", "lock_free", "lock_key"]
+__all__ = ["KEEPALIVE_SECONDS", "InstanceLock", "LockCheck", "lock_free", "lock_key"]
 
 #: About how long the PostgreSQL server keeps the lock of a holder whose host stopped answering:
 #: idle seconds before the first keepalive probe, then probes this far apart, two unanswered.
@@ -71,6 +74,14 @@ def lock_free(path: Path) -> bool:
     return True
 
 
+class LockCheck(StrEnum):
+    """What :meth:`InstanceLock.check` found."""
+
+    HELD = "held"
+    RETAKEN = "retaken"  # its connection had died; the lock was free and is held again
+    LOST = "lost"  # another process took it meanwhile
+
+
 class InstanceLock:
     """The writer lock of ``instance`` on the store behind ``engine``."""
 
@@ -81,6 +92,7 @@ class InstanceLock:
         self._fd: int | None = None
         self._connection: Connection | None = None
         self._key: int | None = None
+        self._kept = False  # taken once: a lock lost with its connection is to be taken again
 
     @property
     def instance(self) -> str:
@@ -125,7 +137,30 @@ class InstanceLock:
         except SQLAlchemyError:
             self.release()
             raise StateStoreError("lock", "unavailable") from None
+        self._kept = True
         return True
+
+    def check(self, now: datetime) -> LockCheck:
+        """Whether this process still holds the lock it took: on PostgreSQL the lock lives as long
+        as its connection, which a database restart, an idle-session kill or an outage ends
+        without a word. A dead connection is let go and the lock taken again (``RETAKEN``) —
+        or found taken by another process meanwhile (``LOST``: this one must stop, so that one
+        writer serves the instance). Raises :class:`~fleetd.errors.StateStoreError` when the
+        database cannot say; the next check asks again. An OS file lock cannot be lost."""
+        if not self._kept or self._fd is not None:
+            return LockCheck.HELD
+        connection = self._connection
+        if connection is not None:
+            try:
+                connection.execute(text("SELECT 1"))
+                connection.commit()
+                return LockCheck.HELD
+            except SQLAlchemyError:
+                with contextlib.suppress(SQLAlchemyError):
+                    connection.invalidate()
+                    connection.close()
+                self._connection, self._key = None, None
+        return LockCheck.RETAKEN if self.try_acquire(now) else LockCheck.LOST
 
     def _flock(self) -> bool:
         path = sqlite_path(self._url)

@@ -24,7 +24,7 @@ from fleetd.config import parse_config
 from fleetd.errors import StateStoreError
 from fleetd.journal.tables import UtcDateTime
 from fleetd.state.facts import DeliveryState, MemberRecord, TicketRecord, TurnRecord
-from fleetd.state.lock import InstanceLock
+from fleetd.state.lock import InstanceLock, LockCheck, lock_key
 from fleetd.state.memory import MemoryStateStore
 from fleetd.state.opening import OpenedState, open_state
 from fleetd.state.port import Change, StateStore
@@ -251,6 +251,46 @@ def test_a_standby_try_answers_false_while_held_and_takes_the_lock_once_let_go(
         holder = standby.holder()
         assert holder is not None
         assert holder.started_at == later
+    finally:
+        for lock in (first, standby):
+            lock.release()
+        first_store.close()
+        second_store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("standby_waits", [False, True], ids=["retaken", "lost"])
+def test_a_lock_cut_with_its_connection_is_taken_again_or_found_lost(
+    journal_pg_url: str, journal_pg_base: str, journal_pg_schema: str, standby_waits: bool
+) -> None:
+    """PostgreSQL ends the holder's session (a restart, an idle-session kill): its advisory lock
+    goes with it, silently. ``check`` finds the dead connection and takes the lock again — or,
+    when a standby took it meanwhile, answers LOST (the holder must stop: one writer). A live
+    connection checks HELD, and an OS file lock always does."""
+    first_store = SqlStateStore(journal_pg_url, deadline=lambda: DEADLINE, instance="a")
+    second_store = SqlStateStore(journal_pg_url, deadline=lambda: DEADLINE, instance="a")
+    first = InstanceLock(first_store.engine, journal_pg_url, "alpha")
+    standby = InstanceLock(second_store.engine, journal_pg_url, "alpha")
+    try:
+        assert first.try_acquire(NOW)
+        assert first.check(NOW) is LockCheck.HELD
+        key = lock_key("alpha", journal_pg_schema) & 0xFFFF_FFFF_FFFF_FFFF
+        with psycopg.connect(journal_pg_base, autocommit=True) as db:
+            row = db.execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
+                (key >> 32, key & 0xFFFF_FFFF),
+            ).fetchone()
+            assert row is not None
+            db.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+        if standby_waits:
+            assert standby.try_acquire(NOW)
+            assert first.check(NOW) is LockCheck.LOST
+            assert not first.held
+        else:
+            assert first.check(NOW) is LockCheck.RETAKEN
+            assert not standby.try_acquire(NOW)
+            assert first.check(NOW) is LockCheck.HELD
     finally:
         for lock in (first, standby):
             lock.release()
