@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -190,7 +191,11 @@ def _serve(argv: list[str]) -> int:
     except StateStoreError as exc:
         return _state_store_error(mask_url(url), exc)
     try:
-        serving = state.active or asyncio.run(wait_as_standby(ref, state))
+        serving = state.active
+        if not serving and asyncio.run(wait_as_standby(ref, state)):
+            # a holder whose lock went with its connection stops within a check: its port frees
+            _wait_for_port(ref.current.api.host, ref.current.api.port, 2 * standby_poll(ref) + 5)
+            serving = True
         if serving and not asyncio.run(serve(ref, state=state.store, lock=state.lock)):
             return 3  # the lock went to another process: that one serves the instance
     except StateStoreError as exc:
@@ -366,6 +371,21 @@ async def _keep_lock(
             kept.clear()
             server.should_exit = True
             return
+
+
+def _wait_for_port(host: str, port: int, seconds: float) -> None:
+    """Wait up to ``seconds`` for ``host:port`` to be free to listen on (a holder that lost the
+    lock to this standby is stopping); past that, the bind says what is wrong."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError:
+                time.sleep(0.2)
+                continue
+        return
 
 
 def standby_poll(ref: ConfigRef) -> float:

@@ -8,6 +8,7 @@ ticket ends done by its member's reply and no prompt is typed twice."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -16,8 +17,11 @@ from functools import partial
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
+from fleetd.state.lock import lock_key
+from tests.contract.journal_fixtures import require_postgres
 from tests.integration.test_serve_process import (
     _drain,
     _fleetd,
@@ -133,3 +137,78 @@ def test_a_standby_stopped_while_it_waits_exits_0_and_leaves_the_active_one_alon
     assert standby.wait(timeout=20) == 0
     assert active.poll() is None
     assert _ready(fleet.base)
+
+
+def _lock_of(fleet: Fleet) -> tuple[str, str]:
+    """The state store's schema and the instance name of ``fleet``'s config."""
+    schema = re.search(r"search_path%3D([A-Za-z0-9_]+)", fleet.state_url)
+    instance = re.search(r"^instance: (\S+)$", fleet.config.read_text(encoding="utf-8"), re.M)
+    assert schema is not None
+    assert instance is not None
+    return schema.group(1), instance.group(1)
+
+
+def _holder(fleet: Fleet) -> tuple[int, Any] | None:
+    """The recorded holder of ``fleet``'s instance: its pid and since when."""
+    schema, instance = _lock_of(fleet)
+    with psycopg.connect(require_postgres(True), autocommit=True) as db:
+        row = db.execute(
+            f'SELECT pid, started_at FROM "{schema}".state_instances WHERE instance = %s',
+            (instance,),
+        ).fetchone()
+    return (int(row[0]), row[1]) if row is not None else None
+
+
+def _cut_lock_session(fleet: Fleet) -> None:
+    """End the PostgreSQL session that holds the instance's writer lock (as a database restart
+    or an idle-session kill would): the lock goes with it, and nobody tells its holder."""
+    schema, instance = _lock_of(fleet)
+    key = lock_key(instance, schema) & 0xFFFF_FFFF_FFFF_FFFF
+    with psycopg.connect(require_postgres(True), autocommit=True) as db:
+        row = db.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
+            (key >> 32, key & 0xFFFF_FFFF),
+        ).fetchone()
+        assert row is not None
+        db.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("first", ["active", "standby"])
+def test_a_holder_whose_lock_went_with_its_connection_never_serves_beside_its_standby(
+    standby_fleet: tuple[Fleet, int], first: str
+) -> None:
+    """The active fleetd's lock session is ended under it while a standby waits; the other one
+    is paused (SIGSTOP) until ``first`` has taken the lock (each records itself as holder). The
+    active first: it holds its lock again and the standby goes on waiting. The standby first:
+    the active finds its lock taken, stops (exit 3) and frees its port, and the standby serves.
+    Either way one fleetd serves the instance, the member's work goes on, and no prompt is
+    typed twice."""
+    fleet, standby_port = standby_fleet
+    active = fleet.start()
+    standby = fleet.serve("--standby")
+    _wait_for_line(standby, b"standby on")
+    threading.Thread(target=_drain, args=(standby,), daemon=True).start()
+    sid = fleet.ready_member("worker-1")
+    before = _holder(fleet)
+    assert before is not None
+    assert before[0] == active.pid
+    winner, paused = (active, standby) if first == "active" else (standby, active)
+    os.kill(paused.pid, signal.SIGSTOP)
+    try:
+        _cut_lock_session(fleet)
+        taken = _poll_until(lambda: _holder(fleet), lambda h: h is not None and h != before)
+        assert taken is not None
+        assert taken[0] == winner.pid
+    finally:
+        os.kill(paused.pid, signal.SIGCONT)
+    if first == "active":
+        assert _get(f"http://127.0.0.1:{standby_port}/readyz").status_code == 503
+    else:
+        assert active.wait(timeout=2 * SNAPSHOT_SECONDS) == 3
+        assert _poll_until(partial(_ready, fleet.base), bool, limit=2 * SNAPSHOT_SECONDS)
+    assert standby.poll() is None
+    ticket = fleet.ok("fleet_send", target=sid, prompt="after the cut")["ticket"]
+    assert _settled(fleet, [ticket])[ticket]["status"] == "done"
+    assert set(fleet.prompts().values()) == {1}
