@@ -96,7 +96,11 @@ class _Leads(msgspec.Struct):
 
 def published_leads(record: InstanceRecord, text: str) -> tuple[RemoteLead, ...]:
     """The leads ``record``'s instance published in ``text`` (its summary, as stored) with a
-    health this build knows; none from a summary it cannot read (another version, bad JSON)."""
+    health this build knows; none from a summary it cannot read (another version, bad JSON).
+
+    A lead no tick there has judged yet (no health: that instance just started, or a standby
+    just took it over) is ``LEAD_STATUS_UNKNOWN``: never chosen as a new peer, but an incident
+    pinned to it stays — a take-over of its instance is not its failure."""
     try:
         summary = msgspec.json.decode(text, type=_Leads)
     except msgspec.DecodeError:
@@ -105,10 +109,9 @@ def published_leads(record: InstanceRecord, text: str) -> tuple[RemoteLead, ...]
         return ()
     leads: list[RemoteLead] = []
     for lead in summary.leads[:MAX_SUMMARY_LEADS]:
-        if lead.health is None:
-            continue  # no tick has judged it yet
+        health = lead.health
         try:
-            state = LeadState(lead.health.state)
+            state = LeadState.LEAD_STATUS_UNKNOWN if health is None else LeadState(health.state)
             raw = None if lead.live_status is None else LiveStatus(lead.live_status)
         except ValueError:
             continue
@@ -118,7 +121,7 @@ def published_leads(record: InstanceRecord, text: str) -> tuple[RemoteLead, ...]
                 name=lead.name,
                 state=state,
                 raw_status=raw,
-                assigned=max(0, lead.health.assigned_foreign_incidents),
+                assigned=0 if health is None else max(0, health.assigned_foreign_incidents),
                 last_seen=record.last_seen,
             )
         )

@@ -147,6 +147,16 @@ def test_a_remote_recipient_stays_pinned_while_healthy_even_when_a_local_peer_re
     assert got.effects == ()
 
 
+def test_a_remote_recipient_its_instance_has_not_judged_yet_keeps_the_incident() -> None:
+    """Its instance was just taken over: the new holder publishes the lead before any tick has
+    judged it (LEAD_STATUS_UNKNOWN, no herdr status). The incident stays pinned, with no new
+    generation and no page."""
+    held = incident(assignment=to("lead-r", R.PEER_OWNER_UNHEALTHY, on_behalf_of="lead-a"))
+    unjudged = remote("lead-r", state=LS.LEAD_STATUS_UNKNOWN, raw=None)
+    got = route([held], [DEAD_A], remote=[unjudged])
+    assert (got.routed, got.effects) == ((), ())
+
+
 @pytest.mark.parametrize("listed", [False, True])
 def test_a_remote_recipient_that_fails_or_vanishes_is_replaced_with_a_new_generation(
     listed: bool,

@@ -26,10 +26,12 @@ def _text(view: dict[str, object]) -> str:
     return summarize(view, instance="host-a").model_dump_json(by_alias=True)
 
 
-def test_a_published_summary_gives_its_judged_leads_with_instance_and_renewal() -> None:
+def test_a_published_summary_gives_its_leads_with_instance_and_renewal() -> None:
     """A lead with a health comes back as a value: its state, herdr status, the foreign
     incidents its instance assigned it, the instance and that instance's last renewal; a lead
-    no tick has judged yet (no health) is left out."""
+    no tick has judged yet (no health: its instance just started or was taken over) comes back
+    LEAD_STATUS_UNKNOWN — no candidate, but what is pinned to it stays (issue 24: a take-over
+    paged a person for an incident its lead held)."""
     leads = published_leads(ROW, _text(_view([], [])))
     assert leads == (
         RemoteLead(
@@ -40,7 +42,18 @@ def test_a_published_summary_gives_its_judged_leads_with_instance_and_renewal() 
             assigned=1,
             last_seen=ROW.last_seen,
         ),
+        RemoteLead(
+            instance="host-a",
+            name="lead-b",
+            state=LeadState.LEAD_STATUS_UNKNOWN,
+            raw_status=None,
+            assigned=0,
+            last_seen=ROW.last_seen,
+        ),
     )
+    assert leads[0].peer_candidate
+    assert leads[1].healthy
+    assert not leads[1].peer_candidate
 
 
 def test_a_lead_whose_state_or_status_this_build_does_not_know_is_left_out() -> None:
@@ -76,5 +89,5 @@ def test_remote_peers_hand_routing_the_values_and_the_registry_their_names() -> 
     peers = RemotePeers()
     assert (peers.leads(), peers.names()) == ((), frozenset())
     peers.kept = published_leads(ROW, _text(_view([], [])))
-    assert [lead.name for lead in peers.leads()] == ["lead"]
-    assert peers.names() == {"lead"}
+    assert [lead.name for lead in peers.leads()] == ["lead", "lead-b"]
+    assert peers.names() == {"lead", "lead-b"}
