@@ -147,8 +147,8 @@ class InstanceLock:
         or found taken by another process meanwhile (``LOST``: this one must stop, so that one
         writer serves the instance). Raises :class:`~fleetd.errors.StateStoreError` when the
         database cannot say; the next check asks again. An OS file lock cannot be lost."""
-        if not self._kept or self._fd is not None:
-            return LockCheck.HELD
+        if not self._kept or self._engine.dialect.name == "sqlite":
+            return LockCheck.HELD  # an OS file lock (or one in-memory database) is the process's
         connection = self._connection
         if connection is not None:
             try:

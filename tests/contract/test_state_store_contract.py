@@ -258,6 +258,24 @@ def test_a_standby_try_answers_false_while_held_and_takes_the_lock_once_let_go(
         second_store.close()
 
 
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_an_sqlite_lock_always_checks_held(tmp_path: Path, where: str) -> None:
+    """An OS file lock (or an in-memory database, one process by nature) cannot be lost: each
+    check answers HELD and leaves the recorded holder as it was."""
+    url = f"sqlite:///{tmp_path / 'state.db'}" if where == "file" else "sqlite://"
+    store = SqlStateStore(url, deadline=lambda: DEADLINE, instance="a")
+    lock = InstanceLock(store.engine, url, "alpha")
+    try:
+        assert lock.try_acquire(NOW)
+        before = lock.holder()
+        for _ in range(3):
+            assert lock.check(NOW + timedelta(seconds=5)) is LockCheck.HELD
+        assert lock.holder() == before
+    finally:
+        lock.release()
+        store.close()
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("standby_waits", [False, True], ids=["retaken", "lost"])
 def test_a_lock_cut_with_its_connection_is_taken_again_or_found_lost(
