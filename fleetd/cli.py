@@ -343,11 +343,16 @@ async def _keep_lock(
 
     log = logging.getLogger("fleetd")
     failing = False
+    pending: asyncio.Future[LockCheck] | None = None
     while True:
         await asyncio.sleep(standby_poll(ref))
+        if pending is None or pending.done():  # a check stuck in its thread is never doubled
+            if pending is not None and not pending.cancelled():
+                pending.exception()  # a late answer of a check that timed out: read, dropped
+            pending = asyncio.ensure_future(asyncio.to_thread(lock.check, SystemClock().now()))
         try:
             found = await asyncio.wait_for(
-                asyncio.to_thread(lock.check, SystemClock().now()),
+                asyncio.shield(pending),
                 timeout=ref.current.state.operation_timeout.total_seconds() * 2,
             )
         except (StateStoreError, TimeoutError) as exc:
