@@ -300,7 +300,7 @@ def test_a_lock_cut_with_its_connection_is_taken_again_or_found_lost(
                 (key >> 32, key & 0xFFFF_FFFF),
             ).fetchone()
             assert row is not None
-            db.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+            db.execute("SELECT pg_terminate_backend(%s, 5000)", (row[0],))  # waits for its end
         if standby_waits:
             assert standby.try_acquire(NOW)
             assert first.check(NOW) is LockCheck.LOST

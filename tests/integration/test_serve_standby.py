@@ -171,7 +171,7 @@ def _cut_lock_session(fleet: Fleet) -> None:
             (key >> 32, key & 0xFFFF_FFFF),
         ).fetchone()
         assert row is not None
-        db.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+        db.execute("SELECT pg_terminate_backend(%s, 5000)", (row[0],))  # waits for its end
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
