@@ -448,7 +448,7 @@ async def wait_as_standby(ref: ConfigRef, state: OpenedState) -> bool:
         standby_poll(ref),
     )
     taken = False
-    failing: StateStoreError | None = None
+    failing = False
     try:
         while not stopping.is_set():
             try:  # a database that is away is waited out, never a reason to stop waiting
@@ -457,13 +457,13 @@ async def wait_as_standby(ref: ConfigRef, state: OpenedState) -> bool:
                     break
                 await asyncio.to_thread(refresh)
             except StateStoreError as exc:
-                if failing is None:
+                if not failing:
                     log.warning("standby: the state store cannot be asked (%s); still waiting", exc)
-                failing = exc
+                failing = True
             else:
-                if failing is not None:
+                if failing:
                     log.info("standby: the state store answers again; still waiting")
-                failing = None
+                failing = False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), timeout=standby_poll(ref))
     finally:

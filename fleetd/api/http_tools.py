@@ -85,6 +85,7 @@ from fleetd.api.tools import (
     ToolResult,
     body_too_large,
     body_too_slow,
+    declares_more_than,
     failure_from_error,
 )
 from fleetd.errors import AuthError
@@ -336,8 +337,7 @@ class _ToolRoutes:
 
     async def _json_object(self, request: Request) -> dict[str, Any] | ToolFailure:
         """The body as a JSON object, or the failure to answer with; reads at most the limit."""
-        declared = request.headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) > self._limit:
+        if declares_more_than(request.headers.get("content-length", ""), self._limit):
             return self._too_large()
         body = bytearray()
         try:

@@ -72,6 +72,7 @@ from fleetd.api.tools import (
     ToolSpec,
     body_too_large,
     body_too_slow,
+    declares_more_than,
     failure_from_error,
 )
 from fleetd.errors import AuthError
@@ -153,8 +154,7 @@ class McpAuthGate:
             document = ToolResult.failure(_POST_ONLY).to_json()
             await _send_json(send, 405, document, [(b"allow", b"POST")])
             return
-        declared = Request(scope).headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) > self._limit:
+        if declares_more_than(Request(scope).headers.get("content-length", ""), self._limit):
             await _send_json(send, 413, ToolResult.failure(body_too_large(self._limit)).to_json())
             return
         try:

@@ -302,20 +302,32 @@ def _handler_failure(spec: ToolSpec[Any], error: ToolError) -> ToolFailure:
     """A handler's refusal; ``invalid_arguments`` gets the same hint as a schema refusal."""
     failure = failure_from_error(error)
     if isinstance(error, InvalidArgumentsError):
-        hint = {"schema": spec.params_schema(), "errors": [error.field_error()]}
-        return dataclasses.replace(failure, hint=hint)
+        return dataclasses.replace(failure, hint=_one_error_hint(spec, error))
     return failure
+
+
+def _one_error_hint(spec: ToolSpec[Any], error: InvalidArgumentsError) -> dict[str, Any]:
+    """The ``invalid_arguments`` hint of one error: the tool's params schema and that error."""
+    return {"schema": spec.params_schema(), "errors": [error.field_error()]}
 
 
 def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
     """Validate ``raw_args`` as strict JSON against the tool's params model."""
+    model: type[BaseModel] = spec.params
+    if len(raw_args) > MAX_ARGUMENTS:  # before any walk of them: never one error per key
+        raise _one_refusal(
+            spec,
+            f"{len(raw_args)} arguments; {spec.name} takes at most {len(model.model_fields)}",
+            rule="too_many_arguments",
+        )
     broken = _lone_surrogate_at(raw_args, "")
     if broken is not None:  # valid JSON, but not text that can travel (herdr, AMQP: UTF-8)
-        error = InvalidArgumentsError(
-            "text is not valid Unicode (a lone surrogate)", path=broken, rule="invalid_unicode"
+        raise _one_refusal(
+            spec,
+            "text is not valid Unicode (a lone surrogate)",
+            path=broken,
+            rule="invalid_unicode",
         )
-        error.hint = {"schema": spec.params_schema(), "errors": [error.field_error()]}
-        raise error
     try:
         document = json.dumps(dict(raw_args))
     except (TypeError, ValueError, RecursionError):  # RecursionError: nested past the stack
@@ -323,14 +335,6 @@ def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
             f"arguments to {spec.name} are not plain JSON",
             hint={"schema": spec.params_schema(), "errors": []},
         ) from None
-    model: type[BaseModel] = spec.params
-    if len(raw_args) > MAX_ARGUMENTS:  # never one error per key of a flood of them
-        error = InvalidArgumentsError(
-            f"{len(raw_args)} arguments; {spec.name} takes at most {len(model.model_fields)}",
-            rule="too_many_arguments",
-        )
-        error.hint = {"schema": spec.params_schema(), "errors": [error.field_error()]}
-        raise error
     try:
         return model.model_validate_json(document, strict=True)
     except ValidationError as error:
@@ -341,6 +345,15 @@ def _validate(spec: ToolSpec[Any], raw_args: Mapping[str, Any]) -> BaseModel:
         raise InvalidArgumentsError(
             f"arguments do not match the parameters of {spec.name}", hint=hint
         ) from None
+
+
+def _one_refusal(
+    spec: ToolSpec[Any], message: str, *, rule: str, path: str = ""
+) -> InvalidArgumentsError:
+    """An ``invalid_arguments`` refusal of one error, with the tool's params schema."""
+    error = InvalidArgumentsError(message, path=path, rule=rule)
+    error.hint = _one_error_hint(spec, error)
+    return error
 
 
 BODY_READ_SECONDS = 30.0
@@ -355,6 +368,12 @@ def body_too_slow() -> ToolFailure:
         message=f"the request body did not arrive within {BODY_READ_SECONDS:g} seconds",
         http_status=408,
     )
+
+
+def declares_more_than(content_length: str, limit: int) -> bool:
+    """Whether a request's ``Content-Length`` header value declares a body past ``limit`` bytes
+    (refused before a byte of it is read; an unreadable value is left to the read's own bound)."""
+    return content_length.isascii() and content_length.isdigit() and int(content_length) > limit
 
 
 def body_too_large(limit: int) -> ToolFailure:

@@ -24,12 +24,13 @@ from fleetd.config import parse_config
 from fleetd.errors import StateStoreError
 from fleetd.journal.tables import UtcDateTime
 from fleetd.state.facts import DeliveryState, MemberRecord, TicketRecord, TurnRecord
-from fleetd.state.lock import InstanceLock, LockCheck, lock_key
+from fleetd.state.lock import InstanceLock, LockCheck
 from fleetd.state.memory import MemoryStateStore
 from fleetd.state.opening import OpenedState, open_state
 from fleetd.state.port import Change, StateStore
 from fleetd.state.sql import SqlStateStore, state_alembic_config, state_engine
 from fleetd.state.tables import VERSION_TABLE
+from tests.pg_locks import end_lock_session
 
 pytest_plugins = ["tests.contract.journal_fixtures"]
 
@@ -292,15 +293,7 @@ def test_a_lock_cut_with_its_connection_is_taken_again_or_found_lost(
     try:
         assert first.try_acquire(NOW)
         assert first.check(NOW) is LockCheck.HELD
-        key = lock_key("alpha", journal_pg_schema) & 0xFFFF_FFFF_FFFF_FFFF
-        with psycopg.connect(journal_pg_base, autocommit=True) as db:
-            row = db.execute(
-                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
-                (key >> 32, key & 0xFFFF_FFFF),
-            ).fetchone()
-            assert row is not None
-            db.execute("SELECT pg_terminate_backend(%s, 5000)", (row[0],))  # waits for its end
+        end_lock_session(journal_pg_base, "alpha", journal_pg_schema)
         if standby_waits:
             assert standby.try_acquire(NOW)
             assert first.check(NOW) is LockCheck.LOST

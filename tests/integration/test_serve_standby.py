@@ -20,7 +20,6 @@ import httpx
 import psycopg
 import pytest
 
-from fleetd.state.lock import lock_key
 from tests.contract.journal_fixtures import require_postgres
 from tests.integration.test_serve_process import (
     _drain,
@@ -32,6 +31,7 @@ from tests.integration.test_serve_process import (
 from tests.integration.test_serve_restart import Fleet, _settled
 from tests.integration.test_serve_restart import backend as backend  # noqa: PLC0414 — fixture
 from tests.integration.test_serve_restart import fleet as fleet  # noqa: PLC0414 — fixture
+from tests.pg_locks import end_lock_session
 
 pytestmark = pytest.mark.postgres
 
@@ -163,15 +163,7 @@ def _cut_lock_session(fleet: Fleet) -> None:
     """End the PostgreSQL session that holds the instance's writer lock (as a database restart
     or an idle-session kill would): the lock goes with it, and nobody tells its holder."""
     schema, instance = _lock_of(fleet)
-    key = lock_key(instance, schema) & 0xFFFF_FFFF_FFFF_FFFF
-    with psycopg.connect(require_postgres(True), autocommit=True) as db:
-        row = db.execute(
-            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
-            "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
-            (key >> 32, key & 0xFFFF_FFFF),
-        ).fetchone()
-        assert row is not None
-        db.execute("SELECT pg_terminate_backend(%s, 5000)", (row[0],))  # waits for its end
+    end_lock_session(require_postgres(True), instance, schema)
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
