@@ -190,7 +190,8 @@ def _retire(tick: Tick, lead: LeadEvidence) -> None:
 def _route(tick: Tick, leads: Mapping[str, LeadEvidence], snapshot: FleetSnapshot) -> None:
     """Assign the tick's open incidents; open and update effects then carry them as routed.
     Publication has failed once a refused health record waited two snapshot intervals. The
-    leads of another instance are peers only while that instance is live at ``tick.now``."""
+    leads of another instance are peers only while that instance is live at ``tick.now``, by
+    its own renewal interval."""
     since = snapshot.unpublished_since
     interval = snapshot.config.snapshot_interval
     failed = since is not None and tick.now - since >= TWO_SNAPSHOTS * interval
@@ -200,7 +201,7 @@ def _route(tick: Tick, leads: Mapping[str, LeadEvidence], snapshot: FleetSnapsho
         remote=[
             lead
             for lead in snapshot.remote_leads
-            if not instance_is_down(lead.last_seen, now=tick.now, interval=interval)
+            if not instance_is_down(lead.last_seen, now=tick.now, interval=lead.renew_every)
         ],
         publication_failed=failed,
     )

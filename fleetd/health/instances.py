@@ -1,10 +1,16 @@
 """INSTANCE_DOWN: a fleetd instance sharing the journal that stopped renewing its row (issue 24).
 
-Each fleetd on a shared PostgreSQL journal renews its row every snapshot interval. An instance
-whose last renewal is more than :data:`MISSED_RENEWALS` intervals old is down; any live instance
-may notice it, and every one that does asks to open the same incident (scope ``instance``,
-subject the instance's name, routed to a person): the journal's unique open key lets the first
-record win, so a person is paged once whoever notices first.
+Each fleetd on a shared PostgreSQL journal renews its row every snapshot interval of its own and
+writes that interval in the row. An instance is down once this instance has seen its row stay the
+same for more than :data:`MISSED_RENEWALS` of *its* intervals, measured on this instance's own
+clock (:func:`sight`): the renewal time in a row is written by another host's clock and is only
+ever compared with itself, so clock skew between hosts never pages a live instance, and
+instances renewing at different intervals are each judged by their own. A row seen for the
+first time, or again after this instance could not read the journal, starts its count at the
+read: after a journal outage every instance has two intervals to renew again before any is
+judged. Any live instance may notice a down one, and every one that does asks to open the same
+incident (scope ``instance``, subject the instance's name, routed to a person): the journal's
+unique open key lets the first record win, so a person is paged once whoever notices first.
 
 The incident resolves when the instance renews again (``cleared``) or its row is gone (an
 operator retired it: ``subject_retired``). Exactly one live instance resolves it: the one that
@@ -14,16 +20,16 @@ same resolution.
 :func:`judge_instances` is the whole rule: rows, the open incidents and ``now`` in, a verdict
 out. It never judges the instance that asks (it is alive: it is asking).
 
-========================  ======================================  ===========================
-instance row              open INSTANCE_DOWN incident             verdict
-========================  ======================================  ===========================
-renewed within 2 ×        none                                    nothing
-older than 2 × interval   none                                    open (any live instance)
-older than 2 × interval   open                                    nothing (a person knows)
-renewed within 2 ×        open, this instance resolves it         resolve ``cleared``
-no row                    open, this instance resolves it         resolve ``subject_retired``
-any                       open, another live instance resolves    nothing
-========================  ======================================  ===========================
+==============================  ====================================  ===========================
+instance row (as sighted)       open INSTANCE_DOWN incident           verdict
+==============================  ====================================  ===========================
+changed within 2 × its interval none                                  nothing
+same for over 2 × its interval  none                                  open (any live instance)
+same for over 2 × its interval  open                                  nothing (a person knows)
+changed within 2 × its interval open, this instance resolves it       resolve ``cleared``
+no row                          open, this instance resolves it       resolve ``subject_retired``
+any                             open, another live instance resolves  nothing
+==============================  ====================================  ===========================
 """
 
 from __future__ import annotations
@@ -49,10 +55,12 @@ __all__ = [
     "MISSED_RENEWALS",
     "InstanceSeen",
     "InstanceVerdict",
+    "Sighting",
     "instance_down_incident",
     "instance_is_down",
     "instance_key",
     "judge_instances",
+    "sight",
 ]
 
 MISSED_RENEWALS: Final = 2
@@ -63,10 +71,28 @@ INSTANCE_CAUSE: Final = "stopped_renewing"
 
 @fact
 class InstanceSeen:
-    """One instance's row as the journal last gave it: its name and its last renewal."""
+    """One instance's row as the journal last gave it: its name, its last renewal as its own
+    clock wrote it (compared only with itself) and the interval it renews at (``None``: a row
+    written by a build that did not say; the judge's own interval stands in)."""
 
     instance: str
     last_seen: datetime
+    every: timedelta | None = None
+
+
+@fact
+class Sighting:
+    """What this instance knows of another's row: the renewal last read (``last_seen``, the
+    other's clock), ``since`` when this instance first read it (its own clock) and the interval
+    the other renews at."""
+
+    last_seen: datetime
+    since: datetime
+    every: timedelta
+
+    def down(self, now: datetime) -> bool:
+        """Whether the row stayed the same for more than :data:`MISSED_RENEWALS` intervals."""
+        return instance_is_down(self.since, now=now, interval=self.every)
 
 
 @fact
@@ -88,26 +114,44 @@ def instance_key(instance: str) -> IncidentKey:
     )
 
 
-def instance_is_down(last_seen: datetime, *, now: datetime, interval: timedelta) -> bool:
-    """Whether an instance whose last renewal was ``last_seen`` is down at ``now``: silent for
-    more than :data:`MISSED_RENEWALS` snapshot intervals (``interval``)."""
-    return now - last_seen > interval * MISSED_RENEWALS
+def instance_is_down(since: datetime, *, now: datetime, interval: timedelta) -> bool:
+    """Whether an instance last seen renewing at ``since`` (this instance's clock) is down at
+    ``now``: silent for more than :data:`MISSED_RENEWALS` of its intervals (``interval``)."""
+    return now - since > interval * MISSED_RENEWALS
+
+
+def sight(
+    prior: Mapping[str, Sighting],
+    rows: Iterable[InstanceSeen],
+    *,
+    now: datetime,
+    interval: timedelta,
+) -> dict[str, Sighting]:
+    """The sightings of ``rows`` read at ``now``: a row whose renewal is the one ``prior`` holds
+    keeps its ``since``; a changed or new row is seen renewing now. Pass no ``prior`` after a
+    read that failed: what was not seen cannot count as silence. A row that gives no interval
+    (or a nonsensical one) is judged by ``interval``, this instance's."""
+    sighted: dict[str, Sighting] = {}
+    for row in rows:
+        every = row.every if row.every is not None and row.every > timedelta(0) else interval
+        before = prior.get(row.instance)
+        same = before is not None and before.last_seen == row.last_seen
+        since = before.since if before is not None and same else now
+        sighted[row.instance] = Sighting(last_seen=row.last_seen, since=since, every=every)
+    return sighted
 
 
 def judge_instances(
-    seen: Iterable[InstanceSeen],
+    sighted: Mapping[str, Sighting],
     *,
     me: str,
     open_down: Mapping[str, str | None],
     now: datetime,
-    interval: timedelta,
 ) -> InstanceVerdict:
-    """The verdict of ``me`` on the rows ``seen`` at ``now``. ``open_down`` maps the subject of
-    each open INSTANCE_DOWN incident to the instance that opened it (``None``: unknown)."""
-    last = {row.instance: row.last_seen for row in seen}
-    live = {
-        name for name, at in last.items() if not instance_is_down(at, now=now, interval=interval)
-    } | {me}
+    """The verdict of ``me`` on the rows ``sighted`` at ``now``. ``open_down`` maps the subject
+    of each open INSTANCE_DOWN incident to the instance that opened it (``None``: unknown)."""
+    last = sighted
+    live = {name for name, seen in last.items() if not seen.down(now)} | {me}
     down = tuple(sorted(n for n in last if n not in live and n not in open_down))
     first_live = min(live)
     resolve: list[tuple[str, ResolveReason]] = []

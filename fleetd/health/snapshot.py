@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from operator import attrgetter
 from types import MappingProxyType
@@ -385,8 +385,9 @@ class ProfileCapacityInput:
 class RemoteLead:
     """A lead another fleetd instance serves, as that instance's last summary shows it.
 
-    ``assigned``: the foreign incidents its own instance has assigned it. ``last_seen``: its
-    instance's last renewal (a lead of a down instance is never a candidate).
+    ``assigned``: the foreign incidents its own instance has assigned it. ``last_seen``: when
+    this instance last saw its instance renew, on this instance's clock; ``renew_every``: the
+    interval its instance renews at (a lead of a down instance is never a candidate).
     """
 
     instance: str
@@ -395,6 +396,7 @@ class RemoteLead:
     raw_status: LiveStatus | None
     assigned: int
     last_seen: datetime
+    renew_every: timedelta
 
     @property
     def healthy(self) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from datetime import timedelta
 from enum import StrEnum
 from typing import TypeVar
 
@@ -38,7 +39,14 @@ from fleetd.journal.values import (
     assignment_of,
 )
 
-__all__ = ["incident_key", "make_key", "stored_incidents"]
+__all__ = [
+    "incident_key",
+    "instance_record",
+    "make_key",
+    "renew_every",
+    "renew_ms",
+    "stored_incidents",
+]
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -157,4 +165,15 @@ def instance_record(row: InstanceRow) -> InstanceRecord:
         leads=tuple(str(lead) for lead in row.leads),
         coverage=row.coverage,
         summary=row.summary,
+        renew_every=renew_every(row.renew_ms),
     )
+
+
+def renew_ms(every: timedelta | None) -> int | None:
+    """An instance's renewal interval as its row stores it (whole milliseconds)."""
+    return None if every is None else int(every / timedelta(milliseconds=1))
+
+
+def renew_every(ms: int | None) -> timedelta | None:
+    """An instance's renewal interval as its row stored it."""
+    return None if ms is None else timedelta(milliseconds=ms)

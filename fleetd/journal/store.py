@@ -31,7 +31,13 @@ from fleetd.journal.queries import (
     recent_rows,
     unsettled_ids,
 )
-from fleetd.journal.rows import incident_key, instance_record, stored_incidents
+from fleetd.journal.rows import (
+    incident_key,
+    instance_record,
+    renew_every,
+    renew_ms,
+    stored_incidents,
+)
 from fleetd.journal.tables import AttemptRow, EventRow, IncidentRow, InstanceRow
 from fleetd.journal.values import (
     AFTER_CANCEL,
@@ -221,6 +227,7 @@ class SqlStore:
             row.last_seen = record.last_seen
             row.leads = list(record.leads)
             row.coverage = record.coverage
+            row.renew_ms = renew_ms(record.renew_every)
             row.summary = dict(record.summary) if record.summary is not None else None
             session.add(row)
 
@@ -241,6 +248,7 @@ class SqlStore:
                         col(InstanceRow.last_seen),
                         col(InstanceRow.leads),
                         col(InstanceRow.coverage),
+                        col(InstanceRow.renew_ms),
                     )
                     .order_by(*order)
                     .limit(limit)
@@ -256,8 +264,9 @@ class SqlStore:
                     last_seen=last_seen,
                     leads=tuple(str(lead) for lead in leads),
                     coverage=coverage,
+                    renew_every=renew_every(ms),
                 )
-                for instance, host, version, started_at, last_seen, leads, coverage in bare
+                for instance, host, version, started_at, last_seen, leads, coverage, ms in bare
             )
 
     def instance_summaries(self, names: tuple[str, ...]) -> dict[str, str]:

@@ -215,3 +215,4 @@ class InstanceRow(_Table, table=True):
     leads: list[str] = Field(sa_type=JSON)
     coverage: str = Field(sa_type=String(_CODE))
     summary: dict[str, Any] | None = Field(default=None, sa_type=JSON)
+    renew_ms: int | None = Field(default=None, sa_type=Integer)  # NULL: written before 0006

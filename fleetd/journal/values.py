@@ -29,7 +29,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
@@ -52,6 +52,7 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "MAX_PAYLOAD_DEPTH",
     "MAX_PAYLOAD_STRING",
+    "MAX_RENEW_EVERY",
     "MAX_SUMMARY_BYTES",
     "MAX_TEXT",
     "AttemptOutcome",
@@ -83,6 +84,8 @@ MAX_INSTANCES = 64
 """Most instance rows :meth:`~fleetd.journal.port.Journal.instances` reads (oldest renewal last)."""
 MAX_INSTANCE_LEADS = 256
 """Most lead names one instance row lists."""
+MAX_RENEW_EVERY = timedelta(days=1)
+"""Longest renewal interval a row may state (a snapshot interval is at most an hour)."""
 MAX_SUMMARY_BYTES = 4 * 1024 * 1024
 """Largest published summary of one instance, encoded (about 10,000 members)."""
 MAX_PAYLOAD_DEPTH = 4
@@ -277,6 +280,9 @@ class InstanceRecord:
     ``host`` is the herdr host's label (the host name), ``leads`` the lead names it serves,
     ``coverage`` its notification coverage word, ``summary`` its last published fleet summary
     (ids, names, states and counts: what ``GET /v1/fleet?scope=all`` shows of it), or ``None``.
+    ``renew_every`` is the interval it renews at (each instance is judged down by its own), or
+    ``None`` in a row a build before it wrote. ``last_seen`` is written by the instance's own
+    clock: another host only ever compares it with itself.
     """
 
     instance: str
@@ -287,6 +293,7 @@ class InstanceRecord:
     leads: tuple[str, ...] = ()
     coverage: str = "full"
     summary: Mapping[str, Any] | None = None
+    renew_every: timedelta | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -411,6 +418,9 @@ def check_instance(record: InstanceRecord) -> None:
         _check_text(lead, required=True)
     _aware(record.started_at)
     _aware(record.last_seen)
+    every = record.renew_every
+    if every is not None and not timedelta(milliseconds=1) <= every <= MAX_RENEW_EVERY:
+        raise _refuse("field_out_of_bounds")
     if record.summary is not None:
         try:
             encoded = json.dumps(record.summary, separators=(",", ":"), allow_nan=False)

@@ -11,7 +11,10 @@ the journal:
   incident with the events its policy plan asks for (one transaction each), then reconciles what
   the journal already holds: incidents a delivery just touched at once, and every open or
   unsettled incident at least once per :data:`SWEEP` (reminders, notifications turned on, a new
-  receiver list, a resolution whose ``resolved`` is still owed);
+  receiver list, a resolution whose ``resolved`` is still owed). On a journal several instances
+  share, an incident another live instance opened is that instance's to reconcile (its
+  reminders counted on its own clock, never on two); one whose instance is down or gone is
+  swept here too, so its person still hears how it ends;
 * :meth:`Escalation.replay` is the operator's replay of one incident (§10.4).
 
 A journal that fails stops a pass, never detection: the owed truths wait in memory (at most
@@ -91,6 +94,10 @@ def _no_receivers() -> str | None:
     return None
 
 
+def _none_live() -> frozenset[str]:
+    return frozenset()
+
+
 def _full() -> CoverageStatus:
     return CoverageStatus.FULL
 
@@ -103,6 +110,8 @@ class Escalation:
     settings: Callable[[], FleetdConfig]
     receivers: Callable[[], str | None] = _no_receivers  # the receiver list's generation
     coverage: Callable[[], CoverageStatus] = _full
+    # the other instances sharing the journal seen renewing (their incidents are theirs)
+    others_live: Callable[[], frozenset[str]] = _none_live
     _owed: dict[str, _Truth] = field(default_factory=dict)
     _touched: set[str] = field(default_factory=set)  # delivered to: reconcile at the next step
     _next_sweep: datetime | None = None
@@ -233,9 +242,12 @@ class Escalation:
     async def _sweep(self, now: datetime, setting: _Setting) -> None:
         snapshot = await self.journal.load_open(told_since=now - TOLD_WINDOW)
         next_sweep = now + SWEEP
+        others = self.others_live()
         for stored in (*snapshot.open_incidents, *snapshot.pending_resolutions):
             if stored.incident.id in self._owed:
                 continue  # its newer truth is recorded first
+            if stored.instance in others:
+                continue  # a live instance reconciles its own
             done = await self._reconcile(stored, now, setting)
             if done.recheck_at is not None:
                 next_sweep = min(next_sweep, max(done.recheck_at, now))

@@ -8,23 +8,26 @@ then the others by name:
 * the answering instance: its own operator view (``view``, the ``fleet_list`` document of the
   current version, the very bytes ``GET /v1/fleet`` sends), never ``down``;
 * every other instance: its last published ``summary`` as read from the journal now, with
-  ``ageSeconds`` (seconds since its last renewal) and ``down`` when it has been silent for more
-  than two intervals (:func:`~fleetd.health.instances.instance_is_down`, the INSTANCE_DOWN rule).
+  ``ageSeconds`` (seconds since this instance saw it renew, on this instance's clock) and
+  ``down`` when it has been silent for more than two of its own intervals
+  (:class:`~fleetd.health.instances.Sighting`, the INSTANCE_DOWN rule).
   A down instance keeps its last summary, stamped with its age: it is shown, never left out. A
   summary this build cannot read (another version, none published yet) is ``null`` and
   ``summaryProblem`` says why.
 
-Each part names its instance, host, fleetd version, start and last renewal. The journal read has
+Each part names its instance, host, fleetd version, start and last renewal (as its own clock
+wrote them). The journal read has
 the journal's deadline (``journal.operationTimeoutMs``); a read that fails answers this
 instance alone with ``journal.read: failed`` and the reason, so the others are not silently
 missing. An SQLite journal serves one fleetd: ``scope=all`` answers this instance alone and
 ``note`` says so (no journal read).
 
-:func:`fleet_all` is pure (rows, ``now`` and the interval in, the document out). The document and
-each part are built from their models (:class:`FleetAllResult`, :class:`FleetInstancePart`,
-:class:`FleetJournalRead`, which ``GET /v1/fleet?scope=all``'s contract is made from); what they
-nest — the answering instance's view and the others' summaries — is put in as it stands, and
-:class:`FleetAcross` reads the rows and splices the answering instance's view into it as text.
+:func:`fleet_all` is pure (rows, their sightings, ``now`` and the interval in, the document
+out). The document and each part are built from their models (:class:`FleetAllResult`,
+:class:`FleetInstancePart`, :class:`FleetJournalRead`, which ``GET /v1/fleet?scope=all``'s
+contract is made from); what they nest — the answering instance's view and the others'
+summaries — is put in as it stands, and :class:`FleetAcross` reads the rows and splices the
+answering instance's view into it as text.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from pydantic import Field
 from fleetd.bridge.answers import Absent, WireModel, wire
 from fleetd.clock import Clock
 from fleetd.errors import JournalError
-from fleetd.health.instances import instance_is_down
+from fleetd.health.instances import Sighting
 from fleetd.identity import Caller
 from fleetd.journal.port import Journal
 from fleetd.journal.values import InstanceRecord
@@ -86,9 +89,11 @@ class Answering:
 
 class FleetInstancePart(WireModel):
     """One fleetd sharing the journal in ``GET /v1/fleet?scope=all``: the answering one with
-    its own ``view``, every other one with its last published ``summary``. ``ageSeconds`` is
-    the time since its last renewal (null: the answering one's row was not read); ``down``: silent
-    for more than two snapshot intervals (INSTANCE_DOWN's rule), shown with its last summary."""
+    its own ``view``, every other one with its last published ``summary``. ``lastSeen`` is its
+    last renewal as its own clock wrote it; ``ageSeconds`` the time since the answering instance
+    saw it renew, on the answering one's clock (null: the answering one's row was not read);
+    ``down``: silent for more than two of its own intervals (INSTANCE_DOWN's rule), shown with
+    its last summary."""
 
     instance: str
     answering: bool
@@ -152,10 +157,13 @@ def fleet_all(
     now: datetime,
     interval: timedelta,
     shared: bool,
+    sighted: Mapping[str, Sighting] | None = None,
     read_failure: str | None = None,
     summaries: Mapping[str, tuple[Any, str | None]] | None = None,
 ) -> dict[str, Any]:
-    """The ``scope=all`` document of ``me`` at ``now`` from the instance ``rows`` read; the
+    """The ``scope=all`` document of ``me`` at ``now`` from the instance ``rows`` read and when
+    this instance saw each renew (``sighted``; a row not in it, or renewed since, is seen
+    renewing now); the
     answering part's ``view`` is :data:`_VIEW`, the marker :class:`FleetAcross` replaces with
     the view's text. Each other part's summary and its problem are :func:`shown_summary` of its
     row, or what ``summaries`` holds for it (:class:`FleetAcross` passes markers of texts it
@@ -167,7 +175,7 @@ def fleet_all(
         me.version,
         me.started_at,
         last_seen=own.last_seen if own is not None else None,
-        now=now,
+        age=_age(own.last_seen, now) if own is not None else None,
         answering=True,
         down=False,  # it is answering
     )
@@ -179,7 +187,10 @@ def fleet_all(
             summary, problem = summaries[record.instance]
         else:
             summary, problem = shown_summary(record)
-        is_down = instance_is_down(record.last_seen, now=now, interval=interval)
+        seen = (sighted or {}).get(record.instance)
+        if seen is None or seen.last_seen != record.last_seen:
+            seen = Sighting(last_seen=record.last_seen, since=now, every=interval)
+        is_down = seen.down(now)
         down += is_down
         part = _part(
             record.instance,
@@ -187,7 +198,7 @@ def fleet_all(
             record.version,
             record.started_at,
             last_seen=record.last_seen,
-            now=now,
+            age=_age(seen.since, now),
             answering=False,
             down=is_down,
         )
@@ -229,7 +240,7 @@ def _part(
     started_at: datetime,
     *,
     last_seen: datetime | None,
-    now: datetime,
+    age: float | None,
     answering: bool,
     down: bool,
 ) -> dict[str, Any]:
@@ -242,7 +253,7 @@ def _part(
             fleetd_version=version,
             started_at=started_at.isoformat(),
             last_seen=last_seen.isoformat() if last_seen is not None else None,
-            age_seconds=_age(last_seen, now) if last_seen is not None else None,
+            age_seconds=age,
             down=down,
         )
     )
@@ -284,6 +295,7 @@ class FleetAcross:
     async def _rows(self, me: str) -> Sequence[InstanceRecord]:
         """The rows, each other instance's summary kept as of its last renewal."""
         rows = await self.journal.instances(summaries=False)
+        self.watch.saw(rows, self.clock.now())
         kept = self.kept
         renewed = [r for r in rows if r.instance != me and _renewed(kept.get(r.instance), r)]
         if renewed:
@@ -328,6 +340,7 @@ class FleetAcross:
             now=self.clock.now(),
             interval=self.interval(),
             shared=shared,
+            sighted=self.watch.sighted,
             read_failure=failure,
             summaries=summaries,
         )

@@ -1,15 +1,18 @@
 """``InstanceWatch``: this fleetd's row in the journal, and INSTANCE_DOWN for the others (issue 24).
 
 Every snapshot interval (the ``instances`` loop, first at start) the watch renews this instance's
-row — name, host, version, start, now, its leads, its notification coverage and its published
-summary — and reads every row back. Then:
+row — name, host, version, start, now, the interval it renews at, its leads, its notification
+coverage and its published summary — and reads every row back. Each row read is sighted
+(:func:`~fleetd.health.instances.sight`): when this instance, on its own clock, last saw it
+change. Then:
 
 * **PostgreSQL journal** (shared by several fleetd): the pure rule
   :func:`~fleetd.health.instances.judge_instances` decides which instances stopped renewing for
-  two intervals and which INSTANCE_DOWN incidents this instance resolves. An incident to open is
-  handed to :class:`~fleetd.runtime.escalation.Escalation` like any other: the journal's unique
-  open key keeps the first instance's record and refuses the others', so a person is paged once
-  whoever notices first; the human leg's leased outbox sends that page once.
+  two of their own intervals and which INSTANCE_DOWN incidents this instance resolves. An
+  incident to open is handed to :class:`~fleetd.runtime.escalation.Escalation` like any other:
+  the journal's unique open key keeps the first instance's record and refuses the others', so a
+  person is paged once whoever notices first; the human leg's leased outbox sends that page
+  once.
 * **SQLite journal** (one machine, one instance): no rule runs. If the file lists another
   instance's row, the watch says once that several instances need a PostgreSQL journal.
 
@@ -17,16 +20,18 @@ With a PostgreSQL journal the pass then reads the summaries the other live insta
 published and keeps their leads (name, health, herdr status, foreign incidents assigned) as
 :class:`~fleetd.health.snapshot.RemoteLead` values in :class:`RemotePeers`: routing takes
 them as peers of last resort (:mod:`fleetd.health.routing`), and a record routed to one goes to
-its inbox key on the shared RabbitMQ. Each value carries its instance's last renewal, so the
-leads of an instance that stops renewing stop being candidates within two intervals even while
-this instance cannot read the journal.
+its inbox key on the shared RabbitMQ. Each value carries when its instance was last seen renewing
+and at what interval, so the leads of an instance that stops renewing stop being candidates
+within two of its intervals even while this instance cannot read the journal.
 
-A journal that fails skips the pass (its outage is reported by the journal's own health); the
-next pass renews again. Every read has the journal's deadline, so a slow journal never holds
-the health loop: routing reads the values the last pass kept. What it keeps between passes is
-the last rows read (at most :data:`~fleetd.journal.values.MAX_INSTANCES`), read without their
-summaries (``GET /v1/fleet?scope=all`` reads those when asked, :mod:`fleetd.runtime.fleet_all`),
-and the remote leads (at most :data:`~fleetd.runtime.fleet_summary.MAX_SUMMARY_LEADS` each).
+A journal that fails skips the pass (its outage is reported by the journal's own health) and
+forgets the sightings: the next read sees every row afresh, so an outage every instance shared
+never pages the ones that had no way to renew. The next pass renews again. Every read has the
+journal's deadline, so a slow journal never holds the health loop: routing reads the values the
+last pass kept. What it keeps between passes is the last rows read and their sightings (at most
+:data:`~fleetd.journal.values.MAX_INSTANCES` each), read without their summaries
+(``GET /v1/fleet?scope=all`` reads those when asked, :mod:`fleetd.runtime.fleet_all`), and the
+remote leads (at most :data:`~fleetd.runtime.fleet_summary.MAX_SUMMARY_LEADS` each).
 """
 
 from __future__ import annotations
@@ -47,10 +52,11 @@ from fleetd.errors import JournalError
 from fleetd.health.incidents import Incident
 from fleetd.health.instances import (
     InstanceSeen,
+    Sighting,
     instance_down_incident,
-    instance_is_down,
     instance_key,
     judge_instances,
+    sight,
 )
 from fleetd.health.snapshot import LiveStatus, RemoteLead
 from fleetd.health.states import LeadState, Scope
@@ -94,9 +100,10 @@ class _Leads(msgspec.Struct):
     leads: list[_Lead] = msgspec.field(default_factory=list)
 
 
-def published_leads(record: InstanceRecord, text: str) -> tuple[RemoteLead, ...]:
-    """The leads ``record``'s instance published in ``text`` (its summary, as stored) with a
-    health this build knows; none from a summary it cannot read (another version, bad JSON).
+def published_leads(instance: str, seen: Sighting, text: str) -> tuple[RemoteLead, ...]:
+    """The leads ``instance`` (sighted as ``seen``) published in ``text`` (its summary, as
+    stored) with a health this build knows; none from a summary it cannot read (another
+    version, bad JSON).
 
     A lead no tick there has judged yet (no health: that instance just started, or a standby
     just took it over) is ``LEAD_STATUS_UNKNOWN``: never chosen as a new peer, but an incident
@@ -117,12 +124,13 @@ def published_leads(record: InstanceRecord, text: str) -> tuple[RemoteLead, ...]
             continue
         leads.append(
             RemoteLead(
-                instance=record.instance,
+                instance=instance,
                 name=lead.name,
                 state=state,
                 raw_status=raw,
                 assigned=0 if health is None else max(0, health.assigned_foreign_incidents),
-                last_seen=record.last_seen,
+                last_seen=seen.since,
+                renew_every=seen.every,
             )
         )
     return tuple(leads)
@@ -158,6 +166,10 @@ class InstanceWatch:
     # the summary of its operator view, fleetd.runtime.fleet_summary)
     summary: Callable[[], Awaitable[Mapping[str, Any] | None]] = _no_summary
     rows: tuple[InstanceRecord, ...] = ()  # as the last pass read them
+    # when this instance last saw each row change (its own clock), as of the last read
+    sighted: dict[str, Sighting] = field(default_factory=dict)
+    # the other instances live as of the last read (the escalation leaves their incidents)
+    live_others: frozenset[str] = frozenset()
     # the leads the other live instances published, as the last pass that read them kept them
     peers: RemotePeers = field(default_factory=RemotePeers)
     _told_sqlite: bool = False
@@ -184,6 +196,7 @@ class InstanceWatch:
             leads=tuple(lead.name for lead in config.leads)[:MAX_INSTANCE_LEADS],
             coverage=self.escalation.coverage().value,
             summary=summary,
+            renew_every=config.health.snapshot_interval,
         )
 
     async def step(self, now: datetime) -> None:
@@ -194,14 +207,16 @@ class InstanceWatch:
         try:
             await self.journal.renew_instance(self.record(now, summary))
             # only names and renewals are judged: the summaries are read when asked for
-            self.rows = await self.journal.instances(summaries=False)
+            self.saw(await self.journal.instances(summaries=False), now)
             if self.shared:
                 await self._judge(me, now)
-                self.peers.kept = await self._remote(me, now)
+                self.peers.kept = await self._remote()
         except JournalError as exc:
             if not self._failing:
                 _log.info("instance %r not renewed in the journal (%s); next pass again", me, exc)
             self._failing = True
+            self.sighted = {}  # what was not read cannot count as silence
+            self.live_others = frozenset()
             return
         if self._failing:
             _log.info("instance %r renews its journal row again", me)
@@ -223,19 +238,31 @@ class InstanceWatch:
         if not self.shared:
             return
         try:
-            self.rows = await self.journal.instances(summaries=False)
-            self.peers.kept = await self._remote(self.instance, now)
+            self.saw(await self.journal.instances(summaries=False), now)
+            self.peers.kept = await self._remote()
         except JournalError as exc:
             _log.info("the other instances' leads not read at start (%s); next pass again", exc)
 
-    async def _remote(self, me: str, now: datetime) -> tuple[RemoteLead, ...]:
-        """The leads of the other instances live at ``now``, from their last summaries."""
-        interval = self.settings().health.snapshot_interval
-        live = {
-            r.instance: r
-            for r in self.rows
-            if r.instance != me and not instance_is_down(r.last_seen, now=now, interval=interval)
-        }
+    def saw(self, rows: tuple[InstanceRecord, ...], now: datetime) -> None:
+        """Keep ``rows`` as read at ``now`` and when each was last seen to change."""
+        self.rows = rows
+        self.sighted = sight(
+            self.sighted,
+            (
+                InstanceSeen(instance=r.instance, last_seen=r.last_seen, every=r.renew_every)
+                for r in rows
+            ),
+            now=now,
+            interval=self.settings().health.snapshot_interval,
+        )
+        me = self.instance
+        self.live_others = frozenset(
+            name for name, seen in self.sighted.items() if name != me and not seen.down(now)
+        )
+
+    async def _remote(self) -> tuple[RemoteLead, ...]:
+        """The leads of the other instances live as of the last read, from their summaries."""
+        live = {name: self.sighted[name] for name in self.live_others}
         if not live:
             return ()
         texts = await self.journal.instance_summaries(sorted(live))
@@ -243,7 +270,7 @@ class InstanceWatch:
             lead
             for name, text in sorted(texts.items())
             if name in live
-            for lead in published_leads(live[name], text)
+            for lead in published_leads(name, live[name], text)
         )
 
     async def _judge(self, me: str, now: datetime) -> None:
@@ -254,13 +281,7 @@ class InstanceWatch:
             if kept.incident.scope is Scope.INSTANCE:
                 stored[kept.incident.subject] = kept.incident
                 openers[kept.incident.subject] = kept.instance
-        verdict = judge_instances(
-            (InstanceSeen(instance=r.instance, last_seen=r.last_seen) for r in self.rows),
-            me=me,
-            open_down=openers,
-            now=now,
-            interval=self.settings().health.snapshot_interval,
-        )
+        verdict = judge_instances(self.sighted, me=me, open_down=openers, now=now)
         for name in verdict.down:
             key = instance_key(name)
             generation = max(snapshot.generations.get(key, 0), snapshot.generation_floor) + 1

@@ -164,7 +164,9 @@ async def test_scope_all_reads_the_rows_within_the_deadline_and_says_when_it_cou
             assert alpha_summary is not None
             assert alpha_summary["instance"] == "alpha"
             assert both["instances"][1]["summary"]["membersTotal"] == 1000
-            assert both["instances"][1]["ageSeconds"] == 5.0
+            # first seen renewing now: the time beta's own clock wrote is never compared
+            assert both["instances"][1]["ageSeconds"] == 0.0
+            assert both["instances"][1]["lastSeen"] == beta.last_seen.isoformat()
 
             proxy.freeze()
             frozen, took = await scope_all()
@@ -175,9 +177,14 @@ async def test_scope_all_reads_the_rows_within_the_deadline_and_says_when_it_cou
             assert "unknown, not absent" in frozen["note"]
 
             proxy.thaw()
+            clock.advance(4)
             again, _ = await scope_all()
             assert [p["instance"] for p in again["instances"]] == ["alpha", "beta"]
             assert again["journal"] == {"shared": True, "read": "ok"}
+            assert (again["instances"][1]["ageSeconds"], again["instances"][1]["down"]) == (
+                4.0,
+                False,
+            )
     finally:
         proxy.thaw()
         await other.close()

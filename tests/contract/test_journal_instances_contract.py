@@ -31,6 +31,7 @@ def row(name: str, seen: int = 0, **changes: Any) -> InstanceRecord:
         "leads": ("lead-a", "lead-b"),
         "coverage": "full",
         "summary": {"members": [{"name": "m1", "state": "IDLE"}], "count": 1},
+        "renew_every": timedelta(seconds=15),
     }
     values.update(changes)
     return InstanceRecord(**values)  # type: ignore[arg-type]
@@ -40,11 +41,20 @@ async def test_a_renewal_replaces_the_row_and_rows_come_latest_first(
     journal_kit: JournalKit,
 ) -> None:
     """Each instance has one row; renewing it replaces every field; ``instances`` lists the
-    latest renewal first and at most ``limit``; another client of the journal sees the same."""
+    latest renewal first and at most ``limit``; another client of the journal sees the same,
+    the renewal interval included (with or without the summaries); a row that states none
+    (written by an older build) reads back with none."""
     journal = journal_kit.build()
     await journal.renew_instance(row("alpha", 0))
     await journal.renew_instance(row("beta", 10))
-    renewed = row("alpha", 30, leads=("lead-c",), coverage="degraded", summary=None)
+    renewed = row(
+        "alpha",
+        30,
+        leads=("lead-c",),
+        coverage="degraded",
+        summary=None,
+        renew_every=timedelta(milliseconds=60_500),
+    )
     await journal.renew_instance(renewed)
     other = journal_kit.build()
     listed = await other.instances()
@@ -52,6 +62,10 @@ async def test_a_renewal_replaces_the_row_and_rows_come_latest_first(
     assert listed[0] == renewed
     assert listed[1] == row("beta", 10)
     assert [r.instance for r in await other.instances(limit=1)] == ["alpha"]
+    bare = await other.instances(summaries=False)
+    assert [r.renew_every for r in bare] == [timedelta(milliseconds=60_500), timedelta(seconds=15)]
+    await journal.renew_instance(row("beta", 40, renew_every=None))
+    assert {r.instance: r.renew_every for r in await other.instances()}["beta"] is None
 
 
 @pytest.mark.parametrize(
@@ -64,13 +78,17 @@ async def test_a_renewal_replaces_the_row_and_rows_come_latest_first(
         {"last_seen": T0.replace(tzinfo=None)},
         {"summary": {"blob": "x" * (MAX_SUMMARY_BYTES + 1)}},
         {"summary": {"nan": float("nan")}},
+        {"renew_every": timedelta(0)},
+        {"renew_every": timedelta(seconds=-15)},
+        {"renew_every": timedelta(days=1, seconds=1)},
     ],
 )
 async def test_a_row_out_of_bounds_is_refused_and_nothing_is_written(
     journal_kit: JournalKit, bad: dict[str, object]
 ) -> None:
     """Empty or long text, a coverage that is no code, a naive time, a summary too large or not
-    JSON: refused, and the journal holds no row."""
+    JSON, a renewal interval not positive or past a day: refused, and the journal holds no
+    row."""
     journal = journal_kit.build()
     with pytest.raises(JournalRefusedError):
         await journal.renew_instance(row("alpha", 0, **bad))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,13 @@ def instance_fleet(
     inbox: ReplyInbox | None = None,
     extra_lead: str | None = None,
     control: FakeAgentControl | None = None,
+    interval: int = INTERVAL,
 ) -> TestFleet:
     """A fleet named ``name`` whose journal is ``journal_url``, paging ``hook_url``, with the
     sample's lead number ``lead`` (instances on several hosts serve different leads), and
     ``extra_lead`` (its agent of the same name) beside it; ``inbox``: a broker shared with
-    other instances; ``control``: the herdr of an earlier fleet on ``root`` (a restart)."""
+    other instances; ``control``: the herdr of an earlier fleet on ``root`` (a restart);
+    ``interval``: its snapshot interval."""
     root.mkdir(parents=True, exist_ok=True)
     document: dict[str, Any] = sample_document(root)
     document["instance"] = name
@@ -57,7 +60,7 @@ def instance_fleet(
     document["journal"] = {"url": journal_url}
     document["health"] = {
         "enabled": True,
-        "snapshotIntervalSeconds": INTERVAL,
+        "snapshotIntervalSeconds": interval,
         "notifications": {"mode": "webhook", "webhookUrlEnv": "HOOK_URL", "secretEnv": "HOOK_KEY"},
     }
     env = {"HOOK_URL": hook_url, "HOOK_KEY": SECRET, "T_EXTRA": "extra-lead-token-0123456789"}
@@ -139,6 +142,40 @@ async def test_an_instance_that_stops_renewing_is_paged_once_and_resolved_once(
             assert len({webhook_id for _, _, webhook_id in sent}) == 2
         finally:
             for fleet in (a, b, c):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
+async def test_instances_at_other_intervals_and_clocks_page_only_the_one_that_stops(
+    tmp_path: Path, journal_pg_url: str
+) -> None:
+    """``slow`` renews every 60 s, ``fast`` every 15 s, and ``ahead`` every 15 s with its clock
+    two hours ahead of the others. For eight minutes every one renews on time: no incident, no
+    page (each was judged by the judge's interval and the renewal time another host's clock
+    wrote, so ``fast`` paged ``slow`` every minute and ``ahead`` paged both at once). Then
+    ``slow`` stops: within two of its intervals and one pass, one page for it alone."""
+    async with HookServer() as server:
+        slow = instance_fleet(tmp_path / "slow", "slow", journal_pg_url, server.url, interval=60)
+        fast = instance_fleet(tmp_path / "fast", "fast", journal_pg_url, server.url)
+        ahead = instance_fleet(tmp_path / "ahead", "ahead", journal_pg_url, server.url)
+        ahead.clock.advance(2 * 3600)
+        try:
+            for step in range(32):  # 8 minutes in steps of 15 s
+                await renew(*((slow, fast, ahead) if step % 4 == 0 else (fast, ahead)))
+                for fleet in (slow, fast, ahead):
+                    fleet.clock.advance(INTERVAL)
+                assert await instance_incidents(fast) == [], step
+            assert pages(server) == []
+            stopped = fast.clock.now()
+            while not pages(server):
+                await renew(fast, ahead, seconds=INTERVAL)
+                assert fast.clock.now() - stopped <= timedelta(seconds=2 * 60 + 2 * INTERVAL)
+            [down] = await instance_incidents(fast)
+            assert down.incident.subject == "slow"
+            for _ in range(4):  # an hour later by ahead's clock: its reminders are fast's
+                await renew(fast, ahead, seconds=INTERVAL)
+            assert [(kind, subject) for kind, subject, _ in pages(server)] == [("open", "slow")]
+        finally:
+            for fleet in (slow, fast, ahead):
                 await fleet.service.health.journal.close()  # type: ignore[union-attr]
 
 

@@ -148,8 +148,9 @@ async def test_a_shared_journal_shows_every_instance_with_its_age_and_a_silent_o
     """Three instances share one journal (the in-memory port standing in for PostgreSQL, whose
     contract test reads the same rows back). ``a`` answers: its own view, then ``b`` (renewed
     20 s ago: live, its summary as published, aged 20 s) and ``c`` (renewed 31 s ago, past two
-    intervals: down, its last summary still shown); live 2, down 1. A row whose summary is of
-    an unknown version shows no summary and says why."""
+    intervals: down, its last summary still shown); live 2, down 1. Ages are counted from when
+    ``a`` saw each row renew, on its own clock. A row whose summary is of an unknown version
+    shows no summary and says why."""
     journal = InMemoryJournal()
     a = shared_fleet(tmp_path / "a", journal, "a")
     b = shared_fleet(tmp_path / "b", journal, "b")
@@ -161,9 +162,11 @@ async def test_a_shared_journal_shows_every_instance_with_its_age_and_a_silent_o
     c_summary = (await journal.instances())[0].summary
     assert c_summary is not None
     assert c_summary["membersTotal"] == 2
+    await a.service.scheduler.run_once("instances")  # a sees c renew at t0
     for fleet in (a, b):
         fleet.clock.advance(11)
     await b.service.scheduler.run_once("instances")  # b renews at t0 + 11
+    await a.service.scheduler.run_once("instances")  # and a sees it
     for fleet in (a, b):
         fleet.clock.advance(20)
     await a.service.scheduler.run_once("instances")  # a at t0 + 31

@@ -1,4 +1,6 @@
-"""INSTANCE_DOWN (issue 24): the table of :func:`judge_instances` and the incident it opens."""
+"""INSTANCE_DOWN (issue 24): the table of :func:`judge_instances`, how rows are sighted
+(:func:`sight`: each instance by its own interval, on the judge's own clock) and the incident it
+opens."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ from fleetd.health.instances import (
     INSTANCE_CAUSE,
     InstanceSeen,
     InstanceVerdict,
+    Sighting,
     instance_down_incident,
     instance_is_down,
     instance_key,
     judge_instances,
+    sight,
 )
 from fleetd.health.states import Certainty, InstanceState, Scope, Severity
 
@@ -27,7 +31,7 @@ def ago(seconds: int) -> datetime:
     return T0 - timedelta(seconds=seconds)
 
 
-# name, rows (instance -> seconds since its renewal), open incidents (subject -> opener),
+# name, rows (instance -> seconds since it was seen renewing), open incidents (subject -> opener),
 # me, verdict
 CASES: list[tuple[str, dict[str, int], dict[str, str | None], str, InstanceVerdict]] = [
     ("all renewing: nothing", {"a": 0, "b": 30}, {}, "a", InstanceVerdict()),
@@ -110,8 +114,90 @@ def test_judge_instances_table(
     rows: dict[str, int], open_down: dict[str, str | None], me: str, verdict: InstanceVerdict
 ) -> None:
     """Each row of the rule's table: who is down, which incident this instance resolves."""
-    seen = [InstanceSeen(instance=name, last_seen=ago(age)) for name, age in rows.items()]
-    assert judge_instances(seen, me=me, open_down=open_down, now=T0, interval=INTERVAL) == verdict
+    sighted = {
+        name: Sighting(last_seen=ago(age), since=ago(age), every=INTERVAL)
+        for name, age in rows.items()
+    }
+    assert judge_instances(sighted, me=me, open_down=open_down, now=T0) == verdict
+
+
+def _row(name: str, last_seen: datetime, every: int | None = 30) -> InstanceSeen:
+    return InstanceSeen(
+        instance=name,
+        last_seen=last_seen,
+        every=None if every is None else timedelta(seconds=every),
+    )
+
+
+def test_a_row_is_seen_renewing_when_it_changes_on_the_judges_clock() -> None:
+    """A new row and a changed row are seen renewing at the read; a row that did not change
+    keeps the time it was first read. The renewal written in the row (another host's clock,
+    here nine hours off) is only compared with itself."""
+    skewed = T0 + timedelta(hours=9)
+    first = sight({}, [_row("b", skewed)], now=T0, interval=INTERVAL)
+    assert first == {"b": Sighting(last_seen=skewed, since=T0, every=INTERVAL)}
+    later = T0 + timedelta(seconds=50)
+    same = sight(first, [_row("b", skewed)], now=later, interval=INTERVAL)
+    assert same["b"].since == T0
+    assert not same["b"].down(T0 + timedelta(seconds=60))
+    assert same["b"].down(T0 + timedelta(seconds=61))
+    renewed = sight(same, [_row("b", skewed - timedelta(days=3))], now=later, interval=INTERVAL)
+    assert renewed["b"].since == later  # a clock that jumped back still renewed
+    assert sight(renewed, [], now=later, interval=INTERVAL) == {}  # a row gone is forgotten
+
+
+@pytest.mark.parametrize(
+    ("every", "judged_by"), [(60, 60), (15, 15), (None, 30), (0, 30), (-5, 30)]
+)
+def test_each_row_is_judged_by_its_own_interval(every: int | None, judged_by: int) -> None:
+    """The interval a row states is the one it is judged by; a row from an older build (none)
+    or one stating a nonsensical interval is judged by the judge's own."""
+    [seen] = sight({}, [_row("b", T0, every)], now=T0, interval=INTERVAL).values()
+    assert seen.every == timedelta(seconds=judged_by)
+    assert not seen.down(T0 + 2 * seen.every)
+    assert seen.down(T0 + 2 * seen.every + timedelta(milliseconds=1))
+
+
+@pytest.mark.parametrize(("judge_every", "other_every"), [(15, 60), (60, 15), (30, 30), (1, 3600)])
+@pytest.mark.parametrize("skew_hours", [-5, 0, 7])
+def test_instances_at_different_intervals_and_clocks_never_page_each_other(
+    judge_every: int, other_every: int, skew_hours: int
+) -> None:
+    """A judge at one interval watching an instance that renews at another, with its clock
+    hours off, over many passes: never down while it renews; down within two of its intervals
+    and one pass of the judge after it stops (hosts at 60 s and 15 s paged each other every
+    minute; a clock skew between hosts paged a live instance)."""
+    skew = timedelta(hours=skew_hours)
+    judge, other = timedelta(seconds=judge_every), timedelta(seconds=other_every)
+    horizon = 8 * max(judge, other)
+    sighted: dict[str, Sighting] = {}
+    renewed_at = T0
+    now = T0
+    while now <= T0 + horizon:
+        while renewed_at + other <= now:
+            renewed_at += other  # it renews on time, by its own clock
+        rows = [_row("b", renewed_at + skew, other_every), _row("a", now, judge_every)]
+        sighted = sight(sighted, rows, now=now, interval=judge)
+        assert judge_instances(sighted, me="a", open_down={}, now=now) == InstanceVerdict(), now
+        now += judge
+    stopped = renewed_at  # it renews no more
+    while not judge_instances(sighted, me="a", open_down={}, now=now).down:
+        rows = [_row("b", stopped + skew, other_every), _row("a", now, judge_every)]
+        sighted = sight(sighted, rows, now=now, interval=judge)
+        now += judge
+    assert now - stopped <= 2 * other + 2 * judge
+
+
+def test_after_a_read_that_failed_every_row_has_two_intervals_again() -> None:
+    """An outage every instance shared: none could renew. Sighted afresh (no prior), the rows
+    the judge reads first on its return are not down, however old they are."""
+    stale = {"b": Sighting(last_seen=ago(600), since=ago(600), every=INTERVAL)}
+    assert judge_instances(stale, me="a", open_down={}, now=T0).down == ("b",)
+    afresh = sight({}, [_row("b", ago(600))], now=T0, interval=INTERVAL)
+    assert judge_instances(afresh, me="a", open_down={}, now=T0) == InstanceVerdict()
+    assert judge_instances(afresh, me="a", open_down={}, now=T0 + 2 * INTERVAL).down == ()
+    later = T0 + 2 * INTERVAL + timedelta(seconds=1)
+    assert judge_instances(afresh, me="a", open_down={}, now=later).down == ("b",)
 
 
 def test_the_incident_is_about_the_instance_and_routed_to_a_person() -> None:
@@ -141,6 +227,6 @@ def test_the_incident_is_about_the_instance_and_routed_to_a_person() -> None:
     ("seconds", "down"), [(0, False), (59, False), (60, False), (61, True), (3600, True)]
 )
 def test_an_instance_is_down_past_two_intervals_of_silence(seconds: int, down: bool) -> None:
-    """The rule the fleet view shares with INSTANCE_DOWN: silent for more than two snapshot
+    """The rule the fleet view shares with INSTANCE_DOWN: silent for more than two of its
     intervals is down, exactly two is still live."""
     assert instance_is_down(ago(seconds), now=T0, interval=INTERVAL) is down

@@ -31,7 +31,13 @@ def remote(
     assigned: int = 0,
 ) -> RemoteLead:
     return RemoteLead(
-        instance=instance, name=name, state=state, raw_status=raw, assigned=assigned, last_seen=T0
+        instance=instance,
+        name=name,
+        state=state,
+        raw_status=raw,
+        assigned=assigned,
+        last_seen=T0,
+        renew_every=timedelta(seconds=30),
     )
 
 
@@ -177,22 +183,29 @@ def test_a_remote_recipient_that_fails_or_vanishes_is_replaced_with_a_new_genera
 # --- through decide: the instance's liveness is judged at the tick's time -------------------
 
 
-def test_decide_never_picks_a_lead_of_a_down_instance() -> None:
-    """The sole local lead dies; a remote lead whose instance renewed within two intervals takes
-    its incident, and one whose instance has been silent longer is never picked."""
-    for silent, expected in ((timedelta(seconds=60), "lead-r"), (timedelta(seconds=61), None)):
-        run = Run()
-        run.tick(live(with_lead=True))
-        run.tick(live(with_lead=False))
-        other = RemoteLead(
-            instance="host-b",
-            name="lead-r",
-            state=LS.LEAD_IDLE,
-            raw_status=LiveStatus.IDLE,
-            assigned=0,
-            last_seen=run.now + timedelta(seconds=30) - silent,
-        )
-        run.tick(live(with_lead=False), remote_leads=[other])
-        assert run.lead() is LS.LEAD_UNREACHABLE
-        [opened] = run.state.open_incidents()
-        assert opened.recipient_lead == expected, silent
+@pytest.mark.parametrize(
+    ("silent", "every", "expected"),
+    [(60, 30, "lead-r"), (61, 30, None), (120, 60, "lead-r"), (121, 60, None), (31, 15, None)],
+)
+def test_decide_never_picks_a_lead_of_a_down_instance(
+    silent: int, every: int, expected: str | None
+) -> None:
+    """The sole local lead dies; a remote lead whose instance was seen renewing within two of
+    *its own* intervals takes its incident (this instance's interval is 30 s), and one whose
+    instance has been silent longer is never picked."""
+    run = Run()
+    run.tick(live(with_lead=True))
+    run.tick(live(with_lead=False))
+    other = RemoteLead(
+        instance="host-b",
+        name="lead-r",
+        state=LS.LEAD_IDLE,
+        raw_status=LiveStatus.IDLE,
+        assigned=0,
+        last_seen=run.now + timedelta(seconds=30) - timedelta(seconds=silent),
+        renew_every=timedelta(seconds=every),
+    )
+    run.tick(live(with_lead=False), remote_leads=[other])
+    assert run.lead() is LS.LEAD_UNREACHABLE
+    [opened] = run.state.open_incidents()
+    assert opened.recipient_lead == expected, silent

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fleetd.health.instances import Sighting
 from fleetd.journal.values import InstanceRecord
 from fleetd.runtime.fleet_all import SINGLE_INSTANCE_NOTE, Answering, fleet_all
 
@@ -25,6 +26,13 @@ def _row(name: str, seconds: int, summary: dict[str, Any] | None = None) -> Inst
     )
 
 
+def _sighted(rows: list[InstanceRecord]) -> dict[str, Sighting]:
+    """Each row seen renewing when its own clock says it did, at this instance's interval."""
+    return {
+        r.instance: Sighting(last_seen=r.last_seen, since=r.last_seen, every=INTERVAL) for r in rows
+    }
+
+
 def _summary(name: str) -> dict[str, Any]:
     return {"version": 1, "instance": name, "membersTotal": 3}
 
@@ -40,7 +48,9 @@ def test_every_instance_is_a_part_the_answering_one_first_the_silent_one_down() 
         _row("a", 30, _summary("a")),
         _row("c", 0, None),
     ]
-    document = fleet_all(rows, me=ME, now=T0, interval=INTERVAL, shared=True)
+    document = fleet_all(
+        rows, me=ME, now=T0, interval=INTERVAL, shared=True, sighted=_sighted(rows)
+    )
     parts = document["instances"]
     assert [(p["instance"], p["answering"], p["down"]) for p in parts] == [
         ("b", True, False),
@@ -92,3 +102,39 @@ def test_a_summary_of_another_version_is_not_shown_as_if_it_were_this_one() -> N
     rows = [_row("a", 1, {"version": 2, "instance": "a"})]
     [_, other] = fleet_all(rows, me=ME, now=T0, interval=INTERVAL, shared=True)["instances"]
     assert (other["summary"], other["summaryProblem"]) == (None, "unknown_version: 2")
+
+
+def test_another_instance_is_judged_by_when_it_was_seen_renewing_at_its_own_interval() -> None:
+    """Another host's clock is never compared with this one's: a row written nine hours "ago"
+    that this instance saw renew 10 s ago is live, aged 10 s; a row renewing every 60 s is live
+    100 s after its renewal was seen; a row renewed since it was last sighted (or never sighted)
+    was seen renewing now."""
+    skewed = _row("a", 9 * 3600)
+    slow = _row("c", 0)
+    renewed = _row("d", 5)
+    new = _row("e", 7200)
+    sighted = {
+        "a": Sighting(last_seen=skewed.last_seen, since=T0 - timedelta(seconds=10), every=INTERVAL),
+        "c": Sighting(
+            last_seen=slow.last_seen,
+            since=T0 - timedelta(seconds=100),
+            every=timedelta(seconds=60),
+        ),
+        "d": Sighting(
+            last_seen=T0 - timedelta(hours=1), since=T0 - timedelta(hours=1), every=INTERVAL
+        ),
+    }
+    rows = [skewed, slow, renewed, new]
+    document = fleet_all(rows, me=ME, now=T0, interval=INTERVAL, shared=True, sighted=sighted)
+    parts = {p["instance"]: p for p in document["instances"][1:]}
+    assert {n: (p["down"], p["ageSeconds"]) for n, p in parts.items()} == {
+        "a": (False, 10.0),
+        "c": (False, 100.0),
+        "d": (False, 0.0),
+        "e": (False, 0.0),
+    }
+    assert parts["a"]["lastSeen"] == skewed.last_seen.isoformat()  # as its clock wrote it
+    later = fleet_all(
+        rows, me=ME, now=T0 + timedelta(seconds=21), interval=INTERVAL, shared=True, sighted=sighted
+    )
+    assert [p["down"] for p in later["instances"][1:]] == [True, True, False, False]
