@@ -197,7 +197,7 @@ def _serve(argv: list[str]) -> int:
             _wait_for_port(ref.current.api.host, ref.current.api.port, 2 * standby_poll(ref) + 5)
             serving = True
         if serving and not asyncio.run(serve(ref, state=state.store, lock=state.lock)):
-            return 3  # the lock went to another process: that one serves the instance
+            return 3  # another process serves the instance: it took the lock, or the name
     except StateStoreError as exc:
         return _state_store_error(mask_url(url), exc)
     except ConfigError as exc:
@@ -294,7 +294,8 @@ async def serve(
     store holds is taken back before the port is bound: a store that cannot be read raises
     :class:`~fleetd.errors.StateStoreError` here (``fleetd serve`` exits 2 naming it). The
     instance's ``lock`` is checked as often as a standby tries it: ``False`` when it went to
-    another process and serving stopped for it (``fleetd serve`` exits 3)."""
+    another process and serving stopped for it, or when another process that started earlier
+    renews this instance's row in the shared journal (``fleetd serve`` exits 3)."""
     from fleetd.api.app import create_app  # noqa: PLC0415
     from fleetd.compose import build_service  # noqa: PLC0415
 
@@ -320,6 +321,12 @@ async def serve(
             loop.add_signal_handler(stop, server.request_exit)
     kept = asyncio.Event()
     kept.set()
+
+    def displaced(_other: object) -> None:  # another live process serves this instance's name
+        kept.clear()
+        server.should_exit = True
+
+    service.instances.on_displaced = displaced
     holding = asyncio.create_task(_keep_lock(ref, lock, server, kept)) if lock else None
     try:
         await server.serve()

@@ -223,10 +223,12 @@ class InMemoryJournal:
         )
 
     @observed
-    async def renew_instance(self, record: InstanceRecord) -> None:
+    async def renew_instance(self, record: InstanceRecord) -> InstanceRecord | None:
         self._check_up()
         check_instance(record)
+        before = self._instances.get(record.instance)
         self._instances[record.instance] = record
+        return None if before is None else dataclasses.replace(before, summary=None)
 
     @observed
     async def instances(

@@ -97,10 +97,12 @@ class Journal(Protocol):
         instance, before several shared a journal)."""
         ...
 
-    async def renew_instance(self, record: InstanceRecord) -> None:
+    async def renew_instance(self, record: InstanceRecord) -> InstanceRecord | None:
         """Insert or replace the row of ``record.instance`` (its renewal every snapshot
-        interval). Refused as :meth:`record` refuses: text out of bounds, a naive time, a
-        summary larger than :data:`~fleetd.journal.values.MAX_SUMMARY_BYTES`."""
+        interval); returns the row as it was before, without its summary (``None``: there was
+        none), read in the same transaction. Refused as :meth:`record` refuses: text out of
+        bounds, a naive time, a summary larger than
+        :data:`~fleetd.journal.values.MAX_SUMMARY_BYTES`."""
         ...
 
     async def instances(

@@ -166,6 +166,7 @@ def instance_record(row: InstanceRow) -> InstanceRecord:
         coverage=row.coverage,
         summary=row.summary,
         renew_every=renew_every(row.renew_ms),
+        run=row.run,
     )
 
 

@@ -184,8 +184,8 @@ class SqlJournal:
         return await self._run(self._store.load_open, told_since, instance)
 
     @observed
-    async def renew_instance(self, record: InstanceRecord) -> None:
-        await self._run(self._store.renew_instance, record)
+    async def renew_instance(self, record: InstanceRecord) -> InstanceRecord | None:
+        return await self._run(self._store.renew_instance, record)
 
     @observed
     async def instances(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, Text, cast, func, or_
@@ -207,10 +208,11 @@ class SqlStore:
                 generation_floor=floor or 0,
             )
 
-    def renew_instance(self, record: InstanceRecord) -> None:
+    def renew_instance(self, record: InstanceRecord) -> InstanceRecord | None:
         check_instance(record)
         with self.transaction("instance") as session:
             row = session.get(InstanceRow, record.instance, with_for_update=True)
+            before = None if row is None else replace(instance_record(row), summary=None)
             if row is None:
                 row = InstanceRow(
                     instance=record.instance,
@@ -228,8 +230,10 @@ class SqlStore:
             row.leads = list(record.leads)
             row.coverage = record.coverage
             row.renew_ms = renew_ms(record.renew_every)
+            row.run = record.run
             row.summary = dict(record.summary) if record.summary is not None else None
             session.add(row)
+        return before
 
     def instances(self, limit: int, summaries: bool = True) -> tuple[InstanceRecord, ...]:
         order = (col(InstanceRow.last_seen).desc(), col(InstanceRow.instance))
@@ -249,6 +253,7 @@ class SqlStore:
                         col(InstanceRow.leads),
                         col(InstanceRow.coverage),
                         col(InstanceRow.renew_ms),
+                        col(InstanceRow.run),
                     )
                     .order_by(*order)
                     .limit(limit)
@@ -265,8 +270,9 @@ class SqlStore:
                     leads=tuple(str(lead) for lead in leads),
                     coverage=coverage,
                     renew_every=renew_every(ms),
+                    run=run,
                 )
-                for instance, host, version, started_at, last_seen, leads, coverage, ms in bare
+                for instance, host, version, started_at, last_seen, leads, coverage, ms, run in bare
             )
 
     def instance_summaries(self, names: tuple[str, ...]) -> dict[str, str]:

@@ -216,3 +216,4 @@ class InstanceRow(_Table, table=True):
     coverage: str = Field(sa_type=String(_CODE))
     summary: dict[str, Any] | None = Field(default=None, sa_type=JSON)
     renew_ms: int | None = Field(default=None, sa_type=Integer)  # NULL: written before 0006
+    run: str | None = Field(default=None, sa_type=String(_ID))  # NULL: written before 0007

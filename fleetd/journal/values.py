@@ -282,7 +282,9 @@ class InstanceRecord:
     (ids, names, states and counts: what ``GET /v1/fleet?scope=all`` shows of it), or ``None``.
     ``renew_every`` is the interval it renews at (each instance is judged down by its own), or
     ``None`` in a row a build before it wrote. ``last_seen`` is written by the instance's own
-    clock: another host only ever compares it with itself.
+    clock: another host only ever compares it with itself. ``run`` is the run of the process
+    that renewed it (two processes renewing one name is a misconfiguration to stop), or
+    ``None`` in a row a build before it wrote.
     """
 
     instance: str
@@ -294,6 +296,7 @@ class InstanceRecord:
     coverage: str = "full"
     summary: Mapping[str, Any] | None = None
     renew_every: timedelta | None = None
+    run: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -412,6 +415,8 @@ def check_instance(record: InstanceRecord) -> None:
     for text in (record.instance, record.host, record.version):
         _check_text(text, required=True)
     check_code(record.coverage, operation="instance")
+    if record.run is not None:
+        check_code(record.run, operation="instance")
     if len(record.leads) > MAX_INSTANCE_LEADS:
         raise _refuse("field_out_of_bounds")
     for lead in record.leads:

@@ -82,6 +82,10 @@ async def _no_summary() -> Mapping[str, Any] | None:
     return None
 
 
+def _stay(_other: InstanceRecord) -> None:
+    """Outside ``fleetd serve`` nothing stops: the ERROR said it."""
+
+
 class _LeadHealth(msgspec.Struct, rename="camel"):
     state: str
     assigned_foreign_incidents: int = 0
@@ -172,8 +176,14 @@ class InstanceWatch:
     live_others: frozenset[str] = frozenset()
     # the leads the other live instances published, as the last pass that read them kept them
     peers: RemotePeers = field(default_factory=RemotePeers)
+    # called once when another live process is found renewing this instance's row and this
+    # one started later (``fleetd serve`` stops, exit 3); the row that process wrote is given
+    on_displaced: Callable[[InstanceRecord], None] = _stay
+    displaced_by: InstanceRecord | None = None
     _told_sqlite: bool = False
     _failing: bool = False
+    _renewed: bool = False  # this process's renewal is in the row (as far as it knows)
+    _told_rival: str | None = None
 
     @property
     def instance(self) -> str:
@@ -197,6 +207,7 @@ class InstanceWatch:
             coverage=self.escalation.coverage().value,
             summary=summary,
             renew_every=config.health.snapshot_interval,
+            run=self.run,
         )
 
     async def step(self, now: datetime) -> None:
@@ -205,7 +216,8 @@ class InstanceWatch:
         # only a shared journal has readers of the summary: an SQLite one serves one instance
         summary = await self.summary() if self.shared else None
         try:
-            await self.journal.renew_instance(self.record(now, summary))
+            before = await self.journal.renew_instance(self.record(now, summary))
+            self._rival(before)
             # only names and renewals are judged: the summaries are read when asked for
             self.saw(await self.journal.instances(summaries=False), now)
             if self.shared:
@@ -242,6 +254,41 @@ class InstanceWatch:
             self.peers.kept = await self._remote()
         except JournalError as exc:
             _log.info("the other instances' leads not read at start (%s); next pass again", exc)
+
+    def _rival(self, before: InstanceRecord | None) -> None:
+        """Whether another process renewed this instance's row since this one last did: two
+        fleetd serve one name (two configs naming one instance, each with its own state store,
+        which its lock cannot see). The one that started later stops; the other says so once.
+        A row this process never renewed before (its first renewal: a dead run's row, a
+        standby taking over) is no rival's."""
+        ours, self._renewed = self._renewed, True
+        if before is None or before.run is None or before.run == self.run or not ours:
+            return
+        me = self.instance
+        later = (self.started_at, self.run) > (before.started_at, before.run)
+        if later:
+            if self.displaced_by is None:
+                self.displaced_by = before
+                _log.error(
+                    "fleetd instance %r is also served by run %s on host %r (started %s): two "
+                    "processes must not serve one instance name; this one started later and "
+                    "stops — stop the other or give this one another `instance`",
+                    me,
+                    before.run,
+                    before.host,
+                    before.started_at.isoformat(),
+                )
+                self.on_displaced(before)
+        elif self._told_rival != before.run:
+            self._told_rival = before.run
+            _log.warning(
+                "fleetd instance %r is also served by run %s on host %r (started %s, after this "
+                "one): that one is to stop; two processes must not serve one instance name",
+                me,
+                before.run,
+                before.host,
+                before.started_at.isoformat(),
+            )
 
     def saw(self, rows: tuple[InstanceRecord, ...], now: datetime) -> None:
         """Keep ``rows`` as read at ``now`` and when each was last seen to change."""

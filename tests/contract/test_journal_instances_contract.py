@@ -32,6 +32,7 @@ def row(name: str, seen: int = 0, **changes: Any) -> InstanceRecord:
         "coverage": "full",
         "summary": {"members": [{"name": "m1", "state": "IDLE"}], "count": 1},
         "renew_every": timedelta(seconds=15),
+        "run": "r0000beef",
     }
     values.update(changes)
     return InstanceRecord(**values)  # type: ignore[arg-type]
@@ -42,10 +43,11 @@ async def test_a_renewal_replaces_the_row_and_rows_come_latest_first(
 ) -> None:
     """Each instance has one row; renewing it replaces every field; ``instances`` lists the
     latest renewal first and at most ``limit``; another client of the journal sees the same,
-    the renewal interval included (with or without the summaries); a row that states none
-    (written by an older build) reads back with none."""
+    the renewal interval and the run included (with or without the summaries); a row that
+    states neither (written by an older build) reads back with neither. A renewal returns the
+    row as it was before, without its summary (none: there was no row)."""
     journal = journal_kit.build()
-    await journal.renew_instance(row("alpha", 0))
+    assert await journal.renew_instance(row("alpha", 0)) is None  # no row before
     await journal.renew_instance(row("beta", 10))
     renewed = row(
         "alpha",
@@ -54,8 +56,10 @@ async def test_a_renewal_replaces_the_row_and_rows_come_latest_first(
         coverage="degraded",
         summary=None,
         renew_every=timedelta(milliseconds=60_500),
+        run="r0000cafe",
     )
-    await journal.renew_instance(renewed)
+    before = await journal.renew_instance(renewed)  # the row as it was, without its summary
+    assert before == row("alpha", 0, summary=None)
     other = journal_kit.build()
     listed = await other.instances()
     assert [r.instance for r in listed] == ["alpha", "beta"]
@@ -64,8 +68,10 @@ async def test_a_renewal_replaces_the_row_and_rows_come_latest_first(
     assert [r.instance for r in await other.instances(limit=1)] == ["alpha"]
     bare = await other.instances(summaries=False)
     assert [r.renew_every for r in bare] == [timedelta(milliseconds=60_500), timedelta(seconds=15)]
-    await journal.renew_instance(row("beta", 40, renew_every=None))
-    assert {r.instance: r.renew_every for r in await other.instances()}["beta"] is None
+    await journal.renew_instance(row("beta", 40, renew_every=None, run=None))
+    legacy = {r.instance: r for r in await other.instances()}["beta"]
+    assert (legacy.renew_every, legacy.run) == (None, None)
+    assert [r.run for r in bare] == ["r0000cafe", "r0000beef"]
 
 
 @pytest.mark.parametrize(
@@ -81,6 +87,7 @@ async def test_a_renewal_replaces_the_row_and_rows_come_latest_first(
         {"renew_every": timedelta(0)},
         {"renew_every": timedelta(seconds=-15)},
         {"renew_every": timedelta(days=1, seconds=1)},
+        {"run": "not a run"},
     ],
 )
 async def test_a_row_out_of_bounds_is_refused_and_nothing_is_written(

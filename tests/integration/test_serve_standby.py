@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -20,7 +21,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.contract.journal_fixtures import require_postgres
+from tests.contract.journal_fixtures import postgres_reachable, require_postgres, schema_url
 from tests.integration.test_serve_process import (
     _drain,
     _fleetd,
@@ -204,3 +205,45 @@ def test_a_holder_whose_lock_went_with_its_connection_never_serves_beside_its_st
     ticket = fleet.ok("fleet_send", target=sid, prompt="after the cut")["ticket"]
     assert _settled(fleet, [ticket])[ticket]["status"] == "done"
     assert set(fleet.prompts().values()) == {1}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_two_fleetd_naming_one_instance_with_their_own_stores_the_later_stops(
+    fleet: Fleet,
+) -> None:
+    """Two ``fleetd serve`` whose configs name the same instance, each with its own SQLite
+    state store (so no store lock sees the other), on one PostgreSQL journal: both would serve,
+    each overwriting the other's row and resolving the other's incidents. Within a renewal
+    or two the later one logs an ERROR naming the first's host and exits 3; the first goes on
+    serving."""
+    base = require_postgres(postgres_reachable())
+    schema = f"fleetd_journal_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as db:
+        db.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        shared = (
+            f"instance: twin-{uuid.uuid4().hex[:8]}\n"
+            f"journal:\n  url: '{schema_url(base, schema)}'\n"
+            f"health:\n  enabled: true\n  snapshotIntervalSeconds: {SNAPSHOT_SECONDS}\n"
+        )
+        text = fleet.config.read_text(encoding="utf-8") + shared
+        fleet.config.write_text(text, encoding="utf-8")
+        first = fleet.start()
+        port = _free_port()
+        twin_config = fleet.tmp / "twin.yaml"
+        twin_config.write_text(
+            re.sub(r"port: \d+", f"port: {port}", text).replace("fleetd-state.db", "twin-state.db"),
+            encoding="utf-8",
+        )
+        twin = _fleetd("serve", "--config", str(twin_config), env=fleet.env)
+        fleet.serves.append(twin)
+        assert twin.wait(timeout=4 * SNAPSHOT_SECONDS) == 3
+        assert twin.stdout is not None
+        output = twin.stdout.read().decode()
+        assert "this one started later and stops" in output
+        assert repr(socket.gethostname()) in output
+        assert first.poll() is None
+        assert _ready(fleet.base)
+    finally:
+        with psycopg.connect(base, autocommit=True) as db:
+            db.execute(f'DROP SCHEMA "{schema}" CASCADE')
