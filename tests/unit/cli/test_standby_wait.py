@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fleetd import cli
+from fleetd import serving
 from fleetd.config import ConfigRef, parse_config
 from fleetd.errors import StateStoreError
 from fleetd.testing import sample_document
@@ -50,11 +50,11 @@ async def test_a_standby_waits_out_a_store_that_does_not_answer(
     async def no_server(_self: Any, sockets: Any = None) -> None:
         return None
 
-    monkeypatch.setattr(cli._StandbyServer, "serve", no_server)
-    monkeypatch.setattr(cli, "standby_poll", lambda _ref: 0.0)
+    monkeypatch.setattr(serving._StandbyServer, "serve", no_server)
+    monkeypatch.setattr(serving, "standby_poll", lambda _ref: 0.0)
     state = _Opened(failures=3)
     caplog.set_level(logging.INFO, logger="fleetd")
-    assert await cli.wait_as_standby(ref, state)  # type: ignore[arg-type]
+    assert await serving.wait_as_standby(ref, state)  # type: ignore[arg-type]
     assert state.tries == 4
     assert caplog.text.count("the state store cannot be asked") == 1
     assert caplog.text.count("the state store answers again") == 0  # taken at once
