@@ -205,7 +205,7 @@ def build_service(
         summary=published_summary(views, lambda: instance_name(config.current)),
         peers=remote,
     )
-    escalation.others_live = lambda: watch.live_others if watch.shared else frozenset()
+    escalation.sweeps = watch.sweeps
     service = Fleetd(
         config=config,
         clock=clock,

@@ -6,9 +6,12 @@ same for more than :data:`MISSED_RENEWALS` of *its* intervals, measured on this 
 clock (:func:`sight`): the renewal time in a row is written by another host's clock and is only
 ever compared with itself, so clock skew between hosts never pages a live instance, and
 instances renewing at different intervals are each judged by their own. A row seen for the
-first time, or again after this instance could not read the journal, starts its count at the
-read: after a journal outage every instance has two intervals to renew again before any is
-judged. Any live instance may notice a down one, and every one that does asks to open the same
+first time starts its count at the read. What this instance could not see cannot count as
+silence: it judges from ``judging_since``, when its reads of the journal last became continuous
+(its start, or the end of a journal outage), so after an outage every instance has two of its
+intervals to renew again before any is paged — and an instance that was down before the outage
+stays down (its incident is neither resolved nor opened again) until its row changes. Any live
+instance may notice a down one, and every one that does asks to open the same
 incident (scope ``instance``, subject the instance's name, routed to a person): the journal's
 unique open key lets the first record win, so a person is paged once whoever notices first.
 
@@ -24,7 +27,8 @@ out. It never judges the instance that asks (it is alive: it is asking).
 instance row (as sighted)       open INSTANCE_DOWN incident           verdict
 ==============================  ====================================  ===========================
 changed within 2 × its interval none                                  nothing
-same for over 2 × its interval  none                                  open (any live instance)
+same for over 2 × its interval  none, judging for under 2 × interval  nothing (yet)
+same for over 2 × its interval  none, judging for longer              open (any live instance)
 same for over 2 × its interval  open                                  nothing (a person knows)
 changed within 2 × its interval open, this instance resolves it       resolve ``cleared``
 no row                          open, this instance resolves it       resolve ``subject_retired``
@@ -94,6 +98,11 @@ class Sighting:
         """Whether the row stayed the same for more than :data:`MISSED_RENEWALS` intervals."""
         return instance_is_down(self.since, now=now, interval=self.every)
 
+    def silent(self, now: datetime, *, judging_since: datetime) -> bool:
+        """Whether it stayed the same for more than :data:`MISSED_RENEWALS` intervals that this
+        instance watched (from ``judging_since`` on): down, and seen to be."""
+        return instance_is_down(max(self.since, judging_since), now=now, interval=self.every)
+
 
 @fact
 class InstanceVerdict:
@@ -128,8 +137,7 @@ def sight(
     interval: timedelta,
 ) -> dict[str, Sighting]:
     """The sightings of ``rows`` read at ``now``: a row whose renewal is the one ``prior`` holds
-    keeps its ``since``; a changed or new row is seen renewing now. Pass no ``prior`` after a
-    read that failed: what was not seen cannot count as silence. A row that gives no interval
+    keeps its ``since``; a changed or new row is seen renewing now. A row that gives no interval
     (or a nonsensical one) is judged by ``interval``, this instance's."""
     sighted: dict[str, Sighting] = {}
     for row in rows:
@@ -147,12 +155,22 @@ def judge_instances(
     me: str,
     open_down: Mapping[str, str | None],
     now: datetime,
+    judging_since: datetime,
 ) -> InstanceVerdict:
-    """The verdict of ``me`` on the rows ``sighted`` at ``now``. ``open_down`` maps the subject
-    of each open INSTANCE_DOWN incident to the instance that opened it (``None``: unknown)."""
+    """The verdict of ``me`` on the rows ``sighted`` at ``now``, watched since ``judging_since``.
+    ``open_down`` maps the subject of each open INSTANCE_DOWN incident to the instance that
+    opened it (``None``: unknown)."""
     last = sighted
     live = {name for name, seen in last.items() if not seen.down(now)} | {me}
-    down = tuple(sorted(n for n in last if n not in live and n not in open_down))
+    down = tuple(
+        sorted(
+            name
+            for name, seen in last.items()
+            if name not in live
+            and name not in open_down
+            and seen.silent(now, judging_since=judging_since)
+        )
+    )
     first_live = min(live)
     resolve: list[tuple[str, ResolveReason]] = []
     for subject, opener in sorted(open_down.items(), key=lambda item: item[0]):

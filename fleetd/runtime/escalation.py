@@ -13,8 +13,9 @@ the journal:
   unsettled incident at least once per :data:`SWEEP` (reminders, notifications turned on, a new
   receiver list, a resolution whose ``resolved`` is still owed). On a journal several instances
   share, an incident another live instance opened is that instance's to reconcile (its
-  reminders counted on its own clock, never on two); one whose instance is down or gone is
-  swept here too, so its person still hears how it ends;
+  reminders counted on its own clock, never on two); one whose instance is judged down or whose
+  row is gone is swept here too, so its person still hears how it ends, and before the rows were
+  first read no other instance's is;
 * :meth:`Escalation.replay` is the operator's replay of one incident (§10.4).
 
 A journal that fails stops a pass, never detection: the owed truths wait in memory (at most
@@ -94,8 +95,8 @@ def _no_receivers() -> str | None:
     return None
 
 
-def _none_live() -> frozenset[str]:
-    return frozenset()
+def _every_owner(_owner: str | None) -> bool:
+    return True
 
 
 def _full() -> CoverageStatus:
@@ -110,8 +111,9 @@ class Escalation:
     settings: Callable[[], FleetdConfig]
     receivers: Callable[[], str | None] = _no_receivers  # the receiver list's generation
     coverage: Callable[[], CoverageStatus] = _full
-    # the other instances sharing the journal seen renewing (their incidents are theirs)
-    others_live: Callable[[], frozenset[str]] = _none_live
+    # whether this instance reconciles an incident the given instance opened (on a shared
+    # journal, a live instance reconciles its own: InstanceWatch.sweeps)
+    sweeps: Callable[[str | None], bool] = _every_owner
     _owed: dict[str, _Truth] = field(default_factory=dict)
     _touched: set[str] = field(default_factory=set)  # delivered to: reconcile at the next step
     _next_sweep: datetime | None = None
@@ -242,11 +244,10 @@ class Escalation:
     async def _sweep(self, now: datetime, setting: _Setting) -> None:
         snapshot = await self.journal.load_open(told_since=now - TOLD_WINDOW)
         next_sweep = now + SWEEP
-        others = self.others_live()
         for stored in (*snapshot.open_incidents, *snapshot.pending_resolutions):
             if stored.incident.id in self._owed:
                 continue  # its newer truth is recorded first
-            if stored.instance in others:
+            if not self.sweeps(stored.instance):
                 continue  # a live instance reconciles its own
             done = await self._reconcile(stored, now, setting)
             if done.recheck_at is not None:

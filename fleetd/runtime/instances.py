@@ -172,8 +172,13 @@ class InstanceWatch:
     rows: tuple[InstanceRecord, ...] = ()  # as the last pass read them
     # when this instance last saw each row change (its own clock), as of the last read
     sighted: dict[str, Sighting] = field(default_factory=dict)
-    # the other instances live as of the last read (the escalation leaves their incidents)
-    live_others: frozenset[str] = frozenset()
+    # when this instance's reads of the journal last became continuous (its start, the end of
+    # an outage): what it could not see is never counted as silence
+    judging_since: datetime | None = None
+    # the other instances whose incidents another instance reconciles (not judged down), and
+    # the names of every row, as of the last read
+    minded: frozenset[str] = frozenset()
+    known: frozenset[str] = frozenset()
     # the leads the other live instances published, as the last pass that read them kept them
     peers: RemotePeers = field(default_factory=RemotePeers)
     # called once when another live process is found renewing this instance's row and this
@@ -183,7 +188,9 @@ class InstanceWatch:
     _told_sqlite: bool = False
     _failing: bool = False
     _renewed: bool = False  # this process's renewal is in the row (as far as it knows)
+    _first_before: str | None = None  # the run the row named at this process's first renewal
     _told_rival: str | None = None
+    _read: bool = False  # the rows were read at least once
 
     @property
     def instance(self) -> str:
@@ -222,13 +229,12 @@ class InstanceWatch:
             self.saw(await self.journal.instances(summaries=False), now)
             if self.shared:
                 await self._judge(me, now)
-                self.peers.kept = await self._remote()
+                self.peers.kept = await self._remote(now)
         except JournalError as exc:
             if not self._failing:
                 _log.info("instance %r not renewed in the journal (%s); next pass again", me, exc)
             self._failing = True
-            self.sighted = {}  # what was not read cannot count as silence
-            self.live_others = frozenset()
+            self.judging_since = None  # what is not read cannot count as silence
             return
         if self._failing:
             _log.info("instance %r renews its journal row again", me)
@@ -251,28 +257,32 @@ class InstanceWatch:
             return
         try:
             self.saw(await self.journal.instances(summaries=False), now)
-            self.peers.kept = await self._remote()
+            self.peers.kept = await self._remote(now)
         except JournalError as exc:
             _log.info("the other instances' leads not read at start (%s); next pass again", exc)
 
     def _rival(self, before: InstanceRecord | None) -> None:
         """Whether another process renewed this instance's row since this one last did: two
         fleetd serve one name (two configs naming one instance, each with its own state store,
-        which its lock cannot see). The one that started later stops; the other says so once.
-        A row this process never renewed before (its first renewal: a dead run's row, a
-        standby taking over) is no rival's."""
+        which its lock cannot see). The one that started later — whose first renewal found the
+        other's run in the row — stops; the other says so once. No clock is compared. A row
+        this process never renewed before (its first renewal: a dead run's row, a standby
+        taking over) is no rival's."""
         ours, self._renewed = self._renewed, True
-        if before is None or before.run is None or before.run == self.run or not ours:
+        if not ours:
+            self._first_before = None if before is None else before.run
+            return
+        if before is None or before.run is None or before.run == self.run:
             return
         me = self.instance
-        later = (self.started_at, self.run) > (before.started_at, before.run)
-        if later:
+        if before.run == self._first_before:  # it was serving when this one started
             if self.displaced_by is None:
                 self.displaced_by = before
                 _log.error(
-                    "fleetd instance %r is also served by run %s on host %r (started %s): two "
-                    "processes must not serve one instance name; this one started later and "
-                    "stops — stop the other or give this one another `instance`",
+                    "fleetd instance %r is also served by run %s on host %r (started %s by its "
+                    "clock): two processes must not serve one instance name; it was serving "
+                    "when this one started, so this one stops — stop the other or give this "
+                    "one another `instance`",
                     me,
                     before.run,
                     before.host,
@@ -282,8 +292,9 @@ class InstanceWatch:
         elif self._told_rival != before.run:
             self._told_rival = before.run
             _log.warning(
-                "fleetd instance %r is also served by run %s on host %r (started %s, after this "
-                "one): that one is to stop; two processes must not serve one instance name",
+                "fleetd instance %r is also served by run %s on host %r (started %s by its "
+                "clock), which started while this one served: that one is to stop; two "
+                "processes must not serve one instance name",
                 me,
                 before.run,
                 before.host,
@@ -302,14 +313,35 @@ class InstanceWatch:
             now=now,
             interval=self.settings().health.snapshot_interval,
         )
+        if self.judging_since is None:
+            self.judging_since = now
+        since = self.judging_since
         me = self.instance
-        self.live_others = frozenset(
-            name for name, seen in self.sighted.items() if name != me and not seen.down(now)
+        self._read = True
+        self.known = frozenset(self.sighted)
+        self.minded = frozenset(
+            name
+            for name, seen in self.sighted.items()
+            if name != me and not seen.silent(now, judging_since=since)
         )
 
-    async def _remote(self) -> tuple[RemoteLead, ...]:
-        """The leads of the other instances live as of the last read, from their summaries."""
-        live = {name: self.sighted[name] for name in self.live_others}
+    def sweeps(self, owner: str | None) -> bool:
+        """Whether this instance reconciles the human leg of an incident ``owner`` opened: its
+        own, one from before instances were named, and one of an instance judged down or whose
+        row is gone. Before the rows were first read, another instance's are left alone: that
+        instance may well be live, and its reminders are counted on its own clock."""
+        if owner is None or owner == self.instance or not self.shared:
+            return True
+        return self._read and owner not in self.minded
+
+    def _live(self, now: datetime) -> dict[str, Sighting]:
+        """The other instances seen renewing within two of their intervals at ``now``."""
+        me = self.instance
+        return {n: s for n, s in self.sighted.items() if n != me and not s.down(now)}
+
+    async def _remote(self, now: datetime) -> tuple[RemoteLead, ...]:
+        """The leads of the other instances live at ``now``, from their last summaries."""
+        live = self._live(now)
         if not live:
             return ()
         texts = await self.journal.instance_summaries(sorted(live))
@@ -328,7 +360,13 @@ class InstanceWatch:
             if kept.incident.scope is Scope.INSTANCE:
                 stored[kept.incident.subject] = kept.incident
                 openers[kept.incident.subject] = kept.instance
-        verdict = judge_instances(self.sighted, me=me, open_down=openers, now=now)
+        verdict = judge_instances(
+            self.sighted,
+            me=me,
+            open_down=openers,
+            now=now,
+            judging_since=self.judging_since or now,
+        )
         for name in verdict.down:
             key = instance_key(name)
             generation = max(snapshot.generations.get(key, 0), snapshot.generation_floor) + 1

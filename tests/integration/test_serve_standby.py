@@ -240,7 +240,7 @@ def test_two_fleetd_naming_one_instance_with_their_own_stores_the_later_stops(
         assert twin.wait(timeout=4 * SNAPSHOT_SECONDS) == 3
         assert twin.stdout is not None
         output = twin.stdout.read().decode()
-        assert "this one started later and stops" in output
+        assert "so this one stops" in output
         assert repr(socket.gethostname()) in output
         assert first.poll() is None
         assert _ready(fleet.base)

@@ -118,7 +118,10 @@ def test_judge_instances_table(
         name: Sighting(last_seen=ago(age), since=ago(age), every=INTERVAL)
         for name, age in rows.items()
     }
-    assert judge_instances(sighted, me=me, open_down=open_down, now=T0) == verdict
+    verdict_now = judge_instances(
+        sighted, me=me, open_down=open_down, now=T0, judging_since=T0 - timedelta(hours=1)
+    )
+    assert verdict_now == verdict
 
 
 def _row(name: str, last_seen: datetime, every: int | None = 30) -> InstanceSeen:
@@ -178,26 +181,42 @@ def test_instances_at_different_intervals_and_clocks_never_page_each_other(
             renewed_at += other  # it renews on time, by its own clock
         rows = [_row("b", renewed_at + skew, other_every), _row("a", now, judge_every)]
         sighted = sight(sighted, rows, now=now, interval=judge)
-        assert judge_instances(sighted, me="a", open_down={}, now=now) == InstanceVerdict(), now
+        verdict = judge_instances(sighted, me="a", open_down={}, now=now, judging_since=T0)
+        assert verdict == InstanceVerdict(), now
         now += judge
     stopped = renewed_at  # it renews no more
-    while not judge_instances(sighted, me="a", open_down={}, now=now).down:
+    while not judge_instances(sighted, me="a", open_down={}, now=now, judging_since=T0).down:
         rows = [_row("b", stopped + skew, other_every), _row("a", now, judge_every)]
         sighted = sight(sighted, rows, now=now, interval=judge)
         now += judge
     assert now - stopped <= 2 * other + 2 * judge
 
 
-def test_after_a_read_that_failed_every_row_has_two_intervals_again() -> None:
-    """An outage every instance shared: none could renew. Sighted afresh (no prior), the rows
-    the judge reads first on its return are not down, however old they are."""
-    stale = {"b": Sighting(last_seen=ago(600), since=ago(600), every=INTERVAL)}
-    assert judge_instances(stale, me="a", open_down={}, now=T0).down == ("b",)
-    afresh = sight({}, [_row("b", ago(600))], now=T0, interval=INTERVAL)
-    assert judge_instances(afresh, me="a", open_down={}, now=T0) == InstanceVerdict()
-    assert judge_instances(afresh, me="a", open_down={}, now=T0 + 2 * INTERVAL).down == ()
-    later = T0 + 2 * INTERVAL + timedelta(seconds=1)
-    assert judge_instances(afresh, me="a", open_down={}, now=later).down == ("b",)
+def test_after_an_outage_rows_get_two_intervals_and_a_down_one_stays_down() -> None:
+    """An outage every instance shared: none could renew, and the judge could not read. Judging
+    again from the end of the outage (``judging_since``), ``b`` — not seen to change for ten
+    minutes — is not paged for two of its intervals; ``dead``, down before the outage with its
+    incident open, is neither resolved nor paged again: its row did not change."""
+    back = T0
+    stale = {
+        "b": Sighting(last_seen=ago(600), since=ago(600), every=INTERVAL),
+        "dead": Sighting(last_seen=ago(3600), since=ago(3600), every=INTERVAL),
+    }
+    open_down: dict[str, str | None] = {"dead": "a"}
+    assert judge_instances(
+        stale, me="a", open_down=open_down, now=T0, judging_since=ago(3600)
+    ) == InstanceVerdict(down=("b",))
+    for now in (back, back + 2 * INTERVAL):
+        verdict = judge_instances(stale, me="a", open_down=open_down, now=now, judging_since=back)
+        assert verdict == InstanceVerdict(), now
+    later = back + 2 * INTERVAL + timedelta(seconds=1)
+    verdict = judge_instances(stale, me="a", open_down=open_down, now=later, judging_since=back)
+    assert verdict == InstanceVerdict(down=("b",))
+    renewed = sight(
+        stale, [_row("dead", ago(5)), _row("b", ago(600))], now=later, interval=INTERVAL
+    )
+    verdict = judge_instances(renewed, me="a", open_down=open_down, now=later, judging_since=back)
+    assert verdict == InstanceVerdict(down=("b",), resolve=(("dead", C),))
 
 
 def test_the_incident_is_about_the_instance_and_routed_to_a_person() -> None:
