@@ -46,6 +46,7 @@ from fleetd.journal.values import (
     check_event,
     check_instance,
     idempotency_key,
+    key_namespace,
 )
 from fleetd.observe import Around, direct, observed
 
@@ -168,9 +169,13 @@ class InMemoryJournal:
             stored.incident.key != incident.key or stored.incident.generation != incident.generation
         ):
             raise JournalRefusedError("record", "incident_key_changed")
+        owner = stored.instance if stored is not None else change.instance
+        space = key_namespace(incident.scope, owner)
         for other in self._incidents.values():
             if other.incident.id == incident.id or other.incident.key != incident.key:
                 continue
+            if key_namespace(other.incident.scope, other.instance) != space:
+                continue  # another instance's lead, link or profile of the same name
             if other.incident.generation == incident.generation:
                 raise JournalRefusedError("record", "generation_conflict")
             if other.resolved_at is None and change.resolved_at is None:

@@ -57,6 +57,7 @@ from fleetd.journal.values import (
     check_code,
     check_event,
     check_instance,
+    key_namespace,
 )
 
 __all__ = ["SqlStore"]
@@ -114,12 +115,15 @@ class SqlStore:
     def _put_incident(self, session: Session, change: IncidentChange, now: datetime) -> None:
         incident = change.incident
         key = incident.key
+        row = session.get(IncidentRow, incident.id)
+        space = key_namespace(key.scope, row.instance if row is not None else change.instance)
         others = session.exec(
             select(IncidentRow).where(
                 IncidentRow.scope == key.scope.value,
                 IncidentRow.subject_stable_id == key.subject,
                 IncidentRow.state == key.state.value,
                 IncidentRow.cause_fingerprint == key.cause,
+                IncidentRow.key_instance == space,
                 IncidentRow.id != incident.id,
             )
         ).all()
@@ -128,7 +132,6 @@ class SqlStore:
                 raise JournalRefusedError("record", "generation_conflict")
             if other.resolved_at is None and change.resolved_at is None:
                 raise JournalRefusedError("record", "open_key_conflict")
-        row = session.get(IncidentRow, incident.id)
         if row is None:
             row = IncidentRow(
                 id=incident.id,
@@ -142,6 +145,7 @@ class SqlStore:
                 opened_at=incident.opened_at,
                 updated_at=now,
                 instance=change.instance,
+                key_instance=space,
             )
         elif incident_key(row) != key or row.generation != incident.generation:
             raise JournalRefusedError("record", "incident_key_changed")

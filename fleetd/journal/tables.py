@@ -10,7 +10,11 @@ compares them.
 Database rules the adapters rely on:
 
 * ``uq_incidents_open_key``: at most one open incident per ``(scope, subject_stable_id, state,
-  cause_fingerprint)``; ``uq_incidents_key_generation``: a generation of a key is stored once.
+  cause_fingerprint, key_instance)``; ``uq_incidents_key_generation``: a generation of a key is
+  stored once in its namespace. ``key_instance`` is the instance whose key it is (its lead, link,
+  profile or member), or ``""`` where the key is the whole journal's (an instance's liveness,
+  and every incident recorded before instances were named):
+  :func:`~fleetd.journal.values.key_namespace`.
 * ``uq_outbound_events_revision`` and the unique ``idempotency_key``: one event per revision.
 * ``uq_delivery_attempts_outstanding``: at most one outstanding attempt (``outcome IS NULL``) per
   event; ``lease_token`` fences a lease (see :class:`~fleetd.journal.values.Claim`).
@@ -109,6 +113,7 @@ class IncidentRow(_Table, table=True):
             "subject_stable_id",
             "state",
             "cause_fingerprint",
+            "key_instance",
             "generation",
             name="uq_incidents_key_generation",
         ),
@@ -118,6 +123,7 @@ class IncidentRow(_Table, table=True):
             "subject_stable_id",
             "state",
             "cause_fingerprint",
+            "key_instance",
             unique=True,
             **_open_only("resolved_at"),
         ),
@@ -144,6 +150,8 @@ class IncidentRow(_Table, table=True):
     resolve_reason: str | None = Field(default=None, sa_type=String(_CODE))
     updated_at: datetime = Field(sa_type=UtcDateTime)
     instance: str | None = Field(default=None, sa_type=String(MAX_TEXT))
+    # the namespace its key is unique in: the instance's own, or "" (the journal's, 0008)
+    key_instance: str = Field(default="", sa_type=String(MAX_TEXT))
 
 
 class EventRow(_Table, table=True):

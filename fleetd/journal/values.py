@@ -75,6 +75,7 @@ __all__ = [
     "check_instance",
     "check_payload",
     "idempotency_key",
+    "key_namespace",
 ]
 
 MAX_TEXT = 200
@@ -408,6 +409,16 @@ def _check_value(value: object, depth: int) -> None:
             _check_value(item, depth + 1)
         return
     raise _refuse("payload_not_json")
+
+
+def key_namespace(scope: Scope, instance: str | None) -> str:
+    """Where an incident's key is unique in a journal several instances share: an instance's own
+    (its lead, its herdr link, its profile, its members: another instance may have a lead or a
+    profile of the same name, and every instance's herdr link is ``herdr``), or the journal's as
+    a whole (``""``) for an instance's own liveness, which every instance judges and the first to
+    record owns. An incident recorded without an instance (before several shared a journal) is
+    the journal's."""
+    return "" if scope is Scope.INSTANCE or instance is None else instance
 
 
 def check_instance(record: InstanceRecord) -> None:

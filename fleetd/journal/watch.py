@@ -5,9 +5,10 @@ M4 §10.3: a journal failure never stops detection, but notification coverage be
 :mod:`fleetd.observe`): a call that raises
 :class:`~fleetd.errors.JournalError` marks the journal degraded, with the failed operation and its
 bounded reason (``"record: disk_full"``), and re-raises for the caller to carry on; the next call
-that succeeds marks it ok again. Surfaces (``fleet_list.healthCoverage``, ``/healthz``, metrics)
-read :attr:`JournalWatch.health`. Nothing here retries: the next tick or delivery pass is the
-retry.
+that succeeds marks it ok again. A refusal (:class:`~fleetd.errors.JournalRefusedError`: a
+value out of bounds, an open key another instance recorded first) is an answer, not an outage.
+Surfaces (``fleet_list.healthCoverage``, ``/healthz``, metrics) read :attr:`JournalWatch.health`.
+Nothing here retries: the next tick or delivery pass is the retry.
 
 It is also where a journal outage is reported: one WARNING when the first call fails, one INFO
 when a call succeeds again, whatever the number of calls in between (the delivery pass alone makes
@@ -26,7 +27,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, TypeVar
 
 from fleetd.clock import Clock
-from fleetd.errors import JournalError
+from fleetd.errors import JournalError, JournalRefusedError
 from fleetd.journal.port import Journal
 from fleetd.metrics import Metrics
 
@@ -101,6 +102,11 @@ class JournalWatch:
         started = self._clock.monotonic()
         try:
             result = await call
+        except JournalRefusedError:
+            # the journal answered: it refused this record (a bad value, or another instance
+            # recorded the same open key first), which is no outage
+            self._answered(method, started)
+            raise
         except JournalError as exc:
             self._took(method, started)
             previous = self._health
@@ -119,6 +125,10 @@ class JournalWatch:
                 failures=previous.failures + 1,
             )
             raise
+        self._answered(method, started)
+        return result
+
+    def _answered(self, method: str, started: float) -> None:
         self._took(method, started)
         failed = self._health
         if not failed.ok:
@@ -131,7 +141,6 @@ class JournalWatch:
                 down,
                 failed.reason,
             )
-        return result
 
     def _took(self, operation: str, started: float) -> None:
         if self._metrics is not None and operation in OPERATIONS:

@@ -291,6 +291,7 @@ class FleetAcross:
     interval: Callable[[], timedelta]
     kept: dict[str, _Kept] = field(default_factory=dict)
     summary_reads: int = 0  # reads of the summaries (a test or a benchmark counts them)
+    _failing: bool = False  # the last read failed (said once, not once per answer)
 
     async def _rows(self, me: str) -> Sequence[InstanceRecord]:
         """The rows, each other instance's summary kept as of its last renewal."""
@@ -322,7 +323,17 @@ class FleetAcross:
                 rows = await self._rows(me)
             except JournalError as exc:
                 failure = f"journal unavailable ({exc.reason})"
-                _log.info("scope=all: the instance rows could not be read (%s)", exc.reason)
+                if not self._failing:
+                    _log.info(
+                        "scope=all: the instance rows cannot be read (%s); answering with this "
+                        "instance alone until they can",
+                        exc.reason,
+                    )
+                self._failing = True
+            else:
+                if self._failing:
+                    _log.info("scope=all: the instance rows are read again")
+                self._failing = False
         texts: list[bytes] = [own.body[len(_ENVELOPE_HEAD) : -1]]  # {"ok":true,"result":view}
         summaries: dict[str, tuple[Any, str | None]] = {}
         for row in sorted((r for r in rows if r.instance != me), key=_name):

@@ -5,13 +5,21 @@ bounded, a bad row is refused, an incident keeps the instance that first recorde
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from fleetd.errors import JournalRefusedError
-from fleetd.health.incidents import ResolveReason
+from fleetd.health.incidents import ResolveReason, incident_id
+from fleetd.health.states import (
+    ControlLinkState,
+    HealthStateName,
+    InstanceState,
+    LeadState,
+    Scope,
+)
 from fleetd.journal.values import MAX_SUMMARY_BYTES, IncidentChange, InstanceRecord
 from tests.contract.journal_cases import T0, make_incident
 
@@ -141,3 +149,48 @@ async def test_an_incident_keeps_its_first_instance_and_load_open_filters_by_it(
         now=T0,
     )
     assert ids((await journal.load_open(instance="beta")).open_incidents) == {legacy.id}
+
+
+def _of(instance: str | None, scope: Scope, subject: str, state: HealthStateName) -> IncidentChange:
+    """An incident of ``instance``'s run (ids carry the run), keyed (scope, subject, state)."""
+    incident = make_incident(subject, scope=scope, state=state, cause="c", target=None)
+    namespace = f"run-{instance}"
+    return IncidentChange(
+        incident=dataclasses.replace(
+            incident, id=incident_id(incident.key, incident.generation, namespace)
+        ),
+        instance=instance,
+    )
+
+
+async def test_one_key_is_open_once_per_instance_and_an_instances_liveness_once(
+    journal_kit: JournalKit,
+) -> None:
+    """Every instance's herdr link is ``herdr`` and two may have a lead of the same name: each
+    instance's incident of that key is recorded and open beside the other's (the second was
+    refused ``open_key_conflict`` and its person never paged). An instance's liveness
+    (scope ``instance``) is the whole journal's: the second record of the same open key is
+    refused, as is the same generation of it. Within one instance the open key still holds."""
+    journal = journal_kit.build()
+    link = (Scope.CONTROL_LINK, "herdr", ControlLinkState.CONTROL_LINK_DOWN)
+    lead = (Scope.LEAD, "lead", LeadState.LEAD_UNREACHABLE)
+    for key in (link, lead):
+        for instance in ("alpha", "beta"):
+            await journal.record(_of(instance, *key), now=T0)
+    opened = (await journal.load_open()).open_incidents
+    assert sorted((s.instance, s.incident.scope.value) for s in opened) == [
+        ("alpha", "control_link"),
+        ("alpha", "lead"),
+        ("beta", "control_link"),
+        ("beta", "lead"),
+    ]
+    again = _of("alpha", *link)
+    again = dataclasses.replace(
+        again, incident=dataclasses.replace(again.incident, id="inc_another_run_of_alpha")
+    )
+    with pytest.raises(JournalRefusedError, match="conflict"):
+        await journal.record(again, now=T0)
+    down = (Scope.INSTANCE, "gamma", InstanceState.INSTANCE_DOWN)
+    await journal.record(_of("alpha", *down), now=T0)
+    with pytest.raises(JournalRefusedError, match="conflict"):
+        await journal.record(_of("beta", *down), now=T0)

@@ -334,3 +334,43 @@ async def test_each_instance_sees_the_others_members_and_a_stopped_one_as_down(
         finally:
             for fleet in (a, b):
                 await fleet.service.health.journal.close()  # type: ignore[union-attr]
+
+
+async def test_two_instances_whose_herdr_links_fail_each_page_their_own(
+    tmp_path: Path, journal_pg_url: str
+) -> None:
+    """Every instance's herdr link is ``herdr``: ``a``'s link fails, then ``b``'s while ``a``'s
+    incident is open. Each is recorded and paged (the second was refused as a conflict of the
+    journal's open key, logged as a journal failure, and its person was never told); the
+    journal stays healthy."""
+    async with HookServer() as server:
+        a, b = (
+            instance_fleet(tmp_path / name, name, journal_pg_url, server.url, lead=n)
+            for n, name in enumerate(("a", "b"))
+        )
+        try:
+            await renew(a, b)
+            for fleet in (a, b):
+                fleet.control.link_down()
+                for _ in range(3):
+                    await fleet.service.health.tick()
+                    fleet.clock.advance(2)
+                await renew(fleet)
+            journal = a.service.health.journal
+            assert journal is not None
+            snapshot = await journal.load_open()
+            links = sorted(
+                (kept.instance, kept.incident.subject)
+                for kept in snapshot.open_incidents
+                if kept.incident.scope is Scope.CONTROL_LINK
+            )
+            assert links == [("a", "herdr"), ("b", "herdr")]
+            opened = [(kind, subject) for kind, subject, _ in pages(server) if kind == "open"]
+            assert opened == [("open", "herdr"), ("open", "herdr")]
+            for fleet in (a, b):
+                watch = fleet.service.health.journal_watch
+                assert watch is not None
+                assert watch.health.ok
+        finally:
+            for fleet in (a, b):
+                await fleet.service.health.journal.close()  # type: ignore[union-attr]

@@ -4,6 +4,7 @@ answers with one instance (SQLite) and with several sharing a journal."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from fleetd.api.app import create_app
+from fleetd.errors import JournalUnavailableError
 from fleetd.journal.memory import InMemoryJournal
 from fleetd.journal.values import InstanceRecord
 from fleetd.runtime.fleet_all import SINGLE_INSTANCE_NOTE
@@ -253,3 +255,26 @@ async def test_a_summary_is_read_again_only_after_its_instance_renewed(tmp_path:
     journal.instance_summaries = original  # type: ignore[method-assign]
     peer = odd["result"]["instances"][1]
     assert (peer["summary"], peer["summaryProblem"]) == (None, "unreadable")
+
+
+async def test_a_journal_that_cannot_be_read_is_said_once_per_outage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every ``scope=all`` answer during a journal outage says ``journal.read: failed``, but the
+    log says it once (a dashboard polling every 5 s logged a line per poll), and once that the
+    rows are read again."""
+    journal = InMemoryJournal()
+    a = shared_fleet(tmp_path / "a", journal, "a")
+    caplog.set_level(logging.INFO, logger="fleetd.instances")
+    journal.fail_with = JournalUnavailableError("instances", "timeout")
+    async with await _client(a) as client:
+        for _ in range(3):
+            answer = await client.get("/v1/fleet", params={"scope": "all"}, headers=OPERATOR)
+            assert answer.json()["result"]["journal"]["read"] == "failed"
+        journal.fail_with = None
+        answer = await client.get("/v1/fleet", params={"scope": "all"}, headers=OPERATOR)
+        assert answer.json()["result"]["journal"]["read"] == "ok"
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("scope=all")]
+    assert len(said) == 2
+    assert "cannot be read" in said[0]
+    assert "read again" in said[1]

@@ -54,6 +54,29 @@ async def test_failures_degrade_and_the_next_success_clears() -> None:
     assert watch.health.ok
 
 
+async def test_a_refusal_is_an_answer_not_an_outage(caplog: pytest.LogCaptureFixture) -> None:
+    """A record the journal refuses (another instance recorded the same open key first) reaches
+    the caller, but the journal answered: no degraded health, no "failing" WARNING (one was
+    logged, with coverage degraded, for every such refusal); a refusal after an outage ends it."""
+    clock = FakeClock(T0)
+    fake = InMemoryJournal()
+    watch = JournalWatch(clock=clock)
+    fake.observe(watch)
+    fake.fail_with = JournalRefusedError("record", "open_key_conflict")
+    with pytest.raises(JournalRefusedError):
+        await fake.stats()
+    assert watch.health.ok
+    assert not [r for r in caplog.records if "failing" in r.getMessage()]
+    fake.fail_with = JournalUnavailableError("record", "unreachable")
+    with pytest.raises(JournalUnavailableError):
+        await fake.stats()
+    assert not watch.health.ok
+    fake.fail_with = JournalRefusedError("record", "open_key_conflict")
+    with pytest.raises(JournalRefusedError):
+        await fake.stats()
+    assert watch.health.ok
+
+
 async def test_every_port_call_is_observed() -> None:
     """No method bypasses the health bookkeeping."""
     fake = InMemoryJournal()
