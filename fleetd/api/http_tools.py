@@ -110,6 +110,8 @@ _FLEET_TOOL = "fleet_list"
 
 def _answer(outcome: ToolResult, headers: dict[str, str] | None = None) -> JSONResponse:
     status = 200 if outcome.error is None else outcome.error.http_status
+    if status == 408:  # a body that stalled: the connection goes with it, never kept alive
+        headers = {**(headers or {}), "connection": "close"}
     return JSONResponse(outcome.to_json(), status_code=status, headers=headers)
 
 

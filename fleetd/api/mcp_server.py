@@ -161,7 +161,8 @@ class McpAuthGate:
             async with asyncio.timeout(BODY_READ_SECONDS):
                 head = await _read_body(receive, self._limit)
         except TimeoutError:
-            await _send_json(send, 408, ToolResult.failure(body_too_slow()).to_json())
+            document = ToolResult.failure(body_too_slow()).to_json()
+            await _send_json(send, 408, document, [(b"connection", b"close")])
             return
         if head is None:
             _log.info("a %s caller disconnected before its MCP request body arrived", caller.role)

@@ -122,6 +122,7 @@ class ApiConfig(ConfigModel):
     public_url: Annotated[str | None, AfterValidator(scheme_check("http", "https"))] = None
     max_prompt_chars: Annotated[StrictInt, Field(ge=1, le=MAX_CHARS)] = 100_000
     standby_port: Annotated[StrictInt | None, Field(ge=0, le=65535)] = None
+    max_connections: Annotated[StrictInt, Field(ge=16, le=1_000_000)] = 1_000
 
     @property
     def standby_listen_port(self) -> int:

@@ -34,6 +34,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "api.port": 8765,
     "api.publicUrl": None,
     "api.maxPromptChars": 100_000,
+    "api.maxConnections": 1_000,
     "api.standbyPort": None,
     "herdr.socketPath": None,
     "herdr.connectTimeoutMs": 2000,

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from fleetd.serving.connections import bounded_protocol, descriptor_cap
+
 if TYPE_CHECKING:
     from fleetd.config import ConfigRef
     from fleetd.state.lock import InstanceLock
@@ -32,6 +34,27 @@ if TYPE_CHECKING:
     from fleetd.state.port import StateStore
 
 __all__ = ["serve", "standby_poll", "wait_as_standby", "wait_for_port"]
+
+
+def _connection_bound(ref: ConfigRef) -> Callable[[], int]:
+    """The most connections ``fleetd serve`` holds: ``api.maxConnections`` (hot), and never
+    more than half the open-file limit (said once at start when that is lower)."""
+    cap = descriptor_cap()
+    configured = ref.current.api.max_connections
+    if cap is not None and configured > cap:
+        logging.getLogger("fleetd").info(
+            "api.maxConnections is %d, but half the open-file limit is %d: at most %d "
+            "connections are held (raise the limit, ulimit -n, to hold more)",
+            configured,
+            cap,
+            cap,
+        )
+
+    def bound() -> int:
+        most = ref.current.api.max_connections
+        return most if cap is None else min(most, cap)
+
+    return bound
 
 
 async def serve(
@@ -58,6 +81,7 @@ async def serve(
             log_level="warning",
             lifespan="on",
             timeout_graceful_shutdown=_GRACEFUL_SECONDS,
+            http=bounded_protocol(_connection_bound(ref)),
         ),
         on_exit=service.stop_requested,
     )
