@@ -33,7 +33,9 @@ seconds (60), and a stopping fleetd answers every waiter at once; another versio
 (the version just built, no sooner than 250 ms after its build). A ``sinceVersion`` that is not a
 version, a ``wait`` outside 0–60, or a ``wait`` above 0 without ``sinceVersion`` is
 ``invalid_arguments`` (422, as ``/openapi.json`` says); ``wait=0`` alone asks for no wait and
-answers at once.
+answers at once. One caller (a token) holds at most :data:`MAX_WAITS_PER_CALLER` long-polls at
+once; one more is ``rate_limited`` (429, ``Retry-After: 1``): one token polling in a loop without
+waiting for its answers held 5,000 waiters, and waking them held every other caller for seconds.
 
 ``GET /v1/fleet?scope=all`` (the operator's; several instances on one PostgreSQL journal) answers
 this instance's view and every other instance's last published summary, each stamped with its
@@ -93,6 +95,7 @@ from fleetd.errors import AuthError
 __all__ = [
     "DEFAULT_TOOL_BODY_LIMIT",
     "FLEET_PATH",
+    "MAX_WAITS_PER_CALLER",
     "TOOLS_PATH",
     "FleetAcrossView",
     "FleetVersions",
@@ -103,6 +106,8 @@ __all__ = [
 _log = logging.getLogger("fleetd.api")
 
 DEFAULT_TOOL_BODY_LIMIT = 1024 * 1024
+MAX_WAITS_PER_CALLER = 16
+"""The most long-polls of ``GET /v1/fleet`` one caller holds at once."""
 TOOLS_PATH = "/v1/tools/{name}"
 FLEET_PATH = "/v1/fleet"
 _FLEET_TOOL = "fleet_list"
@@ -117,6 +122,17 @@ def _answer(outcome: ToolResult, headers: dict[str, str] | None = None) -> JSONR
 
 def _refuse(failure: ToolFailure, headers: dict[str, str] | None = None) -> JSONResponse:
     return _answer(ToolResult.failure(failure), headers)
+
+
+def _too_many_waits() -> ToolFailure:
+    return ToolFailure(
+        code="rate_limited",
+        message=(
+            f"this caller already holds {MAX_WAITS_PER_CALLER} long-polls of GET /v1/fleet; "
+            "ask again when one has answered"
+        ),
+        http_status=429,
+    )
 
 
 def _reject_constant(name: str) -> Any:
@@ -262,6 +278,8 @@ class _ToolRoutes:
         self._limit = max_body_bytes
         self._fleet = fleet
         self._run = run
+        # long-polls waiting now, by caller (an entry goes with its last waiter)
+        self._waiting: dict[tuple[str, str], int] = {}
 
     def _caller(self, request: Request) -> Caller | JSONResponse:
         header = request.headers.get("authorization")
@@ -316,7 +334,19 @@ class _ToolRoutes:
         await self._registry.contact(caller)
         since, wait = query
         if since is not None and wait > 0:
-            await fleet.wait_past(since, wait)
+            who = (caller.role.value, caller.name)
+            held = self._waiting.get(who, 0)
+            if held >= MAX_WAITS_PER_CALLER:
+                return _refuse(_too_many_waits(), {"Retry-After": "1"})
+            self._waiting[who] = held + 1
+            try:
+                await fleet.wait_past(since, wait)
+            finally:
+                left = self._waiting[who] - 1
+                if left:
+                    self._waiting[who] = left
+                else:
+                    del self._waiting[who]
         made = await fleet.encoded(caller)
         self._registry.answered(_FLEET_TOOL, ToolResult.success(_SENT_ENCODED))
         etag = f'"{self._run}-{made.version}-{made.scope}"'

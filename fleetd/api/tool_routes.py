@@ -94,11 +94,12 @@ ERROR_STATUSES: dict[int, str] = {
     "profile_benched, ...)",
     413: "the body is larger than the limit (body_too_large)",
     422: "the arguments do not match the tool's schema (invalid_arguments)",
+    429: "the caller already holds as many long-polls as one may (rate_limited; Retry-After)",
     500: "the tool failed inside fleetd (internal_error; no exception text)",
     503: "a dependency (herdr, the inbox) cannot be reached now (unavailable, ...)",
 }
 # GET /v1/fleet reads no body and names its tool: no 400, 404 or 413; 422 is a bad query.
-_FLEET_STATUSES = (401, 403, 409, 422, 500, 503)
+_FLEET_STATUSES = (401, 403, 409, 422, 429, 500, 503)
 _FLEET_QUERY_REFUSED = (
     "the query is refused (invalid_arguments): sinceVersion is not a version, wait is outside "
     "0-60, wait is above 0 without sinceVersion or with scope=all, or scope is not instance or all"

@@ -45,6 +45,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
     http_tools: {
         "DEFAULT_TOOL_BODY_LIMIT",
         "FLEET_PATH",
+        "MAX_WAITS_PER_CALLER",
         "TOOLS_PATH",
         "FleetAcrossView",
         "FleetVersions",

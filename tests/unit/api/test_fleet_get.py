@@ -12,6 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from fleetd.api.app import create_app
+from fleetd.api.http_tools import MAX_WAITS_PER_CALLER
 from fleetd.testing import LEAD_TOKEN, OPERATOR_TOKEN, TestFleet, build_test_fleet
 
 RESULT_SCHEMA = (
@@ -110,6 +111,34 @@ async def test_a_stopping_fleetd_lets_a_long_poll_go(
     fleet.service.stop_requested()
     answer = await asyncio.wait_for(polling, 5)
     assert answer.status_code == 304  # unchanged, and the caller holds it already
+
+
+async def test_one_caller_holds_at_most_so_many_long_polls(
+    fleet: TestFleet, client: httpx.AsyncClient
+) -> None:
+    """A lead holding ``MAX_WAITS_PER_CALLER`` long-polls gets 429 ``rate_limited`` with
+    ``Retry-After`` for one more, while the operator's long-poll still waits; once they
+    answer, the lead may wait again (one token held 5,000 waiters, and waking them held every
+    other caller for seconds)."""
+    version = (await client.get("/v1/fleet", headers=LEAD)).json()["result"]["viewVersion"]
+    query = f"/v1/fleet?sinceVersion={version}&wait=60"
+    held = [
+        asyncio.ensure_future(client.get(query, headers=LEAD)) for _ in range(MAX_WAITS_PER_CALLER)
+    ]
+    operator = asyncio.ensure_future(client.get(query, headers=OPERATOR))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    refused = await client.get(query, headers=LEAD)
+    assert refused.status_code == 429
+    assert refused.headers["retry-after"] == "1"
+    assert refused.json()["error"]["code"] == "rate_limited"
+    assert not operator.done()
+    assert not any(poll.done() for poll in held)
+    fleet.service.stop_requested()  # every waiter answers at once
+    answers = await asyncio.wait_for(asyncio.gather(*held, operator), 5)
+    assert {a.status_code for a in answers} == {200}
+    again = await client.get(f"/v1/fleet?sinceVersion={version}&wait=1", headers=LEAD)
+    assert again.status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -121,7 +121,17 @@ def test_every_tool_has_an_operation_with_bearer_auth_and_every_error_status(
     }
     [scope] = [p for p in fleet["parameters"] if p["name"] == "scope"]
     assert scope["schema"]["enum"] == ["instance", "all"]
-    assert set(fleet["responses"]) == {"200", "304", "401", "403", "409", "422", "500", "503"}
+    assert set(fleet["responses"]) == {
+        "200",
+        "304",
+        "401",
+        "403",
+        "409",
+        "422",
+        "429",
+        "500",
+        "503",
+    }
     assert "ETag" in fleet["responses"]["200"]["headers"]
     assert "/v1/tools/{name}" not in document["paths"]
 
