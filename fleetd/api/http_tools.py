@@ -59,7 +59,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -122,6 +122,26 @@ def _answer(outcome: ToolResult, headers: dict[str, str] | None = None) -> JSONR
 
 def _refuse(failure: ToolFailure, headers: dict[str, str] | None = None) -> JSONResponse:
     return _answer(ToolResult.failure(failure), headers)
+
+
+async def _wait_unless_gone(request: Request, waiting: Coroutine[Any, Any, int]) -> bool:
+    """Wait for ``waiting`` unless the caller hangs up first (``True``): a long-poll whose
+    client left lets go of its place at once, not when the view next moves."""
+    waiter = asyncio.ensure_future(waiting)
+    gone = asyncio.ensure_future(_hung_up(request))
+    try:
+        await asyncio.wait((waiter, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiter, gone):
+            task.cancel()
+        await asyncio.gather(waiter, gone, return_exceptions=True)
+    return gone.done() and not gone.cancelled() and waiter.cancelled()
+
+
+async def _hung_up(request: Request) -> None:
+    """Return once the caller disconnects (a GET has no body: nothing else arrives)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _too_many_waits() -> ToolFailure:
@@ -340,7 +360,8 @@ class _ToolRoutes:
                 return _refuse(_too_many_waits(), {"Retry-After": "1"})
             self._waiting[who] = held + 1
             try:
-                await fleet.wait_past(since, wait)
+                if await _wait_unless_gone(request, fleet.wait_past(since, wait)):
+                    return Response(status_code=499)  # no one is left to read it
             finally:
                 left = self._waiting[who] - 1
                 if left:

@@ -12,8 +12,9 @@ answering and asyncio logs every failed ``accept``. :class:`BoundedH11` adds two
 * **at most so many connections at once**: ``api.maxConnections`` (hot), and never more than
   half the process's open-file limit, so herdr's socket, the databases and the broker always
   have descriptors left. One past the bound is answered ``503`` ``too_many_connections`` with
-  ``Retry-After: 1`` and closed as it is accepted; a WARNING says so at most once a minute, with
-  how many were refused.
+  ``Retry-After: 1`` and closed as it is accepted, and never counts against the bound itself. A
+  WARNING says when refusals begin (then at most once a minute, with how many since the last
+  line) and an INFO when a connection is held again, with how many were refused meanwhile.
 
 Both answers are the tool-result envelope every other refusal uses. Then fleetd ends its side
 (the client reads the answer and the end of it) and drops whatever else arrives for
@@ -79,21 +80,31 @@ class _Bound:
 
     def __init__(self, limit: Callable[[], int]) -> None:
         self.limit = limit
-        self.count = 0
+        self.count = 0  # refused since the last WARNING
+        self.total = 0  # refused since refusals began
         self.said_at: float | None = None
 
-    def note(self, limit: int) -> None:
+    def refused(self, limit: int) -> None:
+        """One connection refused at ``limit``."""
         self.count += 1
+        self.total += 1
         now = time.monotonic()
         if self.said_at is None or now - self.said_at >= _WARN_EVERY:
             _log.warning(
                 "%d connections open, the most fleetd holds (api.maxConnections, or half the "
-                "open-file limit): %d new ones refused with 503 since the last such line",
+                "open-file limit): new ones are refused with 503 (%d since the last such line)",
                 limit,
                 self.count,
             )
             self.said_at = now
             self.count = 0
+
+    def held(self) -> None:
+        """A connection held again: say how many were refused since refusals began."""
+        if self.total:
+            _log.info("connections are held again; %d were refused with 503", self.total)
+            self.total = self.count = 0
+            self.said_at = None
 
 
 class BoundedH11(H11Protocol):
@@ -111,9 +122,11 @@ class BoundedH11(H11Protocol):
         super().connection_made(transport)
         limit = self.bound.limit()
         if len(self.connections) > limit:
-            self.bound.note(limit)
+            self.connections.discard(self)  # a refused one never counts against the bound
+            self.bound.refused(limit)
             self._leave(_TOO_MANY)
             return
+        self.bound.held()
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -23,37 +21,19 @@ from pathlib import Path
 import httpx
 import pytest
 
+from fleetd.api.http_tools import MAX_WAITS_PER_CALLER
 from fleetd.api.tools import BODY_READ_SECONDS
 from fleetd.serving.connections import HEADER_SECONDS
-from tests.integration.test_serve_process import OPERATOR, _drain, _fleetd, _free_port, _line_with
+from tests.integration.test_serve_process import OPERATOR, _drain, _line_with, beside_sim
 
 MOST = 16  # api.maxConnections, its floor
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    sock = Path(tempfile.mkdtemp(prefix="fcon")) / "herdr.sock"
-    port = _free_port()
-    config = tmp_path / "fleetd.yaml"
-    config.write_text(
-        f"api:\n  host: 127.0.0.1\n  port: {port}\n  maxConnections: {MOST}\n"
-        f"herdr:\n  socketPath: {sock}\n"
-        "operatorTokenEnv: SERVE_TEST_OPERATOR\n",
-        encoding="utf-8",
-    )
-    env = {**os.environ, "SERVE_TEST_OPERATOR": OPERATOR}
-    sim = _fleetd("sim", "--socket", str(sock), "--scenario", "demo", env=env)
-    serve = _fleetd("serve", "--config", str(config), env=env)
-    try:
+    with beside_sim(tmp_path, f"  maxConnections: {MOST}\n") as (port, _sim, serve):
         _line_with(serve, b"listening on")
         yield port, serve
-    finally:
-        for proc in (serve, sim):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-            assert proc.stdout is not None
-            proc.stdout.close()
 
 
 def _open(port: int, sent: bytes = b"") -> socket.socket:
@@ -110,24 +90,56 @@ def test_a_stalled_request_head_is_answered_408_and_let_go(
 def test_past_max_connections_a_new_one_is_refused_503_until_some_go(
     served: tuple[int, subprocess.Popen[bytes]],
 ) -> None:
-    """``MOST`` connections held (each mid-request): the next one is answered 503
+    """``MOST`` connections held (each mid-request): the next ones are answered 503
     ``too_many_connections`` with ``Retry-After`` and closed at once, and one WARNING says
-    so; once the held ones close, ``/livez`` answers again."""
+    so. A refused connection never counts against the bound, even while its client keeps it
+    open (a stream of refused ones locked every caller out once the held ones were gone): as
+    soon as the held ones close, ``/livez`` answers, and an INFO says how many were refused."""
     port, serve = served
     held = [_open(port, b"GET /livez HTTP/1.1\r\n") for _ in range(MOST)]
     time.sleep(0.3)
-    refused = _open(port, b"GET /livez HTTP/1.1\r\nHost: fleetd\r\n\r\n")
-    status, body, _ = _answer(refused, 5)
-    refused.close()
+    refused = [_open(port, b"GET /livez HTTP/1.1\r\nHost: fleetd\r\n\r\n") for _ in range(MOST + 4)]
+    status, body, _ = _answer(refused[0], 5)
     assert status == 503
     assert body["error"]["code"] == "too_many_connections"  # type: ignore[index]
-    assert b"new ones refused with 503" in _line_with(serve, b"refused with 503", timeout=5)
-    threading.Thread(target=_drain, args=(serve,), daemon=True).start()
-    for conn in held:
+    assert b"new ones are refused with 503" in _line_with(serve, b"refused with 503", timeout=5)
+    for conn in held:  # the refused ones stay open on the client's side meanwhile
         conn.close()
-    time.sleep(0.3)
+    time.sleep(0.2)
     with httpx.Client(timeout=5) as client:
         assert client.get(f"http://127.0.0.1:{port}/livez").status_code == 200
+    assert b"were refused with 503" in _line_with(serve, b"held again", timeout=5)
+    threading.Thread(target=_drain, args=(serve,), daemon=True).start()
+    for conn in refused:
+        conn.close()
+
+
+def test_a_long_poll_whose_caller_hung_up_lets_go_of_its_place(
+    served: tuple[int, subprocess.Popen[bytes]],
+) -> None:
+    """A caller's ``MAX_WAITS_PER_CALLER`` long-polls hang up half a second in: its next
+    long-poll waits (a hung-up one kept its place until the view moved, up to a minute of
+    429s for a client that reconnected)."""
+    port, serve = served
+    threading.Thread(target=_drain, args=(serve,), daemon=True).start()
+    auth = {"Authorization": f"Bearer {OPERATOR}"}
+    with httpx.Client(timeout=5) as client:
+        view = client.get(f"http://127.0.0.1:{port}/v1/fleet", headers=auth).json()["result"]
+    version = view["viewVersion"]
+    ask = (
+        f"GET /v1/fleet?sinceVersion={version}&wait=60 HTTP/1.1\r\nHost: fleetd\r\n"
+        f"Authorization: Bearer {OPERATOR}\r\n\r\n"
+    ).encode()
+    polls = [_open(port, ask) for _ in range(MAX_WAITS_PER_CALLER)]
+    time.sleep(0.5)
+    for conn in polls:
+        conn.close()
+    time.sleep(0.3)
+    late = _open(port, ask)
+    late.settimeout(1.0)
+    with pytest.raises(TimeoutError):  # it waits: no 429
+        late.recv(1)
+    late.close()
 
 
 def test_a_stalled_body_is_answered_408_and_its_connection_closed(

@@ -3,6 +3,7 @@ and SIGTERM stops both cleanly."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -90,15 +91,17 @@ def _stop(proc: subprocess.Popen[bytes]) -> int:
         raise
 
 
-@pytest.fixture
-def processes(
-    tmp_path: Path,
-) -> Iterator[tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
+@contextlib.contextmanager
+def beside_sim(
+    tmp_path: Path, api: str = ""
+) -> Iterator[tuple[int, subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
+    """``fleetd sim`` (the demo scenario) and ``fleetd serve`` beside it on a free port, with the
+    operator's token and ``api`` (more lines of the ``api:`` block); both killed at the end."""
     sock = Path(tempfile.mkdtemp(prefix="fsrv")) / "herdr.sock"
     port = _free_port()
     config = tmp_path / "fleetd.yaml"
     config.write_text(
-        f"api:\n  host: 127.0.0.1\n  port: {port}\n"
+        f"api:\n  host: 127.0.0.1\n  port: {port}\n{api}"
         f"herdr:\n  socketPath: {sock}\n"
         "operatorTokenEnv: SERVE_TEST_OPERATOR\n",
         encoding="utf-8",
@@ -107,7 +110,7 @@ def processes(
     sim = _fleetd("sim", "--socket", str(sock), "--scenario", "demo", env=env)
     serve = _fleetd("serve", "--config", str(config), env=env)
     try:
-        yield f"http://127.0.0.1:{port}", sim, serve
+        yield port, sim, serve
     finally:
         for proc in (serve, sim):
             if proc.poll() is None:
@@ -115,6 +118,14 @@ def processes(
                 proc.wait(timeout=10)
             assert proc.stdout is not None
             proc.stdout.close()
+
+
+@pytest.fixture
+def processes(
+    tmp_path: Path,
+) -> Iterator[tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
+    with beside_sim(tmp_path) as (port, sim, serve):
+        yield f"http://127.0.0.1:{port}", sim, serve
 
 
 def test_fleet_view_shows_the_simulated_agents_and_sigterm_stops_cleanly(
