@@ -10,8 +10,10 @@ first time starts its count at the read. What this instance could not see cannot
 silence: it judges from ``judging_since``, when its reads of the journal last became continuous
 (its start, or the end of a journal outage), so after an outage every instance has two of its
 intervals to renew again before any is paged — and an instance that was down before the outage
-stays down (its incident is neither resolved nor opened again) until its row changes. Any live
-instance may notice a down one, and every one that does asks to open the same
+stays down (its incident is neither resolved nor opened again) until its row changes. Likewise
+a row read for the first time — at this instance's start, after a restart of the one that
+opened an incident — clears nothing until it is seen to change. Any live instance may notice a
+down one, and every one that does asks to open the same
 incident (scope ``instance``, subject the instance's name, routed to a person): the journal's
 unique open key lets the first record win, so a person is paged once whoever notices first.
 
@@ -87,12 +89,19 @@ class InstanceSeen:
 @fact
 class Sighting:
     """What this instance knows of another's row: the renewal last read (``last_seen``, the
-    other's clock), ``since`` when this instance first read it (its own clock) and the interval
-    the other renews at."""
+    other's clock), ``since`` when this instance first read it (its own clock), the interval
+    the other renews at, and whether this instance ever saw the row change (``renewed``: a row
+    read once may be a dead instance's, however fresh ``since`` is)."""
 
     last_seen: datetime
     since: datetime
     every: timedelta
+    renewed: bool = True
+
+    def renewing(self, now: datetime) -> bool:
+        """Seen to renew, and within :data:`MISSED_RENEWALS` intervals: alive, as far as can be
+        told (what clears its INSTANCE_DOWN, what makes its leads peers)."""
+        return self.renewed and not self.down(now)
 
     def down(self, now: datetime) -> bool:
         """Whether the row stayed the same for more than :data:`MISSED_RENEWALS` intervals."""
@@ -137,15 +146,22 @@ def sight(
     interval: timedelta,
 ) -> dict[str, Sighting]:
     """The sightings of ``rows`` read at ``now``: a row whose renewal is the one ``prior`` holds
-    keeps its ``since``; a changed or new row is seen renewing now. A row that gives no interval
-    (or a nonsensical one) is judged by ``interval``, this instance's."""
+    keeps its ``since``; a changed row is seen renewing now; a new row is read now, not yet seen
+    to renew (``renewed`` false until it changes). A row that gives no interval (or a
+    nonsensical one) is judged by ``interval``, this instance's."""
     sighted: dict[str, Sighting] = {}
     for row in rows:
         every = row.every if row.every is not None and row.every > timedelta(0) else interval
         before = prior.get(row.instance)
-        same = before is not None and before.last_seen == row.last_seen
-        since = before.since if before is not None and same else now
-        sighted[row.instance] = Sighting(last_seen=row.last_seen, since=since, every=every)
+        if before is None:
+            seen = Sighting(last_seen=row.last_seen, since=now, every=every, renewed=False)
+        elif before.last_seen == row.last_seen:
+            seen = Sighting(
+                last_seen=row.last_seen, since=before.since, every=every, renewed=before.renewed
+            )
+        else:
+            seen = Sighting(last_seen=row.last_seen, since=now, every=every, renewed=True)
+        sighted[row.instance] = seen
     return sighted
 
 
@@ -161,25 +177,21 @@ def judge_instances(
     ``open_down`` maps the subject of each open INSTANCE_DOWN incident to the instance that
     opened it (``None``: unknown)."""
     last = sighted
-    live = {name for name, seen in last.items() if not seen.down(now)} | {me}
-    down = tuple(
-        sorted(
-            name
-            for name, seen in last.items()
-            if name not in live
-            and name not in open_down
-            and seen.silent(now, judging_since=judging_since)
-        )
-    )
+    silent = {n for n, seen in last.items() if seen.silent(now, judging_since=judging_since)}
+    renewing = {n for n, seen in last.items() if seen.renewing(now)} | {me}
+    down = tuple(sorted(n for n in silent if n not in renewing and n not in open_down))
+    # who resolves: any instance not judged down (a row just read is given the benefit of the
+    # doubt here, so two never both think they are the one)
+    live = (set(last) - silent) | {me}
     first_live = min(live)
     resolve: list[tuple[str, ResolveReason]] = []
     for subject, opener in sorted(open_down.items(), key=lambda item: item[0]):
-        if subject not in live and subject in last:
-            continue  # still down: the incident stands
+        if subject not in renewing and subject in last:
+            continue  # not seen to renew: the incident stands
         resolver = opener if opener in live else first_live
         if resolver != me:
             continue
-        reason = ResolveReason.CLEARED if subject in live else ResolveReason.SUBJECT_RETIRED
+        reason = ResolveReason.CLEARED if subject in renewing else ResolveReason.SUBJECT_RETIRED
         resolve.append((subject, reason))
     return InstanceVerdict(down=down, resolve=tuple(resolve))
 

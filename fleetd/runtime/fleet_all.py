@@ -158,12 +158,14 @@ def fleet_all(
     interval: timedelta,
     shared: bool,
     sighted: Mapping[str, Sighting] | None = None,
+    judging_since: datetime | None = None,
     read_failure: str | None = None,
     summaries: Mapping[str, tuple[Any, str | None]] | None = None,
 ) -> dict[str, Any]:
     """The ``scope=all`` document of ``me`` at ``now`` from the instance ``rows`` read and when
     this instance saw each renew (``sighted``; a row not in it, or renewed since, is seen
-    renewing now); the
+    renewing now), judged from ``judging_since`` (when this instance's reads last became
+    continuous); the
     answering part's ``view`` is :data:`_VIEW`, the marker :class:`FleetAcross` replaces with
     the view's text. Each other part's summary and its problem are :func:`shown_summary` of its
     row, or what ``summaries`` holds for it (:class:`FleetAcross` passes markers of texts it
@@ -190,7 +192,8 @@ def fleet_all(
         seen = (sighted or {}).get(record.instance)
         if seen is None or seen.last_seen != record.last_seen:
             seen = Sighting(last_seen=record.last_seen, since=now, every=interval)
-        is_down = seen.down(now)
+        # down as INSTANCE_DOWN judges it: what this instance could not see is not silence
+        is_down = seen.silent(now, judging_since=judging_since or seen.since)
         down += is_down
         part = _part(
             record.instance,
@@ -352,6 +355,7 @@ class FleetAcross:
             interval=self.interval(),
             shared=shared,
             sighted=self.watch.sighted,
+            judging_since=self.watch.judging_since,
             read_failure=failure,
             summaries=summaries,
         )

@@ -111,7 +111,9 @@ def published_leads(instance: str, seen: Sighting, text: str) -> tuple[RemoteLea
 
     A lead no tick there has judged yet (no health: that instance just started, or a standby
     just took it over) is ``LEAD_STATUS_UNKNOWN``: never chosen as a new peer, but an incident
-    pinned to it stays — a take-over of its instance is not its failure."""
+    pinned to it stays — a take-over of its instance is not its failure. So is every lead of an
+    instance whose row was read but not yet seen to renew (``seen.renewed`` false: this one
+    just started, and that row may be a dead instance's)."""
     try:
         summary = msgspec.json.decode(text, type=_Leads)
     except msgspec.DecodeError:
@@ -122,7 +124,11 @@ def published_leads(instance: str, seen: Sighting, text: str) -> tuple[RemoteLea
     for lead in summary.leads[:MAX_SUMMARY_LEADS]:
         health = lead.health
         try:
-            state = LeadState.LEAD_STATUS_UNKNOWN if health is None else LeadState(health.state)
+            state = (
+                LeadState(health.state)
+                if health is not None and seen.renewed
+                else LeadState.LEAD_STATUS_UNKNOWN
+            )
             raw = None if lead.live_status is None else LiveStatus(lead.live_status)
         except ValueError:
             continue
@@ -335,7 +341,9 @@ class InstanceWatch:
         return self._read and owner not in self.minded
 
     def _live(self, now: datetime) -> dict[str, Sighting]:
-        """The other instances seen renewing within two of their intervals at ``now``."""
+        """The other instances not silent for two of their intervals at ``now`` (a row read
+        once included: its leads keep what is pinned to them, but are no new peers until it
+        is seen to renew, :func:`published_leads`)."""
         me = self.instance
         return {n: s for n, s in self.sighted.items() if n != me and not s.down(now)}
 

@@ -138,7 +138,8 @@ def test_a_row_is_seen_renewing_when_it_changes_on_the_judges_clock() -> None:
     here nine hours off) is only compared with itself."""
     skewed = T0 + timedelta(hours=9)
     first = sight({}, [_row("b", skewed)], now=T0, interval=INTERVAL)
-    assert first == {"b": Sighting(last_seen=skewed, since=T0, every=INTERVAL)}
+    assert first == {"b": Sighting(last_seen=skewed, since=T0, every=INTERVAL, renewed=False)}
+    assert not first["b"].renewing(T0)  # read once: not yet seen to renew
     later = T0 + timedelta(seconds=50)
     same = sight(first, [_row("b", skewed)], now=later, interval=INTERVAL)
     assert same["b"].since == T0
@@ -146,6 +147,7 @@ def test_a_row_is_seen_renewing_when_it_changes_on_the_judges_clock() -> None:
     assert same["b"].down(T0 + timedelta(seconds=61))
     renewed = sight(same, [_row("b", skewed - timedelta(days=3))], now=later, interval=INTERVAL)
     assert renewed["b"].since == later  # a clock that jumped back still renewed
+    assert renewed["b"].renewing(later)
     assert sight(renewed, [], now=later, interval=INTERVAL) == {}  # a row gone is forgotten
 
 
@@ -249,3 +251,24 @@ def test_an_instance_is_down_past_two_intervals_of_silence(seconds: int, down: b
     """The rule the fleet view shares with INSTANCE_DOWN: silent for more than two of its
     intervals is down, exactly two is still live."""
     assert instance_is_down(ago(seconds), now=T0, interval=INTERVAL) is down
+
+
+def test_a_row_read_once_clears_nothing_until_it_changes() -> None:
+    """The instance that opened ``dead``'s INSTANCE_DOWN restarts: its first read of ``dead``'s
+    row (unchanged, a fresh ``since``) neither clears the incident nor pages ``dead`` again
+    (a restart of the opener sent a false ``resolved``, then a second page); ``b``, live and
+    read once too, is given the benefit of the doubt as a resolver, never as cleared. Once
+    ``dead``'s row changes it clears, by the opener."""
+    rows = [_row("dead", ago(3600)), _row("b", ago(5)), _row("a", ago(2))]
+    first = sight({}, rows, now=T0, interval=INTERVAL)
+    open_down: dict[str, str | None] = {"dead": "a"}
+    for now in (T0, T0 + 2 * INTERVAL):
+        verdict = judge_instances(first, me="a", open_down=open_down, now=now, judging_since=T0)
+        assert verdict == InstanceVerdict(), now
+    later = T0 + INTERVAL
+    rows = [_row("dead", ago(1)), _row("b", ago(5)), _row("a", ago(2))]
+    back = sight(first, rows, now=later, interval=INTERVAL)
+    by_b = judge_instances(back, me="b", open_down=open_down, now=later, judging_since=T0)
+    assert by_b == InstanceVerdict()  # the opener, a, is not judged down: it resolves
+    by_a = judge_instances(back, me="a", open_down=open_down, now=later, judging_since=T0)
+    assert by_a == InstanceVerdict(resolve=(("dead", C),))

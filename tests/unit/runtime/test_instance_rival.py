@@ -149,3 +149,26 @@ async def test_before_its_first_read_an_instance_leaves_the_others_incidents_alo
     assert after is not None
     assert before is not None
     assert [e.type for e in after.events] == [e.type for e in before.events]
+
+
+async def test_a_restarted_opener_neither_clears_a_down_instance_nor_pages_it_again(
+    tmp_path: Path,
+) -> None:
+    """``a`` pages ``dead``; ``a`` restarts (a new process of the same instance). Its first
+    reads see ``dead``'s row afresh: the incident stands — no ``resolved`` — and nobody opens
+    another for it (a restart of the opener resolved it at once, and it was paged again two
+    intervals later)."""
+    journal = InMemoryJournal()
+    a = shared_fleet(tmp_path / "a", journal, "a")
+    b = shared_fleet(tmp_path / "b", journal, "b")
+    dead = shared_fleet(tmp_path / "dead", journal, "dead")
+    await _watch(a, b, dead)
+    for _ in range(4):
+        await _watch(a, b)
+    opened = await _instance_incidents(journal)
+    assert list(opened) == ["dead"]
+    again = shared_fleet(tmp_path / "a-again", journal, "a")
+    again.clock.advance((a.clock.now() - again.clock.now()).total_seconds())
+    for _ in range(6):
+        await _watch(again, b)
+        assert await _instance_incidents(journal) == opened

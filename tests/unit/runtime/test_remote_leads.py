@@ -92,3 +92,12 @@ def test_remote_peers_hand_routing_the_values_and_the_registry_their_names() -> 
     peers.kept = published_leads("host-a", SEEN, _text(_view([], [])))
     assert [lead.name for lead in peers.leads()] == ["lead", "lead-b"]
     assert peers.names() == {"lead", "lead-b"}
+
+
+def test_the_leads_of_an_instance_not_yet_seen_to_renew_keep_pins_but_are_no_peers() -> None:
+    """A row read once (this instance just started; it may be a dead instance's): its leads
+    come back ``LEAD_STATUS_UNKNOWN`` — what is pinned to them stays, none is chosen anew."""
+    once = Sighting(last_seen=SEEN.last_seen, since=SEEN.since, every=SEEN.every, renewed=False)
+    leads = published_leads("host-a", once, _text(_view([], [])))
+    assert [lead.state for lead in leads] == [LeadState.LEAD_STATUS_UNKNOWN] * 2
+    assert all(lead.healthy and not lead.peer_candidate for lead in leads)
