@@ -96,13 +96,10 @@ async def _watch(*fleets: TestFleet, seconds: int = 15) -> None:
         await fleet.service.scheduler.run_once("webhook")
 
 
-async def test_a_journal_outage_neither_clears_a_down_instance_nor_pages_a_live_one(
+async def _dead_paged(
     tmp_path: Path,
-) -> None:
-    """``dead`` renews once and stops; ``a`` pages it. The journal then fails for ten
-    intervals, for everyone: ``b`` cannot renew either. When it answers again, ``a`` neither
-    resolves ``dead``'s incident (its row did not change: a false ``resolved`` and a second page
-    followed every outage) nor pages ``b``, which renews within its interval."""
+) -> tuple[InMemoryJournal, TestFleet, TestFleet, dict[str, str]]:
+    """``a``, ``b`` and ``dead`` renew once; ``dead`` stops, and ``a`` pages it."""
     journal = InMemoryJournal()
     a = shared_fleet(tmp_path / "a", journal, "a")
     b = shared_fleet(tmp_path / "b", journal, "b")
@@ -112,6 +109,17 @@ async def test_a_journal_outage_neither_clears_a_down_instance_nor_pages_a_live_
         await _watch(a, b)
     opened = await _instance_incidents(journal)
     assert list(opened) == ["dead"]
+    return journal, a, b, opened
+
+
+async def test_a_journal_outage_neither_clears_a_down_instance_nor_pages_a_live_one(
+    tmp_path: Path,
+) -> None:
+    """``dead`` renews once and stops; ``a`` pages it. The journal then fails for ten
+    intervals, for everyone: ``b`` cannot renew either. When it answers again, ``a`` neither
+    resolves ``dead``'s incident (its row did not change: a false ``resolved`` and a second page
+    followed every outage) nor pages ``b``, which renews within its interval."""
+    journal, a, b, opened = await _dead_paged(tmp_path)
     journal.fail_with = JournalError("instances", "timeout")
     for _ in range(10):
         await _watch(a, b)
@@ -158,15 +166,7 @@ async def test_a_restarted_opener_neither_clears_a_down_instance_nor_pages_it_ag
     reads see ``dead``'s row afresh: the incident stands — no ``resolved`` — and nobody opens
     another for it (a restart of the opener resolved it at once, and it was paged again two
     intervals later)."""
-    journal = InMemoryJournal()
-    a = shared_fleet(tmp_path / "a", journal, "a")
-    b = shared_fleet(tmp_path / "b", journal, "b")
-    dead = shared_fleet(tmp_path / "dead", journal, "dead")
-    await _watch(a, b, dead)
-    for _ in range(4):
-        await _watch(a, b)
-    opened = await _instance_incidents(journal)
-    assert list(opened) == ["dead"]
+    journal, a, b, opened = await _dead_paged(tmp_path)
     again = shared_fleet(tmp_path / "a-again", journal, "a")
     again.clock.advance((a.clock.now() - again.clock.now()).total_seconds())
     for _ in range(6):
