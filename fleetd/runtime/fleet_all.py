@@ -10,7 +10,9 @@ then the others by name:
 * every other instance: its last published ``summary`` as read from the journal now, with
   ``ageSeconds`` (seconds since this instance saw it renew, on this instance's clock) and
   ``down`` when it has been silent for more than two of its own intervals
-  (:class:`~fleetd.health.instances.Sighting`, the INSTANCE_DOWN rule).
+  (:class:`~fleetd.health.instances.Sighting`, the INSTANCE_DOWN rule). A row this instance
+  has not yet seen change (it just started) is shown by the renewal time written in it until
+  it does: a host silent for ten minutes is down at once on a page opened after a restart.
   A down instance keeps its last summary, stamped with its age: it is shown, never left out. A
   summary this build cannot read (another version, none published yet) is ``null`` and
   ``summaryProblem`` says why.
@@ -44,7 +46,7 @@ from pydantic import Field
 from fleetd.bridge.answers import Absent, WireModel, wire
 from fleetd.clock import Clock
 from fleetd.errors import JournalError
-from fleetd.health.instances import Sighting
+from fleetd.health.instances import Sighting, instance_is_down
 from fleetd.identity import Caller
 from fleetd.journal.port import Journal
 from fleetd.journal.values import InstanceRecord
@@ -191,9 +193,18 @@ def fleet_all(
             summary, problem = shown_summary(record)
         seen = (sighted or {}).get(record.instance)
         if seen is None or seen.last_seen != record.last_seen:
-            seen = Sighting(last_seen=record.last_seen, since=now, every=interval)
-        # down as INSTANCE_DOWN judges it: what this instance could not see is not silence
-        is_down = seen.silent(now, judging_since=judging_since or seen.since)
+            seen = Sighting(
+                last_seen=record.last_seen, since=now, every=interval, renewed=seen is not None
+            )
+        if seen.renewed:
+            # down as INSTANCE_DOWN judges it: what this instance could not see is not silence
+            since = seen.since
+            is_down = seen.silent(now, judging_since=judging_since or since)
+        else:
+            # not yet seen to renew (this instance just started): shown by the renewal time
+            # its own clock wrote, until it is seen to change (paging never reads that time)
+            since = min(seen.since, record.last_seen)
+            is_down = instance_is_down(record.last_seen, now=now, interval=seen.every)
         down += is_down
         part = _part(
             record.instance,
@@ -201,7 +212,7 @@ def fleet_all(
             record.version,
             record.started_at,
             last_seen=record.last_seen,
-            age=_age(seen.since, now),
+            age=_age(since, now),
             answering=False,
             down=is_down,
         )

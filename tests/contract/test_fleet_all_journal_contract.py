@@ -164,8 +164,8 @@ async def test_scope_all_reads_the_rows_within_the_deadline_and_says_when_it_cou
             assert alpha_summary is not None
             assert alpha_summary["instance"] == "alpha"
             assert both["instances"][1]["summary"]["membersTotal"] == 1000
-            # first seen renewing now: the time beta's own clock wrote is never compared
-            assert both["instances"][1]["ageSeconds"] == 0.0
+            # not yet seen to renew: shown by the time beta's row says (paging never reads it)
+            assert both["instances"][1]["ageSeconds"] == 5.0
             assert both["instances"][1]["lastSeen"] == beta.last_seen.isoformat()
 
             proxy.freeze()
@@ -182,7 +182,7 @@ async def test_scope_all_reads_the_rows_within_the_deadline_and_says_when_it_cou
             assert [p["instance"] for p in again["instances"]] == ["alpha", "beta"]
             assert again["journal"] == {"shared": True, "read": "ok"}
             assert (again["instances"][1]["ageSeconds"], again["instances"][1]["down"]) == (
-                4.0,
+                9.0,
                 False,
             )
     finally:

@@ -107,8 +107,9 @@ def test_a_summary_of_another_version_is_not_shown_as_if_it_were_this_one() -> N
 def test_another_instance_is_judged_by_when_it_was_seen_renewing_at_its_own_interval() -> None:
     """Another host's clock is never compared with this one's: a row written nine hours "ago"
     that this instance saw renew 10 s ago is live, aged 10 s; a row renewing every 60 s is live
-    100 s after its renewal was seen; a row renewed since it was last sighted (or never sighted)
-    was seen renewing now."""
+    100 s after its renewal was seen; a row renewed since it was last sighted was seen renewing
+    now; a row never seen to change (this instance just started) is shown by the time written
+    in it, two hours: down."""
     skewed = _row("a", 9 * 3600)
     slow = _row("c", 0)
     renewed = _row("d", 5)
@@ -131,10 +132,10 @@ def test_another_instance_is_judged_by_when_it_was_seen_renewing_at_its_own_inte
         "a": (False, 10.0),
         "c": (False, 100.0),
         "d": (False, 0.0),
-        "e": (False, 0.0),
+        "e": (True, 7200.0),
     }
     assert parts["a"]["lastSeen"] == skewed.last_seen.isoformat()  # as its clock wrote it
     later = fleet_all(
         rows, me=ME, now=T0 + timedelta(seconds=21), interval=INTERVAL, shared=True, sighted=sighted
     )
-    assert [p["down"] for p in later["instances"][1:]] == [True, True, False, False]
+    assert [p["down"] for p in later["instances"][1:]] == [True, True, False, True]
