@@ -24,9 +24,10 @@ its inbox key on the shared RabbitMQ. Each value carries when its instance was l
 and at what interval, so the leads of an instance that stops renewing stop being candidates
 within two of its intervals even while this instance cannot read the journal.
 
-A journal that fails skips the pass (its outage is reported by the journal's own health) and
-forgets the sightings: the next read sees every row afresh, so an outage every instance shared
-never pages the ones that had no way to renew. The next pass renews again. Every read has the
+A journal that fails skips the pass (its outage is reported by the journal's own health), and
+the watch judges again from the next read on (``judging_since``): an outage every instance
+shared never pages the ones that had no way to renew, and one down before it stays down. The
+next pass renews again. Every read has the
 journal's deadline, so a slow journal never holds the health loop: routing reads the values the
 last pass kept. What it keeps between passes is the last rows read and their sightings (at most
 :data:`~fleetd.journal.values.MAX_INSTANCES` each), read without their summaries
@@ -181,14 +182,13 @@ class InstanceWatch:
     # when this instance's reads of the journal last became continuous (its start, the end of
     # an outage): what it could not see is never counted as silence
     judging_since: datetime | None = None
-    # the other instances whose incidents another instance reconciles (not judged down), and
-    # the names of every row, as of the last read
+    # the other instances that reconcile their own incidents (not judged down), as of the last
+    # read
     minded: frozenset[str] = frozenset()
-    known: frozenset[str] = frozenset()
     # the leads the other live instances published, as the last pass that read them kept them
     peers: RemotePeers = field(default_factory=RemotePeers)
-    # called once when another live process is found renewing this instance's row and this
-    # one started later (``fleetd serve`` stops, exit 3); the row that process wrote is given
+    # called once when another live process is found renewing this instance's row and it was
+    # in the row when this one started (``fleetd serve`` stops, exit 3); its row is given
     on_displaced: Callable[[InstanceRecord], None] = _stay
     displaced_by: InstanceRecord | None = None
     _told_sqlite: bool = False
@@ -324,7 +324,6 @@ class InstanceWatch:
         since = self.judging_since
         me = self.instance
         self._read = True
-        self.known = frozenset(self.sighted)
         self.minded = frozenset(
             name
             for name, seen in self.sighted.items()

@@ -30,9 +30,12 @@ import logging
 import resource
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any, ClassVar, Final
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from fleetd.api.tools import ToolFailure, ToolResult
 
 __all__ = ["HEADER_SECONDS", "LINGER_SECONDS", "BoundedH11", "bounded_protocol", "descriptor_cap"]
 
@@ -45,24 +48,31 @@ LINGER_SECONDS: Final = 1.0
 """How long a refused connection is read (and what arrives dropped) before it is closed."""
 
 
-def _raw(status: str, code: str, message: str, extra: str = "") -> bytes:
-    body = json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
+def _raw(failure: ToolFailure, extra: str = "") -> bytes:
+    """``failure`` as a whole HTTP/1.1 answer that ends the connection, written as bytes: it
+    goes out before any of the request is read, outside the app."""
+    body = json.dumps(ToolResult.failure(failure).to_json()).encode()
+    status = HTTPStatus(failure.http_status)
     head = (
-        f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}"
-        f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n"
+        f"HTTP/1.1 {status.value} {status.phrase}\r\ncontent-type: application/json\r\n"
+        f"{extra}connection: close\r\ncontent-length: {len(body)}\r\n\r\n"
     )
     return head.encode("ascii") + body
 
 
 _TOO_SLOW: Final = _raw(
-    "408 Request Timeout",
-    "request_timeout",
-    f"the request line and headers did not arrive within {HEADER_SECONDS:g} seconds",
+    ToolFailure(
+        code="request_timeout",
+        message=f"the request line and headers did not arrive within {HEADER_SECONDS:g} seconds",
+        http_status=408,
+    )
 )
 _TOO_MANY: Final = _raw(
-    "503 Service Unavailable",
-    "too_many_connections",
-    "fleetd holds as many connections as api.maxConnections allows; try again",
+    ToolFailure(
+        code="too_many_connections",
+        message="fleetd holds as many connections as api.maxConnections allows; try again",
+        http_status=503,
+    ),
     "retry-after: 1\r\n",
 )
 
