@@ -9,12 +9,13 @@ from fleetd.api.app import create_app
 from fleetd.api.auth import Authenticator
 from fleetd.api.fleet_tools import register_fleet_tools
 from fleetd.api.standby import StandbyHolder, create_standby_app
-from fleetd.api.tools import INTERNAL_ERROR_CODE, ToolRegistry, ToolResult
+from fleetd.api.tools import INTERNAL_ERROR_CODE, ToolFailure, ToolRegistry, ToolResult
 
 __all__ = [
     "INTERNAL_ERROR_CODE",
     "Authenticator",
     "StandbyHolder",
+    "ToolFailure",
     "ToolRegistry",
     "ToolResult",
     "create_app",

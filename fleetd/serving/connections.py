@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Final
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from fleetd.api.tools import ToolFailure, ToolResult
+from fleetd.api import ToolFailure, ToolResult
 
 __all__ = ["HEADER_SECONDS", "LINGER_SECONDS", "BoundedH11", "bounded_protocol", "descriptor_cap"]
 

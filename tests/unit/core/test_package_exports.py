@@ -76,6 +76,7 @@ EXPORTS: dict[ModuleType, set[str]] = {
         "INTERNAL_ERROR_CODE",
         "Authenticator",
         "StandbyHolder",
+        "ToolFailure",
         "ToolRegistry",
         "ToolResult",
         "create_app",
