@@ -136,7 +136,12 @@ class Journal(Protocol):
         self, owner: str, *, now: datetime, lease: timedelta, limit: int = DEFAULT_CLAIM_LIMIT
     ) -> tuple[Claim, ...]:
         """Lease up to ``limit`` outstanding attempts due at ``now`` whose lease is free or
-        expired, earliest first. No attempt is leased to two holders at once."""
+        expired, earliest first. No attempt is leased to two holders at once.
+
+        A lease runs for ``lease`` of the journal's own time: on PostgreSQL, which several
+        instances share, the database's clock, so no host whose clock runs ahead takes a lease
+        another still holds; on SQLite and the fake, one host's, the caller's ``now``. A claim's
+        ``lease_expires_at`` is ``now + lease``, the holder's deadline by its own clock."""
         ...
 
     async def complete(self, claim: Claim, *, now: datetime, http_status: int | None) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, Text, cast, func, or_
 from sqlalchemy import select as sql_select
@@ -296,9 +296,10 @@ class SqlStore:
     ) -> tuple[Claim, ...]:
         check_code(owner, operation="claim")
         with self.transaction("claim") as session:
+            held_now = _lease_time(session, now)
             lease_free = or_(
                 col(AttemptRow.lease_expires_at).is_(None),
-                col(AttemptRow.lease_expires_at) <= now,
+                col(AttemptRow.lease_expires_at) <= held_now,
             )
             rows = session.exec(
                 select(AttemptRow, EventRow)
@@ -312,7 +313,7 @@ class SqlStore:
             claims: list[Claim] = []
             for attempt, event in rows:
                 attempt.lease_owner = owner
-                attempt.lease_expires_at = now + lease
+                attempt.lease_expires_at = held_now + lease
                 attempt.lease_token += 1
                 session.add(attempt)
                 assert attempt.id is not None
@@ -329,7 +330,7 @@ class SqlStore:
                         payload=event.payload,
                         due_at=attempt.due_at,
                         lease_owner=owner,
-                        lease_expires_at=now + lease,
+                        lease_expires_at=now + lease,  # the holder's deadline, by its clock
                         lease_token=attempt.lease_token,
                     )
                 )
@@ -427,3 +428,14 @@ class SqlStore:
             purged = purge_resolved(session, resolved_before, limit)
             compact_reminders(session, limit)
             return purged
+
+
+def _lease_time(session: Session, now: datetime) -> datetime:
+    """The time leases are judged by: PostgreSQL's own clock, which every instance sharing the
+    journal reads alike (a host whose clock runs ahead would otherwise take a lease another
+    instance still holds, and send its event a second time); on SQLite, one host's journal, the
+    caller's ``now``."""
+    if session.get_bind().dialect.name != "postgresql":
+        return now
+    moment: datetime = session.exec(select(func.clock_timestamp())).one()
+    return moment.astimezone(UTC)

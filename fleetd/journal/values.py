@@ -208,7 +208,9 @@ class RecordedEvent:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
-    """A due attempt leased to ``lease_owner`` until ``lease_expires_at``, with what to send.
+    """A due attempt leased to ``lease_owner`` until ``lease_expires_at`` (by the holder's clock:
+    the journal times the lease by its own, see :meth:`~fleetd.journal.port.Journal.claim_due`),
+    with what to send.
 
     ``lease_token`` fences the lease: an outcome is recorded only while the attempt still carries
     this token and no outcome (nobody reclaimed it after expiry, nothing cancelled it).

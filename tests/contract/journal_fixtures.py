@@ -86,6 +86,19 @@ class JournalKit:
     url: str
     build: Callable[[], Journal]
 
+    async def leases_run_out(self) -> None:
+        """Let every lease held now run out by the journal's own clock. The fake and SQLite
+        time a lease by the caller's ``now``, which the test moves itself; PostgreSQL times it
+        by the database's clock, so its held leases are moved a day back, as if that much of
+        its time had passed."""
+        if self.kind != "postgres":
+            return
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as db:
+            await db.execute(
+                "UPDATE delivery_attempts SET lease_expires_at ="
+                " lease_expires_at - interval '1 day' WHERE lease_expires_at IS NOT NULL"
+            )
+
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def journal_kit(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JournalKit]:

@@ -209,6 +209,7 @@ async def test_an_expired_lease_is_reclaimed_and_fences_the_old_holder(
     await journal.record(change, [event()], now=T0)
     (old,) = await journal.claim_due("worker-a", now=T0, lease=LEASE)
     later = T0 + LEASE
+    await journal_kit.leases_run_out()
     (new,) = await journal.claim_due("worker-b", now=later, lease=LEASE)
     assert (new.attempt_id, new.idempotency_key) == (old.attempt_id, old.idempotency_key)
     assert new.lease_token != old.lease_token
@@ -399,6 +400,7 @@ async def test_an_attempt_cancelled_in_flight_is_still_delivered_under_its_lease
     )
     await journal.record(fenced, [event()], now=T0)
     (old,) = await journal.claim_due("a", now=T0, lease=LEASE)
+    await journal_kit.leases_run_out()
     (new,) = await journal.claim_due("b", now=T0 + LEASE, lease=LEASE)
     await journal.record(_resolved(fenced, T0 + LEASE, (1,)), now=T0 + LEASE)
     assert not await journal.complete(old, now=T0 + LEASE, http_status=200)

@@ -118,3 +118,37 @@ async def test_two_instances_purging_together_delete_each_incident_once(
     finally:
         for client in clients:
             await client.close()
+
+
+async def test_a_host_whose_clock_runs_ahead_never_takes_a_lease_another_holds(
+    journal_pg_url: str,
+) -> None:
+    """Several instances share one journal, each claiming by its own clock. A lease is timed by
+    PostgreSQL's clock, so an instance two hours ahead does not take an attempt another has just
+    leased (it took it at once, and the event went out twice); once the lease has run out by the
+    database's time, it does, and the first holder can record nothing."""
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    holder, ahead = SqlJournal(journal_pg_url), SqlJournal(journal_pg_url)
+    try:
+        now = datetime.now(UTC)
+        change = IncidentChange(incident=make_incident("sess_skew"))
+        await holder.record(
+            change, [NewEvent(type=EventType.OPEN, payload={}, due_at=now)], now=now
+        )
+        lease = timedelta(seconds=30)
+        (held,) = await holder.claim_due("worker-a", now=now, lease=lease)
+        assert held.lease_expires_at == now + lease  # the holder's deadline, by its own clock
+        two_hours_on = now + timedelta(hours=2)
+        assert await ahead.claim_due("worker-b", now=two_hours_on, lease=lease) == ()
+        with psycopg.connect(journal_pg_url, autocommit=True) as db:  # 30 s of the database's time
+            db.execute(
+                "UPDATE delivery_attempts SET lease_expires_at = lease_expires_at - interval '31 s'"
+            )
+        (taken,) = await ahead.claim_due("worker-b", now=two_hours_on, lease=lease)
+        assert taken.attempt_id == held.attempt_id
+        assert not await holder.complete(held, now=now, http_status=200)
+        assert await ahead.complete(taken, now=two_hours_on, http_status=200)
+    finally:
+        await holder.close()
+        await ahead.close()
