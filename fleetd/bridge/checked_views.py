@@ -1,7 +1,7 @@
 """Member views checked, every time they are asked for, against views built with nothing kept.
 
 The bridge keeps each member's health view and rebuilds only those its roster marked changed
-(:class:`~fleetd.bridge.revision.Changes`). :class:`CheckedMemberViews` proves in every test that
+(:class:`~fleetd.bridge.roster.Touches`). :class:`CheckedMemberViews` proves in every test that
 runs through a test fleet (:func:`fleetd.testing.build_test_fleet` turns it on with
 :meth:`~fleetd.bridge.view.BridgeView.check_kept_views`) that no kept view goes stale. It reads the
 roster and the ticket book directly, so it lives inside the bridge.
@@ -26,7 +26,7 @@ class CheckedMemberViews(MemberViews):
 
     Each time views are asked for, it also checks that the roster marked every session whose
     bridge-side inputs moved since the last health tick took the marks
-    (:class:`~fleetd.bridge.revision.Changes`): the health tick reads no other member again, so
+    (:class:`~fleetd.bridge.roster.Touches`): the health tick reads no other member again, so
     a change made without a mark would leave its view stale until the next unrelated one.
     """
 
@@ -53,8 +53,6 @@ class CheckedMemberViews(MemberViews):
 
     def _check_marks(self) -> None:
         marked = self._roster.changes.marked()
-        if marked is None:  # too many to keep: the next tick reads every member
-            return
         for sid, session in self._roster.sessions.items():
             before = self._taken.get(sid)
             if before is not None and sid not in marked and self._inputs(session) != before:

@@ -13,8 +13,7 @@ from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
 from fleetd.bridge.backlog import MemberBacklog
-from fleetd.bridge.revision import Changes
-from fleetd.bridge.roster import Roster
+from fleetd.bridge.roster import Roster, TouchReader
 from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.tasks import TaskBook, Ticket
 from fleetd.bridge.turns import RepairLedger, TurnState, TurnToken
@@ -63,7 +62,7 @@ class MemberViews:
 
     Reading every member's stamp is itself most of a large tick, so the health tick reads through
     :meth:`for_tick`, which looks again only at the members the roster marked as changed
-    (:class:`~fleetd.bridge.revision.Changes`) and at those whose mutes or waiting replies moved.
+    (:class:`~fleetd.bridge.roster.Touches`) and at those whose mutes or waiting replies moved.
     """
 
     __slots__ = ("_kept", "_roster", "_tasks", "_tick", "_view")
@@ -87,7 +86,7 @@ class MemberViews:
     ) -> tuple[MemberView, ...]:
         """The views of ``sessions`` for the health tick, reading only the members that changed.
 
-        The roster marks a session in its :class:`~fleetd.bridge.revision.Changes` whenever
+        The roster touches a session in its :class:`~fleetd.bridge.roster.Touches` whenever
         anything its view is built from may have moved (its session, open turn or ledger, queue,
         tickets); this tick's mute counts and waiting replies are compared with the last tick's.
         When the sessions are the members of the last tick, in the same order, only the marked
@@ -100,10 +99,10 @@ class MemberViews:
     ) -> list[MemberView]:
         """The views of ``sessions`` for a version of the fleet view (no mute counts), read as
         :meth:`for_tick` reads them but against the marks since the fleet view's last read (its
-        own reader of the roster's :class:`~fleetd.bridge.revision.Changes`): a busy fleet
+        own reader of the roster's :class:`~fleetd.bridge.roster.Touches`): a busy fleet
         builds a version many times a second, each time a member or two moved."""
         if self._view is None:
-            self._view = _Pass(self._roster.changes.reader())
+            self._view = _Pass(self._roster.touches.reader())
         return list(self._since(self._view, sessions, {}, backlogs))
 
     def _since(
@@ -121,7 +120,7 @@ class MemberViews:
         # the same members in the same order, compared id by id at C speed (a member's new value
         # is put in the roster only by the roster, which marks it)
         ids = list(map(_SESSION_ID, sessions))
-        if marked is None or ids != last.ids:
+        if ids != last.ids:
             views = self._read(sessions, mute_counts=mute_counts, backlogs=backlogs)
             last.ids, last.views = ids, views
             last.position = {sid: n for n, sid in enumerate(ids)}
@@ -200,7 +199,7 @@ class _Pass:
 
     __slots__ = ("backlogs", "changes", "ids", "mutes", "position", "views")
 
-    def __init__(self, changes: Changes) -> None:
+    def __init__(self, changes: TouchReader) -> None:
         self.changes = changes
         self.ids: list[str] = []  # the session ids of the last read, in its order
         self.views: list[MemberView] = []

@@ -49,6 +49,13 @@ class BridgeReads:
         self._name_taken = name_taken
         self._releasing = releasing
 
+    @property
+    def revision(self) -> int:
+        """How many writes the fleet view shows the bridge has made: equal values mean nothing
+        it shows was touched in between (a send accepted, a prompt delivered, a ticket ended, a
+        member added, moved or retired, a teardown failure noted)."""
+        return self._roster.touches.count
+
     # -------------------------------------------------------------- sessions
     def session(self, session_id: str) -> Session | None:
         """A session by id, live or among the recently released."""

@@ -14,9 +14,11 @@ in between. A member's send queue is a value too (a tuple, oldest first), which 
 reads it again after an ``await`` rather than hold it.
 
 Every change — adding, updating, moving, retiring, and what the member's open turn, send queue,
-tickets and last polled status show — marks the member in :attr:`Roster.changes`, and each mark is
-told to ``on_change`` (the bridge's :class:`~fleetd.bridge.revision.Revision`, which the fleet
-view's version follows).
+tickets and last polled status show — is a touch of the member in :attr:`Roster.touches`, the
+record of what the roster's writes touched (:class:`Touches`): its count is the bridge's revision,
+which the fleet view's version follows, and each part that keeps something built from members
+(the health tick's views, the fleet view's rows, the terminal edges) reads the members touched
+since its last read through a :class:`TouchReader` of its own.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, NoReturn
 
-from fleetd.bridge.revision import Changes
 from fleetd.bridge.sessions import TABLE_FIELDS, Session, SessionEvent, SessionState
 from fleetd.bridge.tasks import Ticket
 from fleetd.bridge.turn_machine import (
@@ -43,12 +44,75 @@ from fleetd.bridge.turn_machine import (
 )
 from fleetd.herdr.model import AgentStatus
 
-__all__ = ["OpenTurns", "Roster"]
+__all__ = ["OpenTurns", "Roster", "TouchReader", "Touches"]
 
 _RELEASED_KEPT = 256
 _TOKENS_KEPT = 4096
-#: Changed session ids held beyond the roster's sessions before a tick must read every view.
-_CHANGES_SLACK = 1024
+
+
+class Touches:
+    """What the roster's writes touched, in order.
+
+    Every write the fleet view shows is a touch: of a member (its session, open turn, send queue,
+    tickets, last polled status) or of the bridge as a whole (a teardown failure noted).
+    :attr:`count` numbers them: equal counts mean nothing was touched in between. Each member is
+    kept once, at its last touch, in the order of those touches, so the members touched after a
+    count are found in time that follows how many there are, not the fleet's size; what is kept is
+    bounded by the roster's sessions (a member the roster forgets is forgotten here too)."""
+
+    __slots__ = ("_last", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._last: OrderedDict[str, int] = OrderedDict()  # member -> the count of its last touch
+
+    def touch(self, session_id: str | None = None) -> None:
+        self.count += 1
+        if session_id is not None:
+            last = self._last
+            last[session_id] = self.count
+            last.move_to_end(session_id)
+
+    def since(self, count: int) -> set[str]:
+        """The members touched after ``count``."""
+        last = self._last
+        touched: set[str] = set()
+        for session_id in reversed(last):
+            if last[session_id] <= count:
+                break
+            touched.add(session_id)
+        return touched
+
+    def forget(self, session_id: str) -> None:
+        self._last.pop(session_id, None)
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+    def reader(self) -> TouchReader:
+        """A reader of its own, from now on."""
+        return TouchReader(self)
+
+
+class TouchReader:
+    """One part's reads of :class:`Touches`: the members touched since it last took them."""
+
+    __slots__ = ("_at", "_touches")
+
+    def __init__(self, touches: Touches) -> None:
+        self._touches = touches
+        self._at = touches.count
+
+    def take(self) -> set[str]:
+        """The members touched since the last take; the next take starts from here."""
+        touches = self._touches
+        taken = touches.since(self._at)
+        self._at = touches.count
+        return taken
+
+    def marked(self) -> frozenset[str]:
+        """The members touched since the last take, without taking them."""
+        return frozenset(self._touches.since(self._at))
 
 
 class OpenTurns(dict[str, TurnState]):
@@ -57,14 +121,14 @@ class OpenTurns(dict[str, TurnState]):
 
     :meth:`open` puts a turn the machine opened, :meth:`step` moves one along the machine's table
     (and drops it once the machine ends it); there is no other way in or out. Every change but a
-    bare status sighting marks the member in the roster's changes (its view reads the turn).
+    bare status sighting touches the member (its view reads the turn).
     """
 
-    __slots__ = ("_changes", "fresh", "on_close")
+    __slots__ = ("_touch", "fresh", "on_close")
 
-    def __init__(self, changes: Changes) -> None:
+    def __init__(self, touch: Callable[[str], None]) -> None:
         super().__init__()
-        self._changes = changes
+        self._touch = touch
         #: the members whose turn was opened, or whose boundary watch moved, since the last look
         #: at this set: the observation of open turns takes it and sights each of them at the
         #: next list whatever its agent did (the same sighting may move such a watch again); it
@@ -80,7 +144,7 @@ class OpenTurns(dict[str, TurnState]):
             raise ValueError(f"a turn in phase {turn.phase} cannot be opened for {sid}")
         super().__setitem__(sid, turn)
         self.fresh.add(sid)
-        self._changes.mark(sid)
+        self._touch(sid)
 
     def step(
         self, token: TurnToken, event: TurnEvent, now: datetime
@@ -102,14 +166,14 @@ class OpenTurns(dict[str, TurnState]):
         if new.phase.terminal:
             super().__delitem__(sid)
             self.fresh.discard(sid)  # a closed turn needs no sighting (and health may never look)
-            self._changes.mark(sid)
+            self._touch(sid)
             self.on_close(sid)
             return tuple(e for e in effects if not isinstance(e, ForgetTurnRecord))
         super().__setitem__(sid, new)
         if new.watch is not turn.watch:
             self.fresh.add(sid)
         if type(event) is not StatusSighted:  # a sighting moves only the watch, which no row shows
-            self._changes.mark(sid)
+            self._touch(sid)
         return effects
 
     def sight(
@@ -139,7 +203,10 @@ class Roster:
     """Sessions plus the work the bridge holds for each."""
 
     sessions: dict[str, Session] = field(default_factory=dict)
-    changes: Changes = field(init=False, repr=False)
+    #: what every write touched (its count is the bridge's revision)
+    touches: Touches = field(init=False, repr=False)
+    #: the health tick's reader of the touches (its member views, the teardowns it checks again)
+    changes: TouchReader = field(init=False, repr=False)
     #: each held member's queued sends, oldest first (present from :meth:`add` to :meth:`retire`):
     #: values only the roster replaces (:meth:`enqueue`, :meth:`dequeue`, :meth:`clear_queue`)
     queues: dict[str, tuple[Ticket, ...]] = field(init=False, repr=False)
@@ -152,23 +219,29 @@ class Roster:
     _released_order: deque[str] = field(default_factory=deque)
     _names: dict[str, str] = field(default_factory=dict)  # live agent name -> session id
     _name_cursor: dict[str, int] = field(default_factory=dict)  # stem -> next number to try
-    on_change: Callable[[], None] = field(default=lambda: None, repr=False)
     #: told the session id of every member retired (the state store drops its record)
     on_retire: Callable[[str], None] = field(default=lambda _session_id: None, repr=False)
 
     def __post_init__(self) -> None:
-        # a member marked is a member whose view or row may show something new: the fleet view
+        # a member touched is a member whose view or row may show something new: the fleet view
         # moves to a new version for it (an open turn seen working, the poller's last status)
-        self.changes = Changes(lambda: len(self.sessions) + _CHANGES_SLACK, on_mark=self.on_change)
+        self.touches = Touches()
+        self.changes = self.touches.reader()
         self.queues = {}
-        self.inflight = OpenTurns(self.changes)
+        self.inflight = OpenTurns(self.touch)
+
+    def touch(self, session_id: str | None = None) -> None:
+        """Record a write that a member's view or row (or, with no member, the fleet view) may
+        show. A member the roster does not hold is no member of the record, which stays bounded
+        by the roster's sessions."""
+        self.touches.touch(session_id if session_id in self.sessions else None)
 
     def add(self, session: Session) -> None:
         sid = session.session_id
         self.sessions[sid] = session
         self.queues[sid] = ()
         self._names[session.name] = sid
-        self.changes.mark(sid)
+        self.touch(sid)
 
     def apply(self, session_id: str, event: SessionEvent, now: datetime) -> Session:
         """Move the member along the session table and keep the new value; an illegal event
@@ -198,7 +271,7 @@ class Roster:
     def enqueue(self, session_id: str, ticket: Ticket) -> None:
         """Queue ``ticket`` behind the member's other sends."""
         self.queues[session_id] = (*self.queues[session_id], ticket)
-        self.changes.mark(session_id)
+        self.touch(session_id)
 
     def dequeue(self, session_id: str, ticket: Ticket) -> bool:
         """Take ``ticket`` out of the member's queue (typed, failed past its budget, or refused
@@ -207,19 +280,19 @@ class Roster:
         if not any(queued is ticket for queued in queue):
             return False
         self.queues[session_id] = tuple(queued for queued in queue if queued is not ticket)
-        self.changes.mark(session_id)
+        self.touch(session_id)
         return True
 
     def clear_queue(self, session_id: str) -> None:
         """Empty the member's queue (its tickets are failed by the caller)."""
         if self.queues.get(session_id):
             self.queues[session_id] = ()
-            self.changes.mark(session_id)
+            self.touch(session_id)
 
     def _put(self, session: Session) -> None:
         sid = session.session_id
         self.sessions[sid] = session
-        self.changes.mark(sid)  # which touches the bridge's revision (on_change)
+        self.touch(sid)
 
     def live(self) -> list[Session]:
         return [s for s in self.sessions.values() if s.state is not SessionState.RELEASED]
@@ -269,11 +342,12 @@ class Roster:
         if self._names.get(session.name) == session.session_id:
             del self._names[session.name]
         self._released_order.append(session.session_id)
-        self.changes.mark(session.session_id)
+        self.touch(session.session_id)
         self.on_retire(session.session_id)
         while len(self._released_order) > _RELEASED_KEPT:
             old = self._released_order.popleft()
             self.sessions.pop(old, None)
+            self.touches.forget(old)
             self.gates.discard(old)
 
     def see_status(self, session_id: str, status: str) -> None:
@@ -281,7 +355,7 @@ class Roster:
         when it moved, since the poller reads busy members several times a second."""
         if self.live_status.get(session_id) != status:
             self.live_status[session_id] = status
-            self.changes.mark(session_id)
+            self.touch(session_id)
 
     def pruned(self, ticket: Ticket) -> None:
         """An ended ticket was forgotten: the one member whose view can still read it is the one
@@ -289,7 +363,7 @@ class Roster:
         marked."""
         turn = self.inflight.get(ticket.target)
         if turn is not None and turn.token.ticket_id == ticket.ticket_id:
-            self.changes.mark(ticket.target)
+            self.touch(ticket.target)
 
     @contextmanager
     def reconciling(self, session_id: str) -> Iterator[None]:

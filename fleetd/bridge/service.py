@@ -57,7 +57,6 @@ from fleetd.bridge.release import ReleaseCause
 from fleetd.bridge.repair import LostBoundaryRepair, RepairOutcome
 from fleetd.bridge.replies import Replies
 from fleetd.bridge.resolver import CompletionResolver
-from fleetd.bridge.revision import Revision
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
 from fleetd.bridge.spawn import SpawnParts, SpawnRequest, reclaim_pane, spawn_member
@@ -117,16 +116,16 @@ class Bridge:
         self.manifest_root = manifest_root
         self.lead_inboxes = lead_inboxes
         self.runs = runs or Runs()
-        self.revision = Revision()  # every change the fleet view shows touches it
         # what a restart needs is written here before the effects it causes (a fake by default)
         self.durable = durable or DurableState(MemoryStateStore())
         self.restored = Restored()
-        self.roster = Roster(on_change=self.revision.touch, on_retire=self.durable.retired)
+        # every write the fleet view shows touches the roster's record (bridge.reads.revision)
+        self.roster = Roster(on_retire=self.durable.retired)
         self.roster.inflight.on_close = self.durable.turn_closed
         self.tasks = TaskBook(
             on_terminal=self._count_terminal,
-            on_change=self.revision.touch,
-            on_target=self.roster.changes.mark,
+            on_change=self.roster.touch,
+            on_target=self.roster.touch,
             on_pruned=self.roster.pruned,
             run=self.runs.current,
             retention=self._retention,
@@ -388,7 +387,7 @@ class Bridge:
     def _note_failure(self, what: str) -> None:
         self.teardown_failures.append(what)
         del self.teardown_failures[:-_FAILURES_KEPT]
-        self.revision.touch()
+        self.roster.touch()
 
     def _count_terminal(self, ticket: Ticket) -> None:
         self.tasks.counted_end(ticket)  # what the teardown invariant checks: one count per ticket

@@ -104,15 +104,10 @@ def record_teardown(session: Session, *, roster: Roster, tasks: TaskBook) -> boo
     return True
 
 
-def recheck_teardowns(
-    session_ids: Iterable[str] | None, *, roster: Roster, tasks: TaskBook
-) -> bool:
-    """Check again the released sessions among ``session_ids`` (the roster's marks since the last
-    tick; ``None`` — too many marks to keep — checks none this time: a session is checked when
-    its release ends, so only a later write is missed, until it is marked again). True when an
-    answer changed (the roster then holds a new value of that session)."""
-    if session_ids is None:
-        return False
+def recheck_teardowns(session_ids: Iterable[str], *, roster: Roster, tasks: TaskBook) -> bool:
+    """Check again the released sessions among ``session_ids`` (the members the roster's writes
+    touched since the last tick). True when an answer changed (the roster then holds a new value
+    of that session)."""
     sessions = roster.sessions
     changed = False
     for sid in session_ids:

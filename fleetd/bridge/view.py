@@ -16,8 +16,7 @@ from fleetd.bridge.checked_views import CheckedMemberViews
 from fleetd.bridge.member_views import MemberViews
 from fleetd.bridge.orphans import OrphanBook
 from fleetd.bridge.placement import NO_BENCH, ModelBench
-from fleetd.bridge.revision import Changes
-from fleetd.bridge.roster import Roster
+from fleetd.bridge.roster import Roster, TouchReader
 from fleetd.bridge.sessions import Session
 from fleetd.bridge.tasks import TaskBook
 from fleetd.bridge.teardown_check import recheck_teardowns
@@ -51,11 +50,10 @@ class BridgeView:
         self.bench = bench
         self.views = MemberViews(roster=roster, tasks=tasks)
 
-    def marks(self) -> Changes:
-        """A reader of its own of the roster's marks: the members whose view or row may have
-        moved since it last took them (:class:`~fleetd.bridge.revision.Changes`). Readers are
-        never dropped, so each is made once, by a part that lives as long as the bridge."""
-        return self.roster.changes.reader()
+    def marks(self) -> TouchReader:
+        """A reader of its own of the roster's touches: the members whose view or row may have
+        moved since it last took them (:class:`~fleetd.bridge.roster.Touches`)."""
+        return self.roster.touches.reader()
 
     def check_kept_views(self) -> None:
         """From now on check every member view handed out against one built with nothing kept

@@ -35,9 +35,9 @@ class TerminalEdges:
     """The members at a terminal edge not yet measured, found through the roster's marks.
 
     A session reaches a new edge only by changing (its state or turn), and every change marks it
-    (:class:`~fleetd.bridge.revision.Changes`), so each call looks only at the members marked
+    (:class:`~fleetd.bridge.roster.Touches`), so each call looks only at the members touched
     since the last one and at those left waiting (past ``limit``, or releasing at the time). The
-    first call, and any after the marks overflowed, looks at every member. At ten thousand
+    first call, and any after one that raised, looks at every member. At ten thousand
     members a pass over all of them cost about a millisecond a tick."""
 
     __slots__ = ("_marks", "_releasing", "_roster", "_waiting", "_worktrees")
@@ -48,7 +48,7 @@ class TerminalEdges:
         self._roster = roster
         self._worktrees = worktrees
         self._releasing = releasing
-        self._marks = roster.changes.reader()  # made once: it lives as long as the roster
+        self._marks = roster.touches.reader()
         self._waiting: dict[str, None] | None = None  # in order; None: look at every member
 
     async def measure(self, *, limit: int = EDGES_PER_TICK) -> int:
@@ -60,7 +60,7 @@ class TerminalEdges:
         sessions = self._roster.sessions
         marked = self._marks.take()
         waiting, self._waiting = self._waiting, None  # a call that raises: every member next time
-        if marked is None or waiting is None:
+        if waiting is None:
             ids: Iterable[str] = sessions
         else:  # those left waiting first, in the order they came, then the marked
             waiting.update(dict.fromkeys(marked))

@@ -28,8 +28,8 @@ marked (its own reader of the marks, :meth:`BridgeView.marks
 while it is read stays marked: its mark moves the view to the next version, which shows it), and
 those whose waiting replies, herdr status or health evidence moved, found by comparing them with
 the last version's. Reads run one at a time, since each keeps what the next compares with.
-Every stamp is made again when that cannot be told: other members or another order, the marks
-overflowed, another configuration, a bench that moved.
+Every stamp is made again when that cannot be told: other members or another order, another
+configuration, a bench that moved.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ class FleetBodies:
             text = text.replace(encode(_AGENTS), f"[{','.join(agents)}]", 1)
         return text.encode()
 
-    def _member_rows(self, reading: FleetReading, marked: set[str] | None) -> list[OpenRow]:
+    def _member_rows(self, reading: FleetReading, marked: set[str]) -> list[OpenRow]:
         """Each member's row, in order. Only the members that may have moved since the last read
         (:meth:`_moved`; ``marked``: the roster's marks since then) have their stamp made and
         looked at; every other keeps its row. When that cannot be told, every member's stamp is
@@ -186,7 +186,7 @@ class FleetBodies:
                 rows[p] = row
         if self.check and self._marks is not None:
             # a member marked again since the marks were taken is read again next time
-            again = self._marks.marked() or frozenset()
+            again = self._marks.marked()
             stale = self.members.stale(self._wanted(reading, sessions, views))
             if any(sid not in again for sid in stale):
                 raise AssertionError(f"member rows kept from an older stamp: {stale}")
@@ -205,7 +205,7 @@ class FleetBodies:
     def _moved(
         self,
         reading: FleetReading,
-        marked: set[str] | None,
+        marked: set[str],
         last: _LastRows | None,
         *,
         ids: list[str],
@@ -217,7 +217,7 @@ class FleetBodies:
         last polled status), those whose waiting replies, herdr status or health evidence moved.
         The same members in the same order, the same configuration and the same benched
         profiles are needed, or else ``None``."""
-        if marked is None or last is None or ids != last.ids or inputs != last.inputs:
+        if last is None or ids != last.ids or inputs != last.inputs:
             return None
         moved = marked
         if reading.backlogs != last.backlogs:
@@ -301,11 +301,11 @@ class _LastRows:
 
 
 class _Marks(Protocol):
-    """A reader of the roster's marks (:meth:`BridgeView.marks`)."""
+    """A reader of the roster's touches (:meth:`BridgeView.marks`)."""
 
-    def take(self) -> set[str] | None: ...
+    def take(self) -> set[str]: ...
 
-    def marked(self) -> frozenset[str] | None: ...
+    def marked(self) -> frozenset[str]: ...
 
 
 _SESSION_ID = attrgetter("session_id")

@@ -7,19 +7,20 @@ read per lead, every member's row, every time. :class:`FleetViews` builds it onc
 and hands every caller of that version the same facts (and the HTTP transport the same bytes).
 
 **What a change is.** The version moves when
-:meth:`~fleetd.runtime.fleet_view.FleetViewBuilder.change_key` moves: the bridge's
-:class:`~fleetd.bridge.revision.Revision` (a send accepted, a prompt delivered, a ticket ended, a
-session spawned, ready, busy, done, released), each health tick, each herdr ``agent.list`` and each
-herdr status that changed (:class:`~fleetd.runtime.live_agents.LiveAgents`), the control link's
-state, the push loop's outcomes, what waits in memory for the inbox, the inbox's reachability and
-decode failures, the orphans, the config status, and each dependency's events (a failure, a
-breaker turning, another broker or receiver in use, a catalog probe) — not each answered call,
-whose counts and latency are shown as of the version (a call that changed nothing, a refusal
-above all, moves no version). The key is a tuple of counters, cheap
-enough to read on every request, so a change is seen by the next request whatever made it. The
-herdr agents are listed at least every ten seconds (the ``herdr-agents`` loop), so even a quiet
-fleet gets a fresh view — and fresh ages — that often; nothing else moves the version, so neither a
-long-poll nor an ``ETag`` is woken or broken by time alone.
+:meth:`~fleetd.runtime.fleet_view.FleetViewBuilder.change_key` moves: the bridge's revision
+(``bridge.reads.revision``, the count of its roster's touches: a send accepted, a prompt delivered,
+a ticket ended, a session spawned, ready, busy, done, released), each health tick, each herdr
+``agent.list`` and each herdr status that changed
+(:class:`~fleetd.runtime.live_agents.LiveAgents`), the control link's state, the push loop's
+outcomes, what waits in memory for the inbox, the inbox's reachability and decode failures, the
+orphans, the config status, and each dependency's events (a failure, a breaker turning, another
+broker or receiver in use, a catalog probe) — not each answered call, whose counts and latency are
+shown as of the version (a call that changed nothing, a refusal above all, moves no version). The
+key is a tuple of counters, cheap enough to read on every request, so a change is seen by the next
+request whatever made it. The herdr agents are listed at least every ten seconds (the
+``herdr-agents`` loop), so even a quiet fleet gets a fresh view — and fresh ages — that often;
+nothing else moves the version, so neither a long-poll nor an ``ETag`` is woken or broken by time
+alone.
 
 **A view is the state after an operation, not half-way through it.** Each loop step and each
 fleet tool call that can change anything is *settled* (:meth:`FleetViews.settling`,

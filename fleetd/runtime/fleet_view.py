@@ -279,7 +279,7 @@ class FleetViewBuilder:
         link, bridge, status = self.link, self.bridge, self.config.status
         failures = bridge.inbox.failures()
         return (
-            bridge.revision.value,
+            bridge.reads.revision,
             self.agents.revision,
             link.status,
             link.consecutive_failures,

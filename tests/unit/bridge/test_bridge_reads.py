@@ -29,6 +29,7 @@ READS = {
     "pending_for",
     "queued",
     "releasing",
+    "revision",
     "session",
     "sessions",
     "ticket",

@@ -239,7 +239,7 @@ async def test_a_part_the_retry_cannot_mend_stays_orphaned_and_is_retried_only_o
 
     fleet.bridge.lifecycle.fail_target_work = counting  # type: ignore[method-assign]
     _count_again(fleet.bridge, session)
-    fleet.bridge.roster.changes.mark(sid)  # as the ticket book marks a target whose ticket ends
+    fleet.bridge.roster.touch(sid)  # as the ticket book touches a target whose ticket ends
     for _ in range(3):
         await _tick(fleet, TEARDOWN_GRACE.total_seconds())
         assert _member(fleet, sid) == (

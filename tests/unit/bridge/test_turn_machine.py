@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetd.bridge.roster import Roster
+from fleetd.bridge.sessions import Session, SessionState
 from fleetd.bridge.turn_machine import (
     MAX_ATTEMPTS,
     REPLY_GRACE,
@@ -392,6 +393,19 @@ def test_the_open_turns_record_a_sighting_through_step_and_mark_nothing() -> Non
     """The roster feeds a sighting to the machine only when it moves the watch; the turn it
     keeps is the machine's value, and no sighting marks the member's view as changed."""
     roster = Roster()
+    roster.add(
+        Session(
+            session_id="s1",
+            name="m-1",
+            profile="p",
+            kind="claude",
+            role=None,
+            owner="lead",
+            created_at=T0,
+            state=SessionState.BUSY,
+        )
+    )
+    roster.changes.take()
     open_turn(roster, TOKEN, T0)
     assert roster.changes.take() == {"s1"}
     roster.inflight.sight(roster.inflight["s1"], AgentStatus.IDLE, 4, LATER)

@@ -376,9 +376,9 @@ async def test_a_turn_the_poller_saw_working_moves_the_bridge_s_revision(tmp_pat
     before = await views.encoded(OPERATOR)
     row = _row(before.body, sids[0])
     assert row["openTurn"]["sawWorking"] is False
-    revision = fleet.bridge.revision.value
+    revision = fleet.bridge.reads.revision
     await fleet.poll()
-    assert fleet.bridge.revision.value > revision
+    assert fleet.bridge.reads.revision > revision
     encoded = await views.encoded(OPERATOR)
     assert encoded.version > before.version
     row = _row(encoded.body, sids[0])
