@@ -26,6 +26,7 @@ Nothing here ever re-sends a delivered prompt.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections.abc import Callable
@@ -118,6 +119,9 @@ class Deliverer:
         self._durable = durable
         self._outbox = outbox
         self._unreadable: dict[str, str] = {}  # session -> the error its lookup answers (live)
+        #: the members a prompt is being typed into now, each set once herdr's answer is
+        #: carried out
+        self._typing: dict[str, asyncio.Event] = {}
 
     async def poll_once(self) -> None:
         polled = [s for s in self._roster.needs_poll() if s.live]
@@ -224,13 +228,14 @@ class Deliverer:
         refused prompt waits out its backoff.
         """
         sid = session.session_id
-        if sid in self._roster.delivering:
+        if sid in self._typing:
             return
         now = self._clock.now()
         ticket = self._deliverable(session, now)
         if ticket is None:
             return
-        self._roster.delivering.add(sid)  # one prompt at a time per target: never typed twice
+        # one prompt at a time per target, never typed twice; a reply waits for its answer
+        answered = self._typing[sid] = asyncio.Event()
         try:
             if status is None:
                 try:
@@ -266,7 +271,17 @@ class Deliverer:
             # ping, and meanwhile another send must not type the same head of the queue
             await self._typed(session, ticket, turn, outcome, code)
         finally:
-            self._roster.delivering.discard(sid)
+            del self._typing[sid]
+            answered.set()
+
+    async def typed(self, session_id: str) -> None:
+        """Wait until the prompt being typed into the member now, if any, has herdr's answer
+        carried out (its turn open, or its ticket back in the queue). A member may finish its
+        task and reply before herdr answers ``agent.prompt``: its reply answers that turn. The
+        wait ends within herdr's request deadline and the reads that follow its answer."""
+        answered = self._typing.get(session_id)
+        if answered is not None:
+            await answered.wait()
 
     def _deliverable(self, session: Session, now: datetime) -> Ticket | None:
         """The head of the member's queue if it may be typed now: the member at rest (ready or

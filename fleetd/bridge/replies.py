@@ -11,6 +11,9 @@ While a reply is being stored, the completion fallback leaves the turn alone (it
 resolve the ticket from the pane under the same message id). A caller that goes away meanwhile
 does not stop the work half-way: a stored reply always resolves its turn.
 
+A member may do its task and reply before herdr has answered the ``agent.prompt`` that typed it:
+such a reply waits for that answer to be carried out, and then answers the turn it opened.
+
 A reply with no open turn answers nothing and is refused (``no_open_task``, hinting at the
 member's last ticket) — with one exception: the member's last delivered ticket was resolved by the
 completion fallback or by lost-boundary repair, so the member's own words arrive after fleetd read
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from fleetd.bridge.answers import ReplyResult
 from fleetd.bridge.completion import TurnCompletion, reply_record
@@ -59,7 +63,9 @@ class Replies:
         clock: Clock,
         outbox: LeadOutbox,
         completion: TurnCompletion,
+        typed: Callable[[str], Awaitable[None]],
     ) -> None:
+        self._typed = typed  # waits out a prompt being typed into the member (the Deliverer's)
         self._roster = roster
         self._tasks = tasks
         self._clock = clock
@@ -73,6 +79,8 @@ class Replies:
         return await asyncio.shield(task)
 
     async def _reply(self, *, session_id: str, content: str) -> ReplyResult:
+        if session_id not in self._roster.inflight:
+            await self._typed(session_id)  # its turn opens once herdr's answer is carried out
         session = self._roster.get(session_id)
         if session is None or not session.live:
             raise ConflictError("this session is no longer live")

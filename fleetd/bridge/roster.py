@@ -212,7 +212,6 @@ class Roster:
     queues: dict[str, tuple[Ticket, ...]] = field(init=False, repr=False)
     inflight: OpenTurns = field(init=False, repr=False)
     gates: set[str] = field(default_factory=set)  # session ids closed to new sends
-    delivering: set[str] = field(default_factory=set)  # a prompt is being typed right now
     live_status: dict[str, str] = field(default_factory=dict)  # last raw herdr status
     _gated: dict[str, int] = field(default_factory=dict)  # reconciliation gates held per session
     _tokens: OrderedDict[str, TurnToken] = field(default_factory=OrderedDict)  # issued, bounded

@@ -196,6 +196,7 @@ class Bridge:
             clock=clock,
             outbox=self.outbox,
             completion=self.completion,
+            typed=self.deliverer.typed,
         )
         self.view = BridgeView(
             roster=self.roster,

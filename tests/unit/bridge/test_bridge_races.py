@@ -305,3 +305,27 @@ async def test_a_waiting_send_answered_while_the_pane_is_read_is_not_also_in_the
     assert (answered["status"], answered["content"]) == ("done", "the answer")
     drained = await fleet.ok("fleet_poll")
     assert [record for record in drained["messages"] if record.get("content") == "the answer"] == []
+
+
+async def test_a_reply_that_comes_before_herdr_answers_the_prompt_ends_its_ticket(
+    fleet: TestFleet,
+) -> None:
+    """herdr types the prompt, the member does the work and calls ``fleet_reply``, and only then
+    does herdr's answer to ``agent.prompt`` arrive. The reply waits for that answer and ends
+    the ticket (it was refused ``no_open_task`` and lost: the ticket stayed pending for good and
+    the member's queue with it)."""
+    sid = await fleet.spawn_ready()
+    gate = hold_calls(fleet.control, "prompt")
+    send = asyncio.ensure_future(fleet.ok("fleet_send", target=sid, prompt="quick task"))
+    await asyncio.wait_for(gate.entered.wait(), 5)
+    reply = asyncio.ensure_future(fleet.call("fleet_reply", fleet.member(sid), content="done it"))
+    for _ in range(20):  # every step it can take without herdr's answer
+        await asyncio.sleep(0)
+    assert not reply.done()  # waits for herdr's answer to the prompt
+    gate.release()
+    ticket = (await send)["ticket"]
+    answered = await asyncio.wait_for(reply, 5)
+    assert answered.error is None
+    polled = await fleet.ok("fleet_poll", ticket=ticket)
+    assert (polled["status"], polled["source"], polled["content"]) == ("done", "reply", "done it")
+    assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["quick task"]
