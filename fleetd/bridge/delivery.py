@@ -88,6 +88,11 @@ _log = logging.getLogger("fleetd.bridge")
 #: answering the next one (a reply always answers the turn open when it arrives).
 LATE_REPLY_WINDOW = timedelta(seconds=2)
 
+#: A lookup answered with a line fleetd cannot read (not JSON, not the answer to it): herdr is
+#: there and answering, so only that agent is skipped; a link that is down fails every lookup,
+#: and its own checks say so.
+_UNREADABLE = "invalid_response"
+
 
 class Deliverer:
     """The poller step: one pass over every session with outstanding work."""
@@ -134,8 +139,11 @@ class Deliverer:
             except TargetNotFoundError as exc:
                 await self._lifecycle.target_not_found(picked, exc.code)
                 continue
-            except ControlLinkError:
-                return  # the link is down: nothing can be judged this pass
+            except ControlLinkError as exc:
+                if exc.code != _UNREADABLE:
+                    return  # the link is down: nothing can be judged this pass
+                self._skip(picked, exc.code)  # herdr answered, unreadably: this agent only
+                continue
             except HerdrError as exc:
                 self._skip(picked, exc.code)  # one unreadable agent never stalls the others
                 continue

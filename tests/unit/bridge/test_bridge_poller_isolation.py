@@ -7,14 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from fleetd.errors import HerdrError, InvalidResponseError
+from fleetd.errors import ControlLinkError, HerdrError, InvalidResponseError
 from fleetd.herdr.model import AgentStatus
 from fleetd.testing import build_test_fleet
 
 
 @pytest.mark.parametrize(
     "error",
-    [HerdrError("internal_error", "boom"), InvalidResponseError("invalid_response", "{}")],
+    [
+        HerdrError("internal_error", "boom"),
+        InvalidResponseError("invalid_response", "{}"),
+        # an answer line that is not JSON, or not the answer to this request: it stalled the
+        # poller for every member behind this one (while the link's own ping answered)
+        ControlLinkError("invalid_response", "answer is not JSON"),
+        ControlLinkError("invalid_response", "answer id mismatch"),
+    ],
 )
 async def test_an_unreadable_agent_is_skipped_and_the_others_are_served(
     tmp_path: Path, error: HerdrError, caplog: pytest.LogCaptureFixture
