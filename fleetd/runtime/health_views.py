@@ -21,7 +21,7 @@ from typing import Any, Literal
 from fleetd.bridge.answers import WireModel
 from fleetd.config import HealthConfig
 from fleetd.config.floors import TWO_SNAPSHOTS
-from fleetd.health.evidence import HealthState
+from fleetd.health.evidence import HealthState, LinkEvidence
 from fleetd.health.incidents import Incident, Route
 from fleetd.health.routing import foreign_assignments
 from fleetd.health.states import ControlLinkState, spec_of
@@ -96,6 +96,16 @@ def coverage(health: HealthConfig, *, leads: int, degraded: Sequence[str] = ()) 
         status=status,
         reason=reason,
     )
+
+
+def blind(link: LinkEvidence) -> bool:
+    """Whether health has been blind for two snapshots or more: herdr's agent list failed that
+    many ticks in a row while its link is not down (its ping answers). Neither a link fault nor
+    a member fault (M4 §4.3), yet nothing is detected meanwhile: coverage says so."""
+    return link.state is ControlLinkState.CONTROL_LINK_OK and link.list_failures >= TWO_SNAPSHOTS
+
+
+BLIND = "herdr's agent list keeps failing while herdr answers: detection is blind"
 
 
 def link_view(

@@ -45,7 +45,7 @@ from fleetd.runtime import health_views
 from fleetd.runtime.dispatch import EffectDispatcher, RoutingNote
 from fleetd.runtime.escalation import Escalation
 from fleetd.runtime.fleet_models import ControlLink, HealthCoverage, LeadHealth, MemberHealth
-from fleetd.runtime.health_views import FleetHealthComponent
+from fleetd.runtime.health_views import BLIND, FleetHealthComponent
 from fleetd.runtime.link import LinkState
 from fleetd.runtime.pane_excerpts import PaneExcerpts
 from fleetd.runtime.snapshot import SeenAgents, take_snapshot
@@ -81,6 +81,7 @@ class FleetHealthMonitor:
     _seen: SeenAgents = field(default_factory=SeenAgents)
     _gauged: tuple[object, object] = (None, None)  # the incidents and leads the gauges show
     _resume_owed: bool = False  # the journal could not be read at start: read it when it answers
+    _blind: bool = False  # herdr's agent list kept failing while herdr answered (said once)
 
     def __post_init__(self) -> None:
         if not self.state.namespace:  # new incident ids are unique to this run
@@ -210,9 +211,21 @@ class FleetHealthMonitor:
         decision = decide(snapshot, self.state, now)
         self.state = decision.state
         self.ticks += 1
+        self._say_blind(health_views.blind(self.state.link))
         await self.dispatcher.dispatch(decision.effects)
         self._refresh_gauges()
         self.metrics.tick_seconds.observe(self.clock.monotonic() - started)
+
+    def _say_blind(self, blind: bool) -> None:
+        """One WARNING when the agent list has failed long enough for detection to be blind, one
+        INFO when a list reads again."""
+        if blind is self._blind:
+            return
+        self._blind = blind
+        if blind:
+            _log.warning("%s; members' health is as last seen until a list reads", BLIND)
+        else:
+            _log.info("herdr's agent list reads again: detection sees the fleet")
 
     def _new_mutes(self) -> dict[str, int]:
         """Fallback resolutions since the last tick, per session (the bridge keeps a tail)."""
@@ -248,9 +261,12 @@ class FleetHealthMonitor:
 
     # ------------------------------------------- views (rendered in health_views)
     def coverage(self) -> HealthCoverage:
-        """What detection and escalation this deployment has (§10.2): ``degraded`` while the
-        journal or the human sink fails."""
+        """What detection and escalation this deployment has (§10.2): ``degraded`` while
+        detection is blind (herdr's agent list keeps failing), or the journal or the human sink
+        fails."""
         degraded: list[str] = []
+        if self.ticks and health_views.blind(self.state.link):
+            degraded.append(BLIND)
         watch = self.journal_watch
         if watch is not None and not watch.health.ok:
             degraded.append(f"incident journal failing ({watch.health.reason})")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from fleetd.api.app import create_app
 from fleetd.errors import ControlLinkError
@@ -81,3 +83,36 @@ def _link_gauge(fleet: TestFleet) -> float:
     value = fleet.service.metrics.registry.get_sample_value("fleetd_control_link_up")
     assert value is not None
     return value
+
+
+async def test_lists_that_keep_failing_while_herdr_answers_pings_say_detection_is_blind(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """herdr answers ``ping`` but not ``agent.list`` (an unreadable answer, say): no link fault
+    (M4 §4.3) and no member fault, yet health sees nothing. From the second failed list the
+    coverage says detection is blind, on ``fleet_list`` and ``/healthz``, and one WARNING says
+    so; the next list that reads clears it, with one INFO (it said nothing, for good)."""
+    fleet = _fleet(tmp_path, health=True)
+    await fleet.service.health.tick()
+    fleet.control.fail("list_agents", ControlLinkError("invalid_response", "answer is not JSON"))
+    with caplog.at_level(logging.INFO, logger="fleetd.health"):
+        await fleet.service.health.tick()
+        covered = (await fleet.ok("fleet_list"))["healthCoverage"]
+        assert covered["status"] != "degraded"  # one failed list is one blind tick
+        for _ in range(3):
+            fleet.clock.advance(fleet.service.health.interval())
+            await fleet.service.health.tick()
+        covered = (await fleet.ok("fleet_list"))["healthCoverage"]
+        assert covered["status"] == "degraded"
+        assert "agent list" in covered["reason"]
+        transport = httpx.ASGITransport(app=create_app(fleet.service))
+        async with httpx.AsyncClient(transport=transport, base_url="http://fleetd") as client:
+            healthz = (await client.get("/healthz")).json()["components"]
+        assert healthz["fleetHealth"]["status"] == "degraded"
+        assert healthz["controlLink"]["state"] == "up"  # the link itself answers
+        fleet.control.fail("list_agents", None)
+        await fleet.service.health.tick()
+    covered = (await fleet.ok("fleet_list"))["healthCoverage"]
+    assert covered["status"] != "degraded"
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "agent list" in r.getMessage()]
+    assert [level for level, _ in said] == ["WARNING", "INFO"], said
