@@ -42,6 +42,7 @@ from pathlib import Path
 from fleetd.bridge.answers import ReleaseResult
 from fleetd.bridge.manifests import PreservedWorktree, manifest_path, write_manifest
 from fleetd.bridge.marks import SESSIONS_DIR, MemberMark, load_marks, remove_mark
+from fleetd.bridge.panes import close_own_pane
 from fleetd.bridge.release import ReleaseCause, WorktreeAction
 from fleetd.clock import Clock
 from fleetd.errors import FleetdError, HerdrError, TargetNotFoundError, UnavailableError
@@ -187,7 +188,7 @@ class OrphanBook:
     async def stop(self, orphan: Orphan) -> ReleaseResult:
         """Close an orphan's pane and preserve its worktree; nothing of its run is replayed."""
         try:
-            await self._control.close_pane(orphan.mark.pane_id)
+            await close_own_pane(self._control, orphan.mark.name, orphan.mark.pane_id)
         except TargetNotFoundError:
             pass  # already gone: nothing left to close
         except HerdrError as exc:
@@ -200,7 +201,7 @@ class OrphanBook:
     async def _close_again(self, orphan: Orphan) -> None:
         """Ask herdr once more to close the pane a release of this run could not close."""
         try:
-            await self._control.close_pane(orphan.mark.pane_id)
+            await close_own_pane(self._control, orphan.mark.name, orphan.mark.pane_id)
         except TargetNotFoundError:
             pass  # gone meanwhile
         except HerdrError:

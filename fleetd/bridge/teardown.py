@@ -25,6 +25,7 @@ from fleetd.bridge.answers import ReleaseResult
 from fleetd.bridge.evidence import target_lost
 from fleetd.bridge.manifests import PreservedWorktree, write_manifest
 from fleetd.bridge.marks import SESSIONS_DIR, remove_mark
+from fleetd.bridge.panes import close_own_pane
 from fleetd.bridge.release import ReleaseCause, WorktreeAction
 from fleetd.bridge.roster import Roster
 from fleetd.bridge.sessions import Session, SessionEvent, SessionState
@@ -118,20 +119,7 @@ class Teardown:
         state_before = session.state
         failed = self._fail_work(session, cause.value)
         lost = target_lost(loss, code, at=self._clock.now(), failed=[t.ticket_id for t in failed])
-        closed = True
-        if session.pane_id is not None:
-            try:
-                await self._control.close_pane(session.pane_id)
-            except TargetNotFoundError:
-                pass  # already gone
-            except HerdrError as exc:
-                closed = False  # it may still run: its mark stays for the next run to find
-                _log.warning(
-                    "session %s: herdr did not close its pane (%s): its agent may still run, "
-                    "so its worktree is kept and its mark stays for the next run to find",
-                    sid,
-                    exc.code,
-                )
+        closed = await self._close_pane(session)
         worktree: dict[str, WorktreeAction] = {}
         tree = roster.sessions[sid].worktree
         if tree is not None:
@@ -154,6 +142,26 @@ class Teardown:
         self._tasks.forget_target(sid)
         record_teardown(session, roster=roster, tasks=self._tasks)
         return ReleaseResult(session_id=session.session_id, cause=cause, **worktree)
+
+    async def _close_pane(self, session: Session) -> bool:
+        """Close the member's pane if it is still the member's (:mod:`~fleetd.bridge.panes`);
+        True when nothing of the member runs any more."""
+        sid, pane_id = session.session_id, session.pane_id
+        if pane_id is None:
+            return True
+        try:
+            await close_own_pane(self._control, session.name, pane_id)
+        except TargetNotFoundError:
+            pass  # already gone
+        except HerdrError as exc:
+            _log.warning(
+                "session %s: herdr did not close its pane (%s): its agent may still run, "
+                "so its worktree is kept and its mark stays for the next run to find",
+                sid,
+                exc.code,
+            )
+            return False  # it may still run: its mark stays for the next run to find
+        return True
 
     async def _unmark(self, session: Session) -> None:
         sessions = self._manifest_root / SESSIONS_DIR

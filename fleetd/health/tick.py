@@ -161,9 +161,14 @@ class Tick:
         return self._by_name
 
     def match(self, terminal_id: str | None, name: str) -> LiveAgent | None:
-        """The live agent of a subject: same terminal when known, else same name."""
+        """The live agent of a subject: same terminal when known, else same name. A terminal
+        whose agent now goes by another name is another agent's (herdr that restarted numbers
+        its terminals from the start again): it is not the subject's."""
         if terminal_id is not None:
-            return self.by_terminal.get(terminal_id)
+            agent = self.by_terminal.get(terminal_id)
+            if agent is not None and agent.name is not None and agent.name != name:
+                return None
+            return agent
         return self.by_name.get(name)
 
     def lead_inbox(self, lead: str | None) -> InboxView | None:

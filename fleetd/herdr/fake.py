@@ -99,9 +99,12 @@ class FakeAgentControl:
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         label: str | None = None,
+        workspace_id: str | None = None,
     ) -> PaneInfo:
-        """A new shell pane in a new workspace (labelled ``label`` when given)."""
-        ws = f"w{next(self._workspaces)}"
+        """A new shell pane in a new workspace (labelled ``label`` when given). ``workspace_id``
+        names it as herdr that restarted does, numbering its workspaces from the start again (its
+        pane then has the id a pane of before the restart had)."""
+        ws = workspace_id or f"w{next(self._workspaces)}"
         if label:
             self._labels[ws] = label
         info = PaneInfo(

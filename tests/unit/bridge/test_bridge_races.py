@@ -329,3 +329,24 @@ async def test_a_reply_that_comes_before_herdr_answers_the_prompt_ends_its_ticke
     polled = await fleet.ok("fleet_poll", ticket=ticket)
     assert (polled["status"], polled["source"], polled["content"]) == ("done", "reply", "done it")
     assert [c.args["text"] for c in fleet.control.calls_to("prompt")] == ["quick task"]
+
+
+async def test_a_release_never_closes_a_pane_herdr_gave_the_members_id_after_a_restart(
+    fleet: TestFleet,
+) -> None:
+    """herdr restarted: the member's pane is gone, and herdr, numbering from the start again,
+    gave its pane id to a person's new shell. Releasing the member closes nothing of theirs (it
+    closed that shell by the id); a pane is the member's only in the workspace labelled with its
+    name."""
+    sid = await fleet.spawn_ready()
+    session = fleet.bridge.reads.session(sid)
+    assert session is not None
+    assert session.pane_id is not None
+    pane_id = session.pane_id
+    fleet.control.remove(pane_id)
+    shell = fleet.control.add_pane(workspace_id=pane_id.split(":")[0])
+    assert shell.pane_id == pane_id
+    await fleet.ok("fleet_stop", sessionId=sid)
+    assert fleet.control.calls_to("close_pane") == []
+    assert [p.pane_id for p in await fleet.control.labelled_panes(session.name)] == []
+    fleet.control.env_of(pane_id)  # the person's shell is still there

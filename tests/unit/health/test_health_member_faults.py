@@ -130,6 +130,17 @@ def test_absence_alone_asks_for_a_lookup_and_never_claims_gone() -> None:
     assert not run.all_effects(OpenIncident)
 
 
+def test_a_terminal_now_named_for_another_agent_is_not_the_member_s() -> None:
+    """herdr restarted and numbered its terminals from the start: the member's old terminal id
+    now belongs to another member. The member is absent (a lookup by its own name settles it),
+    not idle in someone else's terminal."""
+    run = Run()
+    run.tick(live(agent("m2", terminal="term_m1")), [member()])
+    assert run.effects(RequestTargetLookup) == [RequestTargetLookup(target="m1")]
+    run.tick(live(agent("m2", terminal="term_m1"), targeted={"m1": "agent_not_found"}), [member()])
+    assert run.member() is M.GONE
+
+
 def test_gone_is_sticky_and_stops_lookups() -> None:
     """Once gone, the member stays GONE without new errors, lookups or failure calls."""
     run = Run()
