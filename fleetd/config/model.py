@@ -56,6 +56,7 @@ __all__ = [
 
 RESTART_KEYS: Final = frozenset(
     {
+        "instance",  # the state store, its lock and the journal's rows are the instance's
         "api.host",
         "api.port",
         "api.publicUrl",

@@ -158,6 +158,19 @@ def test_restart_only_change_is_pending(file: ConfigFile, clock: FakeClock) -> N
     assert not ref.status.pending_restart_keys
 
 
+def test_a_new_instance_name_waits_for_a_restart(file: ConfigFile, clock: FakeClock) -> None:
+    """The state store, its lock and the journal's rows are the instance's, taken at start: a
+    name changed by a reload was applied at once (hot) while the store kept writing under the
+    old one, and the next start found nothing of its own — every member orphaned, every ticket
+    and token of the run gone. The name now waits for a restart, and is said to."""
+    ref = _ref(file, clock)
+    file.write("instance: renamed-a\n" + BASE)
+    result = ref.reload(clock.now())
+    assert result.pending_restart_keys == ("instance",)
+    assert result.changed_keys == ()
+    assert ref.current.instance is None
+
+
 def test_secret_restart_key_is_named_not_shown(file: ConfigFile, clock: FakeClock) -> None:
     """A changed journal URL is pending by key; neither password appears in the result."""
     ref = _ref(file, clock)
