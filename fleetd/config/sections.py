@@ -298,6 +298,20 @@ class InboxConfig(ConfigModel):
     amqp: AmqpConfig = AmqpConfig()
 
 
+_SQLITE = "sqlite:///"
+
+
+def _sqlite_beside(url: Any, base: Path | None) -> Any:
+    """``url`` with a relative SQLite path resolved beside the config (``base``), as every other
+    relative path of the file is; anything else as it is."""
+    if not isinstance(url, str) or base is None or not url.startswith(_SQLITE):
+        return url
+    path, mark, query = url[len(_SQLITE) :].partition("?")
+    if not path or path.startswith("/") or path == ":memory:":
+        return url
+    return f"{_SQLITE}{base / path}{mark}{query}"
+
+
 def _journal_url(value: Any, info: ValidationInfo) -> Any:
     """The URL ``journal.urlEnv`` names, else ``url`` as written, else (``null``) the SQLite file
     beside the config (``./var`` without a file)."""
@@ -308,10 +322,10 @@ def _journal_url(value: Any, info: ValidationInfo) -> Any:
             raise ValueError("set url or urlEnv, not both")
         if context is None or context.environ is None:
             raise ValueError(f"urlEnv needs the environment to read {variable}")
-        return context.environ.get(variable)
-    if value is not None:
-        return value
+        return _sqlite_beside(context.environ.get(variable), context.base_dir)
     base = context.base_dir if context is not None and context.base_dir is not None else None
+    if value is not None:
+        return _sqlite_beside(value, base)
     return f"sqlite:///{(base or NO_FILE_STATE_DIR) / JOURNAL_FILE}"
 
 
@@ -321,10 +335,10 @@ _journal_schemes = scheme_check("sqlite", "postgresql")
 def _state_url(value: Any, info: ValidationInfo) -> Any:
     """``url`` as written, else (``null``) the SQLite file beside the config (``./var`` without
     a file)."""
-    if value is not None:
-        return value
     context = load_context(info)
     base = context.base_dir if context is not None and context.base_dir is not None else None
+    if value is not None:
+        return _sqlite_beside(value, base)
     return f"sqlite:///{(base or NO_FILE_STATE_DIR) / STATE_FILE}"
 
 
@@ -338,6 +352,10 @@ class StateConfig(ConfigModel):
     )
     operation_timeout_ms: Annotated[StrictInt, Field(ge=100, le=60_000)] = 2000
     standby: StrictBool = False  # ``fleetd serve --standby``: wait for a held lock, then take over
+
+    @field_serializer("url", when_used="json")
+    def _masked(self, value: SecretStr) -> str:
+        return mask_url(value.get_secret_value())
 
     @property
     def operation_timeout(self) -> timedelta:

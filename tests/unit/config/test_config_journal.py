@@ -93,3 +93,25 @@ def test_the_deadline_and_the_retention_are_hot_and_floored() -> None:
     journal = loaded.config.journal
     assert (journal.operation_timeout_ms, journal.retention_days) == (1000, 1)
     assert len(loaded.warnings) == 2
+
+
+@pytest.mark.parametrize("section", ["journal", "state"])
+def test_a_relative_sqlite_path_is_beside_the_config_and_only_a_password_is_masked(
+    tmp_path: Path, section: str
+) -> None:
+    """``sqlite:///rel.db`` named a file in whatever directory fleetd was started from, so a
+    start from elsewhere found an empty store (every member orphaned, every ticket gone); it is
+    beside the config, as every other relative path is. check-config printed ``state.url`` as
+    stars whatever it held; it now masks only a password, as for ``journal.url``."""
+    path = tmp_path / "fleetd.yaml"
+    path.write_text(f"{section}:\n  url: sqlite:///var/{section}.sqlite\n")
+    loaded = getattr(load_config(path, {}).config, section).url.get_secret_value()
+    assert loaded == f"sqlite:///{tmp_path / 'var' / f'{section}.sqlite'}"
+    absolute = "sqlite:////srv/x.sqlite"
+    path.write_text(f"{section}:\n  url: {absolute}\n")
+    assert getattr(load_config(path, {}).config, section).url.get_secret_value() == absolute
+    path.write_text(f"{section}:\n  url: {PG}\n")
+    out = io.StringIO()
+    assert check_config_main([str(path)], environ={}, stdout=out, stderr=io.StringIO()) == 0
+    assert yaml.safe_load(out.getvalue())[section]["url"] == "postgresql://fleetd:***@db:5432/fleet"
+    assert "hunter2" not in out.getvalue()
