@@ -259,6 +259,13 @@ def _state_store_error(masked_url: str, exc: StateStoreError) -> int:
     from fleetd.state.opening import UNREADABLE  # noqa: PLC0415
 
     print(f"state store error: {masked_url}: {exc}", file=sys.stderr)
+    if exc.reason == "no_schema":
+        print(
+            "the PostgreSQL schema state.url names (its search_path) does not exist: create it, "
+            "or correct state.url",
+            file=sys.stderr,
+        )
+        return 2
     if exc.reason not in UNREADABLE:
         return 2
     if masked_url.startswith("sqlite"):

@@ -89,10 +89,16 @@ _TICKETS = TicketRow.__table__  # type: ignore[attr-defined]
 _TURNS = TurnRow.__table__  # type: ignore[attr-defined]
 
 
+#: PostgreSQL's invalid_schema_name: no schema to create the store's tables in.
+_NO_SCHEMA = "3F000"
+
+
 def _error(exc: BaseException, operation: str) -> StateStoreError:
     if isinstance(exc, StateStoreError):
         return exc
     translated = translate(exc, operation)
+    if translated.code == _NO_SCHEMA:  # the schema state.url's search_path names is not there
+        return StateStoreError(operation, "no_schema")
     return StateStoreError(operation, translated.reason)
 
 

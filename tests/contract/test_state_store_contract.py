@@ -478,3 +478,31 @@ def test_discard_state_never_sets_aside_a_file_a_live_fleetd_holds(tmp_path: Pat
         assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db", "state.db.lock"]
     finally:
         os.close(holder)
+
+
+def test_a_schema_that_does_not_exist_is_named_and_no_discard_is_offered(
+    journal_pg_base: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``state.url`` naming a PostgreSQL schema that does not exist (a typo in its search_path)
+    stops ``fleetd serve`` with exit 2 and says to create the schema or correct the URL. It said
+    ``--discard-state`` starts afresh, which then failed the same way."""
+    import yaml  # noqa: PLC0415
+
+    from fleetd.cli import main  # noqa: PLC0415
+    from fleetd.testing import sample_document  # noqa: PLC0415
+    from tests.contract.journal_fixtures import schema_url  # noqa: PLC0415
+
+    document = sample_document(tmp_path)
+    document["state"] = {"url": schema_url(journal_pg_base, "fleetd_no_such_schema")}
+    config = tmp_path / "fleetd.yaml"
+    config.write_text(yaml.safe_dump(document))
+    environ = {"T_OPERATOR": "op-token-1", "T_LEAD": "lead-token-1", "T_LEAD_B": "lead-token-2"}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in environ.items():
+            patch.setenv(name, value)
+        for flags in ([], ["--discard-state"]):
+            assert main(["serve", "--config", str(config), *flags]) == 2
+            said = capsys.readouterr().err
+            assert "schema" in said
+            assert "does not exist" in said
+            assert "--discard-state" not in said
