@@ -98,7 +98,10 @@ class Target:
         url_env: str = DEFAULT_URL_ENV,
         token_env: str = DEFAULT_TOKEN_ENV,
     ) -> Target:
-        url = environ.get(url_env, "").strip() or DEFAULT_URL
+        url = environ.get(url_env, "").strip()
+        if not url and url_env != DEFAULT_URL_ENV:  # named on purpose: never the default
+            raise SetupError(f"{url_env} is not set: put fleetd's URL in it, or leave --url-env")
+        url = url or DEFAULT_URL
         if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
             raise SetupError(f"{url_env} must be an http(s) URL such as {DEFAULT_URL}")
         token = environ.get(token_env, "").strip()

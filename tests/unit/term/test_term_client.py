@@ -126,3 +126,8 @@ def test_the_target_comes_from_the_environment_and_hides_user_info() -> None:
     assert missing.value.exit_code == 2
     with pytest.raises(SetupError, match="FLEETD_URL must be an http"):
         Target.from_env({"FLEETD_URL": "ftp://x", "FLEETD_TOKEN": TOKEN})
+    # a variable named by --url-env that is not set is a mistake, not the default: the token
+    # went to whatever answered on 127.0.0.1:8765
+    with pytest.raises(SetupError, match="TYPO_URL is not set") as unset:
+        Target.from_env({"FLEETD_URL": "http://fleet:1", "T": TOKEN}, url_env="TYPO_URL")
+    assert unset.value.exit_code == 2
