@@ -10,6 +10,8 @@ see :mod:`fleetd.config.fields`), while the safety floors listed in
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -105,6 +107,13 @@ class InboxBackend(StrEnum):
     AMQP = "amqp"
 
 
+def _not_empty(value: Any) -> Any:
+    """An empty path would be the config's own directory: refused, not guessed."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("must not be empty (null for the default)")
+    return value
+
+
 def _beside_config(value: Path | None, info: ValidationInfo) -> Path | None:
     """Resolve a relative path against the config file's directory (when there is a file)."""
     context = load_context(info)
@@ -113,16 +122,44 @@ def _beside_config(value: Path | None, info: ValidationInfo) -> Path | None:
     return context.base_dir / value
 
 
-ConfigPath = Annotated[Path, AfterValidator(_beside_config)]
+ConfigPath = Annotated[Path, BeforeValidator(_not_empty), AfterValidator(_beside_config)]
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _host(value: str) -> str:
+    """An address to bind: an IP address or a host name (its labels letters, digits and inner
+    hyphens); what uvicorn could not even look up fails here, naming the key."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        labels = value.removesuffix(".").split(".")
+        if len(value) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+            raise ValueError("must be an IP address or a host name") from None
+    return value
+
+
+def _ref(value: str) -> str:
+    """A base ref git will read as a ref: never an option, never a NUL."""
+    if value.startswith("-") or "\0" in value:
+        raise ValueError("must be a ref name, not an option (it starts with '-')")
+    return value
 
 
 class ApiConfig(ConfigModel):
-    host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
+    host: Annotated[str, Field(min_length=1), AfterValidator(_host)] = "127.0.0.1"
     port: Annotated[StrictInt, Field(ge=0, le=65535)] = 8765
     public_url: Annotated[str | None, AfterValidator(scheme_check("http", "https"))] = None
     max_prompt_chars: Annotated[StrictInt, Field(ge=1, le=MAX_CHARS)] = 100_000
     standby_port: Annotated[StrictInt | None, Field(ge=0, le=65535)] = None
     max_connections: Annotated[StrictInt, Field(ge=16, le=1_000_000)] = 1_000
+
+    @field_validator("standby_port")
+    @classmethod
+    def _not_the_port(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value != 0 and value == info.data.get("port"):
+            raise ValueError("must differ from api.port (a standby answers there while it waits)")
+        return value
 
     @property
     def standby_listen_port(self) -> int:
@@ -191,7 +228,7 @@ class ProfileConfig(ConfigModel):
 class WorktreesConfig(ConfigModel):
     root: ConfigPath = NO_FILE_STATE_DIR / "worktrees"
     default_repo: ConfigPath | None = None
-    default_base: Annotated[str, Field(min_length=1)] = "HEAD"
+    default_base: Annotated[str, Field(min_length=1), AfterValidator(_ref)] = "HEAD"
 
 
 class PushConfig(ConfigModel):

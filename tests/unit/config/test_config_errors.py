@@ -83,6 +83,12 @@ LEAD = {"name": "alpha", "tokenEnv": "ALPHA_TOKEN"}
         ({"api": {"publicUrl": "http://h:65536/"}}, "api.publicUrl", "port"),
         ({"bridge": {"push": {"heartbeatMax": -1}}}, "bridge.push.heartbeatMax", "0"),
         ({"operatorTokenEnv": "has space"}, "operatorTokenEnv", "pattern"),
+        # values the start or every spawn refused later, blaming someone else (found by a probe)
+        ({"worktrees": {"defaultBase": "--orphan"}}, "worktrees.defaultBase", "option"),
+        ({"api": {"host": "not a host!"}}, "api.host", "host"),
+        ({"herdr": {"socketPath": ""}}, "herdr.socketPath", "empty"),
+        ({"worktrees": {"root": ""}}, "worktrees.root", "empty"),
+        ({"api": {"port": 9000, "standbyPort": 9000}}, "api.standbyPort", "api.port"),
     ],
 )
 def test_invalid_documents_name_the_key(document: dict[str, Any], key: str, reason: str) -> None:
