@@ -598,3 +598,32 @@ async def test_another_body_under_a_taken_id_is_quarantined_a_redelivery_dropped
     ]
     await inbox.close()
     assert await inbox_broker.ready(queue_name(key)) == 0
+
+
+async def test_collect_after_collect_leaves_nothing_behind_on_the_connection(
+    key: str, make_inbox: Any
+) -> None:
+    """Each collect consumes its entries in a round of its own. A round through aio-pika's
+    queue iterator left a shielded future and its callback on the consumer channel's and the
+    connection's close futures, freed only when the connection closed: about 2 KB per collect
+    that found entries, for the life of the connection (a black-box soak measured some 140 KB a
+    minute). Two hundred collects now leave the live futures where they were."""
+    import gc  # noqa: PLC0415
+
+    inbox = make_inbox()
+    await inbox.own(key)
+
+    async def one_round(n: int) -> None:
+        assert await inbox.publish(reply(key, f"m-{n}"))
+        assert [r.msg_id for r in await inbox.collect(key)] == [f"m-{n}"]
+
+    def futures() -> int:
+        gc.collect()
+        return sum(isinstance(o, asyncio.Future) for o in gc.get_objects())
+
+    for n in range(20):  # channels, QoS and caches settle first
+        await one_round(n)
+    before = futures()
+    for n in range(20, 220):
+        await one_round(n)
+    assert futures() - before < 40

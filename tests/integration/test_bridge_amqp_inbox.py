@@ -12,11 +12,11 @@ from typing import Any
 
 import aio_pika
 import pytest
-from aio_pika.queue import QueueIterator
 
 from fleetd.api.tools import Caller, Role
 from fleetd.herdr.model import AgentStatus
 from fleetd.inbox.amqp import AmqpInbox
+from fleetd.inbox.amqp_collect import _Round
 from fleetd.inbox.codec import TYPED_MEDIA_TYPE, quarantine_queue_name, queue_name
 from fleetd.testing import build_test_fleet, sample_document
 
@@ -80,14 +80,14 @@ async def test_a_poll_cancelled_mid_collect_loses_no_reply(
             await fleet.ok("fleet_send", caller, target=sid, prompt="x")
             await fleet.ok("fleet_reply", fleet.member(sid), content=f"reply {n}")
         closing, proceed = asyncio.Event(), asyncio.Event()
-        close = QueueIterator.close
+        close = _Round.__aexit__
 
-        async def held_close(self: QueueIterator, *args: Any, **kwargs: Any) -> Any:
+        async def held_close(self: _Round, *args: Any, **kwargs: Any) -> Any:
             closing.set()  # the consumer's basic.cancel round trip, held open
             await proceed.wait()
             return await close(self, *args, **kwargs)
 
-        monkeypatch.setattr(QueueIterator, "close", held_close)
+        monkeypatch.setattr(_Round, "__aexit__", held_close)
         polling = asyncio.ensure_future(fleet.call("fleet_poll", caller))
         await asyncio.wait_for(closing.wait(), 10)
         polling.cancel()
@@ -100,7 +100,7 @@ async def test_a_poll_cancelled_mid_collect_loses_no_reply(
                 await asyncio.sleep(0)
 
         await asyncio.wait_for(carried(), 10)  # the shielded collect finished on its own
-        monkeypatch.setattr(QueueIterator, "close", close)
+        monkeypatch.setattr(_Round, "__aexit__", close)
         sid = (await fleet.ok("fleet_spawn", caller, profile="codex"))["sessionId"]
         await fleet.service.registry.contact(fleet.member(sid))
         await fleet.ok("fleet_send", caller, target=sid, prompt="x")
