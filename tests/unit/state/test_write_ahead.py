@@ -335,7 +335,10 @@ async def test_a_release_a_crash_interrupted_is_finished_by_the_next_start(
     released = second.bridge.reads.session(sid)
     assert released is not None
     assert (released.live, released.released_cause) == (False, "release_with_pending_tasks")
-    assert pane in [c.args["pane_id"] for c in fleet.control.calls_to("close_pane")]
+    # closed while herdr lists it under the member's label; a pane gone is not asked for again
+    # (its id may be another's by now)
+    closed = [c.args["pane_id"] for c in fleet.control.calls_to("close_pane")]
+    assert (pane in closed) is listed
     assert session.name not in [agent.name for agent in await fleet.control.list_agents()]
     for ticket in (first, queued):
         assert (await second.ok("fleet_poll", ticket=ticket))["status"] == "failed"
