@@ -1,6 +1,8 @@
 """Delivery and turn boundaries: the 250 ms status poller's work.
 
-For every session with outstanding work the poller asks herdr for the agent's live status, then:
+For every session with outstanding work the poller asks herdr for the agent's live status (at
+most :data:`LOOKUPS_AT_ONCE` lookups at a time; one herdr is slow to answer is judged at a later
+pass, never holding up the others), then:
 
 * a starting member is watched until herdr says it is interactive (or its launch failed);
 * queued sends are injected when the target is injectable — session READY or DONE, herdr ``idle``
@@ -31,6 +33,7 @@ import logging
 import secrets
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from fleetd.bridge.completion import refusal_record
 from fleetd.bridge.durable import DurableState
@@ -88,6 +91,11 @@ _log = logging.getLogger("fleetd.bridge")
 #: answering the next one (a reply always answers the turn open when it arrives).
 LATE_REPLY_WINDOW = timedelta(seconds=2)
 
+#: How long a pass waits for herdr's answers to its status lookups (seconds of clock time).
+LOOKUP_WAIT = 1.0
+#: Status lookups in flight at once (each is one connection to herdr's socket).
+LOOKUPS_AT_ONCE = 16
+
 #: A lookup answered with a line fleetd cannot read (not JSON, not the answer to it): herdr is
 #: there and answering, so only that agent is skipped; a link that is down fails every lookup,
 #: and its own checks say so.
@@ -124,25 +132,43 @@ class Deliverer:
         self._durable = durable
         self._outbox = outbox
         self._unreadable: dict[str, str] = {}  # session -> the error its lookup answers (live)
+        #: each polled member's status lookup in flight, with its open turn's token when asked
+        self._asking: dict[str, tuple[asyncio.Future[AgentInfo], TurnToken | None]] = {}
+        self._lookups = asyncio.Semaphore(LOOKUPS_AT_ONCE)
         #: the members a prompt is being typed into now, each set once herdr's answer is
         #: carried out
         self._typing: dict[str, asyncio.Event] = {}
 
     async def poll_once(self) -> None:
+        """Ask herdr for every polled member's status, at most :data:`LOOKUPS_AT_ONCE` at a
+        time, and judge each member on its answer. A lookup herdr has not answered within
+        :data:`LOOKUP_WAIT` stays in flight, its member judged at a later pass when the answer
+        comes: one agent herdr is slow to answer for never holds up the others' watch."""
         polled = [s for s in self._roster.needs_poll() if s.live]
         watched = {s.session_id for s in polled}
         self._unreadable = {sid: c for sid, c in self._unreadable.items() if sid in watched}
+        for sid in [sid for sid in self._asking if sid not in watched]:
+            _let_go(self._asking.pop(sid)[0])  # released or at rest meanwhile: read-only
         for picked in polled:
-            opened = self._roster.inflight.get(picked.session_id)
+            if picked.session_id not in self._asking:
+                turn = self._roster.inflight.get(picked.session_id)
+                self._asking[picked.session_id] = (
+                    asyncio.ensure_future(self._lookup(picked.name)),
+                    turn.token if turn is not None else None,
+                )
+        await self._answers([self._asking[s.session_id][0] for s in polled])
+        answered = [s for s in polled if self._asking[s.session_id][0].done()]
+        link_down = bool(answered) and all(
+            _link_failure(self._asking[s.session_id][0]) for s in answered
+        )
+        for picked in answered:
+            lookup, asked = self._asking.pop(picked.session_id)
+            if link_down or lookup.cancelled():
+                continue  # every answer failed on the link: nothing can be judged this pass
             try:
-                info = await self._control.get_agent(picked.name)
+                info = lookup.result()
             except TargetNotFoundError as exc:
                 await self._lifecycle.target_not_found(picked, exc.code)
-                continue
-            except ControlLinkError as exc:
-                if exc.code != _UNREADABLE:
-                    return  # the link is down: nothing can be judged this pass
-                self._skip(picked, exc.code)  # herdr answered, unreadably: this agent only
                 continue
             except HerdrError as exc:
                 self._skip(picked, exc.code)  # one unreadable agent never stalls the others
@@ -151,13 +177,32 @@ class Deliverer:
             if session is None or not session.live:
                 continue  # released while herdr was asked
             now_open = self._roster.inflight.get(session.session_id)
-            if (now_open and now_open.token) != (opened and opened.token):
+            if (now_open.token if now_open is not None else None) != asked:
                 continue  # a turn opened or closed while herdr was asked: its status is older
             if self._unreadable.pop(session.session_id, None) is not None:
                 _log.info("session %s: herdr answers for it again", session.session_id)
             self._roster.see_status(session.session_id, info.agent_status.value)
             await self._step(session, info)
         await self._lifecycle.check_readiness()
+
+    async def _lookup(self, name: str) -> AgentInfo:
+        async with self._lookups:
+            return await self._control.get_agent(name)
+
+    async def _answers(self, lookups: list[asyncio.Future[AgentInfo]]) -> None:
+        """Wait until every lookup has its answer, or :data:`LOOKUP_WAIT` of clock time."""
+        pending: set[asyncio.Future[Any]] = {lookup for lookup in lookups if not lookup.done()}
+        if not pending:
+            return
+        timer = asyncio.ensure_future(self._clock.sleep(LOOKUP_WAIT))
+        try:
+            while pending and not timer.done():
+                _done, pending = await asyncio.wait(
+                    {*pending, timer}, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(timer)
+        finally:
+            timer.cancel()
 
     def _skip(self, session: Session, code: str) -> None:
         """herdr answered this agent's lookup with an error that is not target loss: nothing is
@@ -447,3 +492,19 @@ _CAPTURES = {
     CaptureResult.UNRECOGNISED: BaselineCapture.UNRECOGNISED,
     CaptureResult.READ_FAILED: BaselineCapture.READ_FAILED,
 }
+
+
+def _link_failure(lookup: asyncio.Future[AgentInfo]) -> bool:
+    """Whether a finished lookup failed on the link (not an answer herdr gave, readable or not)."""
+    if lookup.cancelled():
+        return True
+    error = lookup.exception()
+    return isinstance(error, ControlLinkError) and error.code != _UNREADABLE
+
+
+def _let_go(lookup: asyncio.Future[AgentInfo]) -> None:
+    """Drop a lookup no member waits for: cancelled if still asking, its outcome taken if not."""
+    if not lookup.done():
+        lookup.cancel()
+    elif not lookup.cancelled():
+        lookup.exception()
