@@ -266,7 +266,7 @@ class ToolRegistry:
                 hint={"tools": [s.name for s in self.tools_for(caller.role)]},
             )
         if caller.role not in spec.roles:
-            raise PermissionDeniedError(f"a {caller.role} may not call {name}")
+            raise PermissionDeniedError(f"the {caller.role} role may not call {name}")
         return spec
 
 
