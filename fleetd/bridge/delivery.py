@@ -212,7 +212,7 @@ class Deliverer:
             self._roster.inflight.sight(turn, None, None, self._clock.now())
         if self._unreadable.get(session.session_id) != code:
             _log.warning(
-                "session %s: herdr answers its lookup with %s; skipped until it reads again",
+                "session %s: its status lookup failed (%s); skipped until it reads again",
                 session.session_id,
                 code,
             )
