@@ -31,9 +31,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from fleetd.bridge.completion import refusal_record
 from fleetd.bridge.durable import DurableState
@@ -132,47 +132,56 @@ class Deliverer:
         self._durable = durable
         self._outbox = outbox
         self._unreadable: dict[str, str] = {}  # session -> the error its lookup answers (live)
-        #: each polled member's status lookup in flight, with its open turn's token when asked
-        self._asking: dict[str, tuple[asyncio.Future[AgentInfo], TurnToken | None]] = {}
-        self._lookups = asyncio.Semaphore(LOOKUPS_AT_ONCE)
+        #: the members whose status lookup is in flight, with the open turn's token when asked
+        self._asked: dict[str, TurnToken | None] = {}
+        #: answers (or the errors they came as) not yet judged, with that token
+        self._answered: dict[str, tuple[AgentInfo | Exception, TurnToken | None]] = {}
         #: the members a prompt is being typed into now, each set once herdr's answer is
         #: carried out
         self._typing: dict[str, asyncio.Event] = {}
 
     async def poll_once(self) -> None:
-        """Ask herdr for every polled member's status, at most :data:`LOOKUPS_AT_ONCE` at a
-        time, and judge each member on its answer. A lookup herdr has not answered within
-        :data:`LOOKUP_WAIT` stays in flight, its member judged at a later pass when the answer
-        comes: one agent herdr is slow to answer for never holds up the others' watch."""
+        """Ask herdr for every polled member's status and judge each member on its answer.
+
+        At most :data:`LOOKUPS_AT_ONCE` lookups are in flight, each asked by one of as many
+        askers that take the next member as they finish, and a pass waits at most
+        :data:`LOOKUP_WAIT` for them: a lookup herdr has not answered by then stays in flight,
+        its member judged at a later pass once the answer comes. One agent herdr is slow to
+        answer for never holds up the others' watch."""
         polled = [s for s in self._roster.needs_poll() if s.live]
         watched = {s.session_id for s in polled}
         self._unreadable = {sid: c for sid, c in self._unreadable.items() if sid in watched}
-        for sid in [sid for sid in self._asking if sid not in watched]:
-            _let_go(self._asking.pop(sid)[0])  # released or at rest meanwhile: read-only
-        for picked in polled:
-            if picked.session_id not in self._asking:
-                turn = self._roster.inflight.get(picked.session_id)
-                self._asking[picked.session_id] = (
-                    asyncio.ensure_future(self._lookup(picked.name)),
-                    turn.token if turn is not None else None,
-                )
-        await self._answers([self._asking[s.session_id][0] for s in polled])
-        answered = [s for s in polled if self._asking[s.session_id][0].done()]
-        link_down = bool(answered) and all(
-            _link_failure(self._asking[s.session_id][0]) for s in answered
+        for sid in [sid for sid in self._answered if sid not in watched]:
+            del self._answered[sid]  # released or at rest meanwhile: nothing to judge
+        todo = deque(
+            s
+            for s in polled
+            if s.session_id not in self._asked and s.session_id not in self._answered
         )
-        for picked in answered:
-            lookup, asked = self._asking.pop(picked.session_id)
-            if link_down or lookup.cancelled():
-                continue  # every answer failed on the link: nothing can be judged this pass
+        if todo:
+            askers = [
+                asyncio.ensure_future(self._ask(todo))
+                for _ in range(min(LOOKUPS_AT_ONCE, len(todo)))
+            ]
             try:
-                info = lookup.result()
-            except TargetNotFoundError as exc:
-                await self._lifecycle.target_not_found(picked, exc.code)
+                await self._wait(askers)
+            finally:
+                todo.clear()  # an asker still waiting on herdr takes no other member after it
+        answers = [
+            (s, self._answered.pop(s.session_id)) for s in polled if s.session_id in self._answered
+        ]
+        link_down = bool(answers) and all(_link_failure(outcome) for _, (outcome, _) in answers)
+        for picked, (outcome, asked) in answers:
+            if link_down:
+                continue  # every answer failed on the link: nothing can be judged this pass
+            if isinstance(outcome, TargetNotFoundError):
+                await self._lifecycle.target_not_found(picked, outcome.code)
                 continue
-            except HerdrError as exc:
-                self._skip(picked, exc.code)  # one unreadable agent never stalls the others
+            if isinstance(outcome, HerdrError):
+                self._skip(picked, outcome.code)  # one unreadable agent never stalls the others
                 continue
+            if isinstance(outcome, BaseException):
+                raise outcome
             session = self._roster.sessions.get(picked.session_id)  # as it is after awaits
             if session is None or not session.live:
                 continue  # released while herdr was asked
@@ -181,19 +190,30 @@ class Deliverer:
                 continue  # a turn opened or closed while herdr was asked: its status is older
             if self._unreadable.pop(session.session_id, None) is not None:
                 _log.info("session %s: herdr answers for it again", session.session_id)
-            self._roster.see_status(session.session_id, info.agent_status.value)
-            await self._step(session, info)
+            self._roster.see_status(session.session_id, outcome.agent_status.value)
+            await self._step(session, outcome)
         await self._lifecycle.check_readiness()
 
-    async def _lookup(self, name: str) -> AgentInfo:
-        async with self._lookups:
-            return await self._control.get_agent(name)
+    async def _ask(self, todo: deque[Session]) -> None:
+        """Ask herdr for the status of the members of ``todo``, one after another, each answer
+        (or the error it came as) kept with the open turn's token of when it was asked."""
+        while todo:
+            member = todo.popleft()
+            sid = member.session_id
+            turn = self._roster.inflight.get(sid)
+            self._asked[sid] = turn.token if turn is not None else None
+            outcome: AgentInfo | Exception
+            try:
+                outcome = await self._control.get_agent(member.name)
+            except Exception as exc:  # noqa: BLE001 - judged with the member, raised there if odd
+                outcome = exc
+            finally:
+                asked = self._asked.pop(sid)
+            self._answered[sid] = (outcome, asked)
 
-    async def _answers(self, lookups: list[asyncio.Future[AgentInfo]]) -> None:
-        """Wait until every lookup has its answer, or :data:`LOOKUP_WAIT` of clock time."""
-        pending: set[asyncio.Future[Any]] = {lookup for lookup in lookups if not lookup.done()}
-        if not pending:
-            return
+    async def _wait(self, askers: Sequence[asyncio.Future[None]]) -> None:
+        """Wait until every asker is done, or :data:`LOOKUP_WAIT` of clock time."""
+        pending: set[asyncio.Future[None]] = set(askers)
         timer = asyncio.ensure_future(self._clock.sleep(LOOKUP_WAIT))
         try:
             while pending and not timer.done():
@@ -494,17 +514,6 @@ _CAPTURES = {
 }
 
 
-def _link_failure(lookup: asyncio.Future[AgentInfo]) -> bool:
-    """Whether a finished lookup failed on the link (not an answer herdr gave, readable or not)."""
-    if lookup.cancelled():
-        return True
-    error = lookup.exception()
-    return isinstance(error, ControlLinkError) and error.code != _UNREADABLE
-
-
-def _let_go(lookup: asyncio.Future[AgentInfo]) -> None:
-    """Drop a lookup no member waits for: cancelled if still asking, its outcome taken if not."""
-    if not lookup.done():
-        lookup.cancel()
-    elif not lookup.cancelled():
-        lookup.exception()
+def _link_failure(outcome: AgentInfo | Exception) -> bool:
+    """Whether a lookup failed on the link (not an answer herdr gave, readable or not)."""
+    return isinstance(outcome, ControlLinkError) and outcome.code != _UNREADABLE
