@@ -1,8 +1,8 @@
 """Delivery and turn boundaries: the 250 ms status poller's work.
 
 For every session with outstanding work the poller asks herdr for the agent's live status (at
-most :data:`LOOKUPS_AT_ONCE` lookups at a time; one herdr is slow to answer is judged at a later
-pass, never holding up the others), then:
+most :data:`LOOKUPS_AT_ONCE` lookups at a time; a member whose lookup herdr is slow to answer is
+judged at a later pass, never holding up the others), then:
 
 * a starting member is watched until herdr says it is interactive (or its launch failed);
 * queued sends are injected when the target is injectable — session READY or DONE, herdr ``idle``
