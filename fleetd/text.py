@@ -13,9 +13,15 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["INVISIBLE"]
+__all__ = ["INVISIBLE", "git_name"]
 
 INVISIBLE: Final = (
     "\\x00-\\x1f\\x7f-\\x9f\\u061c\\u200b\\u200e\\u200f\\u2028-\\u202e"
     "\\u2060-\\u2064\\u2066-\\u2069\\ufeff"
 )
+
+
+def git_name(value: str) -> bool:
+    """Whether git reads ``value`` as a name (a ref, a branch) when it is passed as an argument:
+    not empty, never an option (a leading ``-``), no NUL (no argument of a process holds one)."""
+    return bool(value) and not value.startswith("-") and "\0" not in value

@@ -27,6 +27,7 @@ from typing import Protocol
 from fleetd.bridge.release import ReleaseCause, WorktreeAction, WorktreeReason, action_for
 from fleetd.bridge.release import worktree_reason as _policy_reason
 from fleetd.errors import WorktreeError
+from fleetd.text import git_name
 
 __all__ = [
     "FakeWorktrees",
@@ -127,7 +128,7 @@ def check_arguments(*, repo: Path, base: str, branch: str, path: Path) -> None:
     """Refuse relative paths, names git would read as options, and NUL (no argument of a
     process can hold one)."""
     check_source(repo=repo, base=base)
-    if not branch or branch.startswith("-") or "\0" in branch:
+    if not git_name(branch):
         raise WorktreeError("provision", "invalid_argument")
     if not path.is_absolute() or "\0" in str(path):
         raise WorktreeError("provision", "invalid_argument")
@@ -136,7 +137,7 @@ def check_arguments(*, repo: Path, base: str, branch: str, path: Path) -> None:
 def check_source(*, repo: Path, base: str) -> None:
     """Refuse a repository and base ref a spawn may not ask for: a relative path, a ref git
     would read as an option, NUL anywhere. A spawn asks this before it holds a slot."""
-    if not base or base.startswith("-") or "\0" in base:
+    if not git_name(base):
         raise WorktreeError("provision", "invalid_argument")
     if not repo.is_absolute() or "\0" in str(repo):
         raise WorktreeError("provision", "invalid_argument")

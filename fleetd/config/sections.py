@@ -41,6 +41,7 @@ from fleetd.config.fields import (
     mask_url,
     scheme_check,
 )
+from fleetd.text import git_name
 
 __all__ = [
     "AgentKind",
@@ -141,7 +142,7 @@ def _host(value: str) -> str:
 
 def _ref(value: str) -> str:
     """A base ref git will read as a ref: never an option, never a NUL."""
-    if value.startswith("-") or "\0" in value:
+    if not git_name(value):
         raise ValueError("must be a ref name, not an option (it starts with '-')")
     return value
 
